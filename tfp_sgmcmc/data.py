@@ -1,0 +1,430 @@
+"""Data sources that gradient estimators draw minibatches from.
+
+Two sources share one small protocol (``num_examples``, ``float_dtype``,
+``init_batch_state``, ``sample_batch``, ``full_batches``):
+
+* :class:`InMemoryData` holds tensors and draws each minibatch from the seed the
+  kernel passes. It is pure (the same seed gives the same batch), runs under
+  ``tf.function(jit_compile=True)``, and offers three schemes:
+
+  ``"with_replacement"``
+      ``n`` i.i.d. uniform row indices per step, then a row gather (what
+      SGMCMCJax does).
+  ``"epoch"`` (default)
+      Without replacement within an epoch: each epoch visits a fresh random
+      permutation of the rows in ``⌊N/n⌋`` consecutive batches (the remainder
+      rows of that permutation are skipped, like ``drop_remainder``). The
+      permutation is a keyed pseudo-random bijection of ``[0, N)`` evaluated on
+      the fly (a 4-round Feistel network with cycle walking), so the scheme's
+      state is just ``(epoch seed, batch position)`` -- two scalars. Keeping an
+      explicit N-vector permutation in the kernel results would make
+      ``tfp.mcmc.sample_chain``'s default ``trace_fn`` store it at every step.
+  ``"random_window"``
+      The fastest: the rows are shuffled once (with ``shuffle_seed``) into a
+      private copy extended by its first ``n`` rows, and each step takes the
+      contiguous window that starts at a uniform offset in ``[0, N)``. Every
+      row lies in exactly ``n`` of the ``N`` windows, so its inclusion
+      probability is exactly ``n/N`` and the N/n-scaled gradient is unbiased;
+      within a window the rows are distinct. Unlike the other schemes, only
+      ``N`` distinct batches exist for a given shuffle, and consecutive batches
+      are independent draws of the offset. A contiguous slice costs a fraction
+      of a random-row gather (16 vs 41 µs for 1,000 of 1e6 × 10 rows; 69 vs
+      315 µs for 10,000), which dominates SGLD at a 1% batch. Memory: one
+      extra copy of the data.
+
+  When ``n == N`` every scheme returns the whole data set without gathering.
+
+* :class:`DatasetData` adapts a ``tf.data.Dataset`` for data that does not fit
+  in memory. Its iterator cannot be compiled by XLA (``IteratorGetNext`` has
+  no XLA kernel): use it under ``tf.function`` without ``jit_compile``. It is
+  reproducible only if the dataset itself is seeded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc.internal.util import RNG_ALG
+
+__all__ = [
+    "BatchState",
+    "InMemoryData",
+    "DatasetData",
+    "DataSource",
+    "SCHEMES",
+    "feistel_permutation",
+]
+
+SCHEMES = ("with_replacement", "epoch", "random_window")
+
+
+class BatchState(NamedTuple):
+    """Minibatch-scheme state carried in the kernel results.
+
+    ``epoch_seed`` keys the current epoch's permutation (``"epoch"`` scheme);
+    ``position`` is the index of the next batch within the epoch. Other schemes
+    carry the same (unused) fields so every source has one results structure.
+    """
+
+    epoch_seed: tf.Tensor
+    position: tf.Tensor
+
+
+def _zeros_batch_state() -> BatchState:
+    return BatchState(tf.zeros([2], tf.int32), tf.zeros([], tf.int32))
+
+
+# --------------------------------------------------------------------------- #
+# Keyed permutation of [0, N) (for the "epoch" scheme).
+# --------------------------------------------------------------------------- #
+
+_FEISTEL_ROUNDS = 4
+# Odd multipliers below 2**31 (from 32-bit integer hashes); with operands kept
+# below 2**32 every int64 product stays below 2**63.
+_MIX1 = 0x7FEB352D
+_MIX2 = 0x2C1B3C6D
+
+
+def _round_fn(x: tf.Tensor, key: tf.Tensor, mask: int) -> tf.Tensor:
+    h = tf.bitwise.bitwise_xor(x, key) & 0xFFFFFFFF
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
+    h = (h * _MIX1) & 0xFFFFFFFF
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 15))
+    h = (h * _MIX2) & 0xFFFFFFFF
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
+    return h & mask
+
+
+def feistel_permutation(x: tf.Tensor, num_items: int, seed: tf.Tensor) -> tf.Tensor:
+    """A keyed pseudo-random permutation of ``[0, num_items)`` applied to ``x``.
+
+    A balanced Feistel network on ``2b`` bits (``4**b >= num_items``) is a
+    bijection of ``[0, 4**b)``; cycle walking (re-applying it until the value
+    falls below ``num_items``) restricts it to a bijection of
+    ``[0, num_items)``. Since ``4**b < 4 * num_items`` the expected number of
+    walks is below 4. Different ``seed`` values give (pseudo-)independent
+    permutations. This is a shuffling device, not cryptography.
+
+    Args:
+      x: integer tensor with entries in ``[0, num_items)``.
+      num_items: the size of the permuted set (a Python int).
+      seed: stateless seed, ``int32[2]``.
+
+    Returns:
+      ``int64`` tensor of the same shape as ``x``.
+    """
+    half_bits = max(1, math.ceil(math.log2(max(num_items, 2)) / 2))
+    if half_bits > 16:
+        raise ValueError(f"`num_items` must be below 2**32, got {num_items}.")
+    mask = (1 << half_bits) - 1
+    keys = tf.random.stateless_uniform(
+        [_FEISTEL_ROUNDS], seed=seed, minval=0, maxval=2**31 - 1, dtype=tf.int64, alg=RNG_ALG
+    )
+
+    def once(v: tf.Tensor) -> tf.Tensor:
+        left = tf.bitwise.right_shift(v, half_bits)
+        right = v & mask
+        for r in range(_FEISTEL_ROUNDS):
+            left, right = right, tf.bitwise.bitwise_xor(left, _round_fn(right, keys[r], mask))
+        return tf.bitwise.left_shift(left, half_bits) | right
+
+    x = tf.cast(x, tf.int64)
+    y = once(x)
+    y = tf.while_loop(
+        lambda v: tf.reduce_any(v >= num_items),
+        lambda v: [tf.where(v >= num_items, once(v), v)],
+        [y],
+    )
+    return y[0] if isinstance(y, (list, tuple)) else y
+
+
+# --------------------------------------------------------------------------- #
+# Sources.
+# --------------------------------------------------------------------------- #
+
+
+class DataSource:
+    """Protocol of the data sources (documented, not enforced)."""
+
+    num_examples: int
+    float_dtype: tf.DType | None
+
+    def init_batch_state(self) -> BatchState:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+    def sample_batch(
+        self, batch_size: int, batch_state: BatchState, seed: tf.Tensor
+    ) -> tuple[Any, BatchState]:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+    def full_batches(self, chunk_size: int | None = None) -> Iterator[Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def validate_batch_size(self, batch_size: int) -> None:
+        if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool):
+            raise ValueError(f"`batch_size` must be a Python int, got {batch_size!r}.")
+        if not 1 <= batch_size <= self.num_examples:
+            raise ValueError(
+                f"`batch_size` must lie in [1, N] = [1, {self.num_examples}], got {batch_size}."
+            )
+
+
+class InMemoryData(DataSource):
+    """Tensors held in memory; minibatches drawn statelessly from a seed.
+
+    Args:
+      data: a tensor/array, or a tuple/list/dict of them, all with the same
+        leading dimension ``N`` (the number of examples). A minibatch has the
+        same structure with leading dimension ``n``.
+      scheme: ``"epoch"`` (default), ``"with_replacement"`` or
+        ``"random_window"``; see the module docstring.
+      shuffle_seed: seed of the one-off shuffle used by ``"random_window"``.
+        Default value: ``0``.
+      name: name used in error messages.
+
+    Raises:
+      ValueError: empty data, arrays of different lengths, floating arrays of
+        different float dtypes, non-finite values, or an unknown ``scheme``.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        scheme: str = "epoch",
+        shuffle_seed: int = 0,
+        name: str = "data",
+    ) -> None:
+        if scheme not in SCHEMES:
+            raise ValueError(f"`scheme` must be one of {SCHEMES}, got {scheme!r}.")
+        self._structure = data
+        flat = tf.nest.flatten(data)
+        if not flat:
+            raise ValueError(f"`{name}` is empty: give at least one array.")
+        tensors = []
+        for i, a in enumerate(flat):
+            t = tf.convert_to_tensor(a)
+            if t.shape.rank is None or t.shape.rank == 0:
+                raise ValueError(f"`{name}` array {i} must have a leading example dimension.")
+            tensors.append(t)
+        lengths = {int(t.shape[0]) for t in tensors}
+        if len(lengths) != 1:
+            raise ValueError(
+                f"`{name}` arrays have mismatched lengths {sorted(lengths)}: every array "
+                "must have the same number of examples along axis 0."
+            )
+        n = lengths.pop()
+        if n == 0:
+            raise ValueError(f"`{name}` has no examples (N = 0).")
+        float_dtypes = {t.dtype for t in tensors if t.dtype.is_floating}
+        if len(float_dtypes) > 1:
+            raise ValueError(
+                f"`{name}` mixes float dtypes {sorted(d.name for d in float_dtypes)}; "
+                "cast every floating array to one dtype (the dtype of the chain state)."
+            )
+        for i, t in enumerate(tensors):
+            if t.dtype.is_floating and tf.executing_eagerly():
+                if not bool(tf.reduce_all(tf.math.is_finite(t))):
+                    raise ValueError(f"`{name}` array {i} contains NaN or Inf.")
+        self._flat = tensors
+        self._num_examples = n
+        self._float_dtype = float_dtypes.pop() if float_dtypes else None
+        self._scheme = scheme
+        self._shuffle_seed = int(shuffle_seed)
+        self._windowed: dict[int, list[tf.Tensor]] = {}
+        self.name = name
+
+    # -- protocol ----------------------------------------------------------- #
+    @property
+    def num_examples(self) -> int:
+        return self._num_examples
+
+    @property
+    def float_dtype(self) -> tf.DType | None:
+        return self._float_dtype
+
+    @property
+    def scheme(self) -> str:
+        return self._scheme
+
+    @property
+    def arrays(self) -> Any:
+        """The data in the structure the user gave (as tensors)."""
+        return tf.nest.pack_sequence_as(self._structure, self._flat)
+
+    def with_scheme(self, scheme: str) -> InMemoryData:
+        """A view of the same tensors with another minibatch scheme."""
+        other = InMemoryData.__new__(InMemoryData)
+        other.__dict__.update(self.__dict__)
+        if scheme not in SCHEMES:
+            raise ValueError(f"`scheme` must be one of {SCHEMES}, got {scheme!r}.")
+        other._scheme = scheme
+        other._windowed = {}
+        return other
+
+    def init_batch_state(self) -> BatchState:
+        return _zeros_batch_state()
+
+    def prepare(self, batch_size: int) -> None:
+        """Precompute what the scheme needs for ``batch_size`` (call eagerly).
+
+        Only ``"random_window"`` needs it (the shuffled, extended copy); doing
+        it at estimator construction keeps the copy out of compiled loops.
+        """
+        self.validate_batch_size(batch_size)
+        if self._scheme == "random_window" and batch_size < self._num_examples:
+            self._window_copy(batch_size)
+
+    def _window_copy(self, n: int) -> list[tf.Tensor]:
+        if n not in self._windowed:
+            perm = tf.random.experimental.stateless_shuffle(
+                tf.range(self._num_examples), seed=[self._shuffle_seed, 0x5EED]
+            )
+            ext = tf.concat([perm, perm[:n]], axis=0)
+            self._windowed[n] = [tf.gather(t, ext) for t in self._flat]
+        return self._windowed[n]
+
+    def sample_batch(
+        self, batch_size: int, batch_state: BatchState, seed: tf.Tensor
+    ) -> tuple[Any, BatchState]:
+        """Draw one minibatch of ``batch_size`` rows from ``seed``."""
+        n, big_n = batch_size, self._num_examples
+        if n == big_n:
+            return self.arrays, batch_state
+        if self._scheme == "with_replacement":
+            idx = tf.random.stateless_uniform(
+                [n], seed=seed, minval=0, maxval=big_n, dtype=tf.int32, alg=RNG_ALG
+            )
+            flat = [tf.gather(t, idx) for t in self._flat]
+            new_state = batch_state
+        elif self._scheme == "random_window":
+            start = tf.random.stateless_uniform(
+                [], seed=seed, minval=0, maxval=big_n, dtype=tf.int32, alg=RNG_ALG
+            )
+            flat = [
+                tf.slice(t, tf.concat([[start], tf.zeros([t.shape.rank - 1], tf.int32)], 0),
+                         [n] + t.shape[1:].as_list())
+                for t in self._window_copy(n)
+            ]
+            new_state = batch_state
+        else:  # epoch
+            batches_per_epoch = big_n // n
+            new_epoch = tf.equal(batch_state.position, 0)
+            epoch_seed = tf.where(new_epoch, tf.cast(seed, tf.int32), batch_state.epoch_seed)
+            pos = tf.cast(batch_state.position, tf.int64) * n + tf.range(n, dtype=tf.int64)
+            idx = feistel_permutation(pos, big_n, epoch_seed)
+            flat = [tf.gather(t, idx) for t in self._flat]
+            new_state = BatchState(
+                epoch_seed, tf.math.floormod(batch_state.position + 1, batches_per_epoch)
+            )
+        return tf.nest.pack_sequence_as(self._structure, flat), new_state
+
+    def full_batches(self, chunk_size: int | None = None) -> Iterator[Any]:
+        """Consecutive chunks covering every example once (for full-data sums)."""
+        big_n = self._num_examples
+        chunk = big_n if chunk_size is None else max(1, min(int(chunk_size), big_n))
+        for start in range(0, big_n, chunk):
+            stop = min(start + chunk, big_n)
+            yield tf.nest.pack_sequence_as(self._structure, [t[start:stop] for t in self._flat])
+
+    def __repr__(self) -> str:
+        shapes = [f"{t.dtype.name}{t.shape.as_list()}" for t in self._flat]
+        return f"InMemoryData(N={self._num_examples}, scheme={self._scheme!r}, arrays={shapes})"
+
+
+class DatasetData(DataSource):
+    """A ``tf.data.Dataset`` of minibatches, for data that does not fit in memory.
+
+    The dataset must yield batches of exactly the estimator's batch size
+    (``dataset.batch(n, drop_remainder=True)``); it is repeated forever. Use it
+    under ``tf.function`` **without** ``jit_compile`` (tf.data iterators have no
+    XLA kernel), or pull batches in Python and feed an :class:`InMemoryData`
+    chunk to a compiled sampler. Draws are reproducible only if the dataset's
+    own shuffling is seeded; the kernel's seed does not reach it.
+
+    Args:
+      dataset: a batched ``tf.data.Dataset`` (elements: tensor or structure).
+      num_examples: ``N``, the size of the full data set (tf.data cardinality
+        is often unknown, so it must be given).
+      full_dataset: optional unbatched or batched dataset that visits every
+        example exactly once, used for full-data gradients (control variates,
+        MAP, full-data scores). Default value: ``None`` (full passes raise).
+    """
+
+    def __init__(
+        self,
+        dataset: tf.data.Dataset,
+        num_examples: int,
+        full_dataset: tf.data.Dataset | None = None,
+    ) -> None:
+        if not isinstance(dataset, tf.data.Dataset):
+            raise ValueError(f"`dataset` must be a tf.data.Dataset, got {type(dataset).__name__}.")
+        if not isinstance(num_examples, (int, np.integer)) or num_examples < 1:
+            raise ValueError(f"`num_examples` must be a positive int, got {num_examples!r}.")
+        spec = dataset.element_spec
+        flat = tf.nest.flatten(spec)
+        dims = {s.shape[0] for s in flat}
+        if len(dims) != 1 or None in dims:
+            raise ValueError(
+                "`dataset` must yield batches with a static, common leading dimension: "
+                "use dataset.batch(batch_size, drop_remainder=True)."
+            )
+        self._batch_size = int(dims.pop())
+        float_dtypes = {s.dtype for s in flat if s.dtype.is_floating}
+        if len(float_dtypes) > 1:
+            raise ValueError(f"`dataset` mixes float dtypes {sorted(d.name for d in float_dtypes)}.")
+        self._float_dtype = float_dtypes.pop() if float_dtypes else None
+        self._num_examples = int(num_examples)
+        if self._batch_size > self._num_examples:
+            raise ValueError(
+                f"`dataset` batch size {self._batch_size} exceeds `num_examples` {num_examples}."
+            )
+        self._dataset = dataset.repeat()
+        self._iterator = iter(self._dataset)
+        self._full = full_dataset
+
+    @property
+    def num_examples(self) -> int:
+        return self._num_examples
+
+    @property
+    def float_dtype(self) -> tf.DType | None:
+        return self._float_dtype
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    def init_batch_state(self) -> BatchState:
+        return _zeros_batch_state()
+
+    def prepare(self, batch_size: int) -> None:
+        self.validate_batch_size(batch_size)
+        if batch_size != self._batch_size:
+            raise ValueError(
+                f"`batch_size` {batch_size} differs from the dataset's batch size "
+                f"{self._batch_size}: batch the dataset with the estimator's batch size."
+            )
+
+    def sample_batch(
+        self, batch_size: int, batch_state: BatchState, seed: tf.Tensor
+    ) -> tuple[Any, BatchState]:
+        del seed  # the dataset's own (seeded) shuffling decides the batch
+        return self._iterator.get_next(), batch_state
+
+    def full_batches(self, chunk_size: int | None = None) -> Iterator[Any]:
+        if self._full is None:
+            raise ValueError(
+                "This DatasetData has no `full_dataset`: pass one to compute full-data "
+                "gradients (control variates, MAP, full-data scores)."
+            )
+        ds = self._full
+        spec0 = tf.nest.flatten(ds.element_spec)[0]
+        if spec0.shape.rank is not None and chunk_size is not None:
+            ds = ds.unbatch().batch(int(chunk_size))
+        yield from ds
+

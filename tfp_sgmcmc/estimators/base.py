@@ -1,0 +1,130 @@
+"""The gradient-estimator protocol shared by every kernel.
+
+A posterior is ``log π(θ) = log p(θ) + Σ_{i=1..N} log p(x_i | θ)``. A
+:class:`GradientEstimator` owns the data, draws its own minibatch from the seed
+it is given (``tfp.mcmc`` kernels have no batch argument), and returns a
+stochastic estimate of ``log π`` and of its gradient ``∇ log π`` (the score;
+samplers ascend it, TFP's sign convention). Whatever state it needs between
+steps (minibatch position, chain history, ...) it returns, and the kernel
+carries it in its results so that ``sample_chain`` stays pure.
+
+Kernels call an estimator exactly once per step (SGHMC: once per leapfrog
+step); :attr:`GradientEstimator.num_calls` counts Python-side calls so tests can
+assert it at trace time.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_sgmcmc.internal.util import as_parts, restructure
+
+__all__ = ["GradientEstimate", "GradientEstimator", "value_and_gradient_parts"]
+
+
+class GradientEstimate(NamedTuple):
+    """A stochastic estimate at one state.
+
+    Attributes:
+      target_log_prob: estimate of ``log π(θ)`` (shape: the chains' batch shape).
+      grads_target_log_prob: list of tensors, ``∇ log π(θ)`` for each state part.
+    """
+
+    target_log_prob: tf.Tensor
+    grads_target_log_prob: list[tf.Tensor]
+
+
+def value_and_gradient_parts(
+    fn: Callable[[Any], tf.Tensor], state: Any
+) -> tuple[tf.Tensor, list[tf.Tensor]]:
+    """``fn(state)`` and its gradient w.r.t. every part, as a list.
+
+    ``fn`` receives ``state`` in the caller's structure (tensor or list). The
+    gradient of a batch of values (one per chain) is the gradient of their
+    sum, which is each chain's own gradient because chains share no
+    parameters.
+    """
+    parts = as_parts(state)
+
+    def f(*p: tf.Tensor) -> tf.Tensor:
+        return fn(restructure(list(p), state))
+
+    value, grads = tfp.math.value_and_gradient(f, parts)
+    grads = list(grads)
+    for i, (g, p) in enumerate(zip(grads, parts)):
+        if g is None:
+            # A part the target does not depend on has a zero gradient; TF says None.
+            grads[i] = tf.zeros_like(p)
+    return value, grads
+
+
+class GradientEstimator(abc.ABC):
+    """Abstract base of gradient estimators (see the module docstring)."""
+
+    #: How many (minibatch) gradient evaluations one call costs: 1 for a plain
+    #: minibatch, 2 for control variates (θ and the centre on one batch).
+    gradient_evaluations_per_call: int = 1
+
+    def __init__(self) -> None:
+        self.num_calls = 0
+
+    @property
+    @abc.abstractmethod
+    def dtype(self) -> tf.DType | None:
+        """The float dtype of the data (``None`` if the estimator has no data)."""
+
+    @abc.abstractmethod
+    def bootstrap(self, state: Any) -> Any:
+        """The initial estimator state (a nest of tensors) for ``state``."""
+
+    @abc.abstractmethod
+    def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor) -> tuple[
+        GradientEstimate, Any
+    ]:
+        """Subclasses: the estimate at ``state`` and the next estimator state."""
+
+    def __call__(
+        self, state: Any, estimator_state: Any, seed: tf.Tensor
+    ) -> tuple[GradientEstimate, Any]:
+        """Estimate ``log π`` and ``∇ log π`` at ``state`` from ``seed``."""
+        self.num_calls += 1
+        return self._estimate(state, estimator_state, seed)
+
+    def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
+        """The exact (all-data) ``log π`` and score at ``state``.
+
+        Used for control-variate anchors, MAP search and full-data Stein
+        discrepancies. Subclasses without data override it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no full-data log-density.")
+
+    def score_fn(self) -> Callable[[Any], list[tf.Tensor]]:
+        """``state -> ∇ log π(state)`` computed on the full data (a list of parts)."""
+        return lambda state: self.full_log_prob_and_gradient(state).grads_target_log_prob
+
+    def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
+        """Raise ``ValueError`` naming ``arg_name`` for a state the estimator cannot use."""
+        parts = as_parts(state)
+        dtypes = {p.dtype for p in parts}
+        for p in parts:
+            if not p.dtype.is_floating:
+                raise ValueError(
+                    f"`{arg_name}` must be floating point, got a part of dtype {p.dtype.name}."
+                )
+        if len(dtypes) > 1:
+            raise ValueError(
+                f"`{arg_name}` parts have different dtypes {sorted(d.name for d in dtypes)}; "
+                "use one float dtype for every part."
+            )
+        want = self.dtype
+        have = parts[0].dtype
+        if want is not None and have != want:
+            raise ValueError(
+                f"`{arg_name}` has dtype {have.name} but the data are {want.name}: cast one "
+                "of them so the state and the data share a dtype."
+            )

@@ -1,0 +1,142 @@
+"""Control-variate gradient estimator (SG*-CV) and the MAP helper that centres it.
+
+With a centring value ``θ̂`` (usually the MAP) and its full-data score
+``∇ log π(θ̂)`` computed once, every step draws one minibatch ``S`` and uses it
+for both terms (Baker, Fearnhead, Fox & Nemeth 2019 [1]; MAMBA paper App. D.3):
+
+```none
+∇ log π̂(θ) = ∇ log π(θ̂) + ∇ log p(θ) − ∇ log p(θ̂)
+            + (N/n) Σ_{i∈S} [∇ log p(x_i|θ) − ∇ log p(x_i|θ̂)]
+```
+
+(the prior terms appear exactly, so only the likelihood is control-varied);
+the log-density estimate uses the same construction at order zero. At
+``θ = θ̂`` the estimate equals the full-data score exactly, whatever the
+batch. Its variance scales with ``‖θ − θ̂‖²`` instead of with ``N``, which is
+why SG*-CV reach much lower KSD in the MAMBA paper's Table 1.
+
+Cost: one full pass when the estimator is built, then two minibatch
+gradients per step (θ and θ̂ on the same batch). The prior terms at θ̂ cancel
+between the minibatch term and the full-data anchor, so the result is exact.
+
+#### References
+
+[1]: Jack Baker, Paul Fearnhead, Emily B. Fox and Christopher Nemeth. Control
+     Variates for Stochastic Gradient MCMC. _Statistics and Computing_,
+     29: 599-615, 2019. https://doi.org/10.1007/s11222-018-9826-2
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from tfp_sgmcmc.data import BatchState
+from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, value_and_gradient_parts
+from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
+from tfp_sgmcmc.internal.util import as_parts, check_finite_tensor, restructure
+
+__all__ = ["ControlVariateEstimator"]
+
+
+class ControlVariateEstimator(GradientEstimator):
+    """Minibatch gradients with a control variate centred at ``centering_value``.
+
+    Args:
+      base: the :class:`MinibatchEstimator` whose model, data and batch size
+        are used.
+      centering_value: ``θ̂``, a state with the structure of the chain state
+        but without chain dimensions (one centre shared by all chains).
+        Usually :func:`~tfp_sgmcmc.estimators.find_map`'s result.
+      centering_gradient: optional precomputed full-data score at ``θ̂`` (list of
+        parts) and ``centering_log_prob``; computed with one full pass if not
+        given. Build the estimator outside ``tf.function`` so the pass runs
+        once (inside a compiled function it runs once per call).
+      centering_log_prob: see ``centering_gradient``.
+
+    Raises:
+      ValueError: ``base`` is not a ``MinibatchEstimator``; the centre has a
+        different dtype from the data or contains NaN/Inf.
+    """
+
+    gradient_evaluations_per_call = 2
+
+    def __init__(
+        self,
+        base: MinibatchEstimator,
+        centering_value: Any,
+        centering_gradient: list[tf.Tensor] | None = None,
+        centering_log_prob: tf.Tensor | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(base, MinibatchEstimator):
+            raise ValueError(
+                f"`base` must be a MinibatchEstimator, got {type(base).__name__}."
+            )
+        centre_parts = as_parts(centering_value)
+        base.validate_state(centering_value, "centering_value")
+        for i, p in enumerate(centre_parts):
+            check_finite_tensor(p, f"centering_value[{i}]")
+        self._base = base
+        self._centre = restructure(centre_parts, centering_value)
+        if centering_gradient is None or centering_log_prob is None:
+            full = base.full_log_prob_and_gradient(self._centre)
+            centering_log_prob, centering_gradient = full.target_log_prob, full.grads_target_log_prob
+        self._centre_grad = [tf.convert_to_tensor(g) for g in centering_gradient]
+        self._centre_log_prob = tf.convert_to_tensor(centering_log_prob)
+
+    @property
+    def base(self) -> MinibatchEstimator:
+        return self._base
+
+    @property
+    def centering_value(self) -> Any:
+        return self._centre
+
+    @property
+    def centering_gradient(self) -> list[tf.Tensor]:
+        return self._centre_grad
+
+    @property
+    def dtype(self) -> tf.DType | None:
+        return self._base.dtype
+
+    @property
+    def batch_size(self) -> int:
+        return self._base.batch_size
+
+    @property
+    def num_examples(self) -> int:
+        return self._base.num_examples
+
+    def with_batch_size(self, batch_size: int) -> ControlVariateEstimator:
+        return ControlVariateEstimator(
+            self._base.with_batch_size(batch_size),
+            self._centre,
+            centering_gradient=self._centre_grad,
+            centering_log_prob=self._centre_log_prob,
+        )
+
+    def bootstrap(self, state: Any) -> BatchState:
+        return self._base.bootstrap(state)
+
+    def _estimate(
+        self, state: Any, estimator_state: BatchState, seed: tf.Tensor
+    ) -> tuple[GradientEstimate, BatchState]:
+        batch, new_state = self._base.sample_batch(estimator_state, seed)
+        b = self._base
+        # Two minibatch gradients on one batch: at θ (with the prior) and at θ̂.
+        value, grads = value_and_gradient_parts(lambda s: b.log_prob_on_batch(s, batch), state)
+        value_hat, grads_hat = value_and_gradient_parts(
+            lambda s: b.log_prob_on_batch(s, batch), self._centre
+        )
+        out_value = value - value_hat + self._centre_log_prob
+        out_grads = [g - gh + c for g, gh, c in zip(grads, grads_hat, self._centre_grad)]
+        return GradientEstimate(out_value, out_grads), new_state
+
+    def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
+        return self._base.full_log_prob_and_gradient(state)
+
+    def __repr__(self) -> str:
+        return f"ControlVariateEstimator(base={self._base!r})"

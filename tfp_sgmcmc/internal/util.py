@@ -1,0 +1,160 @@
+"""Small shared helpers: state parts, seeds, static validation.
+
+These are our own copies of the few conveniences TFP keeps in its private
+``internal`` package (which we must not import).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+__all__ = [
+    "is_list_like",
+    "as_parts",
+    "restructure",
+    "split_seed",
+    "static_value",
+    "check_positive",
+    "check_in_interval",
+    "check_finite_tensor",
+    "all_finite",
+    "assert_static_scalar_or_none",
+    "PrettyNamedTupleMixin",
+]
+
+# Philox is several times faster than the default generator inside XLA on CPU
+# (measured: deps-notes.md, "Random numbers under XLA on CPU").
+RNG_ALG = "philox"
+
+
+def is_list_like(x: Any) -> bool:
+    """True for the list/tuple containers TFP treats as "state parts"."""
+    return isinstance(x, (list, tuple))
+
+
+def as_parts(state: Any) -> list[tf.Tensor]:
+    """A single tensor or a list of tensors, as a Python list of tensors."""
+    if is_list_like(state):
+        return [tf.convert_to_tensor(s) for s in state]
+    return [tf.convert_to_tensor(state)]
+
+
+def restructure(parts: Sequence[tf.Tensor], like: Any) -> Any:
+    """Inverse of :func:`as_parts`: give ``parts`` the structure of ``like``."""
+    if is_list_like(like):
+        return list(parts)
+    return parts[0]
+
+
+def split_seed(seed: Any, n: int, salt: str) -> list[tf.Tensor]:
+    """Sanitize ``seed`` and split it into ``n`` independent stateless seeds."""
+    seed = tfp.random.sanitize_seed(seed)
+    return list(tfp.random.split_seed(seed, n=n, salt=salt))
+
+
+def static_value(x: Any) -> np.ndarray | None:
+    """The value of ``x`` if it is known without running a graph, else ``None``."""
+    if x is None:
+        return None
+    if isinstance(x, (int, float, np.number, np.ndarray)):
+        return np.asarray(x)
+    if isinstance(x, tf.Variable):
+        # Variables can change between calls: never validate them as constants.
+        return None
+    try:
+        v = tf.get_static_value(x)
+    except (TypeError, ValueError):
+        return None
+    return None if v is None else np.asarray(v)
+
+
+def check_positive(x: Any, name: str, allow_zero: bool = False) -> None:
+    """Raise ``ValueError`` naming ``name`` if a statically known ``x`` is not > 0."""
+    v = static_value(x)
+    if v is None:
+        return
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"`{name}` must be finite, got {v!r}.")
+    bad = np.any(v < 0) if allow_zero else np.any(v <= 0)
+    if bad:
+        rel = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"`{name}` must be {rel}, got {v!r}.")
+
+
+def check_in_interval(
+    x: Any,
+    name: str,
+    low: float,
+    high: float,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
+    """Raise ``ValueError`` naming ``name`` if a static ``x`` is outside the interval."""
+    v = static_value(x)
+    if v is None:
+        return
+    lo_ok = np.all(v > low) if low_open else np.all(v >= low)
+    hi_ok = np.all(v < high) if high_open else np.all(v <= high)
+    if not (lo_ok and hi_ok and np.all(np.isfinite(v))):
+        lb = "(" if low_open else "["
+        rb = ")" if high_open else "]"
+        raise ValueError(f"`{name}` must lie in {lb}{low}, {high}{rb}, got {v!r}.")
+
+
+def assert_static_scalar_or_none(x: Any, name: str) -> None:
+    v = static_value(x)
+    if v is not None and v.ndim != 0:
+        raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
+
+
+def check_finite_tensor(x: Any, name: str) -> None:
+    """Raise ``ValueError`` if a statically known array contains NaN or Inf."""
+    v = static_value(x)
+    if v is not None and v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
+        raise ValueError(f"`{name}` contains non-finite values (NaN or Inf).")
+
+
+def all_finite(parts: Sequence[tf.Tensor], batch_ndims: int) -> tf.Tensor:
+    """Per-chain flag: every entry of every part is finite.
+
+    ``batch_ndims`` leading dimensions are kept (one flag per chain); the
+    remaining event dimensions are reduced.
+    """
+    flags = []
+    for p in parts:
+        f = tf.math.is_finite(p)
+        axes = list(range(batch_ndims, len(p.shape)))
+        flags.append(tf.reduce_all(f, axis=axes) if axes else f)
+    out = flags[0]
+    for f in flags[1:]:
+        out = tf.logical_and(out, f)
+    return out
+
+
+class PrettyNamedTupleMixin:
+    """Readable multi-line ``repr`` for result namedtuples (as TFP's results)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:  # pragma: no cover - cosmetic
+        fields = ",\n".join(
+            f"  {k}={_short_repr(v)}" for k, v in zip(self._fields, self)  # type: ignore[attr-defined]
+        )
+        return f"{type(self).__name__}(\n{fields}\n)"
+
+
+def _short_repr(v: Any) -> str:
+    if isinstance(v, (tf.Tensor, tf.Variable, np.ndarray)):
+        return f"<{getattr(v.dtype, 'name', v.dtype)}{list(v.shape)}>"
+    if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
+        return "[" + ", ".join(_short_repr(x) for x in v) + "]"
+    return repr(v)
+
+
+def call_with_structure(fn: Callable[..., Any], parts: Sequence[tf.Tensor], like: Any) -> Any:
+    return fn(restructure(parts, like))

@@ -1,0 +1,41 @@
+"""SG-MCMC samplers as ``tfp.mcmc.TransitionKernel`` subclasses.
+
+Short aliases follow the papers' names: ``SGLD``, ``PSGLD``, ``SGHMC``, ``SGNHT``.
+Control-variate variants (SGLD-CV, ...) are the same kernels given a
+:class:`~tfp_sgmcmc.estimators.ControlVariateEstimator`.
+"""
+
+from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.hamiltonian import (
+    SGHMCKernelResults,
+    StochasticGradientHamiltonianMonteCarlo,
+)
+from tfp_sgmcmc.kernels.langevin import (
+    LangevinKernelResults,
+    PreconditionedStochasticGradientLangevinDynamics,
+    StochasticGradientLangevinDynamics,
+)
+from tfp_sgmcmc.kernels.thermostat import (
+    SGNHTKernelResults,
+    StochasticGradientNoseHooverThermostat,
+)
+
+SGLD = StochasticGradientLangevinDynamics
+PSGLD = PreconditionedStochasticGradientLangevinDynamics
+SGHMC = StochasticGradientHamiltonianMonteCarlo
+SGNHT = StochasticGradientNoseHooverThermostat
+
+__all__ = [
+    "SGMCMCKernel",
+    "StochasticGradientLangevinDynamics",
+    "PreconditionedStochasticGradientLangevinDynamics",
+    "StochasticGradientHamiltonianMonteCarlo",
+    "StochasticGradientNoseHooverThermostat",
+    "LangevinKernelResults",
+    "SGHMCKernelResults",
+    "SGNHTKernelResults",
+    "SGLD",
+    "PSGLD",
+    "SGHMC",
+    "SGNHT",
+]

@@ -1,0 +1,216 @@
+"""The base class every SG-MCMC ``tfp.mcmc.TransitionKernel`` is built on.
+
+It holds the contract common to all samplers (``../DESIGN.md``):
+
+* ``parameters`` holds exactly the constructor arguments and ``copy()``
+  rebuilds the kernel from them;
+* ``is_calibrated`` is ``False``: SG samplers have no Metropolis correction and
+  their stationary law differs from the target by O(step size);
+* ``bootstrap_results(init_state)`` evaluates the estimator at the initial
+  state; ``one_step`` **reuses that cached score** to move and then evaluates
+  the estimator once at the new state, so the score in the results is the
+  score *of the returned state* (what a Stein reducer reads) and each step
+  costs one gradient evaluation (SGHMC: one per leapfrog step);
+* results carry the stochastic ``target_log_prob`` and its gradient
+  ``grads_target_log_prob``, the estimator's state, ``step`` (completed steps),
+  ``step_size`` (the ε used by this step), ``diverged`` (per chain: the new
+  state, its score or log-density is non-finite) and ``seed``;
+* seeds are stateless: ``one_step`` sanitizes its seed and splits it with
+  salts, so the same seed gives the same chain.
+
+Because TFP's ``bootstrap_results`` takes no seed, the first minibatch (at the
+initial state) is drawn from a fixed seed unless ``bootstrap_results`` is given
+one; after that every batch comes from ``one_step``'s seed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
+from tfp_sgmcmc.internal.util import all_finite, as_parts, check_positive, restructure
+from tfp_sgmcmc.schedules import StepSizeSchedule, as_schedule
+
+__all__ = ["SGMCMCKernel", "BOOTSTRAP_SEED"]
+
+#: Seed of the minibatch drawn by ``bootstrap_results`` when it is given none.
+BOOTSTRAP_SEED = (20_251_121, 0)
+
+
+class SGMCMCKernel(tfp.mcmc.TransitionKernel):
+    """Shared machinery of the SG-MCMC kernels (not used directly).
+
+    Subclasses define ``_results_type`` (a namedtuple with at least the common
+    fields), ``_init_extra(parts, estimate)`` (the sampler's own fields at
+    bootstrap) and ``_transition(parts, state, results, step_size, seed)``.
+    """
+
+    _results_type: type
+    _default_name: str = "sgmcmc"
+
+    def __init__(
+        self,
+        estimator: GradientEstimator,
+        step_size: Any,
+        temperature: Any = 1.0,
+        name: str | None = None,
+        **extra: Any,
+    ) -> None:
+        if not isinstance(estimator, GradientEstimator):
+            raise ValueError(
+                f"`estimator` must be a GradientEstimator, got {type(estimator).__name__}."
+            )
+        self._schedule: StepSizeSchedule = as_schedule(step_size)
+        check_positive(temperature, "temperature", allow_zero=True)
+        self._parameters = dict(
+            estimator=estimator, step_size=step_size, temperature=temperature, **extra, name=name
+        )
+
+    # -- TransitionKernel API ------------------------------------------------ #
+    @property
+    def is_calibrated(self) -> bool:
+        return False
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self._parameters
+
+    @property
+    def estimator(self) -> GradientEstimator:
+        return self._parameters["estimator"]
+
+    @property
+    def step_size(self) -> Any:
+        return self._parameters["step_size"]
+
+    @property
+    def step_size_schedule(self) -> StepSizeSchedule:
+        return self._schedule
+
+    @property
+    def temperature(self) -> Any:
+        return self._parameters["temperature"]
+
+    @property
+    def name(self) -> str:
+        return self._parameters["name"] or self._default_name
+
+    @property
+    def gradient_evaluations_per_step(self) -> int:
+        """Estimator calls per ``one_step`` (times the estimator's own cost gives
+        minibatch-gradient evaluations)."""
+        return 1
+
+    def bootstrap_results(self, init_state: Any, seed: Any = None) -> Any:
+        """Results at ``init_state``: the estimate there and fresh sampler state.
+
+        Args:
+          init_state: tensor or list of tensors (optional leading chain dims).
+          seed: optional seed of the first minibatch. Default value: ``None``
+            (the fixed ``BOOTSTRAP_SEED``).
+
+        Raises:
+          ValueError: ``init_state`` is not floating point, its parts have
+            different dtypes, or its dtype differs from the data.
+        """
+        with tf.name_scope(f"{self.name}/bootstrap_results"):
+            self.estimator.validate_state(init_state, "init_state")
+            parts = as_parts(init_state)
+            state = restructure(parts, init_state)
+            est_state = self.estimator.bootstrap(state)
+            seed = tfp.random.sanitize_seed(BOOTSTRAP_SEED if seed is None else seed)
+            est, est_state = self.estimator(state, est_state, seed)
+            dtype = parts[0].dtype
+            return self._results_type(
+                target_log_prob=est.target_log_prob,
+                grads_target_log_prob=est.grads_target_log_prob,
+                estimator_state=est_state,
+                step=tf.constant(0, tf.int32),
+                step_size=self._schedule(tf.constant(0, tf.int32), dtype),
+                diverged=self._diverged(parts, est),
+                seed=tf.zeros([2], tf.int32),
+                **self._init_extra(parts, est),
+            )
+
+    def one_step(
+        self, current_state: Any, previous_kernel_results: Any, seed: Any = None
+    ) -> tuple[Any, Any]:
+        """Advance the chain one step (see the subclass for the update rule).
+
+        Returns:
+          ``(next_state, kernel_results)``, the state in the structure of
+          ``current_state``.
+        """
+        with tf.name_scope(f"{self.name}/one_step"):
+            seed = tfp.random.sanitize_seed(seed)
+            parts = as_parts(current_state)
+            dtype = parts[0].dtype
+            prev = previous_kernel_results
+            eps = self._schedule(prev.step, dtype)
+            new_parts, est, est_state, extra = self._transition(
+                parts, current_state, prev, eps, seed
+            )
+            results = prev._replace(
+                target_log_prob=est.target_log_prob,
+                grads_target_log_prob=est.grads_target_log_prob,
+                estimator_state=est_state,
+                step=prev.step + 1,
+                step_size=eps,
+                diverged=self._diverged(new_parts, est),
+                seed=seed,
+                **extra,
+            )
+            return restructure(new_parts, current_state), results
+
+    # -- helpers for subclasses ---------------------------------------------- #
+    def _temperature(self, dtype: tf.DType) -> tf.Tensor:
+        return tf.cast(self.temperature, dtype)
+
+    def _estimate(
+        self, parts: list[tf.Tensor], like: Any, estimator_state: Any, seed: tf.Tensor
+    ) -> tuple[GradientEstimate, Any]:
+        return self.estimator(restructure(parts, like), estimator_state, seed)
+
+    @staticmethod
+    def _batch_ndims(est: GradientEstimate) -> int:
+        return est.target_log_prob.shape.rank or 0
+
+    def _diverged(self, parts: list[tf.Tensor], est: GradientEstimate) -> tf.Tensor:
+        nb = self._batch_ndims(est)
+        finite = all_finite(list(parts) + list(est.grads_target_log_prob), nb)
+        finite = tf.logical_and(finite, tf.math.is_finite(est.target_log_prob))
+        return tf.logical_not(finite)
+
+    @staticmethod
+    def _split(seed: tf.Tensor, n: int, salt: str) -> list[tf.Tensor]:
+        return list(tfp.random.split_seed(seed, n=n, salt=salt))
+
+    @staticmethod
+    def _normals(parts: list[tf.Tensor], seed: tf.Tensor, salt: str) -> list[tf.Tensor]:
+        seeds = tfp.random.split_seed(seed, n=len(parts), salt=salt)
+        return [
+            tf.random.stateless_normal(tf.shape(p), seed=s, dtype=p.dtype, alg="philox")
+            for p, s in zip(parts, seeds)
+        ]
+
+    def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
+        return {}
+
+    def _transition(
+        self,
+        parts: list[tf.Tensor],
+        like: Any,
+        prev: Any,
+        step_size: tf.Tensor,
+        seed: tf.Tensor,
+    ) -> tuple[list[tf.Tensor], GradientEstimate, Any, dict[str, Any]]:  # pragma: no cover
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        args = ", ".join(
+            f"{k}={v!r}" for k, v in self._parameters.items() if k != "name" or v is not None
+        )
+        return f"{type(self).__name__}({args})"

@@ -1,0 +1,193 @@
+"""First-order SG-MCMC: SGLD and pSGLD (and, through transforms, the adaptive drifts)."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import tensorflow as tf
+
+from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
+from tfp_sgmcmc.integrators import langevin_step
+from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin
+from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.transforms import DriftTransform, RMSPreconditioner
+
+__all__ = [
+    "LangevinKernelResults",
+    "StochasticGradientLangevinDynamics",
+    "PreconditionedStochasticGradientLangevinDynamics",
+]
+
+
+class LangevinKernelResults(
+    PrettyNamedTupleMixin,
+    collections.namedtuple(
+        "LangevinKernelResults",
+        [
+            "target_log_prob",  # stochastic log π̃ at the returned state
+            "grads_target_log_prob",  # its gradient (the stochastic score), list of parts
+            "estimator_state",
+            "transform_state",  # drift/preconditioner accumulators (() for plain SGLD)
+            "step",  # number of completed steps
+            "step_size",  # ε used by the step that produced this state
+            "diverged",  # per chain: non-finite state, score or log-density
+            "seed",  # seed given to one_step, to replay a step
+        ],
+    ),
+):
+    __slots__ = ()
+
+
+class StochasticGradientLangevinDynamics(SGMCMCKernel):
+    r"""Stochastic gradient Langevin dynamics (Welling & Teh 2011).
+
+    Update (ε form, as SGMCMCJax and the MAMBA paper's tables):
+
+    ```none
+    θ_{t+1} = θ_t + ε_t G_t ⊙ d_t + √(2 ε_t T G_t) ⊙ ξ_t,   ξ_t ~ N(0, I)
+    ```
+
+    with ``d_t = g_t = ∇ log π̃(θ_t)`` (the minibatch score, computed by
+    ``estimator``) and ``G_t = 1`` for plain SGLD; a ``transform`` may replace
+    the drift and preconditioner (pSGLD, MSGLD, ASGLD). The Welling-Teh ``h``
+    form ``θ + (h/2)∇log π̃ + √h ξ`` is the same with ``h = 2ε``. ``T =
+    temperature`` multiplies the noise variance: the chain targets
+    ``π^{1/T}``, ``T = 0`` is stochastic gradient ascent.
+
+    Uncalibrated: with a constant step the stationary law differs from the
+    target by O(ε) (on a Gaussian, exactly the solution of a discrete Lyapunov
+    equation; see ``tests/kernels/test_statistical.py``), and explicit Euler
+    is unstable when ``ε λ_max(−∇² log π) > 2``.
+
+    Args:
+      estimator: a :class:`~tfp_sgmcmc.estimators.GradientEstimator`.
+      step_size: ``ε > 0``: scalar, tensor, ``tf.Variable`` or a
+        :class:`~tfp_sgmcmc.schedules.StepSizeSchedule` of the step counter.
+      temperature: ``T ≥ 0``. Default value: ``1.``.
+      transform: optional :class:`~tfp_sgmcmc.transforms.DriftTransform`.
+        Default value: ``None`` (plain SGLD).
+      name: name scope. Default value: ``None`` (``'sgld'``).
+
+    Raises:
+      ValueError: non-positive ``step_size``, negative ``temperature``, or an
+        ``estimator``/``transform`` of the wrong type.
+
+    #### Examples
+
+    ```python
+    import numpy as np, tensorflow as tf, tensorflow_probability as tfp
+    import tfp_sgmcmc as sg
+
+    x = np.random.randn(1000, 3).astype("float32")
+    y = (x @ [1., -2., .5] > 0).astype("float32")
+    est = sg.MinibatchEstimator(
+        lambda th, b: -tf.nn.sigmoid_cross_entropy_with_logits(
+            b[1], tf.linalg.matvec(b[0], th)),
+        (x, y), batch_size=100,
+        log_prior_fn=lambda th: -0.5 * tf.reduce_sum(th**2, -1) / 10.)
+    kernel = sg.SGLD(est, step_size=1e-3)
+    samples = tfp.mcmc.sample_chain(
+        500, tf.zeros(3), kernel=kernel, trace_fn=None, seed=42)
+    ```
+
+    #### References
+
+    [1]: Max Welling and Yee Whye Teh. Bayesian Learning via Stochastic
+         Gradient Langevin Dynamics. In _ICML_, 2011.
+    """
+
+    _results_type = LangevinKernelResults
+    _default_name = "sgld"
+
+    def __init__(
+        self,
+        estimator: GradientEstimator,
+        step_size: Any,
+        temperature: Any = 1.0,
+        transform: DriftTransform | None = None,
+        name: str | None = None,
+    ) -> None:
+        if transform is not None and not isinstance(transform, DriftTransform):
+            raise ValueError(
+                f"`transform` must be a DriftTransform or None, got {type(transform).__name__}."
+            )
+        super().__init__(estimator, step_size, temperature, name, transform=transform)
+
+    @property
+    def transform(self) -> DriftTransform | None:
+        return self._transform()
+
+    def _transform(self) -> DriftTransform | None:
+        return self._parameters.get("transform")
+
+    def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
+        t = self._transform()
+        return {"transform_state": () if t is None else t.init(est.grads_target_log_prob)}
+
+    def _transition(self, parts, like, prev, step_size, seed):
+        noise_seed, est_seed = self._split(seed, 2, "sgld.one_step")
+        grads = prev.grads_target_log_prob
+        t = self._transform()
+        if t is None:
+            drift, precond, t_state = grads, None, ()
+        else:
+            drift, precond, t_state = t.update(grads, prev.transform_state)
+        noise = self._normals(parts, noise_seed, "sgld.noise")
+        temp = self._temperature(parts[0].dtype)
+        new_parts = [
+            langevin_step(p, d, step_size, temp, xi, None if precond is None else g)
+            for p, d, xi, g in zip(parts, drift, noise, precond or [None] * len(parts))
+        ]
+        est, est_state = self._estimate(new_parts, like, prev.estimator_state, est_seed)
+        return new_parts, est, est_state, {"transform_state": t_state}
+
+
+class PreconditionedStochasticGradientLangevinDynamics(StochasticGradientLangevinDynamics):
+    r"""pSGLD: SGLD with the RMSprop diagonal preconditioner (Li et al. 2016).
+
+    ```none
+    V_t = α V_{t−1} + (1−α) g_t ⊙ g_t,    G_t = 1 ⊘ (λ + √V_t)
+    θ_{t+1} = θ_t + ε G_t ⊙ g_t + √(2 ε T G_t) ⊙ ξ_t
+    ```
+
+    (Li et al.'s Algorithm 1 in the ε form, ``h = 2ε``; the Γ correction term is
+    dropped as in their experiments). ``V`` starts at 0 and is updated with the
+    current gradient before use. SGMCMCJax's ``psgld`` uses the ``h`` form with
+    ``h = dt``, so its ``dt`` equals ``2ε`` here.
+
+    Args:
+      estimator: gradient estimator.
+      step_size: ``ε`` (scalar or schedule).
+      decay: ``α`` in [0, 1). Default value: ``0.99``.
+      epsilon: ``λ > 0`` (on the scale of the N-scaled gradient).
+        Default value: ``1e-5``.
+      temperature: ``T ≥ 0``. Default value: ``1.``.
+      name: Default value: ``None`` (``'psgld'``).
+
+    #### References
+
+    [1]: Chunyuan Li, Changyou Chen, David Carlson and Lawrence Carin.
+         Preconditioned Stochastic Gradient Langevin Dynamics for Deep Neural
+         Networks. In _AAAI_, 2016. https://arxiv.org/abs/1512.07666
+    """
+
+    _default_name = "psgld"
+
+    def __init__(
+        self,
+        estimator: GradientEstimator,
+        step_size: Any,
+        decay: Any = 0.99,
+        epsilon: Any = 1e-5,
+        temperature: Any = 1.0,
+        name: str | None = None,
+    ) -> None:
+        self._rms = RMSPreconditioner(decay, epsilon)
+        SGMCMCKernel.__init__(
+            self, estimator, step_size, temperature, name, decay=decay, epsilon=epsilon
+        )
+
+    def _transform(self) -> DriftTransform:
+        return self._rms
+
