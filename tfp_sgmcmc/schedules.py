@@ -184,8 +184,15 @@ class CyclicalStepSize(StepSizeSchedule):
 ScalarOrSchedule = Union[float, tf.Tensor, tf.Variable, StepSizeSchedule]
 
 
-def as_schedule(step_size: ScalarOrSchedule, name: str = "step_size") -> StepSizeSchedule:
-    """Promote a scalar to :class:`ConstantStepSize`; validate statically known values."""
+def as_schedule(
+    step_size: ScalarOrSchedule, name: str = "step_size", allow_zero: bool = False
+) -> StepSizeSchedule:
+    """Promote a scalar to :class:`ConstantStepSize`; validate statically known values.
+
+    Any per-step scalar (step size, temperature, SA step ω) uses this: the
+    schedule is evaluated at the step counter inside the compiled chain.
+    ``allow_zero`` admits 0 (temperature 0 = optimiser).
+    """
     if isinstance(step_size, StepSizeSchedule):
         return step_size
     if callable(step_size):
@@ -197,6 +204,11 @@ def as_schedule(step_size: ScalarOrSchedule, name: str = "step_size") -> StepSiz
     if v is not None and v.ndim != 0:
         raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
     try:
+        if allow_zero:
+            check_positive(step_size, name, allow_zero=True)
+            sched = ConstantStepSize.__new__(ConstantStepSize)
+            sched._step_size = step_size
+            return sched
         return ConstantStepSize(step_size)
     except ValueError as e:
         raise ValueError(str(e).replace("`step_size`", f"`{name}`")) from None

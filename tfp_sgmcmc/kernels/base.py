@@ -31,7 +31,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
-from tfp_sgmcmc.internal.util import all_finite, as_parts, check_positive, restructure
+from tfp_sgmcmc.internal.util import all_finite, as_parts, restructure
 from tfp_sgmcmc.schedules import StepSizeSchedule, as_schedule
 
 __all__ = ["SGMCMCKernel", "BOOTSTRAP_SEED"]
@@ -64,7 +64,8 @@ class SGMCMCKernel(tfp.mcmc.TransitionKernel):
                 f"`estimator` must be a GradientEstimator, got {type(estimator).__name__}."
             )
         self._schedule: StepSizeSchedule = as_schedule(step_size)
-        check_positive(temperature, "temperature", allow_zero=True)
+        # Temperature may be a scalar or a schedule of the step (simulated annealing).
+        self._temperature_schedule = as_schedule(temperature, "temperature", allow_zero=True)
         self._parameters = dict(
             estimator=estimator, step_size=step_size, temperature=temperature, **extra, name=name
         )
@@ -166,8 +167,9 @@ class SGMCMCKernel(tfp.mcmc.TransitionKernel):
             return restructure(new_parts, current_state), results
 
     # -- helpers for subclasses ---------------------------------------------- #
-    def _temperature(self, dtype: tf.DType) -> tf.Tensor:
-        return tf.cast(self.temperature, dtype)
+    def _temperature(self, dtype: tf.DType, step: tf.Tensor) -> tf.Tensor:
+        """``T`` for the step that starts at counter ``step``."""
+        return self._temperature_schedule(step, dtype)
 
     def _estimate(
         self, parts: list[tf.Tensor], like: Any, estimator_state: Any, seed: tf.Tensor

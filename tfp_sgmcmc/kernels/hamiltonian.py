@@ -72,7 +72,8 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
       noise_estimate: ``β̂`` in ``[0, α]``. Default value: ``0.``.
       momentum_refresh: resample ``v`` at every sample. Default value: ``True``.
       order: ``"chen"`` or ``"explicit"``. Default value: ``"chen"``.
-      temperature: ``T ≥ 0``. Default value: ``1.``.
+      temperature: ``T ≥ 0``, a scalar or a schedule of the step (annealing).
+        Default value: ``1.``.
       name: Default value: ``None`` (``'sghmc'``).
 
     Raises:
@@ -146,7 +147,7 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
         big_l = p["num_leapfrog_steps"]
         seeds = self._split(seed, 2 * big_l + 1, "sghmc.one_step")
         dtype = parts[0].dtype
-        temp = self._temperature(dtype)
+        temp = self._temperature(dtype, prev.step)
         alpha = tf.cast(p["friction"], dtype)
         beta = tf.cast(p["noise_estimate"], dtype)
 

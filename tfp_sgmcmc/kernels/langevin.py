@@ -64,7 +64,8 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
       estimator: a :class:`~tfp_sgmcmc.estimators.GradientEstimator`.
       step_size: ``ε > 0``: scalar, tensor, ``tf.Variable`` or a
         :class:`~tfp_sgmcmc.schedules.StepSizeSchedule` of the step counter.
-      temperature: ``T ≥ 0``. Default value: ``1.``.
+      temperature: ``T ≥ 0``, a scalar or a schedule of the step (annealing).
+        Default value: ``1.``.
       transform: optional :class:`~tfp_sgmcmc.transforms.DriftTransform`.
         Default value: ``None`` (plain SGLD).
       name: name scope. Default value: ``None`` (``'sgld'``).
@@ -134,7 +135,7 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
         else:
             drift, precond, t_state = t.update(grads, prev.transform_state)
         noise = self._normals(parts, noise_seed, "sgld.noise")
-        temp = self._temperature(parts[0].dtype)
+        temp = self._temperature(parts[0].dtype, prev.step)
         new_parts = [
             langevin_step(p, d, step_size, temp, xi, None if precond is None else g)
             for p, d, xi, g in zip(parts, drift, noise, precond or [None] * len(parts))
@@ -162,7 +163,8 @@ class PreconditionedStochasticGradientLangevinDynamics(StochasticGradientLangevi
       decay: ``α`` in [0, 1). Default value: ``0.99``.
       epsilon: ``λ > 0`` (on the scale of the N-scaled gradient).
         Default value: ``1e-5``.
-      temperature: ``T ≥ 0``. Default value: ``1.``.
+      temperature: ``T ≥ 0``, a scalar or a schedule of the step (annealing).
+        Default value: ``1.``.
       name: Default value: ``None`` (``'psgld'``).
 
     #### References

@@ -65,7 +65,8 @@ class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
       estimator: gradient estimator.
       step_size: ``h > 0`` (scalar or schedule).
       diffusion: ``a > 0``. Default value: ``0.01``.
-      temperature: ``T ≥ 0``. Default value: ``1.``.
+      temperature: ``T ≥ 0``, a scalar or a schedule of the step (annealing).
+        Default value: ``1.``.
       name: Default value: ``None`` (``'sgnht'``).
 
     #### References
@@ -103,7 +104,7 @@ class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
     def _transition(self, parts, like, prev, step_size, seed):
         v_seed, noise_seed, est_seed = self._split(seed, 3, "sgnht.one_step")
         dtype = parts[0].dtype
-        temp = self._temperature(dtype)
+        temp = self._temperature(dtype, prev.step)
         a = tf.cast(self._parameters["diffusion"], dtype)
         nb = prev.target_log_prob.shape.rank or 0
 
