@@ -99,6 +99,11 @@ class ControlVariateEstimator(GradientEstimator):
         return self._centre_grad
 
     @property
+    def centering_log_prob(self) -> tf.Tensor:
+        """The full-data ``log π(θ̂)`` (used by wrappers such as the structured energies)."""
+        return self._centre_log_prob
+
+    @property
     def dtype(self) -> tf.DType | None:
         return self._base.dtype
 
