@@ -1,0 +1,55 @@
+"""Sample-quality diagnostics: Stein discrepancies (functions and reducers),
+ESS / integrated autocorrelation time, calibration (ECE/MCE) and the relative
+standard-deviation error. See ``docs/diagnostics.md``.
+"""
+
+from tfp_sgmcmc.diagnostics.calibration import (
+    calibration_errors,
+    expected_calibration_error,
+    maximum_calibration_error,
+    model_averaged_probabilities,
+)
+from tfp_sgmcmc.diagnostics.fssd import FSSDOptResult, fssd, fssd_features, fssd_opt
+from tfp_sgmcmc.diagnostics.ksd import kernel_stein_discrepancy
+from tfp_sgmcmc.diagnostics.metrics import (
+    IntegratedAutocorrelationTime,
+    effective_sample_size,
+    integrated_autocorrelation_time,
+    relative_std_error,
+)
+from tfp_sgmcmc.diagnostics.reducers import (
+    FSSDReducer,
+    FSSDReducerState,
+    KSDReducer,
+    KSDReducerState,
+    get_innermost_score,
+)
+from tfp_sgmcmc.diagnostics.stein_kernels import (
+    median_heuristic,
+    stein_kernel_diagonal,
+    stein_kernel_matrix,
+)
+
+__all__ = [
+    "kernel_stein_discrepancy",
+    "stein_kernel_matrix",
+    "stein_kernel_diagonal",
+    "median_heuristic",
+    "fssd",
+    "fssd_opt",
+    "fssd_features",
+    "FSSDOptResult",
+    "KSDReducer",
+    "KSDReducerState",
+    "FSSDReducer",
+    "FSSDReducerState",
+    "get_innermost_score",
+    "effective_sample_size",
+    "integrated_autocorrelation_time",
+    "IntegratedAutocorrelationTime",
+    "relative_std_error",
+    "model_averaged_probabilities",
+    "expected_calibration_error",
+    "maximum_calibration_error",
+    "calibration_errors",
+]
