@@ -21,7 +21,19 @@ __all__ = [
     "flatten_samples_and_scores",
     "check_finite_eager",
     "check_imq_parameters",
+    "as_dtype",
 ]
+
+
+def as_dtype(value: Any, dtype: tf.DType) -> tf.Tensor:
+    """``value`` as a tensor of ``dtype`` without a float32 detour.
+
+    ``tf.cast(1.7, tf.float64)`` first makes a float32 tensor (1.70000005); a
+    Python number must be converted directly.
+    """
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return tf.cast(value, dtype)
+    return tf.convert_to_tensor(np.asarray(value, dtype=dtype.as_numpy_dtype))
 
 
 def flatten_parts(x: Any, arg_name: str, sample_ndims: int = 1) -> tf.Tensor:

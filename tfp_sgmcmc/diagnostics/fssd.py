@@ -46,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.diagnostics._inputs import (
+    as_dtype,
     check_finite_eager,
     check_imq_parameters,
     flatten_parts,
@@ -110,12 +111,12 @@ def fssd_features(
     diff = x[..., None, :] - v  # [..., J, d]
     r2 = tf.reduce_sum(diff * diff, -1, keepdims=True)
     if kernel == "gaussian":
-        sig2 = tf.cast(bandwidth, dtype) ** 2
+        sig2 = as_dtype(bandwidth, dtype) ** 2
         k = tf.exp(-r2 / (2.0 * sig2))
         xi = k * (s[..., None, :] - diff / sig2)
     else:
-        be = tf.cast(beta, dtype)
-        base = tf.cast(c, dtype) ** 2 + r2
+        be = as_dtype(beta, dtype)
+        base = as_dtype(c, dtype) ** 2 + r2
         kb = tf.pow(base, be)
         xi = s[..., None, :] * kb + 2.0 * be * (kb / base) * diff
     return xi / tf.sqrt(d * j)

@@ -36,7 +36,11 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.diagnostics._inputs import check_finite_eager, flatten_samples_and_scores
+from tfp_sgmcmc.diagnostics._inputs import (
+    as_dtype,
+    check_finite_eager,
+    flatten_samples_and_scores,
+)
 from tfp_sgmcmc.diagnostics.stein_kernels import (
     median_heuristic,
     stein_kernel_block,
@@ -160,7 +164,7 @@ def ksd_from_flat(
     weights = tf.cast(weights, x.dtype)
     if kernel == "rbf" and bandwidth is None:
         bandwidth = median_heuristic(x)
-    bw = tf.constant(1.0, x.dtype) if bandwidth is None else tf.cast(bandwidth, x.dtype)
+    bw = tf.constant(1.0, x.dtype) if bandwidth is None else as_dtype(bandwidth, x.dtype)
     fn = _ksd_blocked
     if tf.executing_eagerly():
         fn = _COMPILED[bool(jit_compile)]

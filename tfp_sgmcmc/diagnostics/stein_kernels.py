@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.diagnostics._inputs import check_imq_parameters
+from tfp_sgmcmc.diagnostics._inputs import as_dtype, check_imq_parameters
 
 __all__ = [
     "STEIN_KERNELS",
@@ -112,8 +112,8 @@ def stein_kernel_block(
     sxr = tf.reduce_sum(sx * x, -1)[:, None] - sxy  # s_xᵀ(x − y)
     syr = xsy - tf.reduce_sum(sy * y, -1)[None, :]  # s_yᵀ(x − y)
     if kernel == "imq":
-        c2 = tf.cast(c, dtype) ** 2
-        be = tf.cast(beta, dtype)
+        c2 = as_dtype(c, dtype) ** 2
+        be = as_dtype(beta, dtype)
         base = c2 + r2
         bb = tf.pow(base, be)
         bb1 = bb / base
@@ -127,7 +127,7 @@ def stein_kernel_block(
     if kernel == "rbf":
         if bandwidth is None:
             raise ValueError("`bandwidth` is required for the RBF Stein kernel block.")
-        h2 = tf.cast(bandwidth, dtype) ** 2
+        h2 = as_dtype(bandwidth, dtype) ** 2
         k = tf.exp(-r2 / (2.0 * h2))
         return k * (sxsy + (sxr - syr) / h2 + d / h2 - r2 / (h2 * h2))
     raise ValueError(f"`kernel` must be one of {STEIN_KERNELS}, got {kernel!r}.")
@@ -144,10 +144,10 @@ def stein_kernel_diagonal(
     d = tf.cast(tf.shape(s)[-1], dtype)
     ss = tf.reduce_sum(s * s, -1)
     if kernel == "imq":
-        cc = tf.cast(c, dtype)
-        be = tf.cast(beta, dtype)
+        cc = as_dtype(c, dtype)
+        be = as_dtype(beta, dtype)
         return ss * cc ** (2.0 * be) - 2.0 * d * be * cc ** (2.0 * (be - 1.0))
-    h2 = tf.cast(bandwidth, dtype) ** 2
+    h2 = as_dtype(bandwidth, dtype) ** 2
     return ss + d / h2
 
 
