@@ -12,6 +12,11 @@ scalar (promoted to :class:`ConstantStepSize`).
   with the 1-based ``k = t + 1`` (Zhang et al. 2020 [2]), so the very first step
   uses the largest step size (SGMCMCJax evaluates it at ``k = 0`` and starts at
   almost the smallest, an off-by-one we do not copy).
+* :class:`SAStepSize`: the stochastic-approximation step
+  ``ω_k = min(cap, A (k + B)^(−α))``, ``α ∈ (0, 1]``, 1-based ``k = t + 1``
+  (Deng et al. 2019 [3], supplement eq. (8)).
+* :class:`GeometricAnnealing`: the *temperature* ``T_t = 1/τ_t`` of simulated
+  annealing with inverse temperature ``τ_t = τ_0 c^t`` (Deng et al. [3] §4).
 
 #### References
 
@@ -20,6 +25,9 @@ scalar (promoted to :class:`ConstantStepSize`).
 [2]: Ruqi Zhang, Chunyuan Li, Jianyi Zhang, Changyou Chen and Andrew Gordon
      Wilson. Cyclical Stochastic Gradient MCMC for Bayesian Deep Learning. In
      _ICLR_, 2020. https://arxiv.org/abs/1902.03932
+[3]: Wei Deng, Xiao Zhang, Faming Liang and Guang Lin. An Adaptive Empirical
+     Bayesian Method for Sparse Deep Learning. In _NeurIPS_, 2019 (and its
+     supplementary material). https://arxiv.org/abs/1910.10791
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import math
 from typing import Any, Union
 
+import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.internal.util import check_positive, static_value
@@ -36,6 +45,9 @@ __all__ = [
     "ConstantStepSize",
     "PolynomialDecay",
     "CyclicalStepSize",
+    "SAStepSize",
+    "GeometricAnnealing",
+    "check_sa_schedule",
     "ScalarOrSchedule",
     "as_schedule",
 ]
@@ -179,6 +191,131 @@ class CyclicalStepSize(StepSizeSchedule):
     def is_exploration(self, step: tf.Tensor) -> tf.Tensor:
         """True while ``step`` lies in the exploration part of its cycle."""
         return self._position(step, tf.float64) < self._exploration_fraction
+
+
+class SAStepSize(StepSizeSchedule):
+    """Stochastic-approximation step ``ω_k = min(cap, A (k + B)^(−α))`` (Deng et al. 2019).
+
+    ``k = t + 1`` is the 1-based iteration number of the step that starts at
+    counter ``t`` (the recursion ``θ_{k+1} = (1 − ω_{k+1}) θ_k + ω_{k+1} g(β_{k+1})``
+    of the supplement, eq. (4), uses ``ω_{k+1}`` at iteration ``k+1``). With
+    ``A > 0`` and ``α ∈ (0, 1]`` the sequence decreases to 0 and ``Σ ω_k = ∞``
+    (supplement Assumption 1, eq. (5)); the optional ``cap`` bounds the first
+    values (the authors' R notebook uses ``min(0.1, 1000 (100 + k)^(−0.7))``,
+    where the cap binds for every ``k ≤ 5·10^5``).
+
+    Values used by the authors: logistic simulation ``A = 10, B = 1000,
+    α = 0.7``; UCI code ``A = 1, B = 100, α = 0.7``.
+
+    Args:
+      A: ``A > 0``, the scale.
+      B: ``B ≥ 0``, the offset. Default value: ``0.``.
+      alpha: ``α ∈ (0, 1]``, the decay exponent. Default value: ``0.7``.
+      cap: optional upper bound in ``(0, 1]``. Default value: ``None``.
+
+    Raises:
+      ValueError: ``A ≤ 0``, ``B < 0``, ``alpha`` outside ``(0, 1]`` or ``cap``
+        outside ``(0, 1]``, naming the argument.
+
+    #### References
+
+    [1]: Wei Deng, Xiao Zhang, Faming Liang and Guang Lin. An Adaptive
+         Empirical Bayesian Method for Sparse Deep Learning. In _NeurIPS_, 2019.
+    """
+
+    def __init__(self, A: Any, B: Any = 0.0, alpha: Any = 0.7, cap: Any = None) -> None:
+        check_positive(A, "A")
+        check_positive(B, "B", allow_zero=True)
+        av = static_value(alpha)
+        if av is not None and not (np.isfinite(av).all() and np.all(av > 0) and np.all(av <= 1)):
+            raise ValueError(
+                f"`alpha` must lie in (0, 1] (ω_k → 0 with Σ ω_k = ∞), got {av!r}."
+            )
+        if cap is not None:
+            cv = static_value(cap)
+            if cv is not None and not (np.isfinite(cv).all() and np.all(cv > 0) and np.all(cv <= 1)):
+                raise ValueError(f"`cap` must lie in (0, 1], got {cv!r}.")
+        self._A, self._B, self._alpha, self._cap = A, B, alpha, cap
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {"A": self._A, "B": self._B, "alpha": self._alpha, "cap": self._cap}
+
+    def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        k = tf.cast(step, dtype) + 1.0
+        w = _cast(self._A, dtype) * tf.pow(k + _cast(self._B, dtype), -_cast(self._alpha, dtype))
+        if self._cap is not None:
+            w = tf.minimum(w, _cast(self._cap, dtype))
+        return w
+
+
+class GeometricAnnealing(StepSizeSchedule):
+    """Temperature of geometric simulated annealing: ``T_t = 1 / (τ_0 c^t)``.
+
+    Deng et al. (2019) write the Langevin noise as ``N(0, 2ε/τ)`` with ``τ`` an
+    **inverse** temperature and anneal ``τ_t = τ_0 c^t`` (``c = 1.003`` per
+    iteration in the UCI study, ``1.005`` for ResNet; ``c > 1`` cools). Our
+    kernels' ``temperature`` ``T`` *multiplies* the noise variance, so
+    ``T = 1/τ``: this schedule evaluates to ``T_t = τ_0^{-1} c^{-t}``
+    (computed as ``exp(−log τ_0 − t log c)``, no overflow of ``c^t``), and is
+    passed as any kernel's ``temperature=``. :meth:`inverse_temperature`
+    returns Deng's ``τ_t``.
+
+    Args:
+      tau0: initial inverse temperature ``τ_0 > 0`` (``τ_0 = 1``: start at the
+        posterior).
+      c: growth factor of the inverse temperature per step, ``c > 0``
+        (``c > 1`` anneals towards the mode, ``c = 1`` is constant).
+        Default value: ``1.003``.
+
+    Raises:
+      ValueError: ``tau0 ≤ 0`` or ``c ≤ 0``.
+    """
+
+    def __init__(self, tau0: Any = 1.0, c: Any = 1.003) -> None:
+        check_positive(tau0, "tau0")
+        check_positive(c, "c")
+        self._tau0, self._c = tau0, c
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {"tau0": self._tau0, "c": self._c}
+
+    def inverse_temperature(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        """Deng's ``τ_t = τ_0 c^t``."""
+        return 1.0 / self(step, dtype)
+
+    def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        t = tf.cast(step, dtype)
+        log_tau = tf.math.log(_cast(self._tau0, dtype)) + t * tf.math.log(_cast(self._c, dtype))
+        return tf.exp(-log_tau)
+
+
+def check_sa_schedule(schedule: Any, name: str = "sa_step_size") -> StepSizeSchedule:
+    """Validate a stochastic-approximation step ``ω_k`` that must decay to 0.
+
+    Accepted: :class:`SAStepSize` (decaying by construction) and
+    :class:`PolynomialDecay` with ``γ ∈ (0, 1]`` (the same family). Constants
+    (including SGLD-EM's ``ω ≡ 1``) and other schedules are rejected, because
+    the SA convergence theory (Deng et al. 2019, supplement Assumption 1)
+    needs ``ω_k → 0`` and ``Σ ω_k = ∞``.
+
+    Raises:
+      ValueError: naming ``name``, for anything that is not known to decay.
+    """
+    if isinstance(schedule, SAStepSize):
+        return schedule
+    if isinstance(schedule, PolynomialDecay):
+        g = static_value(schedule.parameters["gamma"])
+        if g is not None and 0 < float(g) <= 1:
+            return schedule
+        raise ValueError(
+            f"`{name}` must decay with exponent in (0, 1] (ω_k → 0, Σ ω_k = ∞), got {schedule!r}."
+        )
+    raise ValueError(
+        f"`{name}` must be a decaying SA schedule (SAStepSize or PolynomialDecay with γ ∈ (0, 1]) "
+        f"when a stochastic-approximation schedule is required, got {schedule!r}."
+    )
 
 
 ScalarOrSchedule = Union[float, tf.Tensor, tf.Variable, StepSizeSchedule]

@@ -1,0 +1,19 @@
+"""Sparse priors whose hyper-latents are adapted during sampling.
+
+* :class:`SpikeAndSlabGroupLasso` — the SSGL prior of Deng et al. (2019):
+  E-step in log space, latent targets (12)–(15) and the SA recursion.
+* :class:`SSGLEstimator` — the gradient estimator of ``Q1(β)`` whose prior
+  reads the latents from its estimator state (used by
+  :class:`~tfp_sgmcmc.kernels.stochastic_approximation.StochasticApproximation`).
+"""
+
+from tfp_sgmcmc.priors.estimator import SSGLEstimator, SSGLEstimatorState
+from tfp_sgmcmc.priors.ssgl import SIGMA_FORMS, SpikeAndSlabGroupLasso, SSGLLatents
+
+__all__ = [
+    "SpikeAndSlabGroupLasso",
+    "SSGLLatents",
+    "SSGLEstimator",
+    "SSGLEstimatorState",
+    "SIGMA_FORMS",
+]
