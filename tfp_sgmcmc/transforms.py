@@ -22,11 +22,28 @@ from __future__ import annotations
 import abc
 from typing import Any, NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import check_in_interval, check_positive
+from tfp_sgmcmc.internal.util import check_in_interval, check_positive, static_value
 
-__all__ = ["TransformResult", "DriftTransform", "RMSPreconditioner"]
+__all__ = [
+    "TransformResult",
+    "DriftTransform",
+    "RMSPreconditioner",
+    "AdaptiveBias",
+    "MomentumBias",
+    "AdamBias",
+    "AdaMaxBias",
+    "AdadeltaBias",
+    "PreconditionedBias",
+]
+
+
+def _cast(x: Any, dtype: tf.DType) -> tf.Tensor:
+    # tf.cast of a Python float goes through float32 (0.999 -> 0.99900001287):
+    # build constants directly in the target dtype so float64 chains are exact.
+    return tf.cast(x, dtype) if isinstance(x, (tf.Tensor, tf.Variable)) else tf.constant(x, dtype)
 
 
 class TransformResult(NamedTuple):
@@ -106,8 +123,420 @@ class RMSPreconditioner(DriftTransform):
     def update(self, grads: list[tf.Tensor], state: list[tf.Tensor]) -> TransformResult:
         new_v, precond = [], []
         for g, v in zip(grads, state):
-            a = tf.cast(self._decay, g.dtype)
+            a = _cast(self._decay, g.dtype)
             v = a * v + (1 - a) * tf.square(g)
             new_v.append(v)
-            precond.append(1.0 / (tf.cast(self._epsilon, g.dtype) + tf.sqrt(v)))
+            precond.append(1.0 / (_cast(self._epsilon, g.dtype) + tf.sqrt(v)))
         return TransformResult(list(grads), precond, new_v)
+
+
+# --------------------------------------------------------------------------- #
+# Adaptive drifts (Kim, Song & Liang; ALGORITHMS.md §7)
+# --------------------------------------------------------------------------- #
+
+def _check_bias_factor(a: Any) -> None:
+    check_positive(a, "a", allow_zero=True)
+
+
+def _check_unit_interval(x: Any, name: str) -> None:
+    # [0, 1): β = 0 means "no memory"; β = 1 would freeze the accumulator at 0.
+    check_in_interval(x, name, 0.0, 1.0, high_open=True)
+
+
+class AdaptiveBias(DriftTransform):
+    """Base class of the adaptive-bias drifts ``d_t = g_t + a A_t`` (no preconditioner).
+
+    Kim, Song & Liang's general form (their eq. 1, in our ascent sign
+    ``g = ∇ log π̃``):
+
+    ```none
+    θ_{t+1} = θ_t + ε (g_t + a A_t) + √(2 ε T) ξ_t
+    ```
+
+    ``A_t`` is built from the past stochastic gradients ``g_0 … g_{t−1}`` only
+    (the paper's index convention: the accumulators are advanced with ``g_t``
+    *after* it has been used, reusing the same stochastic value). Subclasses
+    define ``bias(state)`` (``A_t`` per part, from the accumulators) and
+    ``advance(grad, state, bias)`` (the accumulators for step ``t + 1``); the
+    state is a list with one tuple of accumulators per state part.
+    """
+
+    @property
+    @abc.abstractmethod
+    def a(self) -> Any:
+        """The bias factor ``a ≥ 0``."""
+
+    @abc.abstractmethod
+    def _init_part(self, g: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        """Accumulators of one part at ``t = 0``."""
+
+    @abc.abstractmethod
+    def _bias_part(self, acc: tuple[tf.Tensor, ...]) -> tf.Tensor:
+        """``A_t`` of one part from its accumulators (which hold ``g_{<t}``)."""
+
+    @abc.abstractmethod
+    def _advance_part(
+        self, g: tf.Tensor, acc: tuple[tf.Tensor, ...], bias: tf.Tensor
+    ) -> tuple[tf.Tensor, ...]:
+        """Accumulators for step ``t + 1`` given ``g_t`` and ``A_t``."""
+
+    def init(self, grads: list[tf.Tensor]) -> list[tuple[tf.Tensor, ...]]:
+        return [self._init_part(g) for g in grads]
+
+    def bias(self, state: list[tuple[tf.Tensor, ...]]) -> list[tf.Tensor]:
+        """``A_t`` for every part."""
+        return [self._bias_part(acc) for acc in state]
+
+    def advance(
+        self, grads: list[tf.Tensor], state: list[tuple[tf.Tensor, ...]], bias: list[tf.Tensor]
+    ) -> list[tuple[tf.Tensor, ...]]:
+        """Accumulators for the next step (lagged: ``g_t`` enters after use)."""
+        return [self._advance_part(g, acc, b) for g, acc, b in zip(grads, state, bias)]
+
+    def update(self, grads: list[tf.Tensor], state: list[tuple[tf.Tensor, ...]]) -> TransformResult:
+        bias = self.bias(state)
+        drift = [g + _cast(self.a, g.dtype) * b for g, b in zip(grads, bias)]
+        return TransformResult(drift, None, self.advance(grads, state, bias))
+
+
+class MomentumBias(AdaptiveBias):
+    """The momentum bias of MSGLD (Kim, Song & Liang, Algorithm 1).
+
+    ```none
+    A_t = m_t,   m_{t+1} = β1 m_t + (1 − β1) g_t,   m_0 = 0
+    d_t = g_t + a m_t
+    ```
+
+    ``m_t`` holds the gradients up to ``θ_{t−1}`` only (the paper writes
+    ``m_t = β1 m_{t−1} + (1−β1) ∇Ũ(θ_{t−1})``), so step 0 is plain SGLD; no
+    bias correction. ``a = 0`` is SGLD exactly.
+
+    Args:
+      a: bias factor ``a ≥ 0``. Default value: ``1.``.
+      beta1: smoothing factor ``β1`` in [0, 1). Default value: ``0.9``.
+
+    Raises:
+      ValueError: ``a < 0`` or ``beta1`` outside [0, 1).
+
+    #### References
+
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
+    """
+
+    def __init__(self, a: Any = 1.0, beta1: Any = 0.9) -> None:
+        _check_bias_factor(a)
+        _check_unit_interval(beta1, "beta1")
+        self._a = a
+        self._beta1 = beta1
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {"a": self._a, "beta1": self._beta1}
+
+    @property
+    def a(self) -> Any:
+        return self._a
+
+    def _init_part(self, g):
+        return (tf.zeros_like(g),)
+
+    def _bias_part(self, acc):
+        return acc[0]
+
+    def _advance_part(self, g, acc, bias):
+        b1 = _cast(self._beta1, g.dtype)
+        return (b1 * acc[0] + (1 - b1) * g,)
+
+
+class AdamBias(AdaptiveBias):
+    """The Adam bias of ASGLD (Kim, Song & Liang, Algorithm 2).
+
+    ```none
+    A_t = m_t ⊘ D_t,   D_t = √V_t + λ  (default)  or  √(V_t + λ)  ("inside")
+    m_{t+1} = β1 m_t + (1 − β1) g_t,   V_{t+1} = β2 V_t + (1 − β2) g_t ⊙ g_t
+    m_0 = V_0 = 0,   d_t = g_t + a A_t
+    ```
+
+    Same lag as :class:`MomentumBias` (``m_t``, ``V_t`` hold ``g_{<t}``) and
+    no bias correction, so at ``t = 0`` the bias is ``0 / λ = 0`` and, for
+    ``t ≥ 1``, ``|m_t ⊘ √V_t| ≤ C = √((1−β1)² / ((1−β2)(1 − β1²/β2)))``
+    elementwise (Kim et al., App. A.2; ``C ≈ 7.27`` at 0.9/0.999), which
+    needs ``β1² < β2``. The paper prints ``√V_t + λ1`` without parentheses:
+    ``lambda_placement`` chooses between the two readings (ALGORITHMS.md §7.2).
+    ``λ`` is on the scale of the N-scaled stochastic gradient, as in pSGLD.
+
+    Args:
+      a: bias factor ``a ≥ 0``. Default value: ``1.``.
+      beta1: ``β1`` in [0, 1). Default value: ``0.9``.
+      beta2: ``β2`` in [0, 1), with ``β1² < β2``. Default value: ``0.999``.
+      epsilon: ``λ > 0``. Default value: ``1e-8``.
+      lambda_placement: ``"outside"`` (``√V + λ``) or ``"inside"``
+        (``√(V + λ)``). Default value: ``"outside"``.
+
+    Raises:
+      ValueError: ``a < 0``, ``beta1``/``beta2`` outside [0, 1),
+        ``beta1² >= beta2``, ``epsilon <= 0`` or an unknown
+        ``lambda_placement``.
+
+    #### References
+
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
+
+    [2]: Diederik P. Kingma and Jimmy Ba. Adam: A Method for Stochastic
+         Optimization. In _ICLR_, 2015. https://arxiv.org/abs/1412.6980
+    """
+
+    def __init__(
+        self,
+        a: Any = 1.0,
+        beta1: Any = 0.9,
+        beta2: Any = 0.999,
+        epsilon: Any = 1e-8,
+        lambda_placement: str = "outside",
+    ) -> None:
+        _check_bias_factor(a)
+        _check_unit_interval(beta1, "beta1")
+        _check_unit_interval(beta2, "beta2")
+        check_positive(epsilon, "epsilon")
+        b1, b2 = static_value(beta1), static_value(beta2)
+        if b1 is not None and b2 is not None and np.any(np.square(b1) >= b2):
+            raise ValueError(
+                f"`beta1`**2 must be < `beta2` (Kim et al., Thm 3.2), got beta1={b1!r}, "
+                f"beta2={b2!r}."
+            )
+        if lambda_placement not in ("outside", "inside"):
+            raise ValueError(
+                f"`lambda_placement` must be 'outside' or 'inside', got {lambda_placement!r}."
+            )
+        self._a, self._beta1, self._beta2 = a, beta1, beta2
+        self._epsilon, self._placement = epsilon, lambda_placement
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {
+            "a": self._a,
+            "beta1": self._beta1,
+            "beta2": self._beta2,
+            "epsilon": self._epsilon,
+            "lambda_placement": self._placement,
+        }
+
+    @property
+    def a(self) -> Any:
+        return self._a
+
+    def _init_part(self, g):
+        return (tf.zeros_like(g), tf.zeros_like(g))
+
+    def _bias_part(self, acc):
+        m, v = acc
+        lam = _cast(self._epsilon, m.dtype)
+        denom = tf.sqrt(v) + lam if self._placement == "outside" else tf.sqrt(v + lam)
+        return m / denom
+
+    def _advance_part(self, g, acc, bias):
+        m, v = acc
+        b1 = _cast(self._beta1, g.dtype)
+        b2 = _cast(self._beta2, g.dtype)
+        return (b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * tf.square(g))
+
+
+class AdaMaxBias(AdaptiveBias):
+    """AdaMax-based bias (named in Kim et al. §3.3; the formula is OUR choice).
+
+    The paper names an AdaMax bias without a formula; we use Kingma & Ba's
+    infinity-norm accumulator with the same lag and no bias correction
+    (ALGORITHMS.md §7.3):
+
+    ```none
+    A_t = m_t ⊘ (u_t + λ)
+    m_{t+1} = β1 m_t + (1 − β1) g_t,   u_{t+1} = max(β2 u_t, |g_t|),   m_0 = u_0 = 0
+    ```
+
+    ``|A_t| ≤ (1 − β1) / (1 − β1/β2)`` elementwise (each ``|g_{t−k}| ≤
+    u_t / β2^{k−1}``), which is why we require ``β1 < β2``.
+
+    Args:
+      a: bias factor ``a ≥ 0``. Default value: ``1.``.
+      beta1: ``β1`` in [0, 1). Default value: ``0.9``.
+      beta2: ``β2`` in [0, 1), ``β1 < β2``. Default value: ``0.999``.
+      epsilon: ``λ > 0``. Default value: ``1e-8``.
+
+    Raises:
+      ValueError: ``a < 0``, ``beta1``/``beta2`` outside [0, 1),
+        ``beta1 >= beta2`` or ``epsilon <= 0``.
+
+    #### References
+
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
+
+    [2]: Diederik P. Kingma and Jimmy Ba. Adam: A Method for Stochastic
+         Optimization (§7.1, AdaMax). In _ICLR_, 2015.
+    """
+
+    def __init__(
+        self, a: Any = 1.0, beta1: Any = 0.9, beta2: Any = 0.999, epsilon: Any = 1e-8
+    ) -> None:
+        _check_bias_factor(a)
+        _check_unit_interval(beta1, "beta1")
+        _check_unit_interval(beta2, "beta2")
+        check_positive(epsilon, "epsilon")
+        b1, b2 = static_value(beta1), static_value(beta2)
+        if b1 is not None and b2 is not None and np.any(b1 >= b2):
+            raise ValueError(f"`beta1` must be < `beta2`, got beta1={b1!r}, beta2={b2!r}.")
+        self._a, self._beta1, self._beta2, self._epsilon = a, beta1, beta2, epsilon
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {"a": self._a, "beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon}
+
+    @property
+    def a(self) -> Any:
+        return self._a
+
+    def _init_part(self, g):
+        return (tf.zeros_like(g), tf.zeros_like(g))
+
+    def _bias_part(self, acc):
+        m, u = acc
+        return m / (u + _cast(self._epsilon, m.dtype))
+
+    def _advance_part(self, g, acc, bias):
+        m, u = acc
+        b1 = _cast(self._beta1, g.dtype)
+        b2 = _cast(self._beta2, g.dtype)
+        return (b1 * m + (1 - b1) * g, tf.maximum(b2 * u, tf.abs(g)))
+
+
+class AdadeltaBias(AdaptiveBias):
+    """Adadelta-based bias (named in Kim et al. §3.3; the formula is OUR choice).
+
+    Zeiler's unit-correcting ratio applied to the lagged momentum
+    (ALGORITHMS.md §7.3). The "update" whose square Adadelta accumulates is
+    taken to be the bias itself, ``Δ_t = A_t`` (the transform never sees the
+    step size, and ``ε a A_t`` is the bias displacement):
+
+    ```none
+    A_t = √(E[Δ²]_t + λ) ⊘ √(E[g²]_t + λ) ⊙ m_t
+    m_{t+1}     = β1 m_t + (1 − β1) g_t
+    E[g²]_{t+1} = ρ E[g²]_t + (1 − ρ) g_t ⊙ g_t
+    E[Δ²]_{t+1} = ρ E[Δ²]_t + (1 − ρ) A_t ⊙ A_t          (all start at 0)
+    ```
+
+    All accumulators are lagged like MSGLD's, so step 0 is plain SGLD.
+
+    Args:
+      a: bias factor ``a ≥ 0``. Default value: ``1.``.
+      beta1: momentum factor ``β1`` in [0, 1). Default value: ``0.9``.
+      rho: Adadelta decay ``ρ`` in [0, 1). Default value: ``0.95``.
+      epsilon: ``λ > 0``. Default value: ``1e-6``.
+
+    Raises:
+      ValueError: ``a < 0``, ``beta1``/``rho`` outside [0, 1) or
+        ``epsilon <= 0``.
+
+    #### References
+
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
+
+    [2]: Matthew D. Zeiler. ADADELTA: An Adaptive Learning Rate Method.
+         arXiv:1212.5701, 2012.
+    """
+
+    def __init__(
+        self, a: Any = 1.0, beta1: Any = 0.9, rho: Any = 0.95, epsilon: Any = 1e-6
+    ) -> None:
+        _check_bias_factor(a)
+        _check_unit_interval(beta1, "beta1")
+        _check_unit_interval(rho, "rho")
+        check_positive(epsilon, "epsilon")
+        self._a, self._beta1, self._rho, self._epsilon = a, beta1, rho, epsilon
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {"a": self._a, "beta1": self._beta1, "rho": self._rho, "epsilon": self._epsilon}
+
+    @property
+    def a(self) -> Any:
+        return self._a
+
+    def _init_part(self, g):
+        return (tf.zeros_like(g), tf.zeros_like(g), tf.zeros_like(g))
+
+    def _bias_part(self, acc):
+        m, eg2, ed2 = acc
+        lam = _cast(self._epsilon, m.dtype)
+        return tf.sqrt(ed2 + lam) / tf.sqrt(eg2 + lam) * m
+
+    def _advance_part(self, g, acc, bias):
+        m, eg2, ed2 = acc
+        b1 = _cast(self._beta1, g.dtype)
+        rho = _cast(self._rho, g.dtype)
+        return (
+            b1 * m + (1 - b1) * g,
+            rho * eg2 + (1 - rho) * tf.square(g),
+            rho * ed2 + (1 - rho) * tf.square(bias),
+        )
+
+
+class PreconditionedBias(DriftTransform):
+    """pSGLD's RMSprop preconditioner combined with an adaptive bias.
+
+    Kim et al. (§3.3) say the adaptive bias and an adaptive preconditioner
+    "can be used together" without giving a formula; our concrete form
+    (ALGORITHMS.md §7.3, Γ dropped as in pSGLD):
+
+    ```none
+    V_t = α V_{t−1} + (1 − α) g_t ⊙ g_t,   G_t = 1 ⊘ (λ + √V_t)     (pSGLD, not lagged)
+    θ_{t+1} = θ_t + ε G_t ⊙ (g_t + a A_t) + √(2 ε T G_t) ⊙ ξ_t
+    ```
+
+    with ``A_t`` from ``bias`` (lagged, e.g. :class:`MomentumBias`). The
+    preconditioner keeps pSGLD's convention (updated with ``g_t`` before
+    use) so that ``a = 0`` is pSGLD exactly. State: ``(bias_state, V)``.
+
+    Args:
+      bias: an :class:`AdaptiveBias`.
+      decay: ``α`` in [0, 1). Default value: ``0.99``.
+      epsilon: ``λ > 0`` of the preconditioner. Default value: ``1e-5``.
+
+    Raises:
+      ValueError: ``bias`` is not an ``AdaptiveBias``; bad ``decay``/``epsilon``.
+
+    #### References
+
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
+
+    [2]: Chunyuan Li, Changyou Chen, David Carlson and Lawrence Carin.
+         Preconditioned Stochastic Gradient Langevin Dynamics for Deep Neural
+         Networks. In _AAAI_, 2016. https://arxiv.org/abs/1512.07666
+    """
+
+    def __init__(self, bias: AdaptiveBias, decay: Any = 0.99, epsilon: Any = 1e-5) -> None:
+        if not isinstance(bias, AdaptiveBias):
+            raise ValueError(f"`bias` must be an AdaptiveBias, got {type(bias).__name__}.")
+        self._bias = bias
+        self._rms = RMSPreconditioner(decay, epsilon)
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {"bias": self._bias, **self._rms.parameters}
+
+    def init(self, grads: list[tf.Tensor]) -> tuple[Any, list[tf.Tensor]]:
+        return (self._bias.init(grads), self._rms.init(grads))
+
+    def update(self, grads: list[tf.Tensor], state: tuple[Any, list[tf.Tensor]]) -> TransformResult:
+        bias_state, v = state
+        biased = self._bias.update(grads, bias_state)
+        rms = self._rms.update(grads, v)
+        return TransformResult(biased.drift, rms.preconditioner, (biased.state, rms.state))

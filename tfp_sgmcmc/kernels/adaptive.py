@@ -1,0 +1,421 @@
+"""Adaptive-drift SGLD (Kim, Song & Liang): MSGLD, ASGLD and the §3.3 variants.
+
+Each kernel is :class:`~tfp_sgmcmc.kernels.langevin.StochasticGradientLangevinDynamics`
+with a fixed drift transform from :mod:`tfp_sgmcmc.transforms` and its
+hyperparameters as constructor arguments, so ``parameters`` are exactly the
+constructor arguments, ``copy(a=..., beta1=...)`` rebuilds it and MAMBA can
+build arms from keyword arguments. Results are
+:class:`~tfp_sgmcmc.kernels.langevin.LangevinKernelResults`; the bias
+accumulators (``m``, ``V``, ...) are in ``transform_state``.
+
+General form (Kim et al. eq. 1, ascent sign ``g_t = ∇ log π̃(θ_t)``):
+
+```none
+θ_{t+1} = θ_t + ε_t (g_t + a A_t) + √(2 ε_t T) ξ_t
+```
+
+with ``A_t`` built from ``g_0 … g_{t−1}`` only (ALGORITHMS.md §7).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfp_sgmcmc.estimators.base import GradientEstimator
+from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.langevin import StochasticGradientLangevinDynamics
+from tfp_sgmcmc.internal.util import check_positive
+from tfp_sgmcmc.transforms import (
+    AdadeltaBias,
+    AdaMaxBias,
+    AdamBias,
+    DriftTransform,
+    MomentumBias,
+    PreconditionedBias,
+)
+
+__all__ = [
+    "MomentumSGLD",
+    "AdamSGLD",
+    "AdaMaxSGLD",
+    "AdadeltaSGLD",
+    "PreconditionedMomentumSGLD",
+    "PreconditionedAdamSGLD",
+    "MSGLD",
+    "ASGLD",
+]
+
+_KIM = """[1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535"""
+
+
+class _FixedTransformSGLD(StochasticGradientLangevinDynamics):
+    """SGLD whose transform is built from the kernel's own hyperparameters."""
+
+    def _init_transform(self, transform: DriftTransform) -> None:
+        # Validation happens in the transform's constructor (ValueError naming
+        # the argument), before the base class stores anything.
+        self._fixed_transform = transform
+
+    def _transform(self) -> DriftTransform:
+        return self._fixed_transform
+
+
+class MomentumSGLD(_FixedTransformSGLD):
+    r"""Momentum SGLD (MSGLD; Kim, Song & Liang, Algorithm 1).
+
+    ```none
+    θ_{t+1} = θ_t + ε_t (g_t + a m_t) + √(2 ε_t T) ξ_t
+    m_{t+1} = β1 m_t + (1 − β1) g_t,     m_0 = 0
+    ```
+
+    ``g_t = ∇ log π̃(θ_t)`` is the stochastic score (one estimator call per
+    step, reused for ``m`` without re-evaluation). The momentum used at step
+    ``t`` holds gradients up to ``θ_{t−1}`` only (the paper's convention), so
+    step 0 is plain SGLD; no bias correction. ``a = 0`` gives SGLD exactly
+    (same seed, same chain). The lag matters: on the 2-D Gaussian of
+    ALGORITHMS.md §14.2 it changes the stationary covariance and the stability
+    region (``tests/kernels/test_adaptive.py``).
+
+    Args:
+      estimator: a :class:`~tfp_sgmcmc.estimators.GradientEstimator`.
+      step_size: ``ε > 0`` (scalar, tensor or schedule).
+      a: bias factor ``a ≥ 0`` (paper: 1 "or slightly larger").
+        Default value: ``1.``.
+      beta1: smoothing factor ``β1`` in [0, 1). Default value: ``0.9``.
+      temperature: ``T ≥ 0`` (scalar or schedule). Default value: ``1.``.
+      name: Default value: ``None`` (``'msgld'``).
+
+    Raises:
+      ValueError: ``a < 0``, ``beta1`` outside [0, 1), bad ``step_size`` or
+        ``temperature``.
+
+    #### References
+
+    """
+
+    _default_name = "msgld"
+
+    def __init__(
+        self,
+        estimator: GradientEstimator,
+        step_size: Any,
+        a: Any = 1.0,
+        beta1: Any = 0.9,
+        temperature: Any = 1.0,
+        name: str | None = None,
+    ) -> None:
+        self._init_transform(MomentumBias(a, beta1))
+        SGMCMCKernel.__init__(
+            self, estimator, step_size, temperature, name, a=a, beta1=beta1
+        )
+
+
+class AdamSGLD(_FixedTransformSGLD):
+    r"""Adam SGLD (ASGLD; Kim, Song & Liang, Algorithm 2).
+
+    ```none
+    θ_{t+1} = θ_t + ε_t (g_t + a m_t ⊘ D_t) + √(2 ε_t T) ξ_t
+    m_{t+1} = β1 m_t + (1 − β1) g_t,   V_{t+1} = β2 V_t + (1 − β2) g_t ⊙ g_t
+    D_t = √V_t + λ  (lambda_placement="outside")  or  √(V_t + λ)  ("inside")
+    ```
+
+    ``m_0 = V_0 = 0``, lagged like MSGLD (the bias at ``t = 0`` is
+    ``0 / λ = 0``), no bias correction; ``|m_t / √V_t| ≤ C =
+    √((1−β1)²/((1−β2)(1−β1²/β2)))`` (Kim et al., App. A.2), which needs
+    ``β1² < β2``. Only the bias is rescaled: the noise stays isotropic.
+
+    Args:
+      estimator: gradient estimator.
+      step_size: ``ε > 0`` (scalar, tensor or schedule).
+      a: bias factor ``a ≥ 0``. Default value: ``1.``.
+      beta1: ``β1`` in [0, 1). Default value: ``0.9``.
+      beta2: ``β2`` in [0, 1), ``β1² < β2``. Default value: ``0.999``.
+      epsilon: ``λ > 0`` (N-scaled gradient units). Default value: ``1e-8``.
+      lambda_placement: ``"outside"`` or ``"inside"``.
+        Default value: ``"outside"``.
+      temperature: ``T ≥ 0`` (scalar or schedule). Default value: ``1.``.
+      name: Default value: ``None`` (``'asgld'``).
+
+    Raises:
+      ValueError: any argument out of range (message names it).
+
+    #### References
+
+    """
+
+    _default_name = "asgld"
+
+    def __init__(
+        self,
+        estimator: GradientEstimator,
+        step_size: Any,
+        a: Any = 1.0,
+        beta1: Any = 0.9,
+        beta2: Any = 0.999,
+        epsilon: Any = 1e-8,
+        lambda_placement: str = "outside",
+        temperature: Any = 1.0,
+        name: str | None = None,
+    ) -> None:
+        self._init_transform(AdamBias(a, beta1, beta2, epsilon, lambda_placement))
+        SGMCMCKernel.__init__(
+            self,
+            estimator,
+            step_size,
+            temperature,
+            name,
+            a=a,
+            beta1=beta1,
+            beta2=beta2,
+            epsilon=epsilon,
+            lambda_placement=lambda_placement,
+        )
+
+
+class AdaMaxSGLD(_FixedTransformSGLD):
+    r"""SGLD with an AdaMax bias (named in Kim et al. §3.3; formula is OUR choice).
+
+    ```none
+    θ_{t+1} = θ_t + ε_t (g_t + a m_t ⊘ (u_t + λ)) + √(2 ε_t T) ξ_t
+    m_{t+1} = β1 m_t + (1 − β1) g_t,   u_{t+1} = max(β2 u_t, |g_t|)
+    ```
+
+    See :class:`~tfp_sgmcmc.transforms.AdaMaxBias` (lagged, no bias
+    correction, ``β1 < β2``).
+
+    Args:
+      estimator: gradient estimator.
+      step_size: ``ε > 0``.
+      a: bias factor ``a ≥ 0``. Default value: ``1.``.
+      beta1: Default value: ``0.9``.
+      beta2: Default value: ``0.999``.
+      epsilon: ``λ > 0``. Default value: ``1e-8``.
+      temperature: Default value: ``1.``.
+      name: Default value: ``None`` (``'adamax_sgld'``).
+
+    Raises:
+      ValueError: any argument out of range (message names it).
+
+    #### References
+
+    """
+
+    _default_name = "adamax_sgld"
+
+    def __init__(
+        self,
+        estimator: GradientEstimator,
+        step_size: Any,
+        a: Any = 1.0,
+        beta1: Any = 0.9,
+        beta2: Any = 0.999,
+        epsilon: Any = 1e-8,
+        temperature: Any = 1.0,
+        name: str | None = None,
+    ) -> None:
+        self._init_transform(AdaMaxBias(a, beta1, beta2, epsilon))
+        SGMCMCKernel.__init__(
+            self,
+            estimator,
+            step_size,
+            temperature,
+            name,
+            a=a,
+            beta1=beta1,
+            beta2=beta2,
+            epsilon=epsilon,
+        )
+
+
+class AdadeltaSGLD(_FixedTransformSGLD):
+    r"""SGLD with an Adadelta bias (named in Kim et al. §3.3; formula is OUR choice).
+
+    ```none
+    θ_{t+1} = θ_t + ε_t (g_t + a A_t) + √(2 ε_t T) ξ_t
+    A_t = √(E[Δ²]_t + λ) ⊘ √(E[g²]_t + λ) ⊙ m_t,   Δ_t = A_t
+    ```
+
+    See :class:`~tfp_sgmcmc.transforms.AdadeltaBias` for the accumulators
+    (all lagged).
+
+    Args:
+      estimator: gradient estimator.
+      step_size: ``ε > 0``.
+      a: bias factor ``a ≥ 0``. Default value: ``1.``.
+      beta1: momentum factor. Default value: ``0.9``.
+      rho: Adadelta decay ``ρ``. Default value: ``0.95``.
+      epsilon: ``λ > 0``. Default value: ``1e-6``.
+      temperature: Default value: ``1.``.
+      name: Default value: ``None`` (``'adadelta_sgld'``).
+
+    Raises:
+      ValueError: any argument out of range (message names it).
+
+    #### References
+
+    """
+
+    _default_name = "adadelta_sgld"
+
+    def __init__(
+        self,
+        estimator: GradientEstimator,
+        step_size: Any,
+        a: Any = 1.0,
+        beta1: Any = 0.9,
+        rho: Any = 0.95,
+        epsilon: Any = 1e-6,
+        temperature: Any = 1.0,
+        name: str | None = None,
+    ) -> None:
+        self._init_transform(AdadeltaBias(a, beta1, rho, epsilon))
+        SGMCMCKernel.__init__(
+            self,
+            estimator,
+            step_size,
+            temperature,
+            name,
+            a=a,
+            beta1=beta1,
+            rho=rho,
+            epsilon=epsilon,
+        )
+
+
+class PreconditionedMomentumSGLD(_FixedTransformSGLD):
+    r"""pSGLD plus the MSGLD momentum bias (Kim et al. §3.3; formula is OUR choice).
+
+    ```none
+    V_t = α V_{t−1} + (1 − α) g_t ⊙ g_t,   G_t = 1 ⊘ (λ_G + √V_t)
+    θ_{t+1} = θ_t + ε_t G_t ⊙ (g_t + a m_t) + √(2 ε_t T G_t) ⊙ ξ_t
+    m_{t+1} = β1 m_t + (1 − β1) g_t
+    ```
+
+    ``V`` follows pSGLD (updated before use), ``m`` follows MSGLD (lagged);
+    Γ is dropped. ``a = 0`` is pSGLD exactly.
+
+    Args:
+      estimator: gradient estimator.
+      step_size: ``ε > 0``.
+      a: bias factor ``a ≥ 0``. Default value: ``1.``.
+      beta1: Default value: ``0.9``.
+      decay: pSGLD ``α`` in [0, 1). Default value: ``0.99``.
+      epsilon: pSGLD ``λ_G > 0``. Default value: ``1e-5``.
+      temperature: Default value: ``1.``.
+      name: Default value: ``None`` (``'psgld_momentum'``).
+
+    Raises:
+      ValueError: any argument out of range (message names it).
+
+    #### References
+
+    """
+
+    _default_name = "psgld_momentum"
+
+    def __init__(
+        self,
+        estimator: GradientEstimator,
+        step_size: Any,
+        a: Any = 1.0,
+        beta1: Any = 0.9,
+        decay: Any = 0.99,
+        epsilon: Any = 1e-5,
+        temperature: Any = 1.0,
+        name: str | None = None,
+    ) -> None:
+        self._init_transform(PreconditionedBias(MomentumBias(a, beta1), decay, epsilon))
+        SGMCMCKernel.__init__(
+            self,
+            estimator,
+            step_size,
+            temperature,
+            name,
+            a=a,
+            beta1=beta1,
+            decay=decay,
+            epsilon=epsilon,
+        )
+
+
+class PreconditionedAdamSGLD(_FixedTransformSGLD):
+    r"""pSGLD plus the ASGLD Adam bias (Kim et al. §3.3; formula is OUR choice).
+
+    ```none
+    θ_{t+1} = θ_t + ε_t G_t ⊙ (g_t + a m_t ⊘ (√V_t + λ)) + √(2 ε_t T G_t) ⊙ ξ_t
+    ```
+
+    ``G_t`` is pSGLD's RMSprop diagonal (its own ``decay`` α and
+    ``precond_epsilon``, updated before use), ``m_t``, ``V_t`` are ASGLD's
+    lagged moments (``beta1``, ``beta2``, ``epsilon``).
+
+    Args:
+      estimator: gradient estimator.
+      step_size: ``ε > 0``.
+      a: bias factor. Default value: ``1.``.
+      beta1: Default value: ``0.9``.
+      beta2: Default value: ``0.999``.
+      epsilon: the bias's ``λ > 0``. Default value: ``1e-8``.
+      decay: pSGLD ``α``. Default value: ``0.99``.
+      precond_epsilon: pSGLD ``λ_G > 0``. Default value: ``1e-5``.
+      temperature: Default value: ``1.``.
+      name: Default value: ``None`` (``'psgld_adam'``).
+
+    Raises:
+      ValueError: any argument out of range (message names it).
+
+    #### References
+
+    """
+
+    _default_name = "psgld_adam"
+
+    def __init__(
+        self,
+        estimator: GradientEstimator,
+        step_size: Any,
+        a: Any = 1.0,
+        beta1: Any = 0.9,
+        beta2: Any = 0.999,
+        epsilon: Any = 1e-8,
+        decay: Any = 0.99,
+        precond_epsilon: Any = 1e-5,
+        temperature: Any = 1.0,
+        name: str | None = None,
+    ) -> None:
+        check_positive(precond_epsilon, "precond_epsilon")
+        self._init_transform(
+            PreconditionedBias(AdamBias(a, beta1, beta2, epsilon), decay, precond_epsilon)
+        )
+        SGMCMCKernel.__init__(
+            self,
+            estimator,
+            step_size,
+            temperature,
+            name,
+            a=a,
+            beta1=beta1,
+            beta2=beta2,
+            epsilon=epsilon,
+            decay=decay,
+            precond_epsilon=precond_epsilon,
+        )
+
+
+# Fill the shared reference into every docstring's References section.
+for _cls in (
+    MomentumSGLD,
+    AdamSGLD,
+    AdaMaxSGLD,
+    AdadeltaSGLD,
+    PreconditionedMomentumSGLD,
+    PreconditionedAdamSGLD,
+):
+    if _cls.__doc__:
+        _cls.__doc__ = _cls.__doc__.rstrip() + "\n    " + _KIM + "\n    "
+del _cls
+
+MSGLD = MomentumSGLD
+ASGLD = AdamSGLD
