@@ -1,0 +1,46 @@
+"""Tuning SG-MCMC samplers: MAMBA (successive halving), grid search and the
+heuristic baseline, with budgets in seconds, steps or gradient evaluations.
+See ``docs/tuning.md``. (Keras models enter through
+:mod:`tfp_sgmcmc.tuning.keras`, imported on demand: it is the only module that
+imports Keras.)
+"""
+
+from tfp_sgmcmc.tuning.arms import KernelFactory, arm_label, grid, log10_grid
+from tfp_sgmcmc.tuning.baselines import grid_search, heuristic, heuristic_arm
+from tfp_sgmcmc.tuning.budget import (
+    Budget,
+    gradient_evaluations,
+    num_rounds,
+    per_arm_budgets,
+    round_sizes,
+    seconds,
+    steps,
+)
+from tfp_sgmcmc.tuning.mamba import MAMBA, mamba
+from tfp_sgmcmc.tuning.metrics import FSSDMetric, FullDataScorer, FunctionMetric, KSDMetric
+from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult
+
+__all__ = [
+    "MAMBA",
+    "mamba",
+    "grid_search",
+    "heuristic",
+    "heuristic_arm",
+    "Budget",
+    "seconds",
+    "steps",
+    "gradient_evaluations",
+    "num_rounds",
+    "round_sizes",
+    "per_arm_budgets",
+    "grid",
+    "log10_grid",
+    "arm_label",
+    "KernelFactory",
+    "KSDMetric",
+    "FSSDMetric",
+    "FunctionMetric",
+    "FullDataScorer",
+    "TuningResult",
+    "RoundRecord",
+]

@@ -1,0 +1,183 @@
+"""Arms: grids of kernel hyperparameters, and how an arm becomes a kernel.
+
+An arm is a ``dict`` of hyperparameters (``step_size``, ``batch_size`` or
+``batch_fraction``, ``num_leapfrog_steps``, ``friction``, ``diffusion``, drift
+factors ...). A kernel is built from an arm either by a user function
+``make_kernel(**arm)`` or by a kernel class plus base keyword arguments and a
+base estimator (:class:`KernelFactory`).
+
+Hyperparameters split into
+
+* **structural** ones, which change the compiled program (the batch size is a
+  static shape; ``num_leapfrog_steps`` is unrolled; strings and booleans):
+  arms that share them share ONE compiled program;
+* **scalars** (floats: step size, friction, temperature, ...), fed to that
+  program as tensors, so a new step size never retraces.
+
+By default a key is structural if any of its grid values is not a float, or
+if it is one of :data:`STRUCTURAL_KEYS`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "grid",
+    "log10_grid",
+    "STRUCTURAL_KEYS",
+    "structural_keys",
+    "split_arm",
+    "arm_label",
+    "KernelFactory",
+]
+
+#: Keys that are always structural, whatever the type of their values.
+STRUCTURAL_KEYS = frozenset({"batch_size", "batch_fraction", "num_leapfrog_steps", "order"})
+
+
+def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
+    """Cartesian product of hyperparameter values, the first axis varying slowest.
+
+    ``grid(step_size=[1e-5, 1e-6], batch_fraction=[0.1, 0.01])`` gives 4 arms
+    in the order (1e-5, .1), (1e-5, .01), (1e-6, .1), (1e-6, .01) -- the order
+    that breaks ties in MAMBA's stable sort.
+
+    Raises:
+      ValueError: no axes, or an empty axis.
+    """
+    if not axes:
+        raise ValueError("`grid` needs at least one hyperparameter axis.")
+    names = list(axes)
+    values = []
+    for k in names:
+        v = list(axes[k])
+        if not v:
+            raise ValueError(f"`{k}`: the grid axis is empty.")
+        values.append(v)
+    return [dict(zip(names, combo)) for combo in itertools.product(*values)]
+
+
+def log10_grid(start: float, stop: float, step: float = 0.5) -> list[float]:
+    """``10**x`` for ``x`` from ``start`` to ``stop`` inclusive by ``step`` (either direction).
+
+    ``log10_grid(-1, -7.5)`` is the paper's 14-value logistic-regression step grid.
+    """
+    if step <= 0:
+        raise ValueError(f"`step` must be > 0, got {step}.")
+    n = int(round(abs(stop - start) / step)) + 1
+    sign = 1.0 if stop >= start else -1.0
+    return [float(10.0 ** (start + sign * i * step)) for i in range(n)]
+
+
+def _is_float(v: Any) -> bool:
+    return isinstance(v, (float, np.floating)) and not isinstance(v, bool)
+
+
+def structural_keys(arms: Sequence[dict[str, Any]], extra: Iterable[str] = ()) -> frozenset:
+    """Keys whose values define the compiled program (module docstring)."""
+    keys: set[str] = set(extra)
+    for arm in arms:
+        for k, v in arm.items():
+            if k in STRUCTURAL_KEYS or not _is_float(v):
+                keys.add(k)
+    return frozenset(keys)
+
+
+def split_arm(arm: dict[str, Any], static: frozenset) -> tuple[tuple, dict[str, float]]:
+    """``(structural key, scalar hyperparameters)`` of an arm."""
+    key = tuple(sorted((k, arm[k]) for k in arm if k in static))
+    scalars = {k: float(v) for k, v in arm.items() if k not in static}
+    return key, scalars
+
+
+def arm_label(arm: dict[str, Any]) -> str:
+    """A short readable label: ``step_size=1e-06, batch_fraction=0.01``."""
+    parts = []
+    for k, v in arm.items():
+        if _is_float(v):
+            parts.append(f"{k}={float(v):.3g}")
+        else:
+            parts.append(f"{k}={v}")
+    return ", ".join(parts)
+
+
+class KernelFactory:
+    """Builds ``kernel_class(estimator_for_arm, **kernel_kwargs, **other_hyperparameters)``.
+
+    The batch size comes from the arm's ``batch_size`` (an int ``n``) or
+    ``batch_fraction`` (``n = max(1, ⌊τ N⌋)``, the paper's τ% / 100) through
+    ``estimator.with_batch_size(n)``; every other hyperparameter is a keyword
+    argument of the kernel.
+
+    Args:
+      kernel_class: an SG-MCMC kernel class (``SGLD``, ``SGHMC``, ``SGNHT`` ...).
+      estimator: the base gradient estimator (needs ``with_batch_size`` if the
+        arms tune the batch size).
+      kernel_kwargs: fixed keyword arguments. Default value: ``None``.
+    """
+
+    def __init__(
+        self,
+        kernel_class: type,
+        estimator: Any,
+        kernel_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if not callable(kernel_class):
+            raise ValueError("`kernel_class` must be a kernel class.")
+        if estimator is None:
+            raise ValueError("`estimator` is required with `kernel_class`.")
+        self.kernel_class = kernel_class
+        self.estimator = estimator
+        self.kernel_kwargs = dict(kernel_kwargs or {})
+        self._estimators: dict[int, Any] = {}
+
+    def batch_size(self, arm: dict[str, Any]) -> int | None:
+        if "batch_size" in arm and "batch_fraction" in arm:
+            raise ValueError("An arm may give `batch_size` or `batch_fraction`, not both.")
+        if "batch_size" in arm:
+            n = arm["batch_size"]
+            if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+                raise ValueError(f"`batch_size` must be an int, got {n!r}.")
+            return int(n)
+        if "batch_fraction" in arm:
+            tau = float(arm["batch_fraction"])
+            if not 0.0 < tau <= 1.0:
+                raise ValueError(f"`batch_fraction` must lie in (0, 1], got {tau!r}.")
+            big_n = int(self.estimator.num_examples)
+            return max(1, int(np.floor(tau * big_n)))
+        return None
+
+    def estimator_for(self, arm: dict[str, Any]) -> Any:
+        n = self.batch_size(arm)
+        if n is None:
+            return self.estimator
+        if n not in self._estimators:
+            if not hasattr(self.estimator, "with_batch_size"):
+                raise ValueError(
+                    "`estimator` has no `with_batch_size`: the arms cannot tune the batch size."
+                )
+            # Built eagerly here (never inside a trace): data sources precompute
+            # per-batch-size copies eagerly.
+            self._estimators[n] = (
+                self.estimator
+                if getattr(self.estimator, "batch_size", None) == n
+                else self.estimator.with_batch_size(n)
+            )
+        return self._estimators[n]
+
+    def __call__(self, **arm: Any) -> Any:
+        est = self.estimator_for(arm)
+        kwargs = dict(self.kernel_kwargs)
+        kwargs.update({k: v for k, v in arm.items() if k not in ("batch_size", "batch_fraction")})
+        return self.kernel_class(est, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"KernelFactory({self.kernel_class.__name__}, {self.estimator!r})"
+
+
+MakeKernel = Callable[..., Any]

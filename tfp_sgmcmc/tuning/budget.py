@@ -1,0 +1,166 @@
+"""Budgets of the MAMBA tuner and the round schedule of Algorithm 1.
+
+MAMBA (Coullon, South & Nemeth, Algorithm 1 [1]) with ``M`` arms and pruning
+rate ``η`` runs ``K = ⌊log_η M⌋`` rounds. Round ``i`` runs each of the
+``|S_i|`` surviving arms for
+
+```none
+r_i = T / (|S_i| · K)
+```
+
+(seconds, steps or gradient evaluations), then keeps the ``⌊|S_i|/η⌋`` best.
+The authors' code is parameterised by ``R``, the total running time of the
+arm that survives every round: ``r_0 = R / Σ_{i<K} η^i`` and ``T = r_0 · M · K``
+(ALGORITHMS.md §12). Both parameterisations are offered (``per="total"``
+gives ``T``, ``per="arm"`` gives ``R``).
+
+``K`` is computed in integer arithmetic: the authors' ``int(log(M)/log(η))``
+gives 4 instead of 5 for ``M = 243, η = 3``.
+
+Units:
+
+* ``"seconds"`` (default, the paper's choice): wall-clock *sampling* time,
+  measured after synchronising the device and excluding tracing/compilation
+  (reported separately). This is what makes batch size tunable.
+* ``"steps"``: sampler iterations (one SGHMC step = ``L`` leapfrog steps);
+  deterministic.
+* ``"gradient_evaluations"``: per-example likelihood-gradient evaluations,
+  ``steps × (estimator calls per step) × (gradients per call) × batch size``
+  (``× 1`` for estimators without data); deterministic and, unlike steps, fair
+  across batch sizes (the alternative of [2, §3.3.1]).
+
+#### References
+
+[1]: Jeremie Coullon, Leah South and Christopher Nemeth. Stochastic gradient
+     MCMC with multi-armed bandit tuning. _arXiv:2105.13059_, 2021.
+[2]: Jeremie Coullon, Leah South and Christopher Nemeth. Efficient and
+     generalizable tuning strategies for stochastic gradient MCMC.
+     _Statistics and Computing_, 2023.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = [
+    "Budget",
+    "UNITS",
+    "num_rounds",
+    "round_sizes",
+    "per_arm_budgets",
+    "seconds",
+    "steps",
+    "gradient_evaluations",
+]
+
+UNITS = ("seconds", "steps", "gradient_evaluations")
+
+
+def num_rounds(num_arms: int, eta: int) -> int:
+    """``K = ⌊log_η M⌋`` in exact integer arithmetic (largest ``k`` with ``η^k ≤ M``).
+
+    Raises:
+      ValueError: ``num_arms < 1`` or ``eta < 2`` (or not integers).
+    """
+    _check_eta(eta)
+    if not isinstance(num_arms, int) or isinstance(num_arms, bool) or num_arms < 1:
+        raise ValueError(f"`num_arms` must be a positive int, got {num_arms!r}.")
+    k, power = 0, eta
+    while power <= num_arms:
+        k += 1
+        power *= eta
+    return k
+
+
+def round_sizes(num_arms: int, eta: int) -> list[int]:
+    """``|S_0|, …, |S_{K−1}|`` with ``|S_0| = M`` and ``|S_{i+1}| = ⌊|S_i|/η⌋``."""
+    sizes = [num_arms]
+    for _ in range(num_rounds(num_arms, eta) - 1):
+        sizes.append(sizes[-1] // eta)
+    return sizes if num_rounds(num_arms, eta) > 0 else []
+
+
+def _check_eta(eta: int) -> None:
+    if not isinstance(eta, int) or isinstance(eta, bool) or eta < 2:
+        raise ValueError(f"`eta` (pruning rate) must be an int >= 2, got {eta!r}.")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A MAMBA budget.
+
+    Args:
+      amount: ``T`` (``per="total"``) or ``R`` (``per="arm"``), in ``unit``.
+      unit: ``"seconds"``, ``"steps"`` or ``"gradient_evaluations"``.
+        Default value: ``"seconds"``.
+      per: ``"total"`` (``T``, the whole tuning run, the paper's form) or
+        ``"arm"`` (``R``, the survivor's total, the authors' code).
+        Default value: ``"total"``.
+
+    Raises:
+      ValueError: non-positive ``amount``, unknown ``unit`` or ``per``.
+    """
+
+    amount: float
+    unit: str = "seconds"
+    per: str = "total"
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"`unit` must be one of {UNITS}, got {self.unit!r}.")
+        if self.per not in ("total", "arm"):
+            raise ValueError(f"`per` must be 'total' or 'arm', got {self.per!r}.")
+        if not isinstance(self.amount, (int, float)) or not math.isfinite(self.amount) or (
+            self.amount <= 0
+        ):
+            raise ValueError(f"`amount` must be a finite number > 0, got {self.amount!r}.")
+
+    @property
+    def deterministic(self) -> bool:
+        return self.unit != "seconds"
+
+    def total(self, num_arms: int, eta: int) -> float:
+        """``T`` for ``M`` arms: given, or ``r_0 M K`` with ``r_0 = R/Σ_{i<K} η^i``."""
+        k = num_rounds(num_arms, eta)
+        if self.per == "total":
+            return float(self.amount)
+        r0 = self.amount / sum(eta**i for i in range(k))
+        return r0 * num_arms * k
+
+    def __str__(self) -> str:
+        what = "T" if self.per == "total" else "R"
+        unit = {"seconds": "s", "steps": " steps", "gradient_evaluations": " grad evals"}[
+            self.unit
+        ]
+        return f"{what}={self.amount:g}{unit}"
+
+
+def per_arm_budgets(num_arms: int, eta: int, budget: Budget) -> list[float]:
+    """``r_i = T/(|S_i| K)`` for every round (in the budget's unit, unrounded).
+
+    Raises:
+      ValueError: fewer arms than ``eta`` (``K = 0``: nothing to prune).
+    """
+    k = num_rounds(num_arms, eta)
+    if k == 0:
+        raise ValueError(
+            f"`arms`: MAMBA needs at least eta={eta} arms to run one round, got {num_arms}."
+        )
+    total = budget.total(num_arms, eta)
+    return [total / (s * k) for s in round_sizes(num_arms, eta)]
+
+
+def seconds(amount: float, per: str = "total") -> Budget:
+    """A wall-clock sampling-time budget."""
+    return Budget(amount, "seconds", per)
+
+
+def steps(amount: float, per: str = "total") -> Budget:
+    """A budget in sampler steps (deterministic)."""
+    return Budget(amount, "steps", per)
+
+
+def gradient_evaluations(amount: float, per: str = "total") -> Budget:
+    """A budget in per-example gradient evaluations (deterministic)."""
+    return Budget(amount, "gradient_evaluations", per)

@@ -1,0 +1,298 @@
+"""MAMBA: the Multi-Armed MCMC Bandit Algorithm (successive halving over SG samplers).
+
+Algorithm 1 of Coullon, South & Nemeth [1] (ALGORITHMS.md §12): with ``M``
+arms (hyperparameter settings of one SG sampler), pruning rate ``η`` and
+budget ``T``,
+
+```none
+K = ⌊log_η M⌋ ;  S_0 = all arms
+for i = 0 … K−1:
+    r_i = T / (|S_i| · K)                 # per-arm budget this round
+    run every arm in S_i for r_i           # continuing from its last θ
+    compute the metric (KSD by default) of this round's thinned samples
+    S_{i+1} = the ⌊|S_i|/η⌋ arms with the lowest metric (stable sort)
+return the arm with the lowest metric in the last round
+```
+
+The reward is ``ν_s = −metric``; Theorem 1 of [1] bounds the probability of
+missing the best arm by ``(2η−1) log_η M · exp(−ηT/(4σ²_KSD H₂(log_η M + 1)))``.
+
+Implementation details that follow the authors' code [1, App. B/C]:
+
+* every round starts a *fresh* sampler state (momentum, thermostat, minibatch
+  position) from the arm's last θ;
+* the metric uses this round's samples only, thinned by 10, with full-data
+  scores (:class:`~tfp_sgmcmc.tuning.metrics.KSDMetric`); its computation time
+  is not charged to the budget;
+* a NaN/Inf metric (or a diverged chain) becomes ``+∞``;
+* ties keep grid order (stable sort).
+
+Deviations (documented in ``docs/tuning.md``): ``K`` is computed with integer
+arithmetic (the authors' floating-point ``int(log(M)/log(η))`` gives 4 for
+``M = 243, η = 3``); compilation is excluded by a one-step warm-up call of the
+compiled program whose output is discarded (the authors discard two
+iterations); budgets in steps and gradient evaluations are offered for
+determinism; a diverging chain stops early (its remaining time is not spent).
+
+#### References
+
+[1]: Jeremie Coullon, Leah South and Christopher Nemeth. Stochastic gradient
+     MCMC with multi-armed bandit tuning. _arXiv:2105.13059_, 2021.
+[2]: Jeremie Coullon, Leah South and Christopher Nemeth. Efficient and
+     generalizable tuning strategies for stochastic gradient MCMC.
+     _Statistics and Computing_, 2023.
+[3]: Kevin Jamieson and Ameet Talwalkar. Non-stochastic best arm
+     identification and hyperparameter optimization. In _AISTATS_, 2016.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tfp_sgmcmc.tuning.arms import KernelFactory
+from tfp_sgmcmc.tuning.budget import Budget, num_rounds, per_arm_budgets, round_sizes
+from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
+from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult
+from tfp_sgmcmc.tuning.runner import ArmRunner, RunOutput
+
+__all__ = ["MAMBA", "mamba", "evaluate_metric", "resolve_make_kernel", "as_budget"]
+
+
+def resolve_make_kernel(
+    make_kernel: Callable[..., Any] | None,
+    kernel_class: type | None,
+    estimator: Any,
+    kernel_kwargs: dict[str, Any] | None,
+) -> Callable[..., Any]:
+    """``make_kernel`` as given, or a :class:`KernelFactory` for a kernel class."""
+    if (make_kernel is None) == (kernel_class is None):
+        raise ValueError("Give exactly one of `make_kernel` and `kernel_class`.")
+    if make_kernel is not None:
+        if not callable(make_kernel):
+            raise ValueError("`make_kernel` must be callable (**arm) -> kernel.")
+        return make_kernel
+    return KernelFactory(kernel_class, estimator, kernel_kwargs)
+
+
+def as_budget(budget: Budget | float | int) -> Budget:
+    """A number is a wall-clock budget ``T`` in seconds."""
+    if isinstance(budget, Budget):
+        return budget
+    if isinstance(budget, (int, float)) and not isinstance(budget, bool):
+        return Budget(float(budget))
+    raise ValueError(f"`budget` must be a Budget or a number of seconds, got {budget!r}.")
+
+
+def evaluate_metric(
+    metric: Callable[..., float], out: RunOutput, estimator: Any
+) -> tuple[float, float, str]:
+    """``(value, seconds, note)``; non-finite input/output or an exception → ``+inf``."""
+    t0 = time.perf_counter()
+    if out.diverged:
+        return math.inf, 0.0, "diverged"
+    if out.samples[0].shape[0] == 0:
+        return math.inf, 0.0, "no thinned sample (budget too small for this arm)"
+    if not all(np.all(np.isfinite(s)) for s in out.samples):
+        return math.inf, 0.0, "non-finite samples"
+    try:
+        value = float(
+            metric(out.samples, {"target_log_prob": out.target_log_prob}, estimator)
+        )
+    except Exception as e:  # a failing metric prunes the arm, never the run
+        return math.inf, time.perf_counter() - t0, f"metric failed: {type(e).__name__}: {e}"
+    dt = time.perf_counter() - t0
+    if not math.isfinite(value):
+        return math.inf, dt, "non-finite metric"
+    return value, dt, ""
+
+
+class MAMBA:
+    """Successive-halving tuner for any SG-MCMC kernel (module docstring).
+
+    Args:
+      arms: list of hyperparameter dicts (e.g. from
+        :func:`~tfp_sgmcmc.tuning.arms.grid`).
+      init_state: the initial state of every arm (tensor or list of parts).
+      make_kernel: ``make_kernel(**arm) -> kernel``. Float hyperparameters
+        arrive as tensors inside the compiled program; ints/bools/strings
+        (batch size, ``num_leapfrog_steps``) as Python values. Exactly one of
+        ``make_kernel`` and ``kernel_class``.
+      kernel_class: a kernel class, built as ``kernel_class(estimator
+        .with_batch_size(n), **kernel_kwargs, **arm)`` with ``n`` from the
+        arm's ``batch_size`` or ``batch_fraction``.
+      estimator: the base estimator for ``kernel_class``; also the target
+        whose full-data score the Stein metrics use. Default value: ``None``
+        (the first arm's estimator).
+      kernel_kwargs: fixed kernel arguments for ``kernel_class``.
+      budget: a :class:`~tfp_sgmcmc.tuning.budget.Budget`, or a number of
+        seconds ``T``. Default value: ``Budget(60.)`` (60 s of sampling).
+      eta: pruning rate ``η``, an int ≥ 2. Default value: ``3``.
+      metric: ``"ksd"``, ``"fssd"`` or a callable ``metric(samples, trace,
+        estimator) -> float`` (lower is better). Default value: ``"ksd"``.
+      thin: thinning of the samples the metric sees. Default value: ``10``.
+      seed: integer seed. Default value: ``0``.
+      static_keys: extra hyperparameter names to treat as structural.
+        Default value: ``()``.
+      max_steps_per_call: steps per compiled call. Default value: ``2000``.
+      jit_compile: XLA-compile the sampling programs. Default value: ``True``.
+      progress: show a tqdm bar per round. Default value: ``True``.
+
+    Raises:
+      ValueError: ``eta < 2``, fewer arms than ``eta``, an invalid arm (the
+        kernel's own validation, at construction), an unknown metric, or a
+        deterministic budget too small to give every arm of round 0 one step.
+    """
+
+    method = "MAMBA"
+
+    def __init__(
+        self,
+        arms: Sequence[dict[str, Any]],
+        init_state: Any,
+        make_kernel: Callable[..., Any] | None = None,
+        kernel_class: type | None = None,
+        estimator: Any = None,
+        kernel_kwargs: dict[str, Any] | None = None,
+        budget: Budget | float = 60.0,
+        eta: int = 3,
+        metric: Any = "ksd",
+        thin: int = 10,
+        seed: int = 0,
+        static_keys: Sequence[str] = (),
+        max_steps_per_call: int = 2000,
+        jit_compile: bool = True,
+        progress: bool = True,
+    ) -> None:
+        arms = list(arms)
+        self.budget = as_budget(budget)
+        self.eta = eta
+        self.num_rounds = num_rounds(len(arms), eta) if arms else 0
+        self.round_sizes = round_sizes(len(arms), eta) if arms else []
+        self.per_arm_budgets = per_arm_budgets(len(arms), eta, self.budget)
+        self.metric = resolve_metric(metric)
+        self.make_kernel = resolve_make_kernel(make_kernel, kernel_class, estimator, kernel_kwargs)
+        self.runner = ArmRunner(
+            self.make_kernel,
+            arms,
+            init_state,
+            thin=thin,
+            seed=seed,
+            static_keys=tuple(static_keys),
+            max_steps_per_call=max_steps_per_call,
+            jit_compile=jit_compile,
+        )
+        self.estimator = estimator if estimator is not None else self.runner.reference_estimator
+        self.progress = progress
+        if self.budget.deterministic:
+            r0 = self.per_arm_budgets[0]
+            worst = min(self.runner.steps_for(i, r0, self.budget) for i in range(len(arms)))
+            if worst < 1:
+                raise ValueError(
+                    f"`budget` {self.budget} gives some arm 0 steps in round 0 (r_0 = {r0:g} "
+                    f"{self.budget.unit}); increase it."
+                )
+
+    @property
+    def arms(self) -> list[dict[str, Any]]:
+        return self.runner.arms
+
+    def run(self) -> TuningResult:
+        """Runs Algorithm 1 and returns a :class:`~tfp_sgmcmc.tuning.results.TuningResult`."""
+        survivors = list(range(len(self.arms)))
+        records: list[RoundRecord] = []
+        last_samples: dict[int, list[np.ndarray]] = {}
+        for i in range(self.num_rounds):
+            r_i = self.per_arm_budgets[i]
+            metrics: dict[int, float] = {}
+            round_records = []
+            bar = _progress(
+                self.progress,
+                len(survivors),
+                f"MAMBA round {i + 1}/{self.num_rounds} ({len(survivors)} arms, "
+                f"r={_fmt_budget(r_i, self.budget.unit)} each)",
+            )
+            for idx in survivors:
+                out = self.runner.run(idx, r_i, self.budget)
+                value, mt, note = evaluate_metric(self.metric, out, self.estimator)
+                metrics[idx] = value
+                last_samples[idx] = out.samples
+                rec = RoundRecord(
+                    round=i,
+                    arm_index=idx,
+                    arm=self.arms[idx],
+                    metric=value,
+                    steps=out.steps,
+                    samples=int(out.samples[0].shape[0]),
+                    sampling_seconds=out.sampling_seconds,
+                    compile_seconds=out.compile_seconds,
+                    metric_seconds=mt,
+                    budget=r_i,
+                    diverged=out.diverged,
+                    note=note,
+                    spent=self._spent(idx, out),
+                )
+                records.append(rec)
+                round_records.append(rec)
+                if bar is not None:
+                    bar.set_postfix_str(f"best {min(metrics.values()):.4g}", refresh=False)
+                    bar.update(1)
+            if bar is not None:
+                bar.close()
+            # Stable ascending sort (ties keep grid order); keep ⌊|S_i|/η⌋.
+            ranked = sorted(survivors, key=lambda j: (metrics[j], survivors.index(j)))
+            keep = max(1, len(survivors) // self.eta)
+            survivors = ranked[:keep] if i < self.num_rounds - 1 else ranked
+            kept = set(ranked[:keep])
+            for rec in round_records:
+                rec.survived = rec.arm_index in kept
+        best = survivors[0]
+        return TuningResult(
+            method=self.method,
+            best_arm=dict(self.arms[best]),
+            best_index=best,
+            arms=[dict(a) for a in self.arms],
+            records=records,
+            samples=last_samples[best],
+            final_states=[None if s.diverged else s.state for s in self.runner.arm_states],
+            metric_name=metric_name(self.metric),
+            budget=str(self.budget),
+            budget_unit=self.budget.unit,
+            make_kernel=self.make_kernel,
+            eta=self.eta,
+            num_rounds=self.num_rounds,
+            round_sizes=list(self.round_sizes),
+            per_arm_budgets=list(self.per_arm_budgets),
+            num_programs=self.runner.num_programs,
+            single_part=not isinstance(self.runner.like, (list, tuple)),
+        )
+
+    def _spent(self, idx: int, out: RunOutput) -> float:
+        if self.budget.unit == "seconds":
+            return out.sampling_seconds
+        if self.budget.unit == "steps":
+            return float(out.steps)
+        return float(out.steps * self.runner.costs[idx])
+
+
+def mamba(*args: Any, **kwargs: Any) -> TuningResult:
+    """``MAMBA(*args, **kwargs).run()`` (see :class:`MAMBA`)."""
+    return MAMBA(*args, **kwargs).run()
+
+
+def _fmt_budget(x: float, unit: str) -> str:
+    if unit == "seconds":
+        return f"{x:.3g}s"
+    return f"{x:.4g} {'steps' if unit == 'steps' else 'grad evals'}"
+
+
+def _progress(enabled: bool, total: int, desc: str) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=True, dynamic_ncols=True)

@@ -1,0 +1,248 @@
+"""Result objects of the tuners: best arm, per-round table, samples, plot."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tfp_sgmcmc.tuning.arms import arm_label
+
+__all__ = ["RoundRecord", "TuningResult"]
+
+
+@dataclass
+class RoundRecord:
+    """One arm in one round.
+
+    Attributes:
+      round: 0-based round index.
+      arm_index: index of the arm in the grid.
+      arm: its hyperparameters.
+      metric: the discrepancy (``+inf`` if it diverged or the metric failed).
+      steps: sampler steps run this round.
+      samples: thinned samples kept this round (the metric's input).
+      sampling_seconds: wall-clock sampling time (synchronised, no compilation).
+      compile_seconds: tracing + compilation charged to this arm (first use of
+        its structural key), excluded from the budget.
+      metric_seconds: time to compute the metric (not charged to the budget).
+      budget: this round's per-arm budget ``r_i`` in the budget's unit.
+      diverged: the chain produced a non-finite state/score.
+      survived: the arm was kept for the next round (or won the last one).
+      note: why the metric is infinite, if it is.
+      spent: budget spent, in the budget's unit.
+    """
+
+    round: int
+    arm_index: int
+    arm: dict[str, Any]
+    metric: float
+    steps: int
+    samples: int
+    sampling_seconds: float
+    compile_seconds: float
+    metric_seconds: float
+    budget: float
+    diverged: bool
+    survived: bool = False
+    note: str = ""
+    spent: float = 0.0
+
+
+@dataclass
+class TuningResult:
+    """What a tuner returns.
+
+    Attributes:
+      method: ``"MAMBA"``, ``"grid search"`` or ``"heuristic"``.
+      best_arm, best_index: the chosen hyperparameters and their grid index.
+      arms: the whole grid.
+      records: one :class:`RoundRecord` per arm and round.
+      samples: the best arm's thinned samples of its last round (list of parts).
+      final_states: last state of every arm (list of parts; ``None`` if diverged).
+      metric_name, budget (str), eta, num_rounds, round_sizes, per_arm_budgets.
+      make_kernel: the kernel factory; :meth:`kernel` builds the best arm's kernel.
+    """
+
+    method: str
+    best_arm: dict[str, Any]
+    best_index: int
+    arms: list[dict[str, Any]]
+    records: list[RoundRecord]
+    samples: list[np.ndarray]
+    final_states: list[Any]
+    metric_name: str
+    budget: str
+    budget_unit: str
+    make_kernel: Any = field(repr=False, default=None)
+    eta: int | None = None
+    num_rounds: int = 1
+    round_sizes: list[int] = field(default_factory=list)
+    per_arm_budgets: list[float] = field(default_factory=list)
+    num_programs: int = 0
+    single_part: bool = True
+
+    # -- derived ------------------------------------------------------------ #
+    @property
+    def best_metric(self) -> float:
+        last = [r for r in self.records if r.arm_index == self.best_index]
+        return last[-1].metric if last else math.inf
+
+    @property
+    def total_sampling_seconds(self) -> float:
+        return float(sum(r.sampling_seconds for r in self.records))
+
+    @property
+    def total_compile_seconds(self) -> float:
+        return float(sum(r.compile_seconds for r in self.records))
+
+    @property
+    def total_metric_seconds(self) -> float:
+        return float(sum(r.metric_seconds for r in self.records))
+
+    @property
+    def total_steps(self) -> int:
+        return int(sum(r.steps for r in self.records))
+
+    @property
+    def budget_used(self) -> float:
+        """Total spent in the budget's unit (seconds, steps or gradient evaluations)."""
+        return float(sum(r.spent for r in self.records))
+
+    def budget_honesty(self) -> float:
+        """Sampling time / allotted time over arm-rounds that did not diverge.
+
+        (A diverged arm stops early and leaves its time unspent.)
+        """
+        ok = [r for r in self.records if not r.diverged]
+        allotted = sum(r.budget for r in ok)
+        return float(sum(r.sampling_seconds for r in ok) / allotted) if allotted else math.nan
+
+    @property
+    def best_state(self) -> Any:
+        st = self.final_states[self.best_index]
+        if st is None:
+            return None
+        return st[0] if self.single_part else st
+
+    @property
+    def best_samples(self) -> Any:
+        """The best arm's thinned samples (a tensor-like array if the state has one part)."""
+        return self.samples[0] if self.single_part else self.samples
+
+    def kernel(self, **overrides: Any) -> Any:
+        """The kernel of the best arm (built by the tuner's ``make_kernel``)."""
+        if self.make_kernel is None:
+            raise ValueError("This result has no `make_kernel` to build a kernel with.")
+        return self.make_kernel(**{**self.best_arm, **overrides})
+
+    def round_table(self, round_index: int | None = None) -> list[RoundRecord]:
+        if round_index is None:
+            return list(self.records)
+        return [r for r in self.records if r.round == round_index]
+
+    # -- presentation ------------------------------------------------------ #
+    def to_markdown(self, max_rows: int | None = None) -> str:
+        """The per-round table (arm, metric, samples drawn, seconds) as markdown."""
+        unit = self.budget_unit
+        head = (
+            f"| round | arm | hyperparameters | {self.metric_name} | steps | samples kept | "
+            "sampling s | compile s | metric s | kept |"
+        )
+        lines = [head, "|" + "---|" * 10]
+        recs = sorted(self.records, key=lambda r: (r.round, _sort_metric(r.metric)))
+        if max_rows is not None:
+            recs = recs[:max_rows]
+        for r in recs:
+            m = "inf (diverged)" if r.diverged else ("inf" if math.isinf(r.metric) else
+                                                     f"{r.metric:.4g}")
+            lines.append(
+                f"| {r.round} | {r.arm_index} | {arm_label(r.arm)} | {m} | {r.steps} | "
+                f"{r.samples} | {r.sampling_seconds:.3f} | {r.compile_seconds:.2f} | "
+                f"{r.metric_seconds:.3f} | {'yes' if r.survived else ''} |"
+            )
+        del unit
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        lines = [
+            f"{self.method}: {len(self.arms)} arms, {self.num_rounds} round(s), "
+            f"budget {self.budget}, metric {self.metric_name}"
+            + (f", eta={self.eta}" if self.eta else ""),
+            f"  best arm #{self.best_index}: {arm_label(self.best_arm)} "
+            f"({self.metric_name} {self.best_metric:.4g})",
+            f"  sampling {self.total_sampling_seconds:.2f} s, compile "
+            f"{self.total_compile_seconds:.2f} s ({self.num_programs} program(s)), metric "
+            f"{self.total_metric_seconds:.2f} s, {self.total_steps} steps",
+        ]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"TuningResult(method={self.method!r}, best_arm={{{arm_label(self.best_arm)}}}, "
+            f"{self.metric_name}={self.best_metric:.4g}, arms={len(self.arms)}, "
+            f"rounds={self.num_rounds}, budget={self.budget}, "
+            f"sampling_s={self.total_sampling_seconds:.2f}, "
+            f"compile_s={self.total_compile_seconds:.2f})"
+        )
+
+    def plot(self, path: str | None = None, ax: Any = None, title: str | None = None) -> Any:
+        """Metric of every arm by round (log scale; diverged arms marked at the top).
+
+        Args:
+          path: save the figure there (PNG). Default value: ``None``.
+          ax: a matplotlib axes to draw into. Default value: ``None`` (new figure).
+          title: Default value: ``None`` (method and budget).
+
+        Returns:
+          The matplotlib figure.
+        """
+        import matplotlib
+
+        if path is not None and ax is None:
+            matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
+        else:
+            fig = ax.figure
+        finite = [r.metric for r in self.records if math.isfinite(r.metric) and r.metric > 0]
+        top = max(finite) * 3 if finite else 1.0
+        by_arm: dict[int, list[RoundRecord]] = {}
+        for r in self.records:
+            by_arm.setdefault(r.arm_index, []).append(r)
+        for idx, recs in by_arm.items():
+            xs = [r.round for r in recs]
+            ys = [r.metric if math.isfinite(r.metric) else top for r in recs]
+            best = idx == self.best_index
+            ax.plot(
+                xs,
+                ys,
+                "-o" if best else "-",
+                color="C3" if best else "0.6",
+                lw=2 if best else 0.7,
+                ms=4,
+                zorder=3 if best else 1,
+                label=f"best: {arm_label(self.best_arm)}" if best else None,
+            )
+            for r in recs:
+                if not math.isfinite(r.metric):
+                    ax.plot([r.round], [top], "x", color="k", ms=4)
+        if finite and min(finite) > 0:
+            ax.set_yscale("log")
+        ax.set_xlabel("round")
+        ax.set_ylabel(self.metric_name + " (x = diverged / failed)")
+        ax.set_xticks(range(self.num_rounds))
+        ax.set_title(title or f"{self.method}, budget {self.budget}", fontsize=9)
+        ax.legend(fontsize=7, loc="upper right")
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path)
+        return fig
+
+
+def _sort_metric(m: float) -> float:
+    return math.inf if not math.isfinite(m) else m
