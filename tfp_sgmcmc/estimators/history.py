@@ -9,8 +9,9 @@ ring buffer and store every ``thinning``-th evaluated state.
 The buffer is a plain nest of tensors that lives in the estimator state (and
 hence in the kernel results), so ``tfp.mcmc.sample_chain`` stays pure:
 
-* ``buffer``: one tensor per state part, shape ``[capacity] + part.shape``
-  (chain dimensions included) — **memory: capacity × |θ| × num_chains floats**;
+* ``buffer``: one tensor per state part, shape ``[capacity + 1] + part.shape``
+  (chain dimensions included; the last slot is scratch for thinned-out writes)
+  — **memory: (capacity + 1) × |θ| × num_chains floats**;
 * ``count``: number of valid slots (``min(#stored, capacity)``), int32;
 * ``position``: the slot the next stored state overwrites, int32;
 * ``calls``: number of evaluations seen (for thinning), int32.
@@ -51,7 +52,8 @@ def init_history(parts: list[tf.Tensor], capacity: int) -> History:
     Filling every slot (not only slot 0) keeps every value finite and costs
     nothing extra; only ``count = 1`` slot is ever drawn from at first.
     """
-    buffer = [tf.broadcast_to(p[tf.newaxis], [capacity] + p.shape.as_list()) for p in parts]
+    # One extra scratch slot (index ``capacity``) absorbs the writes of thinned-out states.
+    buffer = [tf.broadcast_to(p[tf.newaxis], [capacity + 1] + p.shape.as_list()) for p in parts]
     one = tf.constant(1, tf.int32)
     return History(
         buffer=[tf.identity(b) for b in buffer],
@@ -67,18 +69,20 @@ def append_history(history: History, parts: list[tf.Tensor], thinning: int) -> H
     The first evaluation (``calls == 0``) is the kernel's bootstrap at the
     initial state, which the buffer already holds, so it is not stored again;
     afterwards evaluation ``t`` (at ``θ_t``) is stored when ``t % thinning == 0``.
-    When not storing we write the slot's own value back, which keeps the update
-    an O(|θ|) in-place scatter under XLA instead of a select over the whole buffer.
+    When not storing we write into a scratch slot, which keeps the update an
+    O(|θ|) in-place scatter under XLA instead of a select over the whole buffer.
     """
-    capacity = int(history.buffer[0].shape[0])
+    capacity = int(history.buffer[0].shape[0]) - 1
     calls = history.calls
     store = tf.logical_and(calls > 0, tf.equal(calls % thinning, 0))
     pos = history.position
-    new_buffer = []
-    for buf, p in zip(history.buffer, parts):
-        old = buf[pos]
-        row = tf.where(store, tf.cast(p, buf.dtype), old)
-        new_buffer.append(tf.tensor_scatter_nd_update(buf, [[pos]], row[tf.newaxis]))
+    # Not storing: write into the scratch slot ``capacity`` (never drawn from).
+    # Writing unconditionally keeps this an in-place O(|θ|) scatter under XLA.
+    slot = tf.where(store, pos, capacity)
+    new_buffer = [
+        tf.tensor_scatter_nd_update(buf, [[slot]], tf.cast(p, buf.dtype)[tf.newaxis])
+        for buf, p in zip(history.buffer, parts)
+    ]
     inc = tf.cast(store, tf.int32)
     return History(
         buffer=new_buffer,

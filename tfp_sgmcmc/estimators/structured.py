@@ -307,8 +307,8 @@ class _StructuredEnergy(GradientEstimator):
         return self.num_composites + (1 if self._cv is not None else 0)
 
     def history_memory_floats(self, state: Any) -> int:
-        """Floats held by the history buffer for ``state`` (``capacity × |θ| × chains``)."""
-        return self._capacity * sum(int(np.prod(p.shape)) for p in as_parts(state))
+        """Floats held by the history buffer for ``state`` (``(capacity + 1) × |θ| × chains``)."""
+        return (self._capacity + 1) * sum(int(np.prod(p.shape)) for p in as_parts(state))
 
     # -- subclass hooks ---------------------------------------------------- #
     @abc.abstractmethod
@@ -381,7 +381,7 @@ class _StructuredEnergy(GradientEstimator):
             slot = tf.transpose(tf.gather(idx2, ids, axis=1), [0, 2, 1])
             bi = tf.broadcast_to(tf.range(nb)[tf.newaxis, :, tf.newaxis], [kk, nb, ne])
             ei = tf.broadcast_to(tf.range(ne)[tf.newaxis, tf.newaxis, :], [kk, nb, ne])
-            flat_buf = tf.reshape(buf, [self._capacity, nb, ne])
+            flat_buf = tf.reshape(buf, [self._capacity + 1, nb, ne])
             vals = tf.gather_nd(flat_buf, tf.stack([slot, bi, ei], axis=-1))
             rm = tf.transpose(tf.gather(r2, ids, axis=1), [0, 2, 1])
             shape = [kk] + p.shape.as_list()
@@ -424,6 +424,12 @@ class _StructuredEnergy(GradientEstimator):
         n = int(tf.nest.flatten(batch)[0].shape[0])
         parts = as_parts(state)
         dtype = parts[0].dtype
+        # Store the evaluated state first, then draw from the buffer: q̂^(t) is
+        # uniform over {θ^(1..t)} (paper §4), and reading the *updated* buffer
+        # gives XLA a data dependency that lets it update the buffer in place
+        # (a read of the old buffer would force a full copy every step).
+        new_history = append_history(estimator_state.history, parts, self._thinning)
+        estimator_state = estimator_state._replace(history=new_history)
         _, hist, masks = self.composites(state, estimator_state, seed)
         hist = [tf.stop_gradient(h) for h in hist]
         scale = self._scale(dtype)
@@ -445,7 +451,6 @@ class _StructuredEnergy(GradientEstimator):
         if self._cv is not None:
             value, grads = self._add_control_variate(value, grads, masks, scale, batch, n)
 
-        new_history = append_history(estimator_state.history, parts, self._thinning)
         return (
             GradientEstimate(value, grads),
             StructuredEstimatorState(base_state=new_base_state, history=new_history),
@@ -481,7 +486,7 @@ class _StructuredEnergy(GradientEstimator):
         # Full-data likelihood (not posterior) at the centre: remove its prior.
         full_ll = tf.cast(cv.centering_log_prob, value.dtype) - lp_c
         corr_grads = [
-            tf.cast(c, g.dtype) - gp - gh for c, gp, gh in zip(cv.centering_gradient, gp_c, g_hat)
+            tf.cast(c, gh.dtype) - gp - gh for c, gp, gh in zip(cv.centering_gradient, gp_c, g_hat)
         ]
         kk = int(masks[0].shape[0])
         value = value + scale * kk * (full_ll - ll_hat)
