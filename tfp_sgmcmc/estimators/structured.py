@@ -61,11 +61,13 @@ centre), i.e. the gradient of composite ``k`` is
 enters exactly once per parameter; at ``θ = θ̂`` with a history equal to θ̂
 the estimate is the exact full-data score. Cost: one extra pass (at θ̂).
 
-*History.* The estimator appends every ``thinning``-th state it is evaluated at
-(the kernels evaluate once per step at the new state; SGHMC once per leapfrog
-step) to a ring buffer of ``history_capacity`` states that lives in the
-estimator state, i.e. in the kernel results. Memory: ``capacity × |θ| ×
-num_chains`` floats. ``tfp.mcmc.sample_chain``'s default ``trace_fn`` returns
+*History.* At each call the estimator first stores the state it is evaluated
+at (every ``thinning``-th call; the kernels evaluate once per step at the new
+state, SGHMC once per leapfrog step; the bootstrap call at θ_0 is not stored
+twice) and then draws, so ``q̂^(t)`` is uniform over the stored
+``{θ^(0), …, θ^(t)}`` (paper §4), restricted to the last ``history_capacity``
+stored states. The ring buffer lives in the estimator state, i.e. in the
+kernel results. Memory: ``(capacity + 1) × |θ| × num_chains`` floats. ``tfp.mcmc.sample_chain``'s default ``trace_fn`` returns
 the whole kernel results, so it would copy the buffer at every step: always
 pass a ``trace_fn`` (e.g. :func:`trace_without_history`).
 
