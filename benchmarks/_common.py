@@ -1,0 +1,101 @@
+"""Small helpers shared by the benchmark scripts: timing with sync, environment, JSON.
+
+Benchmarks compare speeds as ratios measured within one run (the machine is
+shared and noisy): every timed call is synchronised by copying its outputs to
+host memory, each configuration is compiled by a warm-up call first, and the
+figure reported is the median over repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "sync",
+    "timed_call",
+    "median",
+    "load_average",
+    "environment",
+    "dump_json",
+]
+
+
+def sync(outputs: Any) -> Any:
+    """Block until every tensor in ``outputs`` is computed; return them as numpy."""
+    import tensorflow as tf
+
+    return tf.nest.map_structure(
+        lambda t: t.numpy() if hasattr(t, "numpy") else np.asarray(t), outputs
+    )
+
+
+def timed_call(fn: Callable[..., Any], *args: Any) -> tuple[float, Any]:
+    """Wall-clock seconds of ``fn(*args)`` including the copy of its outputs to host."""
+    t0 = time.perf_counter()
+    out = sync(fn(*args))
+    return time.perf_counter() - t0, out
+
+
+def median(xs: list[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages (``os.getloadavg``)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover - not on Linux
+        return []
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:  # pragma: no cover
+        pass
+    return platform.processor() or "unknown"
+
+
+def environment() -> dict[str, Any]:
+    """Versions and machine facts recorded next to every benchmark's numbers."""
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    import tfp_sgmcmc
+
+    return {
+        "versions": {
+            "python": sys.version.split()[0],
+            "tensorflow": tf.__version__,
+            "tensorflow_probability": tfp.__version__,
+            "numpy": np.__version__,
+            "tfp_sgmcmc": tfp_sgmcmc.__version__,
+        },
+        "machine": {
+            "nproc": os.cpu_count(),
+            "cpu": _cpu_model(),
+            "platform": platform.platform(),
+            "gpus": len(tf.config.list_physical_devices("GPU")),
+        },
+    }
+
+
+def dump_json(obj: Any, path: str | None = None) -> None:
+    """Print ``obj`` as JSON on stdout (and write it to ``path`` if given)."""
+    text = json.dumps(obj, indent=2, sort_keys=False)
+    print(text)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")

@@ -1,0 +1,426 @@
+"""Steps per second of the SG-MCMC kernels on a large Bayesian logistic regression.
+
+Workload (issue 2): N = 1,000,000 examples, d = 10 features, prior N(0, 10 I),
+minibatches of 1% (10,000) and 0.1% (1,000) of the rows, one chain, float32,
+CPU. For every minibatch scheme of :class:`tfp_sgmcmc.InMemoryData`
+(``with_replacement``, ``epoch``, ``random_window``) it times
+
+* our kernels, each through ``tfp.mcmc.sample_chain`` inside
+  ``tf.function(jit_compile=True)`` with ``trace_fn=None`` (only the 10-float
+  states are stacked): SGLD, SGLD-CV (:class:`ControlVariateEstimator`
+  centred at the MAP from :func:`find_map`), pSGLD, SGHMC (L = 5, reported
+  per sample and per gradient evaluation) and SGNHT;
+* (a) ``hand_sgld``: the same SGLD written by hand as one fused
+  ``tf.while_loop`` in one jit-compiled function, drawing its minibatches with
+  the same scheme (its own code: uniform indices + gather, a Feistel
+  permutation per epoch via :func:`tfp_sgmcmc.data.feistel_permutation`, or a
+  uniform window of a once-shuffled copy) and its noise from philox;
+* (b) ``gradient_floor``: the minibatch gradient alone, on a fixed batch, in
+  the same kind of loop (θ ← θ + ε∇, so nothing can be hoisted out of it).
+
+Each configuration is compiled by a warm-up call (its time minus a steady
+call's is reported as ``compile_s``), then timed ``--repeats`` times in
+round-robin order within its (scheme, batch) group, so that load drift on the
+shared machine hits every configuration of a group alike. Speeds are medians;
+ratios (ours / hand, ours / floor) are medians of the per-round ratios.
+Everything is printed as one JSON document on stdout (progress on stderr).
+
+Usage::
+
+    python benchmarks/bench_samplers.py            # full run (~10 min on 2 idle cores)
+    python benchmarks/bench_samplers.py --quick    # smoke test, small N, few steps
+    python benchmarks/bench_samplers.py --output benchmarks/results/samplers.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_probability as tfp  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import dump_json, environment, load_average, median, timed_call  # noqa: E402
+
+import tfp_sgmcmc as sg  # noqa: E402
+from tfp_sgmcmc.data import feistel_permutation  # noqa: E402
+
+PRIOR_VARIANCE = 10.0
+SCHEMES = ("with_replacement", "epoch", "random_window")
+RNG = "philox"  # the generator our kernels use under XLA (deps-notes.md)
+
+#: Figures quoted in issue 2 (samples/s at 1% / 0.1% batch, same workload, this
+#: machine kind). NOT re-measured here: SGMCMCJax and BlackJAX are not installed.
+PEERS_QUOTED = {
+    "sgmcmcjax_sgld": [2436, 17523],
+    "sgmcmcjax_sgld_cv": [1907, 13534],
+    "sgmcmcjax_sghmc_L5": [326, 2635],
+    "sgmcmcjax_sgnht": [1681, 13316],
+    "blackjax_sghmc_L5": [1043, 7802],
+    "blackjax_sgnht": [1785, 13684],
+    "plain_tf_loop_random_rows": [2900, 17000],
+    "gradient_alone": [17200, 163000],
+}
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- #
+# The model.
+# --------------------------------------------------------------------------- #
+
+
+def make_data(num_examples: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((num_examples, dim)).astype(np.float32)
+    theta = rng.normal(0.0, 1.0, dim)
+    p = 1.0 / (1.0 + np.exp(-(x @ theta)))
+    y = (rng.random(num_examples) < p).astype(np.float32)
+    return x, y
+
+
+def log_likelihood(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    """Per-example Bernoulli log-likelihood, shape ``[n]`` (one chain)."""
+    x, y = batch
+    logits = tf.linalg.matvec(x, theta)
+    return -tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logits)
+
+
+def log_prior(theta: tf.Tensor) -> tf.Tensor:
+    return -0.5 * tf.reduce_sum(tf.square(theta), axis=-1) / PRIOR_VARIANCE
+
+
+# --------------------------------------------------------------------------- #
+# (a) SGLD by hand and (b) the gradient floor.
+# --------------------------------------------------------------------------- #
+
+
+def make_batch_fn(
+    scheme: str, x: tf.Tensor, y: tf.Tensor, n: int, shuffle_seed: int = 1
+) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
+    """``(step i, key) -> (x_batch, y_batch)`` drawn by hand with ``scheme``.
+
+    ``key`` must vary from step to step inside the loop (see ``make_hand_sgld``).
+    """
+    big_n = int(x.shape[0])
+    if scheme == "with_replacement":
+
+        def batch(i: tf.Tensor, key: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            idx = tf.random.stateless_uniform(
+                [n], seed=key, minval=0, maxval=big_n, dtype=tf.int32, alg=RNG
+            )
+            return tf.gather(x, idx), tf.gather(y, idx)
+
+    elif scheme == "epoch":
+        per_epoch = big_n // n
+
+        def batch(i: tf.Tensor, key: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            # Epoch e is keyed by the key of its first step (as the library does).
+            pos = i % per_epoch
+            epoch_key = key - tf.stack([0, pos])
+            rows = tf.cast(pos, tf.int64) * n + tf.range(n, dtype=tf.int64)
+            idx = feistel_permutation(rows, big_n, epoch_key)
+            return tf.gather(x, idx), tf.gather(y, idx)
+
+    elif scheme == "random_window":
+        perm = tf.random.experimental.stateless_shuffle(tf.range(big_n), seed=[shuffle_seed, 7])
+        ext = tf.concat([perm, perm[:n]], axis=0)
+        xw, yw = tf.gather(x, ext), tf.gather(y, ext)
+
+        def batch(i: tf.Tensor, key: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            start = tf.random.stateless_uniform(
+                [], seed=key, minval=0, maxval=big_n, dtype=tf.int32, alg=RNG
+            )
+            return tf.slice(xw, [start, 0], [n, xw.shape[1]]), tf.slice(yw, [start], [n])
+
+    else:
+        raise ValueError(f"`scheme` must be one of {SCHEMES}, got {scheme!r}.")
+    return batch
+
+
+def minibatch_grad(theta: tf.Tensor, xb: tf.Tensor, yb: tf.Tensor, scale: float) -> tf.Tensor:
+    with tf.GradientTape() as tape:
+        tape.watch(theta)
+        lp = scale * tf.reduce_sum(log_likelihood(theta, (xb, yb))) + log_prior(theta)
+    return tape.gradient(lp, theta)
+
+
+def make_hand_sgld(
+    scheme: str, x: tf.Tensor, y: tf.Tensor, n: int, step_size: float, num_steps: int
+) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """(a): θ ← θ + ε ∇log π̃(θ) + √(2ε) ξ, one fused XLA loop, states stacked."""
+    batch = make_batch_fn(scheme, x, y, n)
+    scale = float(x.shape[0]) / n
+    eps = tf.constant(step_size, tf.float32)
+    noise_scale = tf.sqrt(2.0 * eps)
+
+    @tf.function(jit_compile=True)
+    def run(theta0: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        # Per-step keys are carried and advanced in the loop: [s0, s1 + i] for
+        # the batch, [s1, s0 + i] for the noise. A key that is a loop invariant
+        # would let XLA's compile-time-constant analysis treat the seed argument
+        # as a constant (tf.slice's begin must be one): a recompile per seed.
+        def body(i, theta, kb, kn, trace):
+            xb, yb = batch(i, kb)
+            g = minibatch_grad(theta, xb, yb, scale)
+            xi = tf.random.stateless_normal(tf.shape(theta), seed=kn, dtype=theta.dtype, alg=RNG)
+            theta = theta + eps * g + noise_scale * xi
+            inc = tf.constant([0, 1])
+            return i + 1, theta, kb + inc, kn + inc, trace.write(i, theta)
+
+        trace = tf.TensorArray(theta0.dtype, size=num_steps, element_shape=theta0.shape)
+        init = (tf.constant(0), theta0, seed, tf.reverse(seed, [0]), trace)
+        *_, trace = tf.while_loop(lambda i, *_: i < num_steps, body, init)
+        return trace.stack()
+
+    return run
+
+
+def make_gradient_floor(
+    x: tf.Tensor, y: tf.Tensor, n: int, step_size: float, num_steps: int
+) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """(b): the minibatch gradient on a fixed batch, θ ← θ + ε∇ (no RNG, no gather)."""
+    xb, yb = x[:n], y[:n]
+    scale = float(x.shape[0]) / n
+    eps = tf.constant(step_size, tf.float32)
+
+    @tf.function(jit_compile=True)
+    def run(theta0: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        del seed
+        _, theta = tf.while_loop(
+            lambda i, _: i < num_steps,
+            lambda i, t: (i + 1, t + eps * minibatch_grad(t, xb, yb, scale)),
+            (tf.constant(0), theta0),
+        )
+        return theta
+
+    return run
+
+
+# --------------------------------------------------------------------------- #
+# Our kernels through sample_chain.
+# --------------------------------------------------------------------------- #
+
+
+def make_chain(kernel: tfp.mcmc.TransitionKernel, num_results: int):
+    @tf.function(jit_compile=True)
+    def run(init: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        return tfp.mcmc.sample_chain(
+            num_results, init, kernel=kernel, trace_fn=None, seed=seed
+        )
+
+    return run
+
+
+def build_group(
+    scheme: str,
+    data: sg.InMemoryData,
+    x: tf.Tensor,
+    y: tf.Tensor,
+    n: int,
+    steps: int,
+    floor_steps: int,
+    centre: tf.Tensor,
+    centre_full: sg.GradientEstimate,
+    only: set[str] | None,
+) -> dict[str, dict[str, Any]]:
+    """Every configuration of one (scheme, batch size) group: fn, steps, grads per step."""
+    est = sg.MinibatchEstimator(log_likelihood, data.with_scheme(scheme), n, log_prior)
+    cv = sg.ControlVariateEstimator(
+        est,
+        centre,
+        centering_gradient=centre_full.grads_target_log_prob,
+        centering_log_prob=centre_full.target_log_prob,
+    )
+    sgld_eps = 1e-6
+    hmc_steps = max(1, steps // 5)
+    kernels: dict[str, tuple[tfp.mcmc.TransitionKernel, int]] = {
+        "sgld": (sg.SGLD(est, sgld_eps), steps),
+        "sgld_cv": (sg.SGLD(cv, sgld_eps), steps),
+        "psgld": (sg.PSGLD(est, 1e-4), steps),
+        "sghmc_L5": (sg.SGHMC(est, 1e-7, num_leapfrog_steps=5), hmc_steps),
+        "sgnht": (sg.SGNHT(est, 1e-7), steps),
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for name, (k, k_steps) in kernels.items():
+        if only and name not in only:
+            continue
+        grads = k.gradient_evaluations_per_step * k.estimator.gradient_evaluations_per_call
+        out[name] = {"fn": make_chain(k, k_steps), "steps": k_steps, "grads_per_step": grads}
+    out["hand_sgld"] = {
+        "fn": make_hand_sgld(scheme, x, y, n, sgld_eps, steps),
+        "steps": steps,
+        "grads_per_step": 1,
+    }
+    out["gradient_floor"] = {
+        "fn": make_gradient_floor(x, y, n, 1e-9, floor_steps),
+        "steps": floor_steps,
+        "grads_per_step": 1,
+    }
+    return out
+
+
+def run_group(
+    configs: dict[str, dict[str, Any]], init: tf.Tensor, repeats: int, label: str
+) -> dict[str, dict[str, Any]]:
+    """Warm up (compile) every config, then time them round-robin ``repeats`` times."""
+    seed = tf.constant([11, 23], tf.int32)
+    for name, c in configs.items():
+        t, out = timed_call(c["fn"], init, seed)
+        c["first_call_s"] = t
+        c["finite"] = bool(np.all(np.isfinite(out)))
+        c["times"] = []
+        log(f"  [{label}] {name}: first call {t:.2f} s")
+    for r in range(repeats):
+        for c in configs.values():
+            s = tf.constant([101 + r, 7 * r + 3], tf.int32)
+            t, out = timed_call(c["fn"], init, s)
+            c["times"].append(t)
+            c["finite"] = c["finite"] and bool(np.all(np.isfinite(out)))
+        log(f"  [{label}] round {r + 1}/{repeats} done, load {load_average()}")
+
+    results: dict[str, dict[str, Any]] = {}
+    rate = {name: [c["steps"] / t for t in c["times"]] for name, c in configs.items()}
+    for name, c in configs.items():
+        med_t = median(c["times"])
+        sps = median(rate[name])
+        entry: dict[str, Any] = {
+            "steps_per_s": round(sps, 1),
+            "steps_per_s_repeats": [round(v, 1) for v in rate[name]],
+            "steps_per_call": c["steps"],
+            "gradient_evals_per_step": c["grads_per_step"],
+            "gradient_evals_per_s": round(sps * c["grads_per_step"], 1),
+            "compile_s": round(max(c["first_call_s"] - med_t, 0.0), 2),
+            "first_call_s": round(c["first_call_s"], 2),
+            "finite": c["finite"],
+        }
+        for ref in ("hand_sgld", "gradient_floor"):
+            if ref in rate and name != ref:
+                paired = [a / b for a, b in zip(rate[name], rate[ref])]
+                entry[f"ratio_to_{ref}"] = round(median(paired), 3)
+        results[name] = entry
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="smoke test: N = 20,000, few steps")
+    p.add_argument("--num-examples", type=int, default=None, help="N (default 1,000,000)")
+    p.add_argument("--dim", type=int, default=10)
+    p.add_argument("--batch-fractions", type=float, nargs="+", default=[0.01, 0.001])
+    p.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
+    p.add_argument(
+        "--configs", nargs="+", default=None,
+        help="subset of sgld sgld_cv psgld sghmc_L5 sgnht (hand_sgld and gradient_floor always run)",
+    )
+    p.add_argument("--repeats", type=int, default=None, help="timed calls per config (>= 3)")
+    p.add_argument(
+        "--seconds", type=float, default=1.0,
+        help="target seconds per timed call (sets the steps from the quoted speeds)",
+    )
+    p.add_argument("--output", default=None, help="also write the JSON here")
+    args = p.parse_args(argv)
+
+    big_n = args.num_examples or (20_000 if args.quick else 1_000_000)
+    repeats = args.repeats or 3 if args.quick else max(3, args.repeats or 5)
+    env = environment()
+    load_start = load_average()
+    log(f"load average at start: {load_start}; nproc {env['machine']['nproc']}")
+
+    t0 = time.perf_counter()
+    x_np, y_np = make_data(big_n, args.dim)
+    x, y = tf.constant(x_np), tf.constant(y_np)
+    data = sg.InMemoryData((x, y), scheme="with_replacement")
+
+    # The control-variate centre: the MAP by L-BFGS on the full data, and the
+    # full-data score there, computed once and shared by every group.
+    full_est = sg.MinibatchEstimator(log_likelihood, data, big_n, log_prior)
+    t_map = time.perf_counter()
+    mp = sg.find_map(full_est, tf.zeros([args.dim], tf.float32))
+    centre = tf.convert_to_tensor(mp.position)
+    centre_full = full_est.full_log_prob_and_gradient(centre)
+    map_s = time.perf_counter() - t_map
+    log(f"MAP: converged={mp.converged} in {mp.num_iterations} its, {map_s:.1f} s")
+
+    groups = []
+    only = set(args.configs) if args.configs else None
+    for frac in args.batch_fractions:
+        n = max(1, int(round(frac * big_n)))
+        # Steps per timed call: about --seconds at the speeds quoted for this
+        # machine kind (SGLD ~2,900/17,000 steps/s at 1%/0.1%; gradient ~10x).
+        sgld_rate = 2_900 * (10_000 / n) ** 0.77 if not args.quick else 2_000
+        steps = max(50, int(args.seconds * sgld_rate)) if not args.quick else 200
+        floor_steps = steps * 8
+        for scheme in args.schemes:
+            label = f"{scheme}, n={n}"
+            log(f"group {label}: {steps} steps per call, floor {floor_steps}")
+            configs = build_group(
+                scheme, data, x, y, n, steps, floor_steps, centre, centre_full, only
+            )
+            res = run_group(configs, centre, repeats, label)
+            groups.append(
+                {
+                    "scheme": scheme,
+                    "batch_size": n,
+                    "batch_fraction": n / big_n,
+                    "load_average_end_of_group": load_average(),
+                    "results": res,
+                }
+            )
+
+    summary = []
+    for g in groups:
+        r = g["results"]
+        row = {"scheme": g["scheme"], "batch_size": g["batch_size"]}
+        for name, e in r.items():
+            row[name] = e["steps_per_s"]
+        if "sgld" in r:
+            row["sgld_over_hand"] = r["sgld"]["ratio_to_hand_sgld"]
+            row["sgld_over_floor"] = r["sgld"]["ratio_to_gradient_floor"]
+            row["sgld_meets_0.9x_hand"] = r["sgld"]["ratio_to_hand_sgld"] >= 0.9
+        if "sghmc_L5" in r:
+            row["sghmc_L5_gradient_evals_per_s"] = r["sghmc_L5"]["gradient_evals_per_s"]
+        summary.append(row)
+
+    report = {
+        "benchmark": "bench_samplers: Bayesian logistic regression, steps/s",
+        "workload": {
+            "num_examples": big_n,
+            "dim": args.dim,
+            "prior": f"N(0, {PRIOR_VARIANCE:g} I)",
+            "dtype": "float32",
+            "chains": 1,
+            "batch_fractions": args.batch_fractions,
+            "schemes": args.schemes,
+            "quick": args.quick,
+            "repeats": repeats,
+            "driver": "tfp.mcmc.sample_chain(trace_fn=None) in tf.function(jit_compile=True)",
+            "rng": RNG,
+        },
+        **env,
+        "load_average_start": load_start,
+        "load_average_end": load_average(),
+        "map": {"converged": mp.converged, "iterations": mp.num_iterations, "seconds": map_s},
+        "summary": summary,
+        "groups": groups,
+        "peers_quoted_samples_per_s_1pct_0.1pct": PEERS_QUOTED,
+        "peers_note": "quoted from issue 2 (same workload, this machine kind); not re-measured",
+        "total_seconds": round(time.perf_counter() - t0, 1),
+    }
+    dump_json(report, args.output)
+    return report
+
+
+if __name__ == "__main__":
+    main()
