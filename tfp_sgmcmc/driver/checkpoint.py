@@ -1,0 +1,117 @@
+"""Atomic checkpoints of a sampling run (``checkpoint.npz`` in the run directory).
+
+A checkpoint holds everything needed to continue the chain exactly where it
+stopped:
+
+* ``config``: the run configuration (JSON), checked on resume;
+* ``chunk_index``: the next chunk to run (its seed is a function of the run
+  seed and this index only, so a resumed run draws the same numbers);
+* ``num_written``: draws in ``samples.h5`` that are valid;
+* ``next_seed``: the seed of chunk ``chunk_index`` (stored for inspection and
+  checked against the recomputed one on resume);
+* the chain state, the kernel results and the reducer states as flat lists of
+  arrays (``tf.nest.flatten``; a mask records ``None`` leaves), repacked on
+  resume into the structure of a freshly bootstrapped template.
+
+It is written to a temporary file in the same directory, fsync'ed and moved
+into place with :func:`os.replace` (atomic on POSIX), so a kill at any moment
+leaves either the previous or the new checkpoint, never a partial one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Checkpoint", "CHECKPOINT_FILE", "write_checkpoint", "read_checkpoint", "flatten_leaves"]
+
+CHECKPOINT_FILE = "checkpoint.npz"
+_GROUPS = ("state", "kernel_results", "reducer_states")
+
+
+@dataclass
+class Checkpoint:
+    """Contents of ``checkpoint.npz`` (leaves are NumPy arrays or ``None``)."""
+
+    config: dict[str, Any]
+    chunk_index: int
+    num_written: int
+    next_seed: np.ndarray
+    state: list[Any]
+    kernel_results: list[Any]
+    reducer_states: list[Any]
+
+
+def flatten_leaves(leaves: list[Any]) -> list[Any]:
+    """Leaves as NumPy arrays (``None`` kept).
+
+    Raises:
+      ValueError: a leaf is not a numeric array (it could not be restored bitwise).
+    """
+    out = [None if x is None else np.asarray(x) for x in leaves]
+    for x in out:
+        if x is not None and x.dtype == object:
+            raise ValueError(f"cannot checkpoint a non-numeric leaf ({type(x.item()).__name__}).")
+    return out
+
+
+def write_checkpoint(run_dir: str, ckpt: Checkpoint) -> None:
+    """Writes ``ckpt`` atomically (temp file + fsync + ``os.replace``)."""
+    arrays: dict[str, np.ndarray] = {
+        "config": np.asarray(json.dumps(ckpt.config, sort_keys=True)),
+        "chunk_index": np.asarray(ckpt.chunk_index, np.int64),
+        "num_written": np.asarray(ckpt.num_written, np.int64),
+        "next_seed": np.asarray(ckpt.next_seed, np.int32),
+    }
+    for group in _GROUPS:
+        leaves = getattr(ckpt, group)
+        arrays[f"{group}/none_mask"] = np.asarray([x is None for x in leaves], bool)
+        for i, x in enumerate(leaves):
+            if x is not None:
+                arrays[f"{group}/{i}"] = np.asarray(x)
+    path = os.path.join(run_dir, CHECKPOINT_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    # fsync the directory so the rename itself survives a crash of the machine.
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_checkpoint(run_dir: str) -> Checkpoint:
+    """Reads ``checkpoint.npz``.
+
+    Raises:
+      FileNotFoundError: there is no checkpoint.
+      ValueError: the file is unreadable or incomplete.
+    """
+    path = os.path.join(run_dir, CHECKPOINT_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+        groups = {}
+        for group in _GROUPS:
+            mask = data[f"{group}/none_mask"]
+            groups[group] = [None if m else data[f"{group}/{i}"] for i, m in enumerate(mask)]
+        return Checkpoint(
+            config=json.loads(str(data["config"])),
+            chunk_index=int(data["chunk_index"]),
+            num_written=int(data["num_written"]),
+            next_seed=data["next_seed"],
+            **groups,
+        )
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{path} is unreadable or incomplete ({type(e).__name__}: {e})") from e

@@ -1,0 +1,667 @@
+"""The long-run sampling driver: compiled chunks, HDF5 streaming, atomic checkpoints.
+
+A run of ``num_samples`` draws (after ``num_burnin_steps`` burn-in steps, keeping
+every ``thin``-th state) is cut into a fixed *plan* of chunks: burn-in chunks of
+``chunk_size · thin`` steps and sampling chunks of ``chunk_size`` draws (the last
+of each may be shorter). Each chunk is one call of a compiled program
+
+```none
+(state, kernel_results, reducer_states) ──tfp.experimental.mcmc.sample_fold──▶
+    (draws [n, ...], trace [n, ...], state', kernel_results', reducer_states')
+```
+
+(one ``tf.function(jit_compile=True)`` per chunk shape, so at most four traces)
+that carries the chain state, the kernel results and the reducer states to the
+next chunk. After every chunk the driver appends the draws and the traced
+diagnostics (``target_log_prob``, ``step_size``, ``diverged`` and the user's
+``trace_fn`` outputs) to ``samples.h5``, rewrites the finalized reducer outputs,
+and atomically replaces ``checkpoint.npz``; memory is bounded by one chunk.
+
+**Reproducibility across interruptions.** The seed of chunk ``i`` is
+``stateless_fold_in(run_seed, i)``: it depends on the run seed and the chunk
+index only, never on how many processes the run took. The chunk programs are
+deterministic functions of (state, kernel results, reducer states, seed), and
+the checkpoint stores those exactly (bitwise, as NumPy arrays), so a run that is
+killed and resumed produces the same draws, bit for bit, as an uninterrupted
+run with the same seed and the same execution mode (``jit_compile``: XLA and
+graph mode give different numbers, see ``deps-notes.md``). On resume every
+HDF5 dataset is cut to the checkpointed number of draws, so draws written after
+the last checkpoint are dropped and then produced again: none is lost or
+duplicated.
+
+The chain is the kernel's (e.g. SGLD [1]: ``θ' = θ + ε ĝ(θ) + √(2εT) ξ``); the
+driver adds no randomness of its own.
+
+#### References
+
+[1]: Max Welling and Yee Whye Teh. Bayesian learning via stochastic gradient
+     Langevin dynamics. In _ICML_, 2011.
+[2]: Joshua V. Dillon et al. TensorFlow Distributions. _arXiv:1711.10604_,
+     2017 (the ``tfp.mcmc`` kernel / results / reducer design used here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tqdm.auto import tqdm
+
+from tfp_sgmcmc.driver.checkpoint import (
+    CHECKPOINT_FILE,
+    Checkpoint,
+    flatten_leaves,
+    read_checkpoint,
+    write_checkpoint,
+)
+from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
+
+__all__ = [
+    "sample",
+    "SamplingRun",
+    "open_run",
+    "RunDirectoryError",
+    "RunExistsError",
+    "chunk_seed",
+    "chunk_plan",
+    "CONFIG_FILE",
+    "TRACED_FIELDS",
+]
+
+CONFIG_FILE = "config.json"
+#: Kernel-results fields traced by default (taken from the innermost results that have them).
+TRACED_FIELDS = ("target_log_prob", "step_size", "diverged")
+_FORMAT_VERSION = 1
+_OUR_FILES = (CHECKPOINT_FILE, CHECKPOINT_FILE + ".tmp", SAMPLES_FILE, CONFIG_FILE)
+
+
+class RunDirectoryError(RuntimeError):
+    """The run directory is missing, corrupted, or does not match the request."""
+
+
+class RunExistsError(RunDirectoryError, FileExistsError):
+    """A run already exists where a new one was asked for (pass ``overwrite=True``)."""
+
+
+# --------------------------------------------------------------------------- #
+# Seeds and plan
+# --------------------------------------------------------------------------- #
+def _run_seed(seed: Any) -> np.ndarray:
+    """An int32 ``[2]`` stateless seed from an int or a pair (no stateful RNG)."""
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        s = int(seed)
+        if s < 0:
+            raise ValueError(f"`seed` must be a non-negative int or a pair, got {seed!r}.")
+        # Split into two 31-bit words so every Python int below 2**62 is distinct.
+        return np.array([(s >> 31) & 0x7FFFFFFF, s & 0x7FFFFFFF], np.int32)
+    arr = np.asarray(seed)
+    if arr.shape != (2,) or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"`seed` must be a non-negative int or an int pair, got {seed!r}.")
+    return arr.astype(np.int32)
+
+
+def chunk_seed(run_seed: Any, chunk_index: int) -> np.ndarray:
+    """Seed of chunk ``chunk_index``: ``stateless_fold_in(run_seed, chunk_index)``.
+
+    A function of the run seed and the chunk index only, so the seed stream is
+    the same however many times the run is interrupted and resumed.
+    """
+    seed = tf.constant(_run_seed(run_seed), tf.int32)
+    return tf.random.experimental.stateless_fold_in(seed, int(chunk_index)).numpy()
+
+
+def chunk_plan(
+    num_samples: int, num_burnin_steps: int, thin: int, chunk_size: int
+) -> list[tuple[str, int]]:
+    """The run's chunks: ``("burnin", steps)`` then ``("sample", draws)``."""
+    plan: list[tuple[str, int]] = []
+    unit = chunk_size * thin
+    full, rest = divmod(num_burnin_steps, unit)
+    plan += [("burnin", unit)] * full + ([("burnin", rest)] if rest else [])
+    full, rest = divmod(num_samples, chunk_size)
+    plan += [("sample", chunk_size)] * full + ([("sample", rest)] if rest else [])
+    return plan
+
+
+def _steps(kind: str, n: int, thin: int) -> int:
+    return n if kind == "burnin" else n * thin
+
+
+# --------------------------------------------------------------------------- #
+# Tracing
+# --------------------------------------------------------------------------- #
+def _find_field(results: Any, name: str) -> Any:
+    """``results.<name>`` from the outermost results level that has it."""
+    r = results
+    while r is not None:
+        if hasattr(r, name) and getattr(r, name) is not None:
+            return getattr(r, name)
+        r = getattr(r, "inner_results", None)
+    return None
+
+
+def _make_trace_fn(
+    user_trace_fn: Callable[[Any, Any], Mapping[str, Any]] | None,
+) -> Callable[[Any, Any], dict[str, tf.Tensor]]:
+    def trace(state: Any, results: Any) -> dict[str, tf.Tensor]:
+        out = {}
+        for name in TRACED_FIELDS:
+            v = _find_field(results, name)
+            if v is not None:
+                out[name] = tf.convert_to_tensor(v)
+        if user_trace_fn is not None:
+            extra = user_trace_fn(state, results)
+            if not isinstance(extra, Mapping):
+                raise ValueError("`trace_fn` must return a dict of name -> tensor.")
+            for k, v in extra.items():
+                if k in out:
+                    raise ValueError(f"`trace_fn` output {k!r} clashes with a default trace.")
+                out[str(k)] = tf.convert_to_tensor(v)
+        return out
+
+    return trace
+
+
+# --------------------------------------------------------------------------- #
+# Compiled chunk programs
+# --------------------------------------------------------------------------- #
+def _make_chunk_fn(
+    kernel: Any,
+    kind: str,
+    n: int,
+    thin: int,
+    reducer: dict[str, Any],
+    trace: Callable[[Any, Any], dict[str, tf.Tensor]],
+    jit_compile: bool,
+) -> Callable[..., Any]:
+    sample_fold = tfp.experimental.mcmc.sample_fold
+
+    if kind == "burnin":
+
+        def burnin(state, kernel_results, reducer_states, seed):
+            _, end, final_results = sample_fold(
+                n, state, kernel_results, kernel, reducer=None, seed=seed
+            )
+            return end, final_results, reducer_states
+
+        return tf.function(burnin, jit_compile=jit_compile, autograph=False)
+
+    def chunk(state, kernel_results, reducer_states, seed):
+        tracer = tfp.experimental.mcmc.TracingReducer(
+            trace_fn=lambda s, r: (s, trace(s, r)), size=n
+        )
+        reducers = {"trace": tracer, "user": reducer}
+        previous = {"trace": tracer.initialize(state, kernel_results), "user": reducer_states}
+        out, end, final_results, final_states = sample_fold(
+            n,
+            state,
+            kernel_results,
+            kernel,
+            reducer=reducers,
+            previous_reducer_state=previous,
+            return_final_reducer_states=True,
+            num_steps_between_results=thin - 1,
+            seed=seed,
+        )
+        draws, traced = out["trace"]
+        # The tracing reducer's own final state (a TensorList) must not leave an
+        # XLA program, so only the user reducers' states are returned.
+        return draws, traced, end, final_results, final_states["user"], out["user"]
+
+    return tf.function(chunk, jit_compile=jit_compile, autograph=False)
+
+
+# --------------------------------------------------------------------------- #
+# Configuration
+# --------------------------------------------------------------------------- #
+def _json_scalar(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (tf.Tensor, np.ndarray)) and np.ndim(v) == 0:
+        return np.asarray(v).item()
+    return type(v).__name__
+
+
+def _kernel_description(kernel: Any) -> dict[str, Any]:
+    params = getattr(kernel, "parameters", {}) or {}
+    return {
+        "class": type(kernel).__name__,
+        "parameters": {k: _json_scalar(v) for k, v in sorted(params.items())},
+    }
+
+
+def _spec(x: Any) -> list[Any]:
+    t = tf.convert_to_tensor(x)
+    return [list(t.shape.as_list()), t.dtype.name]
+
+
+def _check_int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"`{name}` must be an int >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def _config_diff(stored: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    keys = sorted(set(stored) | set(new))
+    return [k for k in keys if stored.get(k) != new.get(k)]
+
+
+# --------------------------------------------------------------------------- #
+# Public API
+# --------------------------------------------------------------------------- #
+def sample(
+    kernel: Any,
+    init_state: Any,
+    num_samples: int,
+    run_dir: str,
+    seed: Any = 0,
+    thin: int = 1,
+    num_burnin_steps: int = 0,
+    chunk_size: int = 1000,
+    reducer: Mapping[str, Any] | None = None,
+    trace_fn: Callable[[Any, Any], Mapping[str, Any]] | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    jit_compile: bool = True,
+    progress: bool = True,
+    metadata: Mapping[str, Any] | None = None,
+) -> SamplingRun:
+    """Runs (or resumes) a long chain in compiled chunks, streaming to ``run_dir``.
+
+    See the module docstring for the chunk plan, the seed stream and the files.
+
+    Args:
+      kernel: any ``tfp.mcmc.TransitionKernel`` (our SG kernels or TFP's).
+      init_state: initial state (tensor or list of parts, optional leading
+        chain dimensions).
+      num_samples: draws to keep (after burn-in and thinning).
+      run_dir: the run directory (created).
+      seed: int or int pair; the run seed. Default value: ``0``.
+      thin: keep every ``thin``-th state. Default value: ``1``.
+      num_burnin_steps: steps discarded before the first draw. Default value: ``0``.
+      chunk_size: draws per compiled chunk (memory is O(chunk_size · state size)).
+        Default value: ``1000``.
+      reducer: optional dict name -> ``tfp.experimental.mcmc.Reducer`` run over
+        the kept draws; their states are carried across chunks and checkpointed,
+        their finalized outputs rewritten in ``samples.h5`` after every chunk.
+        Default value: ``None``.
+      trace_fn: optional ``(state, kernel_results) -> dict`` of extra per-draw
+        values to store next to ``target_log_prob``, ``step_size``, ``diverged``.
+        Default value: ``None``.
+      resume: continue the run in ``run_dir`` from its checkpoint (the kernel,
+        ``init_state`` structure and every argument above must match the run's;
+        ``init_state``'s values are ignored). Default value: ``False``.
+      overwrite: delete an existing run in ``run_dir`` first (only the driver's
+        own files). Default value: ``False``.
+      jit_compile: compile the chunks with XLA. Default value: ``True``.
+      progress: show a tqdm progress bar (rate, ETA). Default value: ``True``.
+      metadata: JSON-serializable dict stored in the config (e.g. the model and
+        kernel arguments, used by the CLI). Default value: ``None``.
+
+    Returns:
+      A :class:`SamplingRun` reading the run directory.
+
+    Raises:
+      ValueError: bad arguments (named in the message).
+      RunExistsError: a run exists in ``run_dir`` and neither ``resume`` nor
+        ``overwrite`` was given.
+      RunDirectoryError: ``resume`` with a missing, corrupted or mismatching run.
+      KeyboardInterrupt: re-raised after Ctrl-C; the last checkpoint is intact.
+    """
+    num_samples = _check_int(num_samples, "num_samples", 1)
+    thin = _check_int(thin, "thin", 1)
+    num_burnin_steps = _check_int(num_burnin_steps, "num_burnin_steps", 0)
+    chunk_size = _check_int(chunk_size, "chunk_size", 1)
+    if resume and overwrite:
+        raise ValueError("Give at most one of `resume` and `overwrite`.")
+    if not isinstance(run_dir, (str, os.PathLike)):
+        raise ValueError(f"`run_dir` must be a path, got {run_dir!r}.")
+    run_dir = os.fspath(run_dir)
+    if reducer is not None and not isinstance(reducer, Mapping):
+        raise ValueError("`reducer` must be a dict of name -> tfp.experimental.mcmc.Reducer.")
+    reducer = dict(reducer or {})
+    if trace_fn is not None and not callable(trace_fn):
+        raise ValueError("`trace_fn` must be callable (state, kernel_results) -> dict.")
+    run_seed = _run_seed(seed)
+    try:
+        json.dumps(dict(metadata or {}))
+    except TypeError as e:
+        raise ValueError(f"`metadata` must be JSON-serializable: {e}") from e
+
+    is_list = isinstance(init_state, (list, tuple))
+    init_parts = [tf.convert_to_tensor(p) for p in (init_state if is_list else [init_state])]
+    init_state = list(init_parts) if is_list else init_parts[0]
+    trace = _make_trace_fn(trace_fn)
+
+    # Templates: the structure (and dtypes/shapes) of results, reducer states, trace.
+    template_results = kernel.bootstrap_results(init_state)
+    template_reducer = {k: r.initialize(init_state, template_results) for k, r in reducer.items()}
+    trace0 = trace(init_state, template_results)
+    batch_shape = _find_field(template_results, "target_log_prob")
+    batch_shape = [] if batch_shape is None else tf.convert_to_tensor(batch_shape).shape.as_list()
+
+    config = {
+        "format_version": _FORMAT_VERSION,
+        "num_samples": num_samples,
+        "thin": thin,
+        "num_burnin_steps": num_burnin_steps,
+        "chunk_size": chunk_size,
+        "seed": [int(s) for s in run_seed],
+        "jit_compile": bool(jit_compile),
+        "kernel": _kernel_description(kernel),
+        "state_is_list": bool(is_list),
+        "state_spec": [_spec(p) for p in init_parts],
+        "batch_shape": batch_shape,
+        "trace": {k: _spec(v) for k, v in sorted(trace0.items())},
+        "reducers": sorted(reducer),
+        "kernel_results_spec": [
+            None if x is None else _spec(x)
+            for x in tf.nest.flatten(template_results, expand_composites=True)
+        ],
+        "metadata": dict(metadata or {}),
+    }
+    plan = chunk_plan(num_samples, num_burnin_steps, thin, chunk_size)
+    store = SampleStore(os.path.join(run_dir, SAMPLES_FILE))
+
+    if resume:
+        ckpt = _load_for_resume(run_dir, config, store)
+        state_parts = [tf.constant(x) for x in ckpt.state]
+        results = _repack(template_results, ckpt.kernel_results, "kernel results", run_dir)
+        reducer_states = _repack(template_reducer, ckpt.reducer_states, "reducer states", run_dir)
+    else:
+        _prepare_new_run_dir(run_dir, overwrite)
+        ckpt = Checkpoint(
+            config=config,
+            chunk_index=0,
+            num_written=0,
+            next_seed=chunk_seed(run_seed, 0),
+            state=flatten_leaves(init_parts),
+            kernel_results=flatten_leaves(
+                tf.nest.flatten(template_results, expand_composites=True)
+            ),
+            reducer_states=flatten_leaves(
+                tf.nest.flatten(template_reducer, expand_composites=True)
+            ),
+        )
+        _write_config(run_dir, config)
+        write_checkpoint(run_dir, ckpt)
+        store.create(
+            part_specs=[(tuple(p.shape.as_list()), p.dtype.name) for p in init_parts],
+            trace_specs={k: (tuple(v.shape.as_list()), v.dtype.name) for k, v in trace0.items()},
+            chunk_draws=min(chunk_size, num_samples),
+            attrs={"config": json.dumps(config, sort_keys=True)},
+        )
+        state_parts, results, reducer_states = init_parts, template_results, template_reducer
+
+    state = list(state_parts) if is_list else state_parts[0]
+    fns: dict[tuple[str, int], Callable[..., Any]] = {}
+    total_steps = sum(_steps(k, n, thin) for k, n in plan)
+    done_steps = sum(_steps(k, n, thin) for k, n in plan[: ckpt.chunk_index])
+    num_written = ckpt.num_written
+    num_diverged = 0
+    bar = tqdm(
+        total=total_steps,
+        initial=done_steps,
+        unit="step",
+        desc=os.path.basename(os.path.normpath(run_dir)) or "sample",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    index = ckpt.chunk_index
+    try:
+        for index in range(ckpt.chunk_index, len(plan)):
+            kind, n = plan[index]
+            if (kind, n) not in fns:
+                fns[(kind, n)] = _make_chunk_fn(kernel, kind, n, thin, reducer, trace, jit_compile)
+            seed_i = tf.constant(chunk_seed(run_seed, index))
+            if kind == "burnin":
+                state, results, reducer_states = fns[(kind, n)](
+                    state, results, reducer_states, seed_i
+                )
+            else:
+                draws, traced, state, results, reducer_states, finals = fns[(kind, n)](
+                    state, results, reducer_states, seed_i
+                )
+                draw_parts = [d.numpy() for d in (draws if is_list else [draws])]
+                traced_np = {k: v.numpy() for k, v in traced.items()}
+                finals_np = {
+                    k: flatten_leaves(tf.nest.flatten(v, expand_composites=True))
+                    for k, v in finals.items()
+                }
+                store.append(draw_parts, traced_np, finals_np)
+                num_written += n
+                if "diverged" in traced_np:
+                    num_diverged += int(np.count_nonzero(traced_np["diverged"]))
+            write_checkpoint(
+                run_dir,
+                Checkpoint(
+                    config=config,
+                    chunk_index=index + 1,
+                    num_written=num_written,
+                    next_seed=chunk_seed(run_seed, index + 1),
+                    state=flatten_leaves(state if is_list else [state]),
+                    kernel_results=flatten_leaves(tf.nest.flatten(results, expand_composites=True)),
+                    reducer_states=flatten_leaves(
+                        tf.nest.flatten(reducer_states, expand_composites=True)
+                    ),
+                ),
+            )
+            bar.update(_steps(kind, n, thin))
+            bar.set_postfix(draws=num_written, refresh=False)
+    except KeyboardInterrupt:
+        bar.close()
+        print(
+            f"\ninterrupted in chunk {index + 1}/{len(plan)}: {num_written} draws are safe in "
+            f"{run_dir}; resume with resume=True (CLI: --resume).",
+            file=sys.stderr,
+        )
+        raise
+    bar.close()
+    if num_diverged:
+        warnings.warn(
+            f"{num_diverged} draw(s) (x chains) in this session are marked diverged "
+            "(non-finite state, score or log-density); see trace/diverged in samples.h5.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return SamplingRun(run_dir)
+
+
+def _write_config(run_dir: str, config: dict[str, Any]) -> None:
+    path = os.path.join(run_dir, CONFIG_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _prepare_new_run_dir(run_dir: str, overwrite: bool) -> None:
+    present = [f for f in _OUR_FILES if os.path.exists(os.path.join(run_dir, f))]
+    if present and not overwrite:
+        raise RunExistsError(
+            f"{run_dir} already holds a run ({', '.join(present)}); pass resume=True to "
+            "continue it or overwrite=True to replace it."
+        )
+    for f in present:
+        os.remove(os.path.join(run_dir, f))
+    os.makedirs(run_dir, exist_ok=True)
+
+
+def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -> Checkpoint:
+    if not os.path.isdir(run_dir):
+        raise RunDirectoryError(f"{run_dir} does not exist: there is no run to resume.")
+    try:
+        ckpt = read_checkpoint(run_dir)
+    except FileNotFoundError as e:
+        raise RunDirectoryError(
+            f"{run_dir} has no {CHECKPOINT_FILE}: not a run directory, or a corrupted one."
+        ) from e
+    except ValueError as e:
+        raise RunDirectoryError(f"corrupted run directory: {e}") from e
+    diff = _config_diff(ckpt.config, config)
+    if diff:
+        details = "; ".join(
+            f"{k}: run has {ckpt.config.get(k)!r}, now {config.get(k)!r}" for k in diff
+        )
+        raise RunDirectoryError(f"{run_dir}: the run's configuration differs ({details}).")
+    expected = chunk_seed(config["seed"], ckpt.chunk_index)
+    if not np.array_equal(expected, ckpt.next_seed):
+        raise RunDirectoryError(f"{run_dir}: checkpoint seed does not match its chunk index.")
+    specs = config["state_spec"]
+    if len(ckpt.state) != len(specs) or any(
+        x is None or [list(x.shape), x.dtype.name] != s for x, s in zip(ckpt.state, specs)
+    ):
+        raise RunDirectoryError(f"{run_dir}: checkpointed state does not match the run's spec.")
+    if not store.exists():
+        if ckpt.num_written != 0:
+            raise RunDirectoryError(
+                f"{run_dir}: {SAMPLES_FILE} is missing but the checkpoint records "
+                f"{ckpt.num_written} written draws."
+            )
+        part_specs = [(tuple(s[0]), s[1]) for s in specs]
+        store.create(
+            part_specs,
+            {k: (tuple(v[0]), v[1]) for k, v in config["trace"].items()},
+            chunk_draws=min(config["chunk_size"], config["num_samples"]),
+            attrs={"config": json.dumps(config, sort_keys=True)},
+        )
+    else:
+        try:
+            store.truncate(ckpt.num_written)
+        except (OSError, KeyError, ValueError) as e:
+            raise RunDirectoryError(f"corrupted run directory {run_dir}: {e}") from e
+    return ckpt
+
+
+def _repack(template: Any, leaves: list[Any], what: str, run_dir: str) -> Any:
+    flat = tf.nest.flatten(template, expand_composites=True)
+    if len(flat) != len(leaves):
+        raise RunDirectoryError(
+            f"{run_dir}: checkpointed {what} have {len(leaves)} leaves, expected {len(flat)}."
+        )
+    out = []
+    for t, x in zip(flat, leaves):
+        if (t is None) != (x is None):
+            raise RunDirectoryError(f"{run_dir}: checkpointed {what} do not match the kernel.")
+        if t is None:
+            out.append(None)
+            continue
+        t = tf.convert_to_tensor(t)
+        if list(x.shape) != t.shape.as_list() or x.dtype != t.dtype.as_numpy_dtype:
+            raise RunDirectoryError(
+                f"{run_dir}: checkpointed {what} leaf {list(x.shape)}/{x.dtype} does not match "
+                f"{t.shape.as_list()}/{t.dtype.name}."
+            )
+        out.append(tf.constant(x))
+    return tf.nest.pack_sequence_as(template, out, expand_composites=True)
+
+
+class SamplingRun:
+    """Read access to a run directory written by :func:`sample`.
+
+    Args:
+      run_dir: the run directory.
+
+    Raises:
+      RunDirectoryError: missing or unreadable checkpoint / samples file.
+    """
+
+    def __init__(self, run_dir: str) -> None:
+        self.run_dir = os.fspath(run_dir)
+        if not os.path.isdir(self.run_dir):
+            raise RunDirectoryError(f"{self.run_dir} does not exist.")
+        try:
+            self._ckpt = read_checkpoint(self.run_dir)
+        except FileNotFoundError as e:
+            raise RunDirectoryError(
+                f"{self.run_dir} has no {CHECKPOINT_FILE}: not a run directory."
+            ) from e
+        except ValueError as e:
+            raise RunDirectoryError(f"corrupted run directory: {e}") from e
+        self.store = SampleStore(os.path.join(self.run_dir, SAMPLES_FILE))
+        if not self.store.exists() and self.num_written:
+            raise RunDirectoryError(f"{self.run_dir}: {SAMPLES_FILE} is missing.")
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self._ckpt.config
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return dict(self.config.get("metadata", {}))
+
+    @property
+    def num_written(self) -> int:
+        """Valid draws (rows beyond it, from an interrupted chunk, are ignored)."""
+        return self._ckpt.num_written
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.config["num_samples"])
+
+    @property
+    def complete(self) -> bool:
+        return self.num_written >= self.num_samples and self._ckpt.chunk_index >= len(
+            chunk_plan(
+                self.num_samples,
+                self.config["num_burnin_steps"],
+                self.config["thin"],
+                self.config["chunk_size"],
+            )
+        )
+
+    @property
+    def batch_shape(self) -> list[int]:
+        """Chain (batch) dimensions of the state."""
+        return list(self.config.get("batch_shape", []))
+
+    def samples(self, step: int = 1) -> Any:
+        """Draws ``[num_written, *batch, *event]`` (a list if the state was a list)."""
+        self._check_store()
+        try:
+            parts = self.store.read_samples(self.num_written, step)
+        except (OSError, KeyError) as e:
+            raise RunDirectoryError(f"corrupted {self.store.path}: {e}") from e
+        return parts if self.config["state_is_list"] else parts[0]
+
+    def trace(self, step: int = 1) -> dict[str, np.ndarray]:
+        """Traced diagnostics per draw (``target_log_prob``, ``step_size``, ``diverged``, ...)."""
+        self._check_store()
+        try:
+            return self.store.read_trace(self.num_written, step)
+        except (OSError, KeyError) as e:
+            raise RunDirectoryError(f"corrupted {self.store.path}: {e}") from e
+
+    def reductions(self) -> dict[str, list[np.ndarray]]:
+        """Finalized reducer outputs (flat leaves) after the last completed chunk."""
+        self._check_store()
+        return self.store.read_reductions()
+
+    def final_state(self) -> Any:
+        """The chain state at the last checkpoint."""
+        parts = list(self._ckpt.state)
+        return parts if self.config["state_is_list"] else parts[0]
+
+    def _check_store(self) -> None:
+        if not self.store.exists():
+            raise RunDirectoryError(f"{self.run_dir}: {SAMPLES_FILE} is missing.")
+
+    def __repr__(self) -> str:
+        return (
+            f"SamplingRun({self.run_dir!r}, draws={self.num_written}/{self.num_samples}, "
+            f"kernel={self.config['kernel']['class']})"
+        )
+
+
+def open_run(run_dir: str) -> SamplingRun:
+    """Opens an existing run directory for reading (see :class:`SamplingRun`)."""
+    return SamplingRun(run_dir)
