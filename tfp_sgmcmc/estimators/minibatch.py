@@ -35,7 +35,7 @@ from tfp_sgmcmc.estimators.base import (
     GradientEstimator,
     value_and_gradient_parts,
 )
-from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, check_positive
+from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, cast_param, check_positive
 
 __all__ = ["MinibatchEstimator", "NoisyGradientEstimator"]
 
@@ -237,7 +237,7 @@ class NoisyGradientEstimator(GradientEstimator):
         seeds = tf.unstack(tf.random.experimental.stateless_split(seed, len(grads)))
         noisy = []
         for g, s in zip(grads, seeds):
-            scale = tf.cast(self._noise_scale, g.dtype)
+            scale = cast_param(self._noise_scale, g.dtype)  # exact in float64
             e = tf.random.stateless_normal(tf.shape(g), seed=s, dtype=g.dtype, alg=RNG_ALG)
             noisy.append(g + scale * e)
         return GradientEstimate(value, noisy), estimator_state

@@ -23,6 +23,7 @@ __all__ = [
     "check_in_interval",
     "check_finite_tensor",
     "all_finite",
+    "cast_param",
     "assert_static_scalar_or_none",
     "PrettyNamedTupleMixin",
 ]
@@ -117,6 +118,17 @@ def check_finite_tensor(x: Any, name: str) -> None:
     v = static_value(x)
     if v is not None and v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
         raise ValueError(f"`{name}` contains non-finite values (NaN or Inf).")
+
+
+def cast_param(x: Any, dtype: tf.DType) -> tf.Tensor:
+    """A hyperparameter as a tensor of ``dtype``, exact for Python numbers.
+
+    ``tf.cast(0.8, tf.float64)`` converts through float32 first (0.800000011920929);
+    tensors and variables are cast, Python/NumPy numbers are converted directly.
+    """
+    if isinstance(x, (tf.Tensor, tf.Variable)):
+        return tf.cast(x, dtype)
+    return tf.constant(x, dtype)
 
 
 def all_finite(parts: Sequence[tf.Tensor], batch_ndims: int) -> tf.Tensor:

@@ -9,7 +9,12 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import sghmc_momentum_step
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, check_positive, static_value
+from tfp_sgmcmc.internal.util import (
+    PrettyNamedTupleMixin,
+    cast_param,
+    check_positive,
+    static_value,
+)
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 
 __all__ = ["SGHMCKernelResults", "StochasticGradientHamiltonianMonteCarlo"]
@@ -148,8 +153,8 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
         seeds = self._split(seed, 2 * big_l + 1, "sghmc.one_step")
         dtype = parts[0].dtype
         temp = self._temperature(dtype, prev.step)
-        alpha = tf.cast(p["friction"], dtype)
-        beta = tf.cast(p["noise_estimate"], dtype)
+        alpha = cast_param(p["friction"], dtype)  # exact in float64 (not tf.cast)
+        beta = cast_param(p["noise_estimate"], dtype)
 
         def fresh() -> list[tf.Tensor]:
             return [tf.sqrt(step_size * temp) * z for z in self._normals(parts, seeds[0], "v0")]

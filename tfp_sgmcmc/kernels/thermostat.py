@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import sgnht_momentum_step, sgnht_thermostat_step
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, check_positive
+from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, cast_param, check_positive
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 
 __all__ = ["SGNHTKernelResults", "StochasticGradientNoseHooverThermostat"]
@@ -95,7 +95,7 @@ class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
 
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
         batch_shape = tf.shape(est.target_log_prob)
-        a = tf.cast(self._parameters["diffusion"], parts[0].dtype)
+        a = cast_param(self._parameters["diffusion"], parts[0].dtype)
         return {
             "momentum": [tf.zeros_like(p) for p in parts],
             "thermostat": [tf.fill(batch_shape, a) for _ in parts],
@@ -105,7 +105,7 @@ class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
         v_seed, noise_seed, est_seed = self._split(seed, 3, "sgnht.one_step")
         dtype = parts[0].dtype
         temp = self._temperature(dtype, prev.step)
-        a = tf.cast(self._parameters["diffusion"], dtype)
+        a = cast_param(self._parameters["diffusion"], dtype)  # exact in float64
         nb = prev.target_log_prob.shape.rank or 0
 
         def fresh() -> list[tf.Tensor]:
