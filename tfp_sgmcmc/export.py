@@ -1,0 +1,225 @@
+"""Export of SG-MCMC runs to ArviZ (``arviz.InferenceData``).
+
+``to_arviz`` builds the standard groups from a run directory written by
+:func:`tfp_sgmcmc.driver.sample` (or from arrays):
+
+* ``posterior``: one variable per state part, dims ``(chain, draw, *event)``;
+  the state's leading batch (chain) dimensions are flattened into ``chain``;
+* ``sample_stats``: ``lp`` (the **stochastic** minibatch log-density
+  ``log π̃(θ_t)`` the sampler saw, not the exact log posterior), ``step_size``
+  (the ε of each step, broadcast over chains), ``diverged`` (non-finite state,
+  score or log-density) and any extra traced values;
+* ``sgmcmc_diagnostics``: our own diagnostics: the ESS of every parameter from
+  ``tfp.mcmc.effective_sample_size`` (multi-chain, ``cross_chain_dims``, when
+  there are ≥ 2 chains), the finalized reducer outputs, and the scalars of
+  ``tfp-sgmcmc diagnose`` (``diagnostics.json`` in the run directory: KSD,
+  FSSD, ...), the latter also as attributes.
+
+ArviZ is an optional dependency (``pip install tfp-sgmcmc[arviz]``), imported
+only inside :func:`to_arviz`. Note that ArviZ's ``ess`` is the rank-normalized
+split-chain estimator of Vehtari et al. [1], ``tfp.mcmc.effective_sample_size``
+the Geyer initial-positive-sequence estimator [2]: both estimate the same
+quantity but differ by Monte Carlo error.
+
+#### References
+
+[1]: Aki Vehtari, Andrew Gelman, Daniel Simpson, Bob Carpenter and Paul-Christian
+     Bürkner. Rank-normalization, folding, and localization: an improved R̂ for
+     assessing convergence of MCMC. _Bayesian Analysis_, 16(2), 2021.
+[2]: Charles J. Geyer. Practical Markov chain Monte Carlo. _Statistical
+     Science_, 7(4), 1992.
+[3]: Ravin Kumar, Colin Carroll, Ari Hartikainen and Osvaldo Martin. ArviZ a
+     unified library for exploratory analysis of Bayesian models in Python.
+     _JOSS_, 4(33), 2019.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["to_arviz", "DIAGNOSTICS_FILE"]
+
+#: Written by ``tfp-sgmcmc diagnose`` in the run directory; read by :func:`to_arviz`.
+DIAGNOSTICS_FILE = "diagnostics.json"
+
+_STAT_NAMES = {"target_log_prob": "lp"}
+
+
+def _import_arviz() -> Any:
+    try:
+        import arviz
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "to_arviz needs ArviZ: install it with `pip install tfp-sgmcmc[arviz]` "
+            "(or `pip install arviz`)."
+        ) from e
+    return arviz
+
+
+def _to_chain_draw(x: np.ndarray, batch_ndims: int, name: str) -> np.ndarray:
+    """``[draws, *batch, *event]`` -> ``[chains, draws, *event]`` (batch flattened)."""
+    x = np.asarray(x)
+    if x.ndim < 1 + batch_ndims:
+        raise ValueError(
+            f"`{name}` has shape {x.shape}: fewer than 1 + {batch_ndims} (draw + chain) dims."
+        )
+    draws = x.shape[0]
+    chains = int(np.prod(x.shape[1 : 1 + batch_ndims], dtype=np.int64))
+    y = x.reshape((draws, chains) + x.shape[1 + batch_ndims :])
+    return np.moveaxis(y, 1, 0)
+
+
+def _stat(x: np.ndarray, batch_shape: Sequence[int], name: str) -> np.ndarray:
+    """A per-draw statistic: broadcast ``[draws]`` over chains, else as samples."""
+    x = np.asarray(x)
+    nb = len(batch_shape)
+    chains = int(np.prod(batch_shape, dtype=np.int64))
+    if x.ndim == 1 or tuple(x.shape[1 : 1 + nb]) != tuple(batch_shape):
+        # Same value for every chain (e.g. a scalar step size per step).
+        x = x.reshape((x.shape[0], 1) + x.shape[1:])
+        return np.broadcast_to(np.moveaxis(x, 1, 0), (chains,) + x.shape[:1] + x.shape[2:])
+    return _to_chain_draw(x, nb, name)
+
+
+def _var_names(n: int, names: Sequence[str] | None) -> list[str]:
+    if names is not None:
+        names = list(names)
+        if len(names) != n or len(set(names)) != n:
+            raise ValueError(f"`var_names` must hold {n} distinct names, got {names!r}.")
+        return names
+    return ["theta"] if n == 1 else [f"theta_{i}" for i in range(n)]
+
+
+def to_arviz(
+    run_or_samples: Any,
+    trace: Mapping[str, np.ndarray] | None = None,
+    var_names: Sequence[str] | None = None,
+    batch_ndims: int | None = None,
+    diagnostics: Mapping[str, Any] | None = None,
+    burn: int = 0,
+    step: int = 1,
+    include_ess: bool = True,
+) -> Any:
+    """An ``arviz.InferenceData`` of a run (see the module docstring for the groups).
+
+    Args:
+      run_or_samples: a :class:`~tfp_sgmcmc.driver.SamplingRun`, a run directory
+        path, or samples: an array ``[draws, *batch, *event]`` or a list of them.
+      trace: for raw samples, per-draw traced values (``target_log_prob``,
+        ``step_size``, ``diverged``, ...). Ignored for a run (read from it).
+        Default value: ``None``.
+      var_names: names of the state parts. Default value: ``None`` (the run's
+        ``metadata["param_names"]`` if any, else ``theta`` / ``theta_i``).
+      batch_ndims: leading chain dimensions of the samples (raw samples only).
+        Default value: ``None`` (a run's stored batch shape; for raw samples the
+        rank of ``trace["target_log_prob"]`` minus one, else ``0``).
+      diagnostics: extra scalar diagnostics to attach. Default value: ``None``
+        (a run directory's ``diagnostics.json`` if present).
+      burn: leading draws to drop. Default value: ``0``.
+      step: keep every ``step``-th draw. Default value: ``1``.
+      include_ess: add ``tfp.mcmc.effective_sample_size`` per parameter to
+        the ``sgmcmc_diagnostics`` group. Default value: ``True``.
+
+    Returns:
+      ``arviz.InferenceData`` with ``posterior``, ``sample_stats`` and
+      ``sgmcmc_diagnostics`` groups.
+
+    Raises:
+      ValueError: bad shapes, ``burn``/``step``, or ``var_names``.
+      ImportError: ArviZ is not installed.
+    """
+    if not isinstance(burn, int) or burn < 0:
+        raise ValueError(f"`burn` must be an int >= 0, got {burn!r}.")
+    if not isinstance(step, int) or step < 1:
+        raise ValueError(f"`step` must be an int >= 1, got {step!r}.")
+    from tfp_sgmcmc.driver.sampler import SamplingRun  # local: keeps export importable alone
+
+    reductions: dict[str, list[np.ndarray]] = {}
+    attrs: dict[str, Any] = {"created_by": "tfp_sgmcmc"}
+    if isinstance(run_or_samples, (str, os.PathLike)):
+        run_or_samples = SamplingRun(os.fspath(run_or_samples))
+    if isinstance(run_or_samples, SamplingRun):
+        run = run_or_samples
+        samples = run.samples()
+        parts = list(samples) if isinstance(samples, list) else [samples]
+        trace = run.trace()
+        batch_shape = run.batch_shape
+        reductions = run.reductions()
+        if var_names is None:
+            var_names = run.metadata.get("param_names")
+        if diagnostics is None:
+            path = os.path.join(run.run_dir, DIAGNOSTICS_FILE)
+            if os.path.exists(path):
+                with open(path) as f:
+                    diagnostics = json.load(f)
+        cfg = run.config
+        attrs.update(
+            kernel=cfg["kernel"]["class"],
+            thin=cfg["thin"],
+            seed=str(cfg["seed"]),
+            num_burnin_steps=cfg["num_burnin_steps"],
+            run_dir=os.path.abspath(run.run_dir),
+        )
+    else:
+        raw = run_or_samples
+        parts = [np.asarray(p) for p in (raw if isinstance(raw, (list, tuple)) else [raw])]
+        trace = dict(trace or {})
+        if batch_ndims is None:
+            tlp = trace.get("target_log_prob")
+            batch_ndims = max(np.ndim(tlp) - 1, 0) if tlp is not None else 0
+        if not isinstance(batch_ndims, int) or batch_ndims < 0:
+            raise ValueError(f"`batch_ndims` must be an int >= 0, got {batch_ndims!r}.")
+        batch_shape = list(parts[0].shape[1 : 1 + batch_ndims])
+    az = _import_arviz()
+    import xarray as xr
+
+    names = _var_names(len(parts), var_names)
+    sl = slice(burn, None, step)
+    posterior = {nm: _to_chain_draw(p[sl], len(batch_shape), nm) for nm, p in zip(names, parts)}
+    stats = {
+        _STAT_NAMES.get(k, k): _stat(np.asarray(v)[sl], batch_shape, k) for k, v in trace.items()
+    }
+    if "diverged" in stats:
+        stats["diverged"] = stats["diverged"].astype(bool)
+    idata = az.from_dict(posterior=posterior, sample_stats=stats or None)
+
+    diag_vars: dict[str, Any] = {}
+    if include_ess:
+        from tfp_sgmcmc.diagnostics import effective_sample_size
+
+        for nm, x in posterior.items():
+            draws_first = np.moveaxis(x, 0, 1)  # [draws, chains, *event]
+            if draws_first.shape[0] < 2:
+                continue
+            if draws_first.shape[1] >= 2:
+                # The wrapper works on a list of parts: per-part arguments are lists.
+                ess = effective_sample_size(draws_first, cross_chain_dims=[1])
+            else:
+                ess = effective_sample_size(draws_first[:, 0])
+            ess = np.asarray(ess)
+            dims = [f"{nm}_dim_{i}" for i in range(ess.ndim)]
+            diag_vars[f"{nm}_ess"] = (dims, ess)
+    for name, leaves in reductions.items():
+        for j, leaf in enumerate(leaves):
+            leaf = np.asarray(leaf)
+            key = name if len(leaves) == 1 else f"{name}_{j}"
+            diag_vars[f"reducer_{key}"] = (
+                [f"reducer_{key}_dim_{i}" for i in range(leaf.ndim)],
+                leaf,
+            )
+    diag_attrs = {}
+    for k, v in (diagnostics or {}).items():
+        if isinstance(v, (int, float, str, bool)):
+            diag_attrs[k] = v
+    for k, v in diag_attrs.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            diag_vars[k] = ((), np.asarray(v, np.float64))
+    idata.add_groups({"sgmcmc_diagnostics": xr.Dataset(diag_vars, attrs=diag_attrs)})
+    idata.posterior.attrs.update(attrs)
+    idata.posterior.attrs.update({f"diagnostic_{k}": v for k, v in diag_attrs.items()})
+    return idata
