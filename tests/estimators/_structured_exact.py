@@ -66,7 +66,7 @@ def exact_moments(L, b, P, eps, gid, spec, temperature=1.0, tol=1e-14, max_iter=
     S[:d, :d] = np.linalg.inv(L + P) + np.outer(mu, mu)
     S[:d, d] = S[d, :d] = mu
     S[d, d] = 1.0
-    for it in range(max_iter):
+    for _ in range(max_iter):
         m = S[:d, d]
         cov = S[:d, :d] - np.outer(m, m)
         ct = cov * same

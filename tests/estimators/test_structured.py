@@ -45,7 +45,9 @@ def _logistic(n=40, batch_size=10, seed=0):
         w, b = state
         xb, yb = batch
         logits = tf.einsum("nd,...d->...n", xb, w) + b[..., tf.newaxis]
-        return -tf.nn.sigmoid_cross_entropy_with_logits(tf.broadcast_to(yb, tf.shape(logits)), logits)
+        return -tf.nn.sigmoid_cross_entropy_with_logits(
+            tf.broadcast_to(yb, tf.shape(logits)), logits
+        )
 
     def logprior(state):
         w, b = state
@@ -124,7 +126,10 @@ def test_partition_bad_input(make, arg):
         (lambda b: StructuredDropoutEstimator(b, FF, keep_prob=0.0), "keep_prob"),
         (lambda b: StructuredDropoutEstimator(b, FF, keep_prob=1.5), "keep_prob"),
         (lambda b: StructuredDropoutEstimator(b, FF, num_masks=0), "num_masks"),
-        (lambda b: StructuredDropoutEstimator(b, FF, keep_prob=0.5, mask=UniformMask()), "keep_prob"),
+        (
+            lambda b: StructuredDropoutEstimator(b, FF, keep_prob=0.5, mask=UniformMask()),
+            "keep_prob",
+        ),
         (lambda b: StructuredEstimator(b, FF, history_capacity=0), "history_capacity"),
         (lambda b: StructuredEstimator(b, FF, thinning=0), "thinning"),
         (lambda b: StructuredEstimator(b, FF, evaluation="loop"), "evaluation"),
@@ -152,8 +157,10 @@ def test_state_must_match_partition():
 # --------------------------------------------------------------------------- #
 def test_history_ring_buffer_and_thinning():
     est = StructuredEstimator(_logistic(), FF, history_capacity=3, thinning=2)
-    states = [[tf.fill([3], tf.constant(float(t), tf.float64)), tf.constant(float(t), tf.float64)]
-              for t in range(9)]
+    states = [
+        [tf.fill([3], tf.constant(float(t), tf.float64)), tf.constant(float(t), tf.float64)]
+        for t in range(9)
+    ]
     es = _fill_history(est, states)
     h = es.history
     # Stored: θ0 (initial), then θ2, θ4, θ6, θ8 into a ring of 3 slots.
@@ -164,11 +171,17 @@ def test_history_ring_buffer_and_thinning():
 
 
 def test_each_group_draws_its_own_uniform_time_index():
-    est = StructuredDropoutEstimator(_logistic(), FF, num_masks=2, keep_prob=0.5,
-                                     history_capacity=50)
+    est = StructuredDropoutEstimator(
+        _logistic(), FF, num_masks=2, keep_prob=0.5, history_capacity=50
+    )
     chains = 2000
-    states = [[tf.fill([chains, 3], tf.constant(float(t), tf.float64)),
-               tf.fill([chains], tf.constant(float(t), tf.float64))] for t in range(8)]
+    states = [
+        [
+            tf.fill([chains, 3], tf.constant(float(t), tf.float64)),
+            tf.fill([chains], tf.constant(float(t), tf.float64)),
+        ]
+        for t in range(8)
+    ]
     es = _fill_history(est, states)
     _, hist, _ = est.composites(states[-1], es, tf.constant([5, 5]))
     vals = np.concatenate([hist[0].numpy(), hist[1].numpy()[..., None]], -1)  # [K, chains, 4]
@@ -185,8 +198,13 @@ def test_each_group_draws_its_own_uniform_time_index():
 
 def test_multiple_chains_have_their_own_history():
     est = StructuredEstimator(_logistic(), FF, history_capacity=10)
-    states = [[tf.constant([[1.0 * t] * 3, [-1.0 * t] * 3], tf.float64),
-               tf.constant([1.0 * t, -1.0 * t], tf.float64)] for t in range(1, 6)]
+    states = [
+        [
+            tf.constant([[1.0 * t] * 3, [-1.0 * t] * 3], tf.float64),
+            tf.constant([1.0 * t, -1.0 * t], tf.float64),
+        ]
+        for t in range(1, 6)
+    ]
     es = _fill_history(est, states)
     _, hist, _ = est.composites(states[-1], es, tf.constant([1, 2]))
     assert np.all(hist[0].numpy()[:, 0] > 0) and np.all(hist[0].numpy()[:, 1] < 0)
@@ -223,7 +241,9 @@ def test_energy_matches_direct_computation(kind, partition):
         est = StructuredDropoutEstimator(base, partition, num_masks=2, mask=BetaMask(2.0, 3.0))
         scale = 1.0 / (2 * 0.4)
     rng = np.random.default_rng(1)
-    states = [[tf.constant(rng.normal(size=3)), tf.constant(rng.normal(), tf.float64)] for _ in range(6)]
+    states = [
+        [tf.constant(rng.normal(size=3)), tf.constant(rng.normal(), tf.float64)] for _ in range(6)
+    ]
     es = _fill_history(est, states[:-1])
     seed = tf.constant([3, 4])
     # The estimator first stores the state it is evaluated at, then draws.
@@ -235,15 +255,17 @@ def test_energy_matches_direct_computation(kind, partition):
     for g, w in zip(got.grads_target_log_prob, want_g):
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
     # S-SGMCMC: each parameter's gradient comes from its own group's composite only.
-    assert est.gradient_evaluations_per_call == (partition.num_groups if kind == "S" else
-                                                 est.num_masks)
+    assert est.gradient_evaluations_per_call == (
+        partition.num_groups if kind == "S" else est.num_masks
+    )
 
 
 def test_sequential_equals_vectorized():
     base = _logistic()
     rng = np.random.default_rng(2)
-    states = [[tf.constant(rng.normal(size=(2, 3))), tf.constant(rng.normal(size=2))]
-              for _ in range(5)]
+    states = [
+        [tf.constant(rng.normal(size=(2, 3))), tf.constant(rng.normal(size=2))] for _ in range(5)
+    ]
     for cls, kw in [(StructuredEstimator, {}), (StructuredDropoutEstimator, {"num_masks": 3})]:
         a = cls(base, FF, evaluation="vectorized", **kw)
         b = cls(base, FF, evaluation="sequential", **kw)
@@ -256,9 +278,7 @@ def test_sequential_equals_vectorized():
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize(
-    "mask", [BernoulliMask(0.3), UniformMask(), BetaMask(2.0, 5.0)], ids=repr
-)
+@pytest.mark.parametrize("mask", [BernoulliMask(0.3), UniformMask(), BetaMask(2.0, 5.0)], ids=repr)
 def test_dropout_scaling_uses_each_masks_own_mean(mask, seed):
     """With θ̃ = θ the composites equal θ, so E[∇ log π̂^(Sd)] must be the plain gradient.
 
@@ -318,8 +338,10 @@ def test_control_variate_base():
     assert est.gradient_evaluations_per_call == FF.num_groups + 1
     # Sd-SGMCMC with CV: the correction enters every composite, masked.
     rng = np.random.default_rng(3)
-    states = [[tf.constant(rng.normal(0, 0.3, size=3)), tf.constant(rng.normal(0, 0.3), tf.float64)]
-              for _ in range(5)]
+    states = [
+        [tf.constant(rng.normal(0, 0.3, size=3)), tf.constant(rng.normal(0, 0.3), tf.float64)]
+        for _ in range(5)
+    ]
     est = StructuredDropoutEstimator(cv, FF, num_masks=3, keep_prob=0.5)
     es = _fill_history(est, states[:-1])
     seed = tf.constant([7, 1])
@@ -339,8 +361,9 @@ def test_control_variate_base():
         tape.watch(centre)
         lp = base.log_prior(centre)
     gp = tape.gradient(lp, centre)
-    for g, pg, m, f, gh, gpc in zip(got.grads_target_log_prob, plain_g, masks,
-                                    full.grads_target_log_prob, g_hat, gp):
+    for g, pg, m, f, gh, gpc in zip(
+        got.grads_target_log_prob, plain_g, masks, full.grads_target_log_prob, g_hat, gp
+    ):
         want = pg + scale * tf.reduce_sum(m, 0) * (f - gpc - gh)
         np.testing.assert_allclose(g, want, rtol=1e-10, atol=1e-12)
 
@@ -348,8 +371,14 @@ def test_control_variate_base():
 @pytest.mark.parametrize("kernel_name", ["SGLD", "PSGLD", "SGHMC", "SGNHT"])
 def test_runs_with_every_kernel(kernel_name):
     base = _logistic()
-    est = StructuredDropoutEstimator(base, partition_by_part([(3,), ()]), num_masks=2,
-                                     keep_prob=0.5, history_capacity=20, thinning=2)
+    est = StructuredDropoutEstimator(
+        base,
+        partition_by_part([(3,), ()]),
+        num_masks=2,
+        keep_prob=0.5,
+        history_capacity=20,
+        thinning=2,
+    )
     make = {
         "SGLD": lambda e: sg.SGLD(e, 1e-2),
         "PSGLD": lambda e: sg.PSGLD(e, 1e-2),
@@ -362,16 +391,24 @@ def test_runs_with_every_kernel(kernel_name):
         # Eager for three kernels (compiling is slow on a loaded CI box), XLA for SGLD.
         states, res = _eager_chain(kernel, init, 12)
         assert not np.any(res.diverged.numpy())
-        assert int(res.estimator_state.history.count) == 1 + (
-            int(res.estimator_state.history.calls) - 1) // 2
+        assert (
+            int(res.estimator_state.history.count)
+            == 1 + (int(res.estimator_state.history.calls) - 1) // 2
+        )
         assert all(np.all(np.isfinite(p.numpy())) for p in states[-1])
         return
 
     # Graph mode here; the XLA path is exercised by test_structured_gaussian.py.
     @tf.function
     def run():
-        return tfp.mcmc.sample_chain(40, init, kernel=kernel, trace_fn=trace_without_history,
-                                     seed=[1, 5], return_final_kernel_results=True)
+        return tfp.mcmc.sample_chain(
+            40,
+            init,
+            kernel=kernel,
+            trace_fn=trace_without_history,
+            seed=[1, 5],
+            return_final_kernel_results=True,
+        )
 
     res = run()
     traced = res.trace

@@ -67,9 +67,10 @@ state, SGHMC once per leapfrog step; the bootstrap call at θ_0 is not stored
 twice) and then draws, so ``q̂^(t)`` is uniform over the stored
 ``{θ^(0), …, θ^(t)}`` (paper §4), restricted to the last ``history_capacity``
 stored states. The ring buffer lives in the estimator state, i.e. in the
-kernel results. Memory: ``(capacity + 1) × |θ| × num_chains`` floats. ``tfp.mcmc.sample_chain``'s default ``trace_fn`` returns
-the whole kernel results, so it would copy the buffer at every step: always
-pass a ``trace_fn`` (e.g. :func:`trace_without_history`).
+kernel results. Memory: ``(capacity + 1) × |θ| × num_chains`` floats.
+``tfp.mcmc.sample_chain``'s default ``trace_fn`` returns the whole kernel
+results, so it would copy the buffer at every step: always pass a
+``trace_fn`` (e.g. :func:`trace_without_history`).
 
 *Reported value.* ``target_log_prob`` is the structured energy estimate above
 (a sum of M, resp. a scaled sum of K, likelihood evaluations plus the prior),
@@ -182,8 +183,10 @@ class BetaMask(MaskDistribution):
 
     def __init__(self, concentration1: float, concentration0: float) -> None:
         for name, v in (("concentration1", concentration1), ("concentration0", concentration0)):
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not (
-                np.isfinite(v) and v > 0
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float, np.floating))
+                or not (np.isfinite(v) and v > 0)
             ):
                 raise ValueError(f"`{name}` must be a finite float > 0, got {v!r}.")
         self.concentration1 = float(concentration1)
