@@ -1,0 +1,106 @@
+"""Shared plumbing of the adaptive-drift studies (``examples/adaptive_drift_*.py``).
+
+* :func:`run_chain`: a long ``tfp.mcmc.sample_chain`` cut into equal chunks,
+  each one call of a single XLA-compiled function that resumes from the
+  previous chunk's state and kernel results, with a tqdm bar (rate/ETA);
+* :func:`write_study`: the markdown summary in ``docs/studies/``;
+* paths of ``docs/figures`` and ``docs/studies``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import warnings  # noqa: E402
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+# SG-MCMC kernels are uncalibrated by design; TFP warns on every sample_chain call.
+warnings.filterwarnings("ignore", message="supplied `TransitionKernel` is not calibrated")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_probability as tfp  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+__all__ = ["ROOT", "FIGURES", "STUDIES", "run_chain", "write_study", "command_line", "timer"]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIGURES = os.path.join(ROOT, "docs", "figures")
+STUDIES = os.path.join(ROOT, "docs", "studies")
+
+
+def run_chain(
+    kernel: tfp.mcmc.TransitionKernel,
+    init: Any,
+    num_steps: int,
+    seed: int,
+    trace_fn: Callable[[Any, Any], Any] | None = None,
+    num_chunks: int = 10,
+    desc: str = "",
+) -> Any:
+    """``num_steps`` steps of ``kernel`` from ``init``; returns the stacked trace.
+
+    The trace is ``trace_fn(state, results)`` (default: the state) of every
+    step, concatenated over chunks along axis 0.
+    """
+    trace_fn = trace_fn or (lambda s, r: s)
+    num_chunks = max(1, min(num_chunks, num_steps))
+    chunk = num_steps // num_chunks
+
+    @tf.function(jit_compile=True)
+    def run(state, results, seed):
+        out = tfp.mcmc.sample_chain(
+            chunk,
+            state,
+            previous_kernel_results=results,
+            kernel=kernel,
+            trace_fn=trace_fn,
+            return_final_kernel_results=True,
+            seed=seed,
+        )
+        last = tf.nest.map_structure(lambda t: t[-1], out.all_states)
+        return out.trace, last, out.final_kernel_results
+
+    state = init
+    results = kernel.bootstrap_results(init, seed=tf.constant([seed, 99]))
+    seeds = tfp.random.split_seed(tf.constant([seed, 0]), n=num_chunks)
+    traces = []
+    with tqdm(total=chunk * num_chunks, desc=desc, unit="step", file=sys.stderr) as bar:
+        for i in range(num_chunks):
+            tr, state, results = run(state, results, seeds[i])
+            traces.append(tf.nest.map_structure(lambda t: t.numpy(), tr))
+            bar.update(chunk)
+    return tf.nest.map_structure(lambda *xs: np.concatenate(xs, 0), *traces)
+
+
+def command_line() -> str:
+    args = " ".join(sys.argv[1:])
+    return f"python examples/{os.path.basename(sys.argv[0])}" + (f" {args}" if args else "")
+
+
+class timer:
+    """Context manager measuring wall-clock seconds in ``.seconds``."""
+
+    def __enter__(self) -> timer:
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.seconds = time.perf_counter() - self._t0
+
+
+def write_study(name: str, text: str) -> str:
+    """Write ``docs/studies/<name>.md``; returns the path."""
+    os.makedirs(STUDIES, exist_ok=True)
+    path = os.path.join(STUDIES, f"{name}.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text.rstrip() + "\n")
+    return path
