@@ -395,11 +395,15 @@ class KSDReducer(_SteinReducerBase):
         weights = tf.cast(tf.range(cap) < count, st.samples.dtype)
         rank = st.samples.shape.rank
         d = tf.shape(st.samples)[-1]
+        min_n = 2 if self._ksd_kwargs["statistic"] == "u" else 1
+        if rank == 2:
+            # One chain: no map over chains (keeps the compiled graph small).
+            val = ksd_from_flat(st.samples, st.scores, weights, **self._ksd_kwargs)
+            return tf.where(count >= min_n, val, tf.constant(np.nan, val.dtype))
         # [cap, *chains, d] -> [chains, cap, d]: one KSD per chain.
         perm = list(range(1, rank - 1)) + [0, rank - 1]
         xs = tf.reshape(tf.transpose(st.samples, perm), [-1, cap, d])
         ss = tf.reshape(tf.transpose(st.scores, perm), [-1, cap, d])
-        min_n = 2 if self._ksd_kwargs["statistic"] == "u" else 1
 
         def one(args):
             x, s = args
