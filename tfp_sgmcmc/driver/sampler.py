@@ -79,7 +79,14 @@ CONFIG_FILE = "config.json"
 #: Kernel-results fields traced by default (taken from the innermost results that have them).
 TRACED_FIELDS = ("target_log_prob", "step_size", "diverged")
 _FORMAT_VERSION = 1
-_OUR_FILES = (CHECKPOINT_FILE, CHECKPOINT_FILE + ".tmp", SAMPLES_FILE, CONFIG_FILE)
+# diagnostics.json (written by `tfp-sgmcmc diagnose`) goes with the run it describes.
+_OUR_FILES = (
+    CHECKPOINT_FILE,
+    CHECKPOINT_FILE + ".tmp",
+    SAMPLES_FILE,
+    CONFIG_FILE,
+    "diagnostics.json",
+)
 
 
 class RunDirectoryError(RuntimeError):

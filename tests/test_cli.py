@@ -1,0 +1,185 @@
+"""The ``tfp-sgmcmc`` command line: sample / resume / diagnose / tune and its errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tfp_sgmcmc.cli import main
+from tfp_sgmcmc.driver import open_run
+
+MODEL_SRC = textwrap.dedent(
+    """
+    import numpy as np
+    import tensorflow as tf
+    import tfp_sgmcmc as sg
+    from tfp_sgmcmc.driver import ModelSpec
+
+    def build(n=2000, batch_size=100, num_chains=2, d=2):
+        x = np.random.default_rng(0).normal(1.0, 1.0, size=(n, d)).astype("float32")
+
+        def loglik(theta, batch):  # N(x; θ, I) per example, chains broadcast
+            return -0.5 * tf.reduce_sum((tf.expand_dims(theta, -2) - batch) ** 2, -1)
+
+        est = sg.MinibatchEstimator(
+            loglik, x, batch_size, log_prior_fn=lambda t: -0.5 * tf.reduce_sum(t**2, -1)
+        )
+        return ModelSpec(est, tf.fill([num_chains, d], 1.0), name="gauss", param_names=["mu"])
+
+    def not_a_spec():
+        return 42
+    """
+)
+
+
+@pytest.fixture()
+def model(tmp_path):
+    path = tmp_path / "gauss_model.py"
+    path.write_text(MODEL_SRC)
+    return str(path)
+
+
+def _sample_args(model, run_dir, *extra):
+    return [
+        "sample",
+        "--model",
+        model,
+        "--kernel",
+        "sgld",
+        "--step-size",
+        "1e-4",
+        "--num-samples",
+        "120",
+        "--chunk-size",
+        "50",
+        "--thin",
+        "2",
+        "--seed",
+        "3",
+        "--run-dir",
+        run_dir,
+        "--no-xla",
+        "--no-progress",
+        *extra,
+    ]
+
+
+def _one_line_error(capsys, code, match):
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("tfp-sgmcmc:")]
+    assert code == 2, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert match in lines[0], lines[0]
+
+
+def test_sample_resume_diagnose(model, tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    assert main(_sample_args(model, run_dir)) == 0
+    run = open_run(run_dir)
+    assert run.complete and run.samples().shape == (120, 2, 2)
+    assert run.metadata["model"] == model and run.metadata["param_names"] == ["mu"]
+    # The posterior mean is near the data mean ≈ 1 (N = 2000, prior N(0, I)).
+    assert abs(run.samples()[20:].mean() - 1.0) < 0.2
+    first = run.samples()
+    # --resume needs only the run directory (the rest is in the stored config).
+    assert main(["sample", "--run-dir", run_dir, "--resume", "--no-progress"]) == 0
+    np.testing.assert_array_equal(open_run(run_dir).samples(), first)
+    capsys.readouterr()
+    assert main(["diagnose", "--run-dir", run_dir, "--max-samples", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "KSD" in out and "FSSD" in out and "ESS" in out
+    with open(os.path.join(run_dir, "diagnostics.json")) as f:
+        diag = json.load(f)
+    assert diag["num_draws"] == 120 and diag["num_chains"] == 2
+    assert diag["ksd"] > 0 and np.isfinite(diag["fssd"]) and diag["ess_min"] > 1
+    assert len(diag["ess_per_parameter"]["mu"]) == 2
+
+
+def test_errors_are_one_line(model, tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    code = main(_sample_args(str(tmp_path / "missing.py"), run_dir))
+    _one_line_error(capsys, code, "does not exist")
+    code = main(_sample_args(model + ":nope", run_dir))
+    _one_line_error(capsys, code, "no function 'nope'")
+    code = main(_sample_args(model + ":not_a_spec", run_dir))
+    _one_line_error(capsys, code, "must return a ModelSpec")
+    code = main(_sample_args("no_such_model", run_dir))
+    _one_line_error(capsys, code, "unknown model")
+    code = main(_sample_args(model, run_dir, "--model-arg", "batch_size"))
+    _one_line_error(capsys, code, "name=value")
+    # Bad hyperparameters: the constructors' ValueError, naming the argument.
+    args = _sample_args(model, run_dir)
+    args[args.index("--step-size") + 1] = "-1"
+    _one_line_error(capsys, main(args), "`step_size`")
+    args = _sample_args(model, run_dir, "--kernel-arg", "num_leapfrog_steps=0")
+    args[args.index("--kernel") + 1] = "sghmc"
+    code = main(args)
+    _one_line_error(capsys, code, "`num_leapfrog_steps`")
+    args = _sample_args(model, run_dir)
+    args[args.index("--kernel") + 1] = "hmc9"
+    _one_line_error(capsys, main(args), "unknown kernel")
+    args = _sample_args(model, run_dir)
+    args[args.index("--num-samples") + 1] = "0"
+    _one_line_error(capsys, main(args), "`num_samples`")
+    # Never overwrite a run without being asked; corrupted run directories.
+    assert main(_sample_args(model, run_dir)) == 0
+    _one_line_error(capsys, main(_sample_args(model, run_dir)), "overwrite")
+    _one_line_error(capsys, main(_sample_args(model, run_dir, "--resume", "--thin", "3")), "thin")
+    with open(os.path.join(run_dir, "checkpoint.npz"), "wb") as f:
+        f.write(b"garbage")
+    _one_line_error(capsys, main(["diagnose", "--run-dir", run_dir]), "corrupted")
+    _one_line_error(capsys, main(["sample", "--run-dir", run_dir, "--resume"]), "corrupted")
+    _one_line_error(capsys, main(["diagnose", "--run-dir", str(tmp_path)]), "not a run directory")
+    assert main(_sample_args(model, run_dir, "--overwrite")) == 0
+
+
+def test_tune_prints_round_table_and_writes_plot(model, tmp_path, capsys):
+    plot = tmp_path / "mamba.png"
+    code = main(
+        [
+            "tune",
+            "--model",
+            model,
+            "--kernel",
+            "sgld",
+            "--step-sizes",
+            "1e-5,1e-4,1e-2",
+            "--budget-steps",
+            "600",
+            "--eta",
+            "3",
+            "--thin",
+            "2",
+            "--plot",
+            str(plot),
+            "--no-xla",
+            "--no-progress",
+            "--model-arg",
+            "num_chains=1",  # MAMBA runs one chain per arm
+        ]
+    )
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, captured.err
+    assert "|" in out and "step_size" in out
+    assert plot.exists() and plot.stat().st_size > 1000
+
+
+def test_console_process_has_no_traceback(tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfp_sgmcmc.cli", "diagnose", "--run-dir", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("tfp-sgmcmc: error:")
