@@ -88,8 +88,9 @@ def _iac_1d(x: tf.Tensor, c: float) -> tuple[tf.Tensor, tf.Tensor]:
     """IAC of every column of ``x`` ``[n, m]`` (float64)."""
     n = tf.shape(x)[0]
     xc = x - tf.reduce_mean(x, 0)
-    nfft = tf.cast(2 ** tf.math.ceil(tf.math.log(2.0 * tf.cast(n, tf.float64)) / tf.math.log(
-        2.0)), tf.int32)
+    # Zero-pad to a power of two >= 2n: the circular correlation then has no wrap.
+    log2 = tf.math.log(2.0 * tf.cast(n, tf.float64)) / tf.math.log(tf.constant(2.0, tf.float64))
+    nfft = tf.cast(tf.pow(tf.constant(2.0, tf.float64), tf.math.ceil(log2)), tf.int32)
     f = tf.signal.rfft(tf.transpose(xc), fft_length=[nfft])  # [m, nfft/2+1]
     acov = tf.signal.irfft(f * tf.math.conj(f), fft_length=[nfft])[:, :n]  # Σ x_t x_{t+τ}
     lags = tf.cast(tf.range(n), tf.float64)
