@@ -374,6 +374,7 @@ class DatasetData(DataSource):
                 "use dataset.batch(batch_size, drop_remainder=True)."
             )
         self._batch_size = int(dims.pop())
+        self._batch_rank = flat[0].shape.rank  # tells a batched full_dataset from rows
         float_dtypes = {s.dtype for s in flat if s.dtype.is_floating}
         if len(float_dtypes) > 1:
             raise ValueError(f"`dataset` mixes float dtypes {sorted(d.name for d in float_dtypes)}.")
@@ -424,7 +425,12 @@ class DatasetData(DataSource):
             )
         ds = self._full
         spec0 = tf.nest.flatten(ds.element_spec)[0]
-        if spec0.shape.rank is not None and chunk_size is not None:
-            ds = ds.unbatch().batch(int(chunk_size))
+        # A batched full_dataset has the minibatches' rank; an unbatched one (single
+        # rows) one less, and must be batched, never unbatched (that would split rows).
+        batched = spec0.shape.rank == self._batch_rank
+        if chunk_size is not None:
+            ds = (ds.unbatch() if batched else ds).batch(int(chunk_size))
+        elif not batched:
+            ds = ds.batch(self._num_examples)
         yield from ds
 

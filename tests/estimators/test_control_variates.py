@@ -99,7 +99,8 @@ def test_works_with_every_kernel(rng):
     base = sg.MinibatchEstimator(ll, (x, y), 2, log_prior_fn=lp)
     cv = sg.ControlVariateEstimator(base, tf.zeros(2, tf.float64))
     state = tf.zeros([2, 2], tf.float64)
-    for kernel in (sg.SGLD(cv, 1e-3), sg.PSGLD(cv, 1e-3), sg.SGHMC(cv, 1e-3, 2), sg.SGNHT(cv, 1e-3)):
+    kernels = (sg.SGLD(cv, 1e-3), sg.PSGLD(cv, 1e-3), sg.SGHMC(cv, 1e-3, 2), sg.SGNHT(cv, 1e-3))
+    for kernel in kernels:
         s, r = kernel.one_step(state, kernel.bootstrap_results(state), seed=[1, 2])
         assert np.all(np.isfinite(s.numpy())) and not r.diverged.numpy().any()
 

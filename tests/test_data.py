@@ -1,0 +1,187 @@
+"""Data sources: minibatch schemes' inclusion frequencies, reproducibility, XLA."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats
+import tensorflow as tf
+
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.data import feistel_permutation
+
+
+def _rows(n):
+    """Data whose rows are their own indices (float column + int column)."""
+    return (np.arange(n, dtype=np.float64)[:, None] * np.ones((1, 2)), np.arange(n))
+
+
+def _indices(batch):
+    return batch[1].numpy()
+
+
+@pytest.mark.parametrize("num_items", [1, 2, 3, 7, 16, 100, 1000, 4097])
+def test_feistel_permutation_is_a_bijection(num_items):
+    for s in ([1, 2], [3, 4]):
+        perm = feistel_permutation(tf.range(num_items), num_items, tf.constant(s)).numpy()
+        np.testing.assert_array_equal(np.sort(perm), np.arange(num_items))
+    if num_items >= 100:  # different keys give different permutations
+        a = feistel_permutation(tf.range(num_items), num_items, tf.constant([1, 2])).numpy()
+        b = feistel_permutation(tf.range(num_items), num_items, tf.constant([1, 3])).numpy()
+        assert np.mean(a == b) < 0.1
+
+
+@pytest.mark.parametrize("big_n,n", [(12, 3), (10, 3), (9, 9 // 2)])
+def test_epoch_scheme_visits_every_row_once_per_epoch(big_n, n, seed):
+    data = sg.InMemoryData(_rows(big_n), scheme="epoch")
+    state = data.init_batch_state()
+    per_epoch = big_n // n
+    seeds = tf.random.experimental.stateless_split([seed, 0], 3 * per_epoch)
+    epochs = []
+    for e in range(3):
+        seen = []
+        for b in range(per_epoch):
+            batch, state = data.sample_batch(n, state, seeds[e * per_epoch + b])
+            idx = _indices(batch)
+            np.testing.assert_array_equal(batch[0].numpy()[:, 0], idx)  # arrays stay aligned
+            seen.extend(idx.tolist())
+        assert int(state.position) == 0  # a new epoch starts
+        assert len(set(seen)) == len(seen) == per_epoch * n  # no row twice within an epoch
+        if big_n % n == 0:
+            assert sorted(seen) == list(range(big_n))  # every row exactly once
+        epochs.append(seen)
+    assert epochs[0] != epochs[1]  # a fresh permutation each epoch
+
+
+def test_epoch_scheme_inclusion_frequency_with_remainder(seed):
+    """N = 10, n = 3: each epoch skips one row of a fresh permutation, so over
+    many epochs every row is included with frequency 9/10 per epoch."""
+    big_n, n, num_epochs = 10, 3, 300
+    data = sg.InMemoryData(_rows(big_n), scheme="epoch")
+
+    @tf.function
+    def one_epoch(state, sd):
+        seeds = tf.random.experimental.stateless_split(sd, 3)
+        idx = []
+        for b in range(3):
+            batch, state = data.sample_batch(n, state, seeds[b])
+            idx.append(batch[1])
+        return tf.concat(idx, 0), state
+
+    counts = np.zeros(big_n)
+    state = data.init_batch_state()
+    for e in range(num_epochs):
+        idx, state = one_epoch(state, tf.constant([seed, e]))
+        counts += np.bincount(idx.numpy(), minlength=big_n)
+    p = 0.9
+    z = (counts - num_epochs * p) / np.sqrt(num_epochs * p * (1 - p))
+    assert np.all(np.abs(z) < 3.5), z
+
+
+def test_with_replacement_indices_are_uniform(seed):
+    big_n, n, draws = 10, 50, 100
+    data = sg.InMemoryData(_rows(big_n), scheme="with_replacement")
+    state = data.init_batch_state()
+    counts = np.zeros(big_n)
+    for k in range(draws):
+        batch, _ = data.sample_batch(n, state, tf.constant([seed, k]))
+        counts += np.bincount(_indices(batch), minlength=big_n)
+    assert scipy.stats.chisquare(counts).pvalue > 1e-3
+    # Power: the same test rejects a 30% excess on one row (~9 binomial sds).
+    skewed = counts.copy()
+    skewed[0] *= 1.3
+    assert scipy.stats.chisquare(skewed, skewed.sum() / big_n * np.ones(big_n)).pvalue < 1e-3
+
+
+def test_random_window_inclusion_is_exactly_n_over_N(seed):
+    """Each of the N windows holds n distinct rows and every row lies in exactly n
+    windows: the inclusion probability of a uniform window is n/N."""
+    big_n, n = 8, 3
+    data = sg.InMemoryData(_rows(big_n), scheme="random_window", shuffle_seed=seed)
+    data.prepare(n)
+    state = data.init_batch_state()
+    windows = set()
+    for k in range(300):  # P(some window never drawn) < 8·(7/8)^300 ≈ 3e-17
+        batch, _ = data.sample_batch(n, state, tf.constant([seed, k]))
+        idx = tuple(_indices(batch).tolist())
+        assert len(set(idx)) == n
+        windows.add(idx)
+    assert len(windows) == big_n
+    counts = np.bincount(np.concatenate([list(w) for w in windows]), minlength=big_n)
+    np.testing.assert_array_equal(counts, np.full(big_n, n))
+
+
+@pytest.mark.parametrize("scheme", sg.data.SCHEMES)
+def test_same_seed_same_batch_and_full_batch(scheme):
+    data = sg.InMemoryData(_rows(20), scheme=scheme)
+    data.prepare(5)
+    st = data.init_batch_state()
+    a, _ = data.sample_batch(5, st, tf.constant([1, 2]))
+    b, _ = data.sample_batch(5, st, tf.constant([1, 2]))
+    c, _ = data.sample_batch(5, st, tf.constant([1, 3]))
+    np.testing.assert_array_equal(_indices(a), _indices(b))
+    assert not np.array_equal(_indices(a), _indices(c))
+    full, _ = data.sample_batch(20, st, tf.constant([1, 2]))  # n = N: the data set itself
+    np.testing.assert_array_equal(_indices(full), np.arange(20))
+
+
+@pytest.mark.parametrize("scheme", sg.data.SCHEMES)
+def test_sample_batch_compiles_with_xla(scheme):
+    data = sg.InMemoryData(_rows(50), scheme=scheme)
+    data.prepare(10)
+
+    @tf.function(jit_compile=True)
+    def draw(sd):
+        b, st = data.sample_batch(10, data.init_batch_state(), sd)
+        return b[1], st.position
+
+    idx, pos = draw(tf.constant([4, 5]))
+    assert idx.shape == [10] and np.all((idx.numpy() >= 0) & (idx.numpy() < 50))
+    assert len(set(idx.numpy().tolist())) == (10 if scheme != "with_replacement" else
+                                              len(set(idx.numpy().tolist())))
+
+
+def test_structure_is_preserved_and_full_batches_cover_the_data():
+    x = np.arange(14.0).reshape(7, 2)
+    data = sg.InMemoryData({"x": x, "y": np.arange(7.0)}, scheme="with_replacement")
+    batch, _ = data.sample_batch(3, data.init_batch_state(), tf.constant([0, 1]))
+    assert set(batch) == {"x", "y"} and batch["x"].shape == [3, 2]
+    np.testing.assert_array_equal(batch["x"].numpy()[:, 0] / 2, batch["y"].numpy())
+    chunks = list(data.full_batches(3))
+    assert [int(c["y"].shape[0]) for c in chunks] == [3, 3, 1]
+    np.testing.assert_array_equal(np.concatenate([c["y"].numpy() for c in chunks]), np.arange(7))
+    assert data.with_scheme("epoch").scheme == "epoch" and data.scheme == "with_replacement"
+    assert data.num_examples == 7 and data.float_dtype == tf.float64
+
+
+def test_dataset_adapter():
+    x = np.arange(12.0)
+    ds = tf.data.Dataset.from_tensor_slices(x).batch(4, drop_remainder=True)
+    data = sg.DatasetData(ds, num_examples=12, full_dataset=tf.data.Dataset.from_tensor_slices(x))
+    est = sg.MinibatchEstimator(lambda t, b: -0.5 * tf.square(b - t[..., None]), data, 4)
+    st = est.bootstrap(None)
+    seen = []
+    for _ in range(3):
+        b, st = est.sample_batch(st, tf.constant([0, 0]))
+        seen.extend(b.numpy().tolist())
+    assert seen == list(range(12))
+    full = est.full_log_prob_and_gradient(tf.constant(1.0, tf.float64))
+    np.testing.assert_allclose(full.grads_target_log_prob[0].numpy(), np.sum(x - 1.0))
+    with pytest.raises(ValueError, match="`batch_size`"):
+        sg.MinibatchEstimator(lambda t, b: b, data, 3)
+    nofull = sg.DatasetData(ds, num_examples=12)
+    with pytest.raises(ValueError, match="full_dataset"):
+        list(nofull.full_batches())
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["rows", "batched"])
+def test_dataset_full_pass_with_rows_or_batches(batched):
+    x = np.arange(24.0).reshape(12, 2)
+    ds = tf.data.Dataset.from_tensor_slices(x).batch(4, drop_remainder=True)
+    full = tf.data.Dataset.from_tensor_slices(x)
+    if batched:
+        full = full.batch(5)
+    data = sg.DatasetData(ds, num_examples=12, full_dataset=full)
+    for chunk in (None, 5):
+        rows = np.concatenate([c.numpy() for c in data.full_batches(chunk)])
+        np.testing.assert_array_equal(rows, x)
