@@ -152,7 +152,10 @@ class _Program:
             i, parts, results, _, bufs, lp_buf, div = out
             return parts, results, bufs, lp_buf, i, div
 
-        self.init_fn = tf.function(init_fn, jit_compile=jit_compile, reduce_retracing=True)
+        # The bootstrap is one gradient evaluation: graph mode is enough, and XLA
+        # versions of it were measured to take seconds per call with large
+        # captured data (random_window copies).
+        self.init_fn = tf.function(init_fn, reduce_retracing=True)
         self.chunk_fn = tf.function(chunk_fn, jit_compile=jit_compile, reduce_retracing=True)
 
 
