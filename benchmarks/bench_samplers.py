@@ -35,6 +35,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -313,16 +314,92 @@ def run_group(
     return results
 
 
+OURS = ("sgld", "sgld_cv", "psgld", "sghmc_L5", "sgnht")
+PEER_ROWS = {
+    "sgld": ["sgmcmcjax_sgld"],
+    "sgld_cv": ["sgmcmcjax_sgld_cv"],
+    "sghmc_L5": ["sgmcmcjax_sghmc_L5", "blackjax_sghmc_L5"],
+    "sgnht": ["sgmcmcjax_sgnht", "blackjax_sgnht"],
+}
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """Markdown tables (steps/s, ratios, quoted peers) from a report of :func:`main`."""
+    groups = report["groups"]
+    sizes = sorted({g["batch_size"] for g in groups}, reverse=True)
+    schemes = [s for s in SCHEMES if any(g["scheme"] == s for g in groups)]
+    by = {(g["scheme"], g["batch_size"]): g["results"] for g in groups}
+    cols = [(s, n) for n in sizes for s in schemes]
+    head = "| samples/s | " + " | ".join(f"{s} n={n:,}" for s, n in cols) + " |"
+    lines = [head, "|---" * (len(cols) + 1) + "|"]
+    names = [c for c in (*OURS, "hand_sgld", "gradient_floor") if c in by[cols[0]]]
+    for name in names:
+        cells = []
+        for key in cols:
+            e = by[key].get(name)
+            if e is None:
+                cells.append("")
+                continue
+            cell = f"{e['steps_per_s']:,.0f}"
+            if name != "hand_sgld" and "ratio_to_hand_sgld" in e:
+                cell += f" ({e['ratio_to_hand_sgld']:.2f}× a)"
+            cells.append(cell)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if all("sghmc_L5" in by[k] for k in cols):
+        lines.append(
+            "| sghmc_L5 gradient evals/s | "
+            + " | ".join(f"{by[k]['sghmc_L5']['gradient_evals_per_s']:,.0f}" for k in cols)
+            + " |"
+        )
+    lines.append(
+        "| sgld / gradient floor (b) | "
+        + " | ".join(
+            f"{by[k]['sgld']['ratio_to_gradient_floor']:.3f}" for k in cols if "sgld" in by[k]
+        )
+        + " |"
+    )
+    out = ["\n".join(lines), ""]
+    # Best of our schemes per batch size next to the quoted peers.
+    peer = report.get("peers_quoted_samples_per_s_1pct_0.1pct", PEERS_QUOTED)
+    fracs = [round(n / report["workload"]["num_examples"], 6) for n in sizes]
+    pidx = {0.01: 0, 0.001: 1}
+    plines = [
+        "| sampler | "
+        + " | ".join(f"ours n={n:,} (best scheme)" for n in sizes)
+        + " | " + " | ".join(f"quoted peer n={n:,}" for n in sizes) + " |",
+        "|---" * (1 + 2 * len(sizes)) + "|",
+    ]
+    for name in OURS:
+        if name not in by[cols[0]]:
+            continue
+        best = []
+        for n in sizes:
+            cand = [(by[(s, n)][name]["steps_per_s"], s) for s in schemes]
+            v, s = max(cand)
+            best.append(f"{v:,.0f} ({s})")
+        quoted = []
+        for f in fracs:
+            i = pidx.get(f)
+            qs = [f"{k}: {peer[k][i]:,}" for k in PEER_ROWS.get(name, [])] if i is not None else []
+            quoted.append("; ".join(qs) if qs else "–")
+        plines.append(f"| {name} | " + " | ".join(best) + " | " + " | ".join(quoted) + " |")
+    out.append("\n".join(plines))
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smoke test: N = 20,000, few steps")
     p.add_argument("--num-examples", type=int, default=None, help="N (default 1,000,000)")
     p.add_argument("--dim", type=int, default=10)
-    p.add_argument("--batch-fractions", type=float, nargs="+", default=[0.01, 0.001])
+    p.add_argument(
+        "--batch-fractions", type=float, nargs="+", default=None,
+        help="minibatch sizes as fractions of N (default 0.01 0.001; --quick: 0.01)",
+    )
     p.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
     p.add_argument(
         "--configs", nargs="+", default=None,
-        help="subset of sgld sgld_cv psgld sghmc_L5 sgnht (hand_sgld and gradient_floor always run)",
+        help="subset of sgld sgld_cv psgld sghmc_L5 sgnht (hand_sgld, gradient_floor always run)",
     )
     p.add_argument("--repeats", type=int, default=None, help="timed calls per config (>= 3)")
     p.add_argument(
@@ -330,9 +407,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="target seconds per timed call (sets the steps from the quoted speeds)",
     )
     p.add_argument("--output", default=None, help="also write the JSON here")
+    p.add_argument(
+        "--render", default=None, metavar="JSON",
+        help="print the markdown tables of a saved report (no benchmark is run)",
+    )
     args = p.parse_args(argv)
+    if args.render:
+        with open(args.render, encoding="utf-8") as f:
+            report = json.load(f)
+        print(render_markdown(report))
+        return report
 
     big_n = args.num_examples or (20_000 if args.quick else 1_000_000)
+    if args.batch_fractions is None:
+        args.batch_fractions = [0.01] if args.quick else [0.01, 0.001]
     repeats = args.repeats or 3 if args.quick else max(3, args.repeats or 5)
     env = environment()
     load_start = load_average()
@@ -360,7 +448,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # Steps per timed call: about --seconds at the speeds quoted for this
         # machine kind (SGLD ~2,900/17,000 steps/s at 1%/0.1%; gradient ~10x).
         sgld_rate = 2_900 * (10_000 / n) ** 0.77 if not args.quick else 2_000
-        steps = max(50, int(args.seconds * sgld_rate)) if not args.quick else 200
+        steps = max(50, int(args.seconds * sgld_rate)) if not args.quick else 100
         floor_steps = steps * 8
         for scheme in args.schemes:
             label = f"{scheme}, n={n}"
