@@ -53,7 +53,8 @@ def test_iac_equals_direct_sums(rng):
 @pytest.mark.statistical
 def test_iac_ar1_exact_value_and_power(seed):
     """AR(1) with coefficient a has τ = (1 + a)/(1 − a). Tolerance from Sokal's
-    variance var(τ̂) ≈ 2(2M + 1)τ²/n averaged over the series; a 10%-off τ fails."""
+    variance var(τ̂) ≈ 2(2M + 1)τ²/n averaged over the series; a 10%-off τ fails
+    (checked where the test is precise enough: a = 0.5)."""
     r = np.random.default_rng(seed)
     n, m = 20000, 10
     for a in (0.5, 0.9):
@@ -64,7 +65,8 @@ def test_iac_ar1_exact_value_and_power(seed):
         z = 3.09  # Φ⁻¹(0.999)
         est = res.mean.numpy()
         assert abs(est - true) < z * se, (a, est, true, se)
-        assert abs(est - 1.1 * true) > z * se  # power: a 10% wrong τ is rejected
+        if a == 0.5:  # power: a 10% wrong τ is rejected (se ≈ 2% of τ here)
+            assert abs(est - 1.1 * true) > z * se
 
 
 def test_iac_parts_and_constant(rng):
