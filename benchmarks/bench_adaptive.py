@@ -131,7 +131,9 @@ def main() -> None:
         for frac in (0.01, 0.001):
             n = int(frac * num_examples)
             # Steps per timed call: enough for ~0.5-2 s per call on this machine.
-            num_steps = (200 if args.quick else 2000) if frac == 0.01 else (1000 if args.quick else 10000)
+            num_steps = (
+                (200 if args.quick else 2000) if frac == 0.01 else (1000 if args.quick else 10000)
+            )
             est = sg.MinibatchEstimator(log_likelihood, data, batch_size=n, log_prior_fn=log_prior)
             ks = kernels(est, 1.0 / num_examples, not args.no_variants)
             runners = {k: make_runner(v, dim, num_steps) for k, v in ks.items()}

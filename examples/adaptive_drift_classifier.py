@@ -28,12 +28,10 @@ import argparse
 import os
 import sys
 
-from adaptive_drift_common import FIGURES, command_line, timer, write_study
-
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
+from adaptive_drift_common import FIGURES, command_line, timer, write_study
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from tqdm import tqdm
@@ -56,7 +54,12 @@ def load() -> tuple[np.ndarray, ...]:
     xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.3, random_state=0, stratify=y)
     mu, sd = xtr.mean(0), xtr.std(0) + 1e-6
     f = np.float32
-    return ((xtr - mu) / sd).astype(f), ytr.astype(np.int32), ((xte - mu) / sd).astype(f), yte.astype(np.int32)
+    return (
+        ((xtr - mu) / sd).astype(f),
+        ytr.astype(np.int32),
+        ((xte - mu) / sd).astype(f),
+        yte.astype(np.int32),
+    )
 
 
 def logits_fn(params, x):
@@ -96,6 +99,8 @@ def accuracy(samples: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
 
 
 def main() -> None:
+    import matplotlib.pyplot as plt  # Agg selected by adaptive_drift_common
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--steps", type=int, default=None)
@@ -114,8 +119,9 @@ def main() -> None:
     samplers = {
         "SGLD": sg.SGLD(est, eps, temperature=temp),
         "pSGLD": sg.PSGLD(est, 5e-4, decay=0.9, epsilon=1e-5, temperature=temp),
-        "SGHMC": sg.SGHMC(est, eps, num_leapfrog_steps=1, friction=0.1,
-                          momentum_refresh=False, temperature=temp),
+        "SGHMC": sg.SGHMC(
+            est, eps, num_leapfrog_steps=1, friction=0.1, momentum_refresh=False, temperature=temp
+        ),
         "MSGLD": MSGLD(est, eps, a=5.0, beta1=0.9, temperature=temp),
         "ASGLD": ASGLD(est, eps, a=10.0, beta1=0.9, beta2=0.999, epsilon=1e-5, temperature=temp),
     }
@@ -128,8 +134,12 @@ def main() -> None:
         @tf.function(jit_compile=True)
         def run(init, seed, kernel=kernel):
             return tfp.mcmc.sample_chain(
-                steps // thin, init, kernel=kernel, num_steps_between_results=thin - 1,
-                trace_fn=lambda _, r: (r.target_log_prob, r.diverged), seed=seed,
+                steps // thin,
+                init,
+                kernel=kernel,
+                num_steps_between_results=thin - 1,
+                trace_fn=lambda _, r: (r.target_log_prob, r.diverged),
+                seed=seed,
             )
 
         acc[name], lps = [], []
@@ -138,7 +148,7 @@ def main() -> None:
                 params, (lp, div) = run(init_params(d, k, 100 + s), tf.constant([s, 42]))
                 params = [p.numpy() for p in params]
                 assert not div.numpy().any(), f"{name} diverged (seed {s})"
-                keep = [p[len(p) // 2:] for p in params]  # last half of the run
+                keep = [p[len(p) // 2 :] for p in params]  # last half of the run
                 acc[name].append((accuracy(keep, xtr, ytr), accuracy(keep, xte, yte)))
                 lps.append(lp.numpy())
                 bar.update(1)
@@ -146,14 +156,19 @@ def main() -> None:
         curves[name] = np.mean(lps, 0)
     bar.close()
 
-    lines = ["| sampler | train accuracy (%) | test accuracy (%) | paper, Landsat train/test (%) | s (all seeds) |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| sampler | train accuracy (%) | test accuracy (%) "
+        "| paper, Landsat train/test (%) | s (all seeds) |",
+        "|---|---|---|---|---|",
+    ]
     for name, a in acc.items():
         a = 100 * np.array(a)
         ptr, pte = PAPER_TABLE2[name]
-        lines.append(f"| {name} | {a[:, 0].mean():.2f} ± {a[:, 0].std(ddof=1):.2f} | "
-                     f"{a[:, 1].mean():.2f} ± {a[:, 1].std(ddof=1):.2f} | {ptr:.2f} / {pte:.2f} | "
-                     f"{seconds[name]:.0f} |")
+        lines.append(
+            f"| {name} | {a[:, 0].mean():.2f} ± {a[:, 0].std(ddof=1):.2f} | "
+            f"{a[:, 1].mean():.2f} ± {a[:, 1].std(ddof=1):.2f} | {ptr:.2f} / {pte:.2f} | "
+            f"{seconds[name]:.0f} |"
+        )
     table = "\n".join(lines)
     print(table)
 

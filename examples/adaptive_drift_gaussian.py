@@ -21,11 +21,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from adaptive_drift_common import FIGURES, command_line, run_chain, timer, write_study
-
-import matplotlib.pyplot as plt  # noqa: E402  (Agg set by adaptive_drift_common)
 import numpy as np
 import tensorflow as tf
+from adaptive_drift_common import FIGURES, command_line, run_chain, timer, write_study
 from scipy.linalg import solve_discrete_lyapunov
 
 import tfp_sgmcmc as sg
@@ -60,6 +58,8 @@ def running_cov_error(x: np.ndarray, checkpoints: np.ndarray) -> np.ndarray:
 
 
 def main() -> None:
+    import matplotlib.pyplot as plt  # Agg selected by adaptive_drift_common
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--steps", type=int, default=None)
@@ -95,8 +95,13 @@ def main() -> None:
         ax.plot(checkpoints, m, color=colors[name], label=name)
         ax.fill_between(checkpoints, m - 2 * se, m + 2 * se, color=colors[name], alpha=0.2)
     for name, c in plateau.items():
-        ax.axhline(np.abs(c - SIGMA).mean(), color=colors[name], ls=":", lw=1,
-                   label=f"{name} exact plateau")
+        ax.axhline(
+            np.abs(c - SIGMA).mean(),
+            color=colors[name],
+            ls=":",
+            lw=1,
+            label=f"{name} exact plateau",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("iterations")
@@ -111,15 +116,24 @@ def main() -> None:
     # Table: error (mean ± 2 s.e. over chains) at a few iteration counts.
     marks = sorted({c for c in (1_000, 10_000, 100_000) if c < steps} | {steps})
     idx = [int(np.argmin(np.abs(checkpoints - m))) for m in marks]
-    lines = ["| sampler | " + " | ".join(f"t = {checkpoints[i]:,}" for i in idx)
-             + " | exact plateau | Ĉ (after 10% burn-in, chain mean) | s/run |",
-             "|---" * (len(idx) + 4) + "|"]
+    lines = [
+        "| sampler | "
+        + " | ".join(f"t = {checkpoints[i]:,}" for i in idx)
+        + " | exact plateau | Ĉ (after 10% burn-in, chain mean) | s/run |",
+        "|---" * (len(idx) + 4) + "|",
+    ]
     for name, err in errors.items():
-        cells = [f"{err[i].mean():.4f} ± {2 * err[i].std(ddof=1) / np.sqrt(chains):.4f}" for i in idx]
+        cells = [
+            f"{err[i].mean():.4f} ± {2 * err[i].std(ddof=1) / np.sqrt(chains):.4f}" for i in idx
+        ]
         pl = f"{np.abs(plateau[name] - SIGMA).mean():.4f}" if name in plateau else "n/a (nonlinear)"
         c = final_cov[name]
-        lines.append(f"| {name} | " + " | ".join(cells)
-                     + f" | {pl} | [[{c[0, 0]:.3f}, {c[0, 1]:.3f}], [., {c[1, 1]:.3f}]] | {seconds[name]:.1f} |")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(cells)
+            + f" | {pl} | [[{c[0, 0]:.3f}, {c[0, 1]:.3f}], [., {c[1, 1]:.3f}]]"
+            + f" | {seconds[name]:.1f} |"
+        )
     table = "\n".join(lines)
     print(table)
 
@@ -143,9 +157,9 @@ dominates, as in the paper's Figure 1. They level off at a plateau that is not
 0: with ε = 0.1 no sampler's stationary law is N(0, Σ). For SGLD and MSGLD the
 plateau is known exactly (the stationary covariance of the augmented linear
 recursion (θ, m), a discrete Lyapunov equation): SGLD
-{np.abs(plateau['SGLD'] - SIGMA).mean():.4f}, MSGLD {np.abs(plateau['MSGLD'] - SIGMA).mean():.4f};
-the measured errors after {steps:,} iterations are {errors['SGLD'][-1].mean():.4f} and
-{errors['MSGLD'][-1].mean():.4f}. ASGLD ends at {errors['ASGLD'][-1].mean():.4f}: its bias
+{np.abs(plateau["SGLD"] - SIGMA).mean():.4f}, MSGLD {np.abs(plateau["MSGLD"] - SIGMA).mean():.4f};
+the measured errors after {steps:,} iterations are {errors["SGLD"][-1].mean():.4f} and
+{errors["MSGLD"][-1].mean():.4f}. ASGLD ends at {errors["ASGLD"][-1].mean():.4f}: its bias
 a·m/√V adds a drift towards the mode that shrinks the covariance and so partly
 cancels SGLD's O(ε) variance inflation (Ĉ above) — two biases cancelling, not
 faster convergence; a larger a would overshoot below Σ. With a = 0.01 the

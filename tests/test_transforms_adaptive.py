@@ -78,7 +78,11 @@ def test_adadelta_bias(grads):
     for g, d in zip(grads, drifts):
         bias = np.sqrt(ed + lam) / np.sqrt(eg + lam) * m
         np.testing.assert_allclose(d, g + a * bias, rtol=1e-12)
-        m, eg, ed = b1 * m + (1 - b1) * g, rho * eg + (1 - rho) * g**2, rho * ed + (1 - rho) * bias**2
+        m, eg, ed = (
+            b1 * m + (1 - b1) * g,
+            rho * eg + (1 - rho) * g**2,
+            rho * ed + (1 - rho) * bias**2,
+        )
 
 
 def test_preconditioned_bias_is_psgld_times_biased_drift(grads):
@@ -102,7 +106,9 @@ def test_float64_constants_are_exact():
 
 def test_parameters_and_repr():
     t = AdamBias(0.3, 0.8, 0.9, 1e-4, "inside")
-    assert t.parameters == dict(a=0.3, beta1=0.8, beta2=0.9, epsilon=1e-4, lambda_placement="inside")
+    assert t.parameters == dict(
+        a=0.3, beta1=0.8, beta2=0.9, epsilon=1e-4, lambda_placement="inside"
+    )
     assert type(t)(**t.parameters).parameters == t.parameters
     p = PreconditionedBias(MomentumBias(), 0.9, 1e-3)
     assert p.parameters["decay"] == 0.9 and isinstance(p.parameters["bias"], AdaptiveBias)

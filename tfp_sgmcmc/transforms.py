@@ -134,6 +134,7 @@ class RMSPreconditioner(DriftTransform):
 # Adaptive drifts (Kim, Song & Liang; ALGORITHMS.md §7)
 # --------------------------------------------------------------------------- #
 
+
 def _check_bias_factor(a: Any) -> None:
     check_positive(a, "a", allow_zero=True)
 

@@ -26,8 +26,8 @@ from tfp_sgmcmc.kernels.adaptive import (
     ASGLD,
     MSGLD,
     AdadeltaSGLD,
-    AdamSGLD,
     AdaMaxSGLD,
+    AdamSGLD,
     MomentumSGLD,
     PreconditionedAdamSGLD,
     PreconditionedMomentumSGLD,
@@ -47,7 +47,11 @@ def gaussian_log_prob(theta: tf.Tensor) -> tf.Tensor:
 # Closed-form stationary covariance of MSGLD on the Gaussian (§14.2 recipe)
 # --------------------------------------------------------------------------- #
 def msgld_stationary_cov(
-    a: float, beta1: float = 0.9, eps: float = 0.1, temp: float = 1.0, s: float = 1.0,
+    a: float,
+    beta1: float = 0.9,
+    eps: float = 0.1,
+    temp: float = 1.0,
+    s: float = 1.0,
     lagged: bool = True,
 ) -> np.ndarray:
     """Cov(θ) of the augmented recursion s = (θ, m), solving S = F S Fᵀ + Q.
@@ -134,11 +138,10 @@ REDUCTIONS = {
     "adamax": (lambda e: AdaMaxSGLD(e, 0.1, a=0.0), lambda e: sg.SGLD(e, 0.1)),
     "adadelta": (lambda e: AdadeltaSGLD(e, 0.1, a=0.0), lambda e: sg.SGLD(e, 0.1)),
     "psgld_momentum": (
-        lambda e: PreconditionedMomentumSGLD(e, 0.1, a=0.0), lambda e: sg.PSGLD(e, 0.1)
+        lambda e: PreconditionedMomentumSGLD(e, 0.1, a=0.0),
+        lambda e: sg.PSGLD(e, 0.1),
     ),
-    "psgld_adam": (
-        lambda e: PreconditionedAdamSGLD(e, 0.1, a=0.0), lambda e: sg.PSGLD(e, 0.1)
-    ),
+    "psgld_adam": (lambda e: PreconditionedAdamSGLD(e, 0.1, a=0.0), lambda e: sg.PSGLD(e, 0.1)),
 }
 
 
@@ -206,11 +209,17 @@ def _np_bias_step(kind, g, acc, hp):
         m, v = acc
         d = np.sqrt(v) + hp["eps"] if kind == "adam" else np.sqrt(v + hp["eps"])
         a_t = m / d
-        return a_t, (hp["beta1"] * m + (1 - hp["beta1"]) * g, hp["beta2"] * v + (1 - hp["beta2"]) * g**2)
+        return a_t, (
+            hp["beta1"] * m + (1 - hp["beta1"]) * g,
+            hp["beta2"] * v + (1 - hp["beta2"]) * g**2,
+        )
     if kind == "adamax":
         m, u = acc
         a_t = m / (u + hp["eps"])
-        return a_t, (hp["beta1"] * m + (1 - hp["beta1"]) * g, np.maximum(hp["beta2"] * u, np.abs(g)))
+        return a_t, (
+            hp["beta1"] * m + (1 - hp["beta1"]) * g,
+            np.maximum(hp["beta2"] * u, np.abs(g)),
+        )
     if kind == "adadelta":
         m, eg, ed = acc
         a_t = np.sqrt(ed + hp["eps"]) / np.sqrt(eg + hp["eps"]) * m
@@ -225,34 +234,85 @@ def _np_bias_step(kind, g, acc, hp):
 
 HP = dict(a=2.5, beta1=0.7, beta2=0.9, eps=1e-3, rho=0.8, decay=0.6, peps=1e-2)
 VARIANTS = {
-    "msgld": ("momentum", False, lambda e, t: MSGLD(e, 0.05, a=HP["a"], beta1=HP["beta1"], temperature=t)),
+    "msgld": (
+        "momentum",
+        False,
+        lambda e, t: MSGLD(e, 0.05, a=HP["a"], beta1=HP["beta1"], temperature=t),
+    ),
     "asgld": (
-        "adam", False,
-        lambda e, t: ASGLD(e, 0.05, a=HP["a"], beta1=HP["beta1"], beta2=HP["beta2"], epsilon=HP["eps"], temperature=t),
+        "adam",
+        False,
+        lambda e, t: ASGLD(
+            e,
+            0.05,
+            a=HP["a"],
+            beta1=HP["beta1"],
+            beta2=HP["beta2"],
+            epsilon=HP["eps"],
+            temperature=t,
+        ),
     ),
     "asgld_inside": (
-        "adam_inside", False,
-        lambda e, t: ASGLD(e, 0.05, a=HP["a"], beta1=HP["beta1"], beta2=HP["beta2"], epsilon=HP["eps"],
-                           lambda_placement="inside", temperature=t),
+        "adam_inside",
+        False,
+        lambda e, t: ASGLD(
+            e,
+            0.05,
+            a=HP["a"],
+            beta1=HP["beta1"],
+            beta2=HP["beta2"],
+            epsilon=HP["eps"],
+            lambda_placement="inside",
+            temperature=t,
+        ),
     ),
     "adamax": (
-        "adamax", False,
-        lambda e, t: AdaMaxSGLD(e, 0.05, a=HP["a"], beta1=HP["beta1"], beta2=HP["beta2"], epsilon=HP["eps"], temperature=t),
+        "adamax",
+        False,
+        lambda e, t: AdaMaxSGLD(
+            e,
+            0.05,
+            a=HP["a"],
+            beta1=HP["beta1"],
+            beta2=HP["beta2"],
+            epsilon=HP["eps"],
+            temperature=t,
+        ),
     ),
     "adadelta": (
-        "adadelta", False,
-        lambda e, t: AdadeltaSGLD(e, 0.05, a=HP["a"], beta1=HP["beta1"], rho=HP["rho"], epsilon=HP["eps"], temperature=t),
+        "adadelta",
+        False,
+        lambda e, t: AdadeltaSGLD(
+            e, 0.05, a=HP["a"], beta1=HP["beta1"], rho=HP["rho"], epsilon=HP["eps"], temperature=t
+        ),
     ),
     "psgld_momentum": (
-        "momentum", True,
-        lambda e, t: PreconditionedMomentumSGLD(e, 0.05, a=HP["a"], beta1=HP["beta1"], decay=HP["decay"],
-                                                epsilon=HP["peps"], temperature=t),
+        "momentum",
+        True,
+        lambda e, t: PreconditionedMomentumSGLD(
+            e,
+            0.05,
+            a=HP["a"],
+            beta1=HP["beta1"],
+            decay=HP["decay"],
+            epsilon=HP["peps"],
+            temperature=t,
+        ),
     ),
     "psgld_adam": (
-        "adam", True,
-        lambda e, t: PreconditionedAdamSGLD(e, 0.05, a=HP["a"], beta1=HP["beta1"], beta2=HP["beta2"],
-                                            epsilon=HP["eps"], decay=HP["decay"], precond_epsilon=HP["peps"],
-                                            temperature=t),
+        "adam",
+        True,
+        lambda e, t: PreconditionedAdamSGLD(
+            e,
+            0.05,
+            a=HP["a"],
+            beta1=HP["beta1"],
+            beta2=HP["beta2"],
+            epsilon=HP["eps"],
+            decay=HP["decay"],
+            precond_epsilon=HP["peps"],
+            temperature=t,
+        ),
     ),
 }
 
@@ -279,7 +339,10 @@ def test_hand_computed_steps(name):
     res = kernel.bootstrap_results(x)
     nparts = len(kernel._transform().init([x]) if not precond else kernel._transform().init([x])[0])
     assert nparts == 1
-    acc = tuple(np.zeros_like(theta) for _ in range({"momentum": 1, "adamax": 2, "adadelta": 3}.get(kind, 2)))
+    acc = tuple(
+        np.zeros_like(theta)
+        for _ in range({"momentum": 1, "adamax": 2, "adadelta": 3}.get(kind, 2))
+    )
     v = np.zeros_like(theta)
     eps = 0.05
     for t in range(3):
@@ -359,7 +422,9 @@ INTEGRATION = [
 
 
 @pytest.mark.parametrize(
-    "name, dtype, est_name, jit", INTEGRATION, ids=[f"{c[0]}-{c[1].name}-{c[2]}" for c in INTEGRATION]
+    "name, dtype, est_name, jit",
+    INTEGRATION,
+    ids=[f"{c[0]}-{c[1].name}-{c[2]}" for c in INTEGRATION],
 )
 def test_sample_chain_parts_chains_schedules(name, dtype, est_name, jit, rng):
     """Parts, 4 chains, a step-size schedule, an annealed temperature schedule."""
@@ -391,13 +456,26 @@ def test_copy_and_parameters_rebuild_arms():
     est = sg.NoisyGradientEstimator(gaussian_log_prob, 1.0)
     k = ASGLD(est, 0.1, a=0.1, beta1=0.8, beta2=0.99, epsilon=1e-6, lambda_placement="inside")
     assert k.parameters == dict(
-        estimator=est, step_size=0.1, temperature=1.0, a=0.1, beta1=0.8, beta2=0.99,
-        epsilon=1e-6, lambda_placement="inside", name=None,
+        estimator=est,
+        step_size=0.1,
+        temperature=1.0,
+        a=0.1,
+        beta1=0.8,
+        beta2=0.99,
+        epsilon=1e-6,
+        lambda_placement="inside",
+        name=None,
     )
     k2 = k.copy(a=5.0, beta1=0.5)
     assert type(k2) is AdamSGLD and k2.parameters["a"] == 5.0
     assert k2._transform().parameters["a"] == 5.0 and k2._transform().parameters["beta1"] == 0.5
-    for cls in (MomentumSGLD, AdaMaxSGLD, AdadeltaSGLD, PreconditionedMomentumSGLD, PreconditionedAdamSGLD):
+    for cls in (
+        MomentumSGLD,
+        AdaMaxSGLD,
+        AdadeltaSGLD,
+        PreconditionedMomentumSGLD,
+        PreconditionedAdamSGLD,
+    ):
         k = cls(est, 0.1)
         assert type(k.copy()) is cls and k.copy().parameters == k.parameters
     assert MSGLD is MomentumSGLD and ASGLD is AdamSGLD

@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from tfp_sgmcmc.estimators.base import GradientEstimator
+from tfp_sgmcmc.internal.util import check_positive
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.langevin import StochasticGradientLangevinDynamics
-from tfp_sgmcmc.internal.util import check_positive
 from tfp_sgmcmc.transforms import (
     AdadeltaBias,
     AdaMaxBias,
@@ -107,9 +107,7 @@ class MomentumSGLD(_FixedTransformSGLD):
         name: str | None = None,
     ) -> None:
         self._init_transform(MomentumBias(a, beta1))
-        SGMCMCKernel.__init__(
-            self, estimator, step_size, temperature, name, a=a, beta1=beta1
-        )
+        SGMCMCKernel.__init__(self, estimator, step_size, temperature, name, a=a, beta1=beta1)
 
 
 class AdamSGLD(_FixedTransformSGLD):
