@@ -73,6 +73,7 @@ def run_fixed(
     jit_compile: bool = True,
     progress: bool = True,
     max_steps_per_call: int = 2000,
+    program_cache: dict | None = None,
 ) -> TuningResult:
     """Run every arm once for the same budget and pick the lowest metric."""
     budget = as_budget(budget_per_arm)
@@ -80,7 +81,7 @@ def run_fixed(
     mk = resolve_make_kernel(make_kernel, kernel_class, estimator, kernel_kwargs)
     runner = ArmRunner(
         mk, list(arms), init_state, thin=thin, seed=seed, jit_compile=jit_compile,
-        max_steps_per_call=max_steps_per_call,
+        max_steps_per_call=max_steps_per_call, program_cache=program_cache,
     )
     est = estimator if estimator is not None else runner.reference_estimator
     amount = float(budget.amount)
@@ -145,13 +146,14 @@ def grid_search(
     jit_compile: bool = True,
     progress: bool = True,
     max_steps_per_call: int = 2000,
+    program_cache: dict | None = None,
 ) -> TuningResult:
     """Exhaustive grid search: every arm runs ``budget_per_arm``; lowest metric wins.
 
     Args:
       arms, init_state, make_kernel, kernel_class, estimator, kernel_kwargs,
-        metric, thin, seed, jit_compile, progress, max_steps_per_call: as
-        :class:`~tfp_sgmcmc.tuning.mamba.MAMBA`.
+        metric, thin, seed, jit_compile, progress, max_steps_per_call,
+        program_cache: as :class:`~tfp_sgmcmc.tuning.mamba.MAMBA`.
       budget_per_arm: a :class:`~tfp_sgmcmc.tuning.budget.Budget` whose
         ``amount`` each configuration runs (e.g. ``steps(5000)``), or seconds.
         Default value: ``1.`` (1 s each, the journal's grid search with KSD).
@@ -161,7 +163,7 @@ def grid_search(
     """
     return run_fixed("grid search", arms, init_state, make_kernel, kernel_class, estimator,
                      kernel_kwargs, budget_per_arm, metric, thin, seed, jit_compile, progress,
-                     max_steps_per_call)
+                     max_steps_per_call, program_cache)
 
 
 def heuristic(
@@ -179,6 +181,7 @@ def heuristic(
     seed: int = 0,
     jit_compile: bool = True,
     progress: bool = False,
+    program_cache: dict | None = None,
 ) -> TuningResult:
     """Run the heuristic arm (:func:`heuristic_arm`) for ``budget`` and score it.
 
@@ -189,7 +192,8 @@ def heuristic(
     """
     arm = heuristic_arm(num_examples, num_leapfrog_steps, batch_fraction)
     res = run_fixed("heuristic", [arm], init_state, make_kernel, kernel_class, estimator,
-                    kernel_kwargs, budget, metric, thin, seed, jit_compile, progress)
+                    kernel_kwargs, budget, metric, thin, seed, jit_compile, progress,
+                    program_cache=program_cache)
     if not math.isfinite(res.records[0].metric):
         res.records[0].survived = True
     return res

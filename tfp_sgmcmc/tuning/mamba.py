@@ -141,6 +141,9 @@ class MAMBA:
       max_steps_per_call: steps per compiled call. Default value: ``2000``.
       jit_compile: XLA-compile the sampling programs. Default value: ``True``.
       progress: show a tqdm bar per round. Default value: ``True``.
+      program_cache: dict of compiled programs shared with other runs of the
+        same ``make_kernel`` (see :class:`~tfp_sgmcmc.tuning.runner.ArmRunner`).
+        Default value: ``None``.
 
     Raises:
       ValueError: ``eta < 2``, fewer arms than ``eta``, an invalid arm (the
@@ -167,6 +170,7 @@ class MAMBA:
         max_steps_per_call: int = 2000,
         jit_compile: bool = True,
         progress: bool = True,
+        program_cache: dict | None = None,
     ) -> None:
         arms = list(arms)
         self.budget = as_budget(budget)
@@ -185,6 +189,7 @@ class MAMBA:
             static_keys=tuple(static_keys),
             max_steps_per_call=max_steps_per_call,
             jit_compile=jit_compile,
+            program_cache=program_cache,
         )
         self.estimator = estimator if estimator is not None else self.runner.reference_estimator
         self.progress = progress

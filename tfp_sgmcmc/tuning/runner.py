@@ -174,6 +174,10 @@ class ArmRunner:
       max_steps_per_call: steps per compiled call (bounds the sample buffer).
         Default value: ``2000``.
       jit_compile: XLA-compile the programs. Default value: ``True``.
+      program_cache: a dict shared between runners with the SAME
+        ``make_kernel`` (e.g. MAMBA, grid search and the final evaluation of
+        one sampler), so a structural key is compiled once for all of them.
+        Default value: ``None`` (private).
 
     Raises:
       ValueError: an arm the kernel rejects (the message names the arm), an
@@ -190,6 +194,7 @@ class ArmRunner:
         static_keys: tuple = (),
         max_steps_per_call: int = 2000,
         jit_compile: bool = True,
+        program_cache: dict | None = None,
     ) -> None:
         if not callable(make_kernel):
             raise ValueError("`make_kernel` must be callable (**arm) -> kernel.")
@@ -215,7 +220,8 @@ class ArmRunner:
         self.static = structural_keys(self.arms, static_keys)
         self.capacity = max_steps_per_call // thin + 1
         self.max_steps_per_call = (self.capacity - 1) * thin
-        self._programs: dict[tuple, _Program] = {}
+        self._programs: dict[tuple, _Program] = {} if program_cache is None else program_cache
+        self._used: set = set()
         self._rates: dict[tuple, float] = {}
         self.kernels = []
         self.costs = []
@@ -235,10 +241,12 @@ class ArmRunner:
     # ------------------------------------------------------------------ #
     def _program(self, arm: dict[str, Any]) -> tuple[_Program, dict[str, tf.Tensor], tuple]:
         key, scalars = split_arm(arm, self.static)
+        key = (id(self.make_kernel), self.thin, self.capacity, self.jit_compile, key)
+        self._used.add(key)
         if key not in self._programs:
             self._programs[key] = _Program(
                 self.make_kernel,
-                dict(key),
+                dict(key[-1]),
                 sorted(scalars),
                 self.like,
                 self.thin,
@@ -250,8 +258,8 @@ class ArmRunner:
 
     @property
     def num_programs(self) -> int:
-        """How many distinct compiled programs have been built."""
-        return len(self._programs)
+        """How many distinct compiled programs this runner has used."""
+        return len(self._used)
 
     def _seed(self, st: ArmState) -> tf.Tensor:
         st.calls += 1
