@@ -87,7 +87,7 @@ def test_omega_zero_is_plain_sgld_with_fixed_prior(rng, tf_seed):
     out = []
     for k in (sa, plain):
         s = tfp.mcmc.sample_chain(
-            15, tf.fill([p], tf.constant(0.3, F64)), kernel=k, seed=tf_seed,
+            8, tf.fill([p], tf.constant(0.3, F64)), kernel=k, seed=tf_seed,
             trace_fn=lambda _, r: getattr(r, "inner_results", r).target_log_prob,
         )
         out.append(s)
@@ -231,12 +231,12 @@ def test_wrapper_runs_other_inner_kernels(rng):
         k = StochasticApproximation(kern, SAStepSize(1.0, 10.0, 0.7))
         state = [tf.zeros([2, 8]), tf.zeros([2])]
         r = k.bootstrap_results(state)
-        for i in range(15):
+        for i in range(6):
             state, r = k.one_step(state, r, seed=[i, 3])
         assert state[0].shape == (2, 8) and r.latents.sigma.shape == (2,)
         assert not r.diverged.numpy().any()
         assert np.all(np.isfinite(state[0].numpy())) and np.all(r.latents.sigma.numpy() > 0)
-        assert int(r.step) == 15 and int(r.inner_results.step) == 15
+        assert int(r.step) == 6 and int(r.inner_results.step) == 6
 
 
 def test_divergence_is_flagged(rng, tf_seed):
