@@ -153,6 +153,10 @@ def _sums(
     return sum_tau, sum_sq
 
 
+# Eager calls run the chunk loop as one graph (per-op dispatch dominated at small d).
+_sums_graph = tf.function(_sums)
+
+
 def fssd(
     samples: Any,
     scores: Any,
@@ -210,7 +214,9 @@ def fssd(
             check_finite_eager(arr, nm)
         if kernel == "gaussian" and bandwidth is None:
             bandwidth = median_heuristic(x)
-        sum_tau, sum_sq = _sums(x, s, v, kernel, bandwidth, c, beta, int(chunk_size))
+        sums = _sums_graph if tf.executing_eagerly() else _sums
+        bw = None if bandwidth is None else as_dtype(bandwidth, x.dtype)
+        sum_tau, sum_sq = sums(x, s, v, kernel, bw, float(c), float(beta), int(chunk_size))
         return tf.cast(fssd_statistic_from_sums(n, sum_tau, sum_sq), x.dtype)
 
 

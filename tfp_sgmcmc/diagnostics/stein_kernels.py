@@ -191,6 +191,12 @@ def median_heuristic(x: tf.Tensor, max_points: int = 1000) -> tf.Tensor:
       max_points: subsample size bound. Default value: ``1000``.
     """
     x = tf.convert_to_tensor(x)
+    if tf.executing_eagerly():
+        return _median_graph(x, int(max_points))
+    return _median_impl(x, int(max_points))
+
+
+def _median_impl(x: tf.Tensor, max_points: int) -> tf.Tensor:
     n_static = x.shape[0]
     if n_static is not None:
         # Static indices keep every shape static (the function then runs under XLA).
@@ -219,3 +225,6 @@ def median_heuristic(x: tf.Tensor, max_points: int = 1000) -> tf.Tensor:
     med = tf.sqrt(tfp.stats.percentile(vals, 50.0, interpolation="midpoint"))
     # All-equal rows would give 0: fall back to 1 rather than divide by zero.
     return tf.where(med > 0, med, tf.ones_like(med))
+
+
+_median_graph = tf.function(_median_impl, reduce_retracing=True)
