@@ -86,21 +86,25 @@ def speed(ns: list[int], ds: list[int], repeats: int) -> list[dict]:
             x = rng.normal(size=(n, d)).astype(np.float32)
             s = (-x + 0.1 * rng.normal(size=(n, d))).astype(np.float32)
             v = rng.normal(size=(10, d)).astype(np.float32)
-            first, ours = _time(lambda: kernel_stein_discrepancy(x, s).numpy(), repeats)
-            _, ours_xla = _time(
-                lambda: kernel_stein_discrepancy(x, s, jit_compile=True).numpy(), repeats
-            )
-            _, ref = _time(lambda: numpy_ksd(x, s), max(1, repeats // 2))
-            val, val_ref = float(kernel_stein_discrepancy(x, s)), numpy_ksd(x, s)
-            f_first, f_ours = _time(lambda: fssd(x, s, v, kernel="imq").numpy(), repeats)
-            _, f_ref = _time(lambda: numpy_fssd(x, s, v), repeats)
+            def ksd(jit=False, x=x, s=s):
+                return kernel_stein_discrepancy(x, s, jit_compile=jit).numpy()
+
+            def ours_fssd(x=x, s=s, v=v):
+                return fssd(x, s, v, kernel="imq").numpy()
+
+            first, ours = _time(ksd, repeats)
+            _, ours_xla = _time(lambda ksd=ksd: ksd(True), repeats)
+            _, ref = _time(lambda x=x, s=s: numpy_ksd(x, s), max(1, repeats // 2))
+            val, val_ref = float(ksd()), numpy_ksd(x, s)
+            f_first, f_ours = _time(ours_fssd, repeats)
+            _, f_ref = _time(lambda x=x, s=s, v=v: numpy_fssd(x, s, v), repeats)
             rows.append(dict(
                 n=n, d=d,
                 ksd_seconds=ours, ksd_seconds_xla=ours_xla, ksd_first_call_seconds=first,
                 ksd_numpy_seconds=ref, ksd_numpy_over_ours=ref / ours,
                 ksd_value=val, ksd_numpy_value=val_ref,
                 fssd_seconds=f_ours, fssd_first_call_seconds=f_first, fssd_numpy_seconds=f_ref,
-                fssd_value=float(fssd(x, s, v, kernel="imq")), fssd_numpy_value=numpy_fssd(x, s, v),
+                fssd_value=float(ours_fssd()), fssd_numpy_value=numpy_fssd(x, s, v),
             ))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows

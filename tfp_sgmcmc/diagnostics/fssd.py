@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 from tfp_sgmcmc.diagnostics._inputs import (
     as_dtype,
@@ -320,8 +321,8 @@ def fssd_opt(
       kernel: ``"jitkrittum"`` mode: ``"gaussian"`` (width optimised too) or
         ``"imq"`` (c = 1, β = −½ fixed; locations only); ``"mamba"`` mode:
         ``"imq"`` only. Default value: ``None`` (Gaussian / IMQ).
-      seed: stateless seed (split, location draws, null simulation).
-        Default value: ``(0, 0)``.
+      seed: stateless seed (an int or a pair; split, location draws, null
+        simulation). Default value: ``(0, 0)``.
       train_fraction: share of samples used to optimise (``"jitkrittum"``).
         Default value: ``0.2``.
       reg: γ in the power criterion. Default value: ``1e-2``.
@@ -367,7 +368,7 @@ def fssd_opt(
     s = tf.cast(s, tf.float64)
     n = int(x.shape[0])
     seed_split, seed_locs, seed_null = tf.unstack(
-        tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 3)
+        tfp.random.split_seed(tfp.random.sanitize_seed(seed), n=3, salt="fssd_opt")
     )
     if mode == "mamba":
         if n < 2:

@@ -148,7 +148,8 @@ class FSSDReducer(_SteinReducerBase):
     ``FSSD²_U = (‖Σ τ_i‖² − Σ ‖τ_i‖²)/(n(n−1))`` per chain (equal to
     :func:`~tfp_sgmcmc.diagnostics.fssd` on the kept states), NaN while
     ``n < 2`` or if a kept state or score was non-finite. See the module
-    docstring for the score source.
+    docstring for the score source. ``finalize`` returns float64 (the sums
+    are accumulated in float64 whatever the state dtype).
 
     Args:
       locations: ``[J, d]`` test locations in the flattened state coordinates
