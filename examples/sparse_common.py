@@ -59,13 +59,15 @@ def run_chain(
     chunk_steps: int | None = None,
     desc: str = "",
     compiled: dict | None = None,
+    jit: bool = True,
 ) -> tuple[Any, Any, dict]:
     """Run ``num_steps`` steps keeping every ``thin``-th state (and its trace).
 
     ``compiled`` caches the compiled chunk function across calls with the same
     kernel (pass the same dict). Returns ``(states, traces, info)`` as NumPy
     with ``info = {"seconds", "steps_per_second"}`` (excluding the first chunk,
-    which includes compilation).
+    which includes compilation). ``jit=False`` compiles a plain graph (faster to
+    build, slower per step: what the ``--quick`` smoke runs use).
     """
     chunk_steps = chunk_steps or min(num_steps, 20 * thin if num_steps >= 20 * thin else num_steps)
     if num_steps % chunk_steps or chunk_steps % thin:
@@ -75,11 +77,11 @@ def run_chain(
     key = (chunk_steps, thin)
     if key not in compiled:
 
-        @tf.function(jit_compile=True)
+        @tf.function(jit_compile=jit)
         def boot(state):
             return kernel.bootstrap_results(state)
 
-        @tf.function(jit_compile=True)
+        @tf.function(jit_compile=jit)
         def chunk(state, results, seed):
             out = tfp.mcmc.sample_chain(
                 num_results=chunk_steps // thin,
