@@ -38,8 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from sklearn.datasets import load_diabetes  # noqa: E402
-
 from sparse_common import markdown_table, run_chain  # noqa: E402
+
 from tfp_sgmcmc.kernels.stochastic_approximation import (  # noqa: E402
     StochasticApproximation,
     deng_sghmc,
@@ -83,9 +83,15 @@ def main() -> None:
 
     prior = SpikeAndSlabGroupLasso(v0=args.v0, v1=10.0, a=1.0, b=10.0, nu=1.0, lam=1.0)
     est = SSGLEstimator(
-        prior, np.arange(n_train, dtype=np.int32), BATCH, residual_fn=residual,
-        sparse_parts=[True, False, True, False], dense_prior_scale=10.0,
-        initial_kappa0=0.0, initial_kappa1=1.0, initial_sigma=1.0,
+        prior,
+        np.arange(n_train, dtype=np.int32),
+        BATCH,
+        residual_fn=residual,
+        sparse_parts=[True, False, True, False],
+        dense_prior_scale=10.0,
+        initial_kappa0=0.0,
+        initial_kappa1=1.0,
+        initial_sigma=1.0,
     )
     omegas = {"SGHMC": 0.0, "SGHMC-EM": 1.0, "SGHMC-SA": SAStepSize(1.0, 100.0, 0.7)}
     methods = {}
@@ -121,15 +127,23 @@ def main() -> None:
         ]
         for m, k in methods.items():
             states, (sig, rho1, rho2, div), _ = run_chain(
-                k, [tf.constant(v) for v in init], steps, thin, seed=seed, trace_fn=trace_fn,
-                chunk_steps=steps, desc=f"seed {seed} {m}", compiled=compiled[m], jit=not args.quick,
+                k,
+                [tf.constant(v) for v in init],
+                steps,
+                thin,
+                seed=seed,
+                trace_fn=trace_fn,
+                chunk_steps=steps,
+                desc=f"seed {seed} {m}",
+                compiled=compiled[m],
+                jit=not args.quick,
             )
             if div.any():
                 print(f"warning: {m} diverged (seed {seed})")
             half = len(states[0]) // 2
-            preds = np.stack([
-                forward([s[i] for s in states], xte).numpy() for i in range(half, len(states[0]))
-            ])
+            preds = np.stack(
+                [forward([s[i] for s in states], xte).numpy() for i in range(half, len(states[0]))]
+            )
             pred = preds.mean(0) * sy + my
             res[m]["rmse"].append(float(np.sqrt(np.mean((pred - y_all[te]) ** 2))))
             rho = np.concatenate([rho1[-1].ravel(), rho2[-1].ravel()])
@@ -145,14 +159,22 @@ def main() -> None:
         r = res[m]
         diff = np.array(r["rmse"]) - base  # paired by split: the split dominates the spread
         se = np.std(diff, ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else float("nan")
-        rows.append([
-            m,
-            f"{np.mean(r['rmse']):.2f} ± {np.std(r['rmse']):.2f}",
-            f"{np.mean(diff):+.2f} ± {se:.2f}",
-            f"{100 * np.mean(r['rho_sparse']):.1f} %",
-            f"{100 * np.mean(r['small_w']):.1f} %",
-        ])
-    header = ["method", "test RMSE (mean ± sd)", "paired Δ vs SGHMC (± s.e.)", "weights with ρ < 0.5", "weights with |w| < 0.01"]
+        rows.append(
+            [
+                m,
+                f"{np.mean(r['rmse']):.2f} ± {np.std(r['rmse']):.2f}",
+                f"{np.mean(diff):+.2f} ± {se:.2f}",
+                f"{100 * np.mean(r['rho_sparse']):.1f} %",
+                f"{100 * np.mean(r['small_w']):.1f} %",
+            ]
+        )
+    header = [
+        "method",
+        "test RMSE (mean ± sd)",
+        "paired Δ vs SGHMC (± s.e.)",
+        "weights with ρ < 0.5",
+        "weights with |w| < 0.01",
+    ]
     table = markdown_table(header, rows)
     print(table)
     # --quick never overwrites the committed figure.
@@ -168,7 +190,8 @@ def main() -> None:
             "",
             f"Command: `{cmd}`",
             "",
-            f"MLP 10-50-1 (ReLU), {n_train}/{n_all - n_train} random splits ({n_seeds} seeds), batch "
+            f"MLP 10-50-1 (ReLU), {n_train}/{n_all - n_train} random splits ({n_seeds} seeds), "
+            f"batch "
             f"{BATCH}, {epochs} epochs ({steps} iterations), SGHMC η = {args.lr}, μ = 0.9, "
             f"SSGL v0 = {args.v0}, v1 = b = 10, a = ν = λ = 1 on the weights, N(0, 10²) on the "
             f"biases; τ0 = {args.tau0}; annealing τ_k = τ0·1.003^k. Prediction: average of the "

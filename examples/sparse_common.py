@@ -41,7 +41,7 @@ def toeplitz_design(rng: np.random.Generator, n: int, p: int, r: float) -> np.nd
 
 
 class Timer:
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         self.t0 = time.perf_counter()
         return self
 

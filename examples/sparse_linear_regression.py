@@ -29,9 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from sparse_common import markdown_table, run_chain, toeplitz_design  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
-from sparse_common import markdown_table, run_chain, toeplitz_design  # noqa: E402
 from tfp_sgmcmc.kernels.stochastic_approximation import StochasticApproximation  # noqa: E402
 from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator  # noqa: E402
 from tfp_sgmcmc.schedules import PolynomialDecay, SAStepSize  # noqa: E402
@@ -80,7 +80,9 @@ def main() -> None:
     def trace_fn(_, r):
         return r.latents.sigma, r.diverged
 
-    res = {m: {"mae": [], "mse": [], "sel": [], "null": [], "sigma": [], "sps": []} for m in METHODS}
+    res = {
+        m: {"mae": [], "mse": [], "sel": [], "null": [], "sigma": [], "sps": []} for m in METHODS
+    }
     beta123 = {}
     true123 = None
     for d in range(n_data):
@@ -90,12 +92,20 @@ def main() -> None:
         b0 = np.random.default_rng(d).normal(0, 0.1, P).astype(np.float32)
         for m, k in kernels.items():
             states, (sig, div), info = run_chain(
-                k, tf.constant(b0), steps, thin, seed=d, trace_fn=trace_fn,
-                chunk_steps=chunk, desc=f"data {d} {m}", compiled=compiled[m], jit=not args.quick,
+                k,
+                tf.constant(b0),
+                steps,
+                thin,
+                seed=d,
+                trace_fn=trace_fn,
+                chunk_steps=chunk,
+                desc=f"data {d} {m}",
+                compiled=compiled[m],
+                jit=not args.quick,
             )
             if div.any():
                 print(f"warning: {m} diverged on data set {d}")
-            kept = states[len(states) // 5:]
+            kept = states[len(states) // 5 :]
             bm = kept.mean(0)
             pred = xte @ bm
             res[m]["mae"].append(np.mean(np.abs(pred - yte)))
@@ -111,18 +121,28 @@ def main() -> None:
     rows = []
     for m in METHODS:
         r = res[m]
-        rows.append([
-            m,
-            f"{np.mean(r['mae']):.2f}" + (f" ± {np.std(r['mae']):.2f}" if n_data > 1 else ""),
-            f"{np.mean(r['mse']):.2f}" + (f" ± {np.std(r['mse']):.2f}" if n_data > 1 else ""),
-            f"{r['mae'][0]:.2f} / {r['mse'][0]:.2f}",
-            f"{np.mean(r['sel']):.1f}",
-            f"{np.mean(r['null']):.3f}",
-            f"{np.mean(r['sigma']):.3f}",
-            f"{np.nanmean(r['sps']):.0f}",
-        ])
-    header = ["method", "MAE (mean ± sd)", "MSE (mean ± sd)", "data set 0 MAE / MSE",
-              "#|β̄_j| > 0.1", "max null |β̄_j|", "final σ", "steps/s"]
+        rows.append(
+            [
+                m,
+                f"{np.mean(r['mae']):.2f}" + (f" ± {np.std(r['mae']):.2f}" if n_data > 1 else ""),
+                f"{np.mean(r['mse']):.2f}" + (f" ± {np.std(r['mse']):.2f}" if n_data > 1 else ""),
+                f"{r['mae'][0]:.2f} / {r['mse'][0]:.2f}",
+                f"{np.mean(r['sel']):.1f}",
+                f"{np.mean(r['null']):.3f}",
+                f"{np.mean(r['sigma']):.3f}",
+                f"{np.nanmean(r['sps']):.0f}",
+            ]
+        )
+    header = [
+        "method",
+        "MAE (mean ± sd)",
+        "MSE (mean ± sd)",
+        "data set 0 MAE / MSE",
+        "#|β̄_j| > 0.1",
+        "max null |β̄_j|",
+        "final σ",
+        "steps/s",
+    ]
     table = markdown_table(header, rows)
     print(table)
 
@@ -176,7 +196,8 @@ def write_study(table, steps, thin, n_data, v0, cmd, beta123, true123):
         "Authors' notebook (one R seed, 500,000 iterations): MAE SA 1.71, EM 2.20, SGLD 12.14; "
         "MSE SA 4.08, EM 7.21, SGLD 219.15.",
         "",
-        f"Posterior means of β1..β3 on data set 0 (true drawn values {[round(float(a), 3) for a in true123]}):",
+        "Posterior means of β1..β3 on data set 0 (true drawn values "
+        f"{[round(float(a), 3) for a in true123]}):",
         "",
     ]
     for m, v in post.items():

@@ -28,10 +28,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-import tfp_sgmcmc as sg  # noqa: E402
 from sparse_common import markdown_table, run_chain, toeplitz_design  # noqa: E402
 from sparse_linear_regression import plot_beta123  # noqa: E402
+
+import tfp_sgmcmc as sg  # noqa: E402
 from tfp_sgmcmc.kernels.stochastic_approximation import StochasticApproximation  # noqa: E402
 from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator  # noqa: E402
 from tfp_sgmcmc.schedules import PolynomialDecay, SAStepSize  # noqa: E402
@@ -79,7 +79,10 @@ def main() -> None:
 
     prior = SpikeAndSlabGroupLasso(v0=v0, v1=10.0, a=1.0, b=None, sigma_form="classification")
     est = SSGLEstimator(
-        prior, np.arange(N_TRAIN, dtype=np.int32), N_TRAIN, log_likelihood_fn=loglik,
+        prior,
+        np.arange(N_TRAIN, dtype=np.int32),
+        N_TRAIN,
+        log_likelihood_fn=loglik,
         initial_sigma=sigma0,
     )
     inner = sg.SGLD(est, step_size=PolynomialDecay(1e-3, 0.0, 1.0 / 3.0, one_based=True))
@@ -101,18 +104,29 @@ def main() -> None:
             sigma0.assign(g[1])
             for m, k in kernels.items():
                 states, (sig, div), _ = run_chain(
-                    k, tf.constant(b0), steps, thin, seed=d, trace_fn=trace_fn,
-                    chunk_steps=chunk, desc=f"data {d} v0={g[0]} σ={g[1]} {m}",
-                    compiled=compiled[m], jit=not args.quick,
+                    k,
+                    tf.constant(b0),
+                    steps,
+                    thin,
+                    seed=d,
+                    trace_fn=trace_fn,
+                    chunk_steps=chunk,
+                    desc=f"data {d} v0={g[0]} σ={g[1]} {m}",
+                    compiled=compiled[m],
+                    jit=not args.quick,
                 )
                 if div.any():
                     print(f"warning: {m} diverged at {g}")
-                kept = states[len(states) // 5:]
+                kept = states[len(states) // 5 :]
                 prob = (1 / (1 + np.exp(-(kept @ xte.T)))).mean(0)
-                res[(m, g)].append((
-                    np.mean(np.abs(prob - yte)), np.mean((prob - yte) ** 2),
-                    int(np.sum(np.abs(kept.mean(0)) > 0.1)), float(sig[-1]),
-                ))
+                res[(m, g)].append(
+                    (
+                        np.mean(np.abs(prob - yte)),
+                        np.mean((prob - yte) ** 2),
+                        int(np.sum(np.abs(kept.mean(0)) > 0.1)),
+                        float(sig[-1]),
+                    )
+                )
                 if d == 0 and g == (0.01, 1.0):
                     beta123[m], true123 = kept[:, :3], beta[:3]
 
@@ -128,10 +142,14 @@ def main() -> None:
     paper = markdown_table(["paper"] + cols, [[m] + PAPER[m][: len(grid)] for m in METHODS])
     extra_rows = []
     for m in METHODS:
-        extra_rows.append([m] + [
-            f"{np.mean([r[2] for r in res[(m, g)]]):.1f} / {np.mean([r[3] for r in res[(m, g)]]):.3f}"
-            for g in grid
-        ])
+        extra_rows.append(
+            [m]
+            + [
+                f"{np.mean([r[2] for r in res[(m, g)]]):.1f} / "
+                f"{np.mean([r[3] for r in res[(m, g)]]):.3f}"
+                for g in grid
+            ]
+        )
     extra = markdown_table(["#|β̄_j|>0.1 / final σ"] + cols, extra_rows)
     print(table)
     print()

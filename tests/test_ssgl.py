@@ -28,7 +28,11 @@ F64 = tf.float64
 # ---------------------------------------------------------------- references #
 def np_log_odds(beta, sigma, delta, v0, v1):
     """log a − log b of eq. (12), written out by hand."""
-    log_a = math.log(delta) - beta**2 / (2 * sigma**2 * v1) - 0.5 * math.log(2 * math.pi * sigma**2 * v1)
+    log_a = (
+        math.log(delta)
+        - beta**2 / (2 * sigma**2 * v1)
+        - 0.5 * math.log(2 * math.pi * sigma**2 * v1)
+    )
     log_b = math.log(1 - delta) - abs(beta) / (sigma * v0) - math.log(2 * sigma * v0)
     return log_a - log_b
 
@@ -37,7 +41,9 @@ def np_sigmoid(x):
     return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
 
-def np_g(beta, rho, k0, k1, delta, sigma, omega, v0, v1, a, b, nu, lam, form, n_total=None, sse=None):
+def np_g(
+    beta, rho, k0, k1, delta, sigma, omega, v0, v1, a, b, nu, lam, form, n_total=None, sse=None
+):
     """NumPy reference of one SA step (one sparse part), R-code order ρ, κ, δ, σ²."""
     beta = np.asarray(beta, float)
     rho_t = np.array([np_sigmoid(np_log_odds(x, sigma, delta, v0, v1)) for x in beta])
@@ -100,7 +106,12 @@ def test_sa_step_size_bad_input(kwargs, arg):
 
 
 def test_check_sa_schedule_rejects_non_decaying():
-    for bad in (ConstantStepSize(0.1), PolynomialDecay(1.0, 1.0, gamma=0.0), PolynomialDecay(1.0, 1.0, gamma=2.0), 0.1):
+    for bad in (
+        ConstantStepSize(0.1),
+        PolynomialDecay(1.0, 1.0, gamma=0.0),
+        PolynomialDecay(1.0, 1.0, gamma=2.0),
+        0.1,
+    ):
         with pytest.raises(ValueError, match="`sa_step_size`"):
             check_sa_schedule(bad)
     good = SAStepSize(10.0, 1000.0, 0.7)
@@ -111,7 +122,9 @@ def test_check_sa_schedule_rejects_non_decaying():
 def test_schedules_values():
     w = SAStepSize(10.0, 1000.0, 0.7)
     for t in (0, 5, 1000):
-        np.testing.assert_allclose(w(tf.constant(t), F64).numpy(), 10 * (t + 1 + 1000) ** -0.7, rtol=1e-12)
+        np.testing.assert_allclose(
+            w(tf.constant(t), F64).numpy(), 10 * (t + 1 + 1000) ** -0.7, rtol=1e-12
+        )
     capped = SAStepSize(1000.0, 100.0, 0.7, cap=0.1)  # the R notebook's ω: the cap binds
     assert capped(tf.constant(10**5), F64).numpy() == pytest.approx(0.1)
     assert capped(tf.constant(10**7), F64).numpy() < 0.1
@@ -161,8 +174,12 @@ def test_e_step_where_naive_densities_underflow():
     prior = SpikeAndSlabGroupLasso(v0=v0, v1=v1)
     # float32: the two O(2000) exponents cancel, so the log-odds carry ~2000·eps32 ≈ 1e-4.
     for dtype in (tf.float32, tf.float64):
-        got = prior.e_step(tf.constant([beta, -beta], dtype), tf.constant(sigma, dtype), tf.constant(delta, dtype))
-        np.testing.assert_allclose(got.numpy(), [want, want], rtol=1e-3 if dtype == tf.float32 else 1e-12)
+        got = prior.e_step(
+            tf.constant([beta, -beta], dtype), tf.constant(sigma, dtype), tf.constant(delta, dtype)
+        )
+        np.testing.assert_allclose(
+            got.numpy(), [want, want], rtol=1e-3 if dtype == tf.float32 else 1e-12
+        )
     # Both densities underflow in float32 at |β| = 1e4, yet ρ stays finite: beyond
     # β = 2σv1/v0 the Gaussian slab decays faster than the Laplace spike (log-odds
     # −β²/20 + 10|β| + const → −∞, ρ → 0); at |β| = 50 the slab dominates (ρ → 1);
@@ -192,11 +209,15 @@ def test_kappa_delta_sigma_targets_closed_form():
     # R_b = 1·2 + 8·0.5 + 0 + 0 = 6; J = 0.09·4 + 0.02·0.25 + 0 + 0.1 = 0.465.
     s_cls = prior.sigma_target([beta], [k0], [k1])
     ca, cc = 4 + 1 + 2, 0.465 + 1
-    np.testing.assert_allclose(s_cls.numpy(), (6 + math.sqrt(36 + 4 * ca * cc)) / (2 * ca), rtol=1e-12)
+    np.testing.assert_allclose(
+        s_cls.numpy(), (6 + math.sqrt(36 + 4 * ca * cc)) / (2 * ca), rtol=1e-12
+    )
     reg = SpikeAndSlabGroupLasso(v0=v0, v1=v1, a=a, b=b, nu=nu, lam=lam, sigma_form="regression")
     s_reg = reg.sigma_target([beta], [k0], [k1], num_examples=50, sse=tf.constant(120.0, F64))
     ra, rc = 50 + 4 + 1, 120 + 0.465 + 1
-    np.testing.assert_allclose(s_reg.numpy(), (6 + math.sqrt(36 + 4 * ra * rc)) / (2 * ra), rtol=1e-12)
+    np.testing.assert_allclose(
+        s_reg.numpy(), (6 + math.sqrt(36 + 4 * ra * rc)) / (2 * ra), rtol=1e-12
+    )
     # σ̃ is the positive root of R_a σ² − R_b σ − R_c = 0.
     s = float(s_reg.numpy())
     assert abs(ra * s * s - 6 * s - rc) < 1e-9 and s > 0
@@ -219,12 +240,19 @@ def test_log_prior_and_gradient():
     )
     b = beta.numpy()
     k0, k1, s = lat.kappa0[0].numpy(), lat.kappa1[0].numpy(), 1.7
-    want = -np.sum(k0 * np.abs(b)) / s - np.sum(k1 * b**2) / (2 * s**2) - (4 + 2 + 2) / 2 * math.log(s**2) - 6 / (2 * s**2)
+    want = (
+        -np.sum(k0 * np.abs(b)) / s
+        - np.sum(k1 * b**2) / (2 * s**2)
+        - (4 + 2 + 2) / 2 * math.log(s**2)
+        - 6 / (2 * s**2)
+    )
     np.testing.assert_allclose(prior.log_prior([beta], lat).numpy(), want, rtol=1e-12)
     with tf.GradientTape() as tape:
         tape.watch(beta)
         lp = prior.log_prior([beta], lat)
-    np.testing.assert_allclose(tape.gradient(lp, beta).numpy(), prior.grad_log_prior([beta], lat)[0].numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        tape.gradient(lp, beta).numpy(), prior.grad_log_prior([beta], lat)[0].numpy(), rtol=1e-12
+    )
 
 
 # --------------------------------------------------------------- SA recursion #
@@ -237,7 +265,12 @@ def test_sa_update_one_step_matches_reference(form):
     rho, k0, k1 = np.full(8, 0.5), np.full(8, 1.0), np.full(8, 1.0)
     for omega in (0.3, 1.0, 0.0):
         extra = dict(num_examples=40, sse=tf.constant(55.0, F64)) if form == "regression" else {}
-        got = prior.sa_update(latents(rho, k0, k1, 0.5, 1.2), [tf.constant(beta, F64)], tf.constant(omega, F64), **extra)
+        got = prior.sa_update(
+            latents(rho, k0, k1, 0.5, 1.2),
+            [tf.constant(beta, F64)],
+            tf.constant(omega, F64),
+            **extra,
+        )
         want = np_g(beta, rho, k0, k1, 0.5, 1.2, omega, form=form, n_total=40, sse=55.0, **kw)
         for g, w in zip([got.rho[0], got.kappa0[0], got.kappa1[0], got.delta[0], got.sigma], want):
             np.testing.assert_allclose(g.numpy(), w, rtol=1e-12, atol=1e-12)

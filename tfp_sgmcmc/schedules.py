@@ -228,12 +228,11 @@ class SAStepSize(StepSizeSchedule):
         check_positive(B, "B", allow_zero=True)
         av = static_value(alpha)
         if av is not None and not (np.isfinite(av).all() and np.all(av > 0) and np.all(av <= 1)):
-            raise ValueError(
-                f"`alpha` must lie in (0, 1] (ω_k → 0 with Σ ω_k = ∞), got {av!r}."
-            )
+            raise ValueError(f"`alpha` must lie in (0, 1] (ω_k → 0 with Σ ω_k = ∞), got {av!r}.")
         if cap is not None:
             cv = static_value(cap)
-            if cv is not None and not (np.isfinite(cv).all() and np.all(cv > 0) and np.all(cv <= 1)):
+            ok = cv is None or (np.isfinite(cv).all() and np.all(cv > 0) and np.all(cv <= 1))
+            if not ok:
                 raise ValueError(f"`cap` must lie in (0, 1], got {cv!r}.")
         self._A, self._B, self._alpha, self._cap = A, B, alpha, cap
 

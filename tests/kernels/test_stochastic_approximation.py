@@ -65,7 +65,9 @@ def test_bad_input(rng):
     with pytest.raises(ValueError, match="`learning_rate`"):
         deng_sghmc(make_est(x, y, 10), 0.5, momentum=0.9)  # β̂ = 0.25 > α = 0.1
     with pytest.raises(ValueError, match="`sparse_parts`"):
-        k = StochasticApproximation(sg.SGLD(make_est(x, y, 10, sparse_parts=[True, False]), 1e-3), 0.5)
+        k = StochasticApproximation(
+            sg.SGLD(make_est(x, y, 10, sparse_parts=[True, False]), 1e-3), 0.5
+        )
         k.bootstrap_results(tf.zeros(12, F64))
 
 
@@ -87,7 +89,10 @@ def test_omega_zero_is_plain_sgld_with_fixed_prior(rng, tf_seed):
     out = []
     for k in (sa, plain):
         s = tfp.mcmc.sample_chain(
-            8, tf.fill([p], tf.constant(0.3, F64)), kernel=k, seed=tf_seed,
+            8,
+            tf.fill([p], tf.constant(0.3, F64)),
+            kernel=k,
+            seed=tf_seed,
             trace_fn=lambda _, r: getattr(r, "inner_results", r).target_log_prob,
         )
         out.append(s)
@@ -109,8 +114,13 @@ def test_score_is_exact_for_the_updated_latents(rng, tf_seed, omega):
         return d[1] - tf.linalg.matvec(d[0], s[0]) - s[1]
 
     est = SSGLEstimator(
-        est.prior, (x, y), x.shape[0], residual_fn=residual2, sparse_parts=[True, False],
-        dense_prior_scale=2.0, initial_sigma=1.5,
+        est.prior,
+        (x, y),
+        x.shape[0],
+        residual_fn=residual2,
+        sparse_parts=[True, False],
+        dense_prior_scale=2.0,
+        initial_sigma=1.5,
     )
     k = StochasticApproximation(sg.SGLD(est, 1e-3), omega)
     state = [tf.constant(rng.normal(0, 0.5, p)), dense]
@@ -120,16 +130,23 @@ def test_score_is_exact_for_the_updated_latents(rng, tf_seed, omega):
     full = est.full_log_prob_and_gradient(new, lat)
     for g, w in zip(r1.inner_results.grads_target_log_prob, full.grads_target_log_prob):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(r1.inner_results.target_log_prob.numpy(), full.target_log_prob.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        r1.inner_results.target_log_prob.numpy(), full.target_log_prob.numpy(), rtol=1e-12
+    )
     # Independent NumPy check of Q1 itself at (β_{k+1}, θ_{k+1}).
     b, c = new[0].numpy(), new[1].numpy()
     s = float(lat.sigma.numpy())
     sse = np.sum((y - x @ b - c) ** 2)
     k0, k1 = lat.kappa0[0].numpy(), lat.kappa1[0].numpy()
     q1 = (
-        -sse / (2 * s * s) - len(y) * math.log(s) - 0.5 * len(y) * math.log(2 * math.pi)
-        - np.sum(k0 * np.abs(b)) / s - np.sum(k1 * b**2) / (2 * s * s)
-        - (p + 1 + 2) / 2 * math.log(s * s) - 1 / (2 * s * s) - c**2 / (2 * 4.0)
+        -sse / (2 * s * s)
+        - len(y) * math.log(s)
+        - 0.5 * len(y) * math.log(2 * math.pi)
+        - np.sum(k0 * np.abs(b)) / s
+        - np.sum(k1 * b**2) / (2 * s * s)
+        - (p + 1 + 2) / 2 * math.log(s * s)
+        - 1 / (2 * s * s)
+        - c**2 / (2 * 4.0)
     )
     np.testing.assert_allclose(r1.inner_results.target_log_prob.numpy(), q1, rtol=1e-12)
     # The latent update used the new β and the batch's residual sum of squares.
@@ -163,7 +180,9 @@ def test_deng_sghmc_is_sgd_with_momentum(rng):
     k = deng_sghmc(est, eta, momentum=mu, gradient_noise_variance=None, temperature=0.0)
     assert k.parameters["friction"] == pytest.approx(1 - mu)
     assert not k.parameters["momentum_refresh"] and k.parameters["order"] == "chen"
-    ours = tfp.mcmc.sample_chain(20, tf.constant([1.0, -1.0], F64), kernel=k, trace_fn=None, seed=1).numpy()
+    ours = tfp.mcmc.sample_chain(
+        20, tf.constant([1.0, -1.0], F64), kernel=k, trace_fn=None, seed=1
+    ).numpy()
     b, v, ref = np.array([1.0, -1.0]), np.zeros(2), []
     for _ in range(20):
         v = mu * v + eta * (-np.array([1.0, 4.0]) * b)
@@ -187,7 +206,12 @@ def _two_part_estimator(rng):
 
     prior = SpikeAndSlabGroupLasso(v0=0.1, v1=10.0)
     est = SSGLEstimator(
-        prior, (x, y), 20, residual_fn=res, sparse_parts=[True, False], batch_ndims=1,
+        prior,
+        (x, y),
+        20,
+        residual_fn=res,
+        sparse_parts=[True, False],
+        batch_ndims=1,
         dense_prior_scale=10.0,
     )
     return est, ols
@@ -203,7 +227,10 @@ def test_sgld_sa_selects_and_recovers_signals(rng, jit):
     @tf.function(jit_compile=jit)
     def run():
         return tfp.mcmc.sample_chain(
-            1500, [tf.zeros([2, 8]), tf.zeros([2])], kernel=k, seed=[4, 2],
+            1500,
+            [tf.zeros([2, 8]), tf.zeros([2])],
+            kernel=k,
+            seed=[4, 2],
             trace_fn=lambda _, r: (r.latents.sigma, r.latents.rho[0], r.diverged),
         )
 

@@ -245,7 +245,9 @@ class StochasticApproximation(tfp.mcmc.TransitionKernel):
                 grads_target_log_prob=estimate.grads_target_log_prob,
             )
             diverged = tf.logical_or(inner.diverged, self._latents_bad(latents))
-            diverged = tf.logical_or(diverged, tf.logical_not(tf.math.is_finite(estimate.target_log_prob)))
+            diverged = tf.logical_or(
+                diverged, tf.logical_not(tf.math.is_finite(estimate.target_log_prob))
+            )
             inner = inner._replace(diverged=diverged)
             return new_state, StochasticApproximationKernelResults(
                 inner_results=inner,

@@ -121,9 +121,13 @@ class SSGLEstimator(GradientEstimator):
     ) -> None:
         super().__init__()
         if not isinstance(prior, SpikeAndSlabGroupLasso):
-            raise ValueError(f"`prior` must be a SpikeAndSlabGroupLasso, got {type(prior).__name__}.")
+            raise ValueError(
+                f"`prior` must be a SpikeAndSlabGroupLasso, got {type(prior).__name__}."
+            )
         if (residual_fn is None) == (log_likelihood_fn is None):
-            raise ValueError("Give exactly one of `residual_fn` (regression) or `log_likelihood_fn`.")
+            raise ValueError(
+                "Give exactly one of `residual_fn` (regression) or `log_likelihood_fn`."
+            )
         self._regression = residual_fn is not None
         want = "regression" if self._regression else "classification"
         if prior.sigma_form != want:
@@ -260,9 +264,7 @@ class SSGLEstimator(GradientEstimator):
                 grads.append(g)
         return GradientEstimate(value, grads)
 
-    def refresh(
-        self, state: Any, estimator_state: SSGLEstimatorState
-    ) -> GradientEstimate:
+    def refresh(self, state: Any, estimator_state: SSGLEstimatorState) -> GradientEstimate:
         """The estimate at ``state`` for new latents, reusing the cached likelihood
         (same ``β``, same minibatch; no likelihood gradient is computed)."""
         return self.assemble(state, estimator_state)

@@ -19,12 +19,13 @@ Q1(β) = (N/n) log π(B | β, σ) − Σ_{sparse} [κ0 |β| / σ + κ1 β² / (2
 Given a new ``β``, the latent targets ``g_θ(β)`` are (main paper eqs. (12)–(15)):
 
 ```none
-ρ̃_lj = a_lj / (a_lj + b_lj),   a_lj = δ_l N(β_lj; 0, σ² v1),  b_lj = (1 − δ_l) Laplace(β_lj; 0, σ v0)   (12)
-κ̃1_lj = ρ_lj / v1,   κ̃0_lj = (1 − ρ_lj) / v0                                                        (13)
-σ̃ = (R_b + √(R_b² + 4 R_a R_c)) / (2 R_a)                                                           (14)
-    regression:     R_a = N + p + ν,  R_b = Σ κ0 |β|,  R_c = I + J + νλ,  I = (N/n) Σ_{i∈B} (y_i − f(x_i))²
-    classification: C_a = p + ν + 2,  C_b = R_b,       C_c = J + νλ,      J = Σ κ1 β²
-δ̃_l = (Σ_j ρ_lj + a − 1) / (a + b + p_l − 2)                                                       (15)
+(12) ρ̃_lj = a_lj / (a_lj + b_lj),
+          a_lj = δ_l N(β_lj; 0, σ² v1),   b_lj = (1 − δ_l) Laplace(β_lj; 0, σ v0)
+(13) κ̃1_lj = ρ_lj / v1,   κ̃0_lj = (1 − ρ_lj) / v0
+(14) σ̃ = (R_b + √(R_b² + 4 R_a R_c)) / (2 R_a),   R_b = Σ κ0 |β|,   J = Σ κ1 β²
+       regression:     R_a = N + p + ν,  R_c = I + J + νλ,  I = (N/n) Σ_{i∈B} (y_i − f(x_i))²
+       classification: C_a = p + ν + 2,  C_c = J + νλ
+(15) δ̃_l = (Σ_j ρ_lj + a − 1) / (a + b + p_l − 2)
 ```
 
 and each latent moves by ``x ← (1 − ω) x + ω x̃`` in the order of the authors' R
