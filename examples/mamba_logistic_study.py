@@ -85,7 +85,7 @@ def main() -> None:
     ksd = tuning.KSDMetric(max_samples=200)
     logloss = tuning.FunctionMetric(lambda s: prob.test_log_loss(s[0], max_samples=100),
                                     "test log-loss")
-    rows, cost_rows, tuned = [], [], {}
+    rows, cost_rows = [], []
     for name in samplers:
         cls, kw = kernel_class(name)
         est = cv if name.endswith("-CV") else base
@@ -127,8 +127,8 @@ def main() -> None:
                 acc = prob.predictive_accuracy(s)
             rows.append((name, method, tuning.arm_label(r.best_arm), rec.metric, xi, acc,
                          rec.steps, r.total_sampling_seconds))
-            print(f"{name:9s} {method:11s} {tuning.arm_label(r.best_arm):55s} KSD {rec.metric:10.4g}"
-                  f"  xi {100 * xi:8.1f}%  acc {acc:.4f}  samples {rec.steps}", flush=True)
+            print(f"{name:9s} {method:11s} {tuning.arm_label(r.best_arm):55s} "
+                  f"KSD {rec.metric:10.4g}  xi {100 * xi:8.1f}%  acc {acc:.4f}  samples {rec.steps}", flush=True)
     wall = time.time() - t0
     write_report(rows, cost_rows, args, budget, eval_s, grid_steps, gt, wall)
 

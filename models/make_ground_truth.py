@@ -6,7 +6,8 @@ the effective sample size, ``tfp.mcmc.effective_sample_size`` pooled over
 chains), R-hat, the exact command, library versions and seeds.
 
 Method (ALGORITHMS.md §14.1 allows NUTS/HMC as the reference): TFP's
-``HamiltonianMonteCarlo`` (``--leapfrog`` steps, Metropolis-corrected) on the whole 800,000-row training set in float64, on the
+``HamiltonianMonteCarlo`` (``--leapfrog`` steps, Metropolis-corrected) on the
+whole 800,000-row training set in float64, on the
 whitened parameter ``z`` with ``θ = θ̂ + L z``, where ``θ̂`` is the MAP (Newton's
 method) and ``L L ᵀ`` the inverse Hessian of ``−log π`` at ``θ̂``. The map is
 linear with a constant Jacobian, so the law of ``θ`` is exactly the posterior;
@@ -181,7 +182,8 @@ def main() -> None:
     res = run(
         args.chains, args.warmup, args.draws, args.seed, args.data_seed, args.out, args.leapfrog
     )
-    print(json.dumps({k: res[k] for k in ("std", "mcse_std", "ess", "rhat", "step_size", "sampling_seconds")}, indent=1))
+    keys = ("std", "mcse_std", "ess", "rhat", "step_size", "sampling_seconds")
+    print(json.dumps({k: res[k] for k in keys}, indent=1))
 
 
 if __name__ == "__main__":
