@@ -403,7 +403,9 @@ class _StructuredEnergy(GradientEstimator):
           ``(r, theta_tilde, element_masks)``: group masks ``[K, M] + batch``,
           and per part the history values and element masks ``[K] + part.shape``.
           Composite ``k`` is ``element_masks[k] ⊙ θ + (1 − element_masks[k]) ⊙
-          theta_tilde[k]``. Uses exactly the draws ``__call__`` uses for ``seed``.
+          theta_tilde[k]``. Given the estimator state *after* the evaluated state
+          has been stored (``__call__`` stores first, then draws), these are exactly
+          the draws ``__call__`` uses for ``seed``.
         """
         parts = as_parts(state)
         batch = self._batch_shape(parts)
@@ -462,7 +464,11 @@ class _StructuredEnergy(GradientEstimator):
         )
 
     def _sequential(self, state, hist, masks, loglik_sum):
-        """One composite at a time in a ``tf.while_loop`` (memory ∝ 1, not K)."""
+        """One composite at a time in a ``tf.while_loop``.
+
+        Forward/backward activation memory ∝ 1 instead of K; the K history draws
+        (K × |θ| values) are still gathered up front.
+        """
         parts = as_parts(state)
         kk = int(hist[0].shape[0])
         batch = self._batch_shape(parts)
@@ -520,7 +526,7 @@ class StructuredEstimator(_StructuredEnergy):
       thinning: store every ``thinning``-th evaluated state. Default value: ``1``.
       evaluation: ``'vectorized'`` (all M composites in one call of the
         likelihood with an extra leading dimension; fastest, memory ∝ M) or
-        ``'sequential'`` (a ``tf.while_loop``, memory ∝ 1). Default value:
+        ``'sequential'`` (a ``tf.while_loop``; activation memory ∝ 1). Default value:
         ``'vectorized'``.
 
     Raises:
