@@ -128,7 +128,8 @@ def main() -> None:
             rows.append((name, method, tuning.arm_label(r.best_arm), rec.metric, xi, acc,
                          rec.steps, r.total_sampling_seconds))
             print(f"{name:9s} {method:11s} {tuning.arm_label(r.best_arm):55s} "
-                  f"KSD {rec.metric:10.4g}  xi {100 * xi:8.1f}%  acc {acc:.4f}  samples {rec.steps}", flush=True)
+                  f"KSD {rec.metric:10.4g}  xi {100 * xi:8.1f}%  acc {acc:.4f}  "
+                  f"samples {rec.steps}", flush=True)
     wall = time.time() - t0
     write_report(rows, cost_rows, args, budget, eval_s, grid_steps, gt, wall)
 
