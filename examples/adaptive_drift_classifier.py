@@ -31,7 +31,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
-from adaptive_drift_common import FIGURES, command_line, timer, write_study
+from adaptive_drift_common import FIGURES, command_line, quick_suffix, timer, write_study
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from tqdm import tqdm
@@ -183,7 +183,8 @@ def main() -> None:
     ax.legend(fontsize=7)
     fig.tight_layout()
     os.makedirs(FIGURES, exist_ok=True)
-    fig_path = os.path.join(FIGURES, "adaptive_classifier.png")
+    fig_file = quick_suffix("adaptive_classifier.png", args.quick)
+    fig_path = os.path.join(FIGURES, fig_file)
     fig.savefig(fig_path)
 
     text = f"""# Adaptive drifts: Bayesian MLP classifier on digits (Table 2 form)
@@ -203,12 +204,14 @@ mean ± sd over seeds.
 
 {table}
 
-![training objective](../figures/adaptive_classifier.png)
+![training objective](../figures/{fig_file})
 
 The paper's column is Landsat (a different data set and network), shown only
 for the ordering of the samplers, not as a number to match.
 """
-    print("wrote", write_study("adaptive_drift_classifier", text), fig_path)
+    print(
+        "wrote", write_study(quick_suffix("adaptive_drift_classifier", args.quick), text), fig_path
+    )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,16 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-__all__ = ["ROOT", "FIGURES", "STUDIES", "run_chain", "write_study", "command_line", "timer"]
+__all__ = [
+    "ROOT",
+    "FIGURES",
+    "STUDIES",
+    "run_chain",
+    "write_study",
+    "quick_suffix",
+    "command_line",
+    "timer",
+]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIGURES = os.path.join(ROOT, "docs", "figures")
@@ -79,6 +88,15 @@ def run_chain(
             traces.append(tf.nest.map_structure(lambda t: t.numpy(), tr))
             bar.update(chunk)
     return tf.nest.map_structure(lambda *xs: np.concatenate(xs, 0), *traces)
+
+
+def quick_suffix(name: str, quick: bool) -> str:
+    """``name`` with ``_quick`` before its extension in ``--quick`` mode, so a
+    smoke test never overwrites the committed full-run study and figures."""
+    if not quick:
+        return name
+    root, ext = os.path.splitext(name)
+    return f"{root}_quick{ext}"
 
 
 def command_line() -> str:

@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 import tensorflow as tf
-from adaptive_drift_common import FIGURES, command_line, run_chain, timer, write_study
+from adaptive_drift_common import FIGURES, command_line, quick_suffix, run_chain, timer, write_study
 from scipy.linalg import solve_discrete_lyapunov
 
 import tfp_sgmcmc as sg
@@ -110,7 +110,8 @@ def main() -> None:
     ax.legend(fontsize=7)
     fig.tight_layout()
     os.makedirs(FIGURES, exist_ok=True)
-    fig_path = os.path.join(FIGURES, "adaptive_gaussian_cov_error.png")
+    fig_file = quick_suffix("adaptive_gaussian_cov_error.png", args.quick)
+    fig_path = os.path.join(FIGURES, fig_file)
     fig.savefig(fig_path)
 
     # Table: error (mean ± 2 s.e. over chains) at a few iteration counts.
@@ -148,7 +149,7 @@ MSGLD a = 0.01, β1 = 0.9; ASGLD a = 0.1, β1 = 0.9, β2 = 0.999. Error = mean o
 the four entries of |Ĉ_t − Σ| for the sample covariance of one chain's first t
 iterates, averaged over chains (± 2 standard errors across chains).
 
-![covariance error](../figures/adaptive_gaussian_cov_error.png)
+![covariance error](../figures/{fig_file})
 
 {table}
 
@@ -169,7 +170,7 @@ hurt on an easy target. MSGLD's exact covariance is checked against the closed
 form in `tests/kernels/test_adaptive.py` (also at a = 1, where the paper's
 lagged momentum and an unlagged one give distinguishable covariances).
 """
-    print("wrote", write_study("adaptive_drift_gaussian", text), fig_path)
+    print("wrote", write_study(quick_suffix("adaptive_drift_gaussian", args.quick), text), fig_path)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 import tensorflow as tf
-from adaptive_drift_common import FIGURES, command_line, run_chain, timer, write_study
+from adaptive_drift_common import FIGURES, command_line, quick_suffix, run_chain, timer, write_study
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.kernels.adaptive import ASGLD, MSGLD
@@ -100,7 +100,8 @@ def main() -> None:
     ax.legend(fontsize=6)
     fig.tight_layout()
     os.makedirs(FIGURES, exist_ok=True)
-    fig_path = os.path.join(FIGURES, "adaptive_mixture.png")
+    fig_file = quick_suffix("adaptive_mixture.png", args.quick)
+    fig_path = os.path.join(FIGURES, fig_file)
     fig.savefig(fig_path)
 
     header = (
@@ -135,7 +136,7 @@ chains ± 2 s.e. across chains); the "target" row is the exact mixture's mass of
 each nearest-centre cell (0.2 each: the mass one component leaks into a
 neighbour's cell is returned by that neighbour, by symmetry).
 
-![mixture](../figures/adaptive_mixture.png)
+![mixture](../figures/{fig_file})
 
 {table}
 
@@ -151,7 +152,7 @@ settings: the bias term is not a Metropolis-corrected move, and with a large
 bias factor (MSGLD a = 10) the O(ε) bias grows. All samplers also carry the
 O(ε) discretisation bias and the heating by the N(0, I) gradient noise.
 """
-    print("wrote", write_study("adaptive_drift_mixture", text), fig_path)
+    print("wrote", write_study(quick_suffix("adaptive_drift_mixture", args.quick), text), fig_path)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import os
 
 import numpy as np
 import tensorflow as tf
-from adaptive_drift_common import FIGURES, command_line, run_chain, timer, write_study
+from adaptive_drift_common import FIGURES, command_line, quick_suffix, run_chain, timer, write_study
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.kernels.adaptive import ASGLD, MSGLD
@@ -180,6 +180,7 @@ def main() -> None:
     fig_name = (
         "adaptive_ravines.png" if args.name == "adaptive_drift_ravines" else f"{args.name}.png"
     )
+    fig_name = quick_suffix(fig_name, args.quick)
     fig_path = os.path.join(FIGURES, fig_name)
     fig.savefig(fig_path)
 
@@ -224,7 +225,7 @@ the ravine towards the origin; which basin a chain ends in depends on the start,
 the step and the scaling, none of which the paper states. See
 ALGORITHMS.md §14.4 and `docs/samplers/adaptive_drift.md`.
 """
-    path = write_study(args.name, text)
+    path = write_study(quick_suffix(args.name, args.quick), text)
     print("wrote", path, fig_path)
 
 
