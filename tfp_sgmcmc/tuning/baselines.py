@@ -91,7 +91,8 @@ def run_fixed(
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(arms), desc=f"{method} ({len(arms)} arms, {budget} each)")
+        bar = tqdm(total=len(arms),
+                   desc=f"{method} ({len(arms)} arms, {budget.amount:g} {budget.unit} each)")
     for i in range(len(arms)):
         out = runner.run(i, amount, budget)
         value, mt, note = evaluate_metric(metric_fn, out, est)
