@@ -180,11 +180,21 @@ def test_ctrl_c_in_a_real_process_then_resume(model, tmp_path):
 
     run_dir = str(tmp_path / "interrupted")
     args = _sample_args(model, run_dir)
-    for flag, value in (("--num-samples", "200"), ("--thin", "20"), ("--chunk-size", "10")):
+    for flag, value in (("--num-samples", "100"), ("--thin", "20"), ("--chunk-size", "10")):
         args[args.index(flag) + 1] = value
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    # The real CLI in a real process, paced by a pause before each checkpoint
+    # (numerics untouched) so the interrupt lands part-way on a fast machine.
+    child = (
+        "import sys, time\n"
+        "import tfp_sgmcmc.driver.sampler as s\n"
+        "from tfp_sgmcmc.cli import main\n"
+        "_w = s.write_checkpoint\n"
+        "s.write_checkpoint = lambda *a, **k: (time.sleep(0.1), _w(*a, **k))\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tfp_sgmcmc.cli", *args],
+        [sys.executable, "-c", child, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -208,7 +218,7 @@ def test_ctrl_c_in_a_real_process_then_resume(model, tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "resume" in err
     written = read_checkpoint(run_dir).num_written
-    assert 0 < written < 200
+    assert 0 < written < 100
     assert main(["sample", "--run-dir", run_dir, "--resume", "--no-progress"]) == 0
     ref_dir = str(tmp_path / "reference")
     ref_args = list(args)

@@ -73,8 +73,20 @@ def _child_script(tmp_path, run_dir):
         f"""
         import sys
         sys.path.insert(0, {str(tmp_path)!r})
+        import time
         import target_mod
+        import tfp_sgmcmc.driver.sampler as sampler
         from tfp_sgmcmc.driver import sample
+
+        # Pace the child (numerics untouched): a pause after each chunk's HDF5
+        # append and before its checkpoint widens the most dangerous window
+        # (rows on disk beyond the checkpoint) and keeps the kill part-way on a
+        # fast machine.
+        _write = sampler.write_checkpoint
+        def paced(*args, **kwargs):
+            time.sleep(0.2)
+            _write(*args, **kwargs)
+        sampler.write_checkpoint = paced
         sample(target_mod.make_kernel(), target_mod.init_state(), run_dir={str(run_dir)!r},
                jit_compile=False, progress=False, **{RUN_ARGS!r})
         """
