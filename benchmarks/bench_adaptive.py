@@ -11,7 +11,8 @@ and the variants AdaMax-SGLD, Adadelta-SGLD, pSGLD and pSGLD + momentum.
 Each is compiled by a warm-up call, then timed ``--repeats`` times in
 round-robin order within its (scheme, batch) group so load drift on the shared
 machine hits all alike. Speeds are medians; the ratios ``X/SGLD`` are medians
-of the per-round ratios (measured in the same run). One JSON document is
+of the per-round ratios (measured in the same run), from wall-clock time and,
+more robust on a loaded machine, from the process's CPU time. One JSON document is
 printed on stdout (progress on stderr).
 
 Usage::
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -145,9 +147,12 @@ def main() -> None:
                 compile_s[k] = round(t_first - t_second, 2)
                 log(f"[{scheme} n={n}] compiled {k} ({compile_s[k]} s)")
             times: dict[str, list[float]] = {k: [] for k in runners}
+            cpu: dict[str, list[float]] = {k: [] for k in runners}
             for r in range(repeats):
                 for k, run in runners.items():
+                    c0 = time.process_time()
                     t, _ = timed_call(run, tf.constant([r + 3, 7]))
+                    cpu[k].append(time.process_time() - c0)
                     times[k].append(t)
                 log(f"[{scheme} n={n}] round {r + 1}/{repeats}")
             speeds = {k: round(num_steps / median(v), 1) for k, v in times.items()}
@@ -155,6 +160,13 @@ def main() -> None:
                 f"{k}/sgld": round(
                     median([times["sgld"][i] / times[k][i] for i in range(repeats)]), 3
                 )
+                for k in runners
+                if k != "sgld"
+            }
+            # CPU seconds of this process (all threads): robust to waiting for a
+            # core on a loaded machine, which inflates wall-clock times at random.
+            cpu_ratios = {
+                f"{k}/sgld": round(median([cpu["sgld"][i] / cpu[k][i] for i in range(repeats)]), 3)
                 for k in runners
                 if k != "sgld"
             }
@@ -166,6 +178,10 @@ def main() -> None:
                     "steps_per_call": num_steps,
                     "steps_per_second_median": speeds,
                     "ratio_vs_sgld_median": ratios,
+                    "cpu_time_ratio_vs_sgld_median": cpu_ratios,
+                    "cpu_steps_per_cpu_second_median": {
+                        k: round(num_steps / median(v), 1) for k, v in cpu.items()
+                    },
                     "compile_s": compile_s,
                 }
             )
