@@ -412,7 +412,7 @@ for _cls in (
     PreconditionedAdamSGLD,
 ):
     if _cls.__doc__:
-        _cls.__doc__ = _cls.__doc__.rstrip() + "\n    " + _KIM + "\n    "
+        _cls.__doc__ = _cls.__doc__.rstrip() + "\n\n    " + _KIM + "\n    "
 del _cls
 
 MSGLD = MomentumSGLD
