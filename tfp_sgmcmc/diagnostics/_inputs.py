@@ -122,10 +122,15 @@ def check_finite_eager(x: tf.Tensor, arg_name: str) -> None:
     Inside a traced function values are unknown; the statistics then return NaN
     (see each function's docstring) instead of a silently wrong number.
     """
-    if tf.executing_eagerly() or isinstance(x, np.ndarray):
-        v = np.asarray(x)
-        if v.size and not np.all(np.isfinite(v)):
-            bad = int(np.size(v) - np.count_nonzero(np.isfinite(v)))
+    if isinstance(x, np.ndarray):
+        x = tf.convert_to_tensor(x)
+    if not x.dtype.is_floating:
+        return
+    if tf.executing_eagerly():
+        # Reduced in TF: no host copy of a possibly large array.
+        finite = tf.math.is_finite(x)
+        if not bool(tf.reduce_all(finite)):
+            bad = int(tf.size(x)) - int(tf.math.count_nonzero(finite))
             raise ValueError(f"`{arg_name}` contains {bad} non-finite value(s) (NaN or Inf).")
 
 

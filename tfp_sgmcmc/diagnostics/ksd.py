@@ -155,8 +155,8 @@ def ksd_from_flat(
 ) -> tf.Tensor:
     """KSD of flat ``[n, d]`` samples with 0/1 row ``weights`` (``None`` = all 1).
 
-    Rows of weight 0 are ignored (used by the reducer's partly filled buffer);
-    ``n`` is then the number of rows of weight 1. Arguments as in
+    Rows of weight 0 are ignored (used by the reducer's partly filled buffer)
+    but must be finite; ``n`` is then the number of rows of weight 1. Arguments as in
     :func:`kernel_stein_discrepancy` (no validation here).
     """
     if weights is None:
@@ -185,19 +185,16 @@ def _ksd_blocked(
 ) -> tf.Tensor:
     dtype = x.dtype
     acc = tf.float64
-    valid = w > 0
-    # Ignored rows are zeroed so that garbage there can never reach the sum.
-    x = tf.where(valid[:, None], x, tf.zeros_like(x))
-    s = tf.where(valid[:, None], s, tf.zeros_like(s))
+    # Rows of weight 0 must hold finite values (the reducer's buffer holds zeros
+    # there); no sanitised copies of x and s are made, to keep memory at O(n·d).
+    # Any non-finite input turns the result into NaN below.
     finite = tf.logical_and(
         tf.reduce_all(tf.math.is_finite(x)), tf.reduce_all(tf.math.is_finite(s))
     )
-    x = tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
-    s = tf.where(tf.math.is_finite(s), s, tf.zeros_like(s))
     count = tf.reduce_sum(tf.cast(w, acc))
     # Translation invariance of k_π: centre on the (weighted) sample mean.
-    mean = tf.reduce_sum(x * w[:, None], 0) / tf.maximum(tf.reduce_sum(w), 1.0)
-    x = (x - mean) * w[:, None]
+    mean = tf.linalg.matvec(x, w, transpose_a=True) / tf.maximum(tf.reduce_sum(w), 1.0)
+    x = x - mean  # rows of weight 0 stay finite and are masked out of every block sum
 
     n_static = x.shape[0]
     if n_static is not None and n_static <= block_size:
