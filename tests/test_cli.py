@@ -186,7 +186,10 @@ def test_ctrl_c_in_a_real_process_then_resume(model, tmp_path):
     # The real CLI in a real process, paced by a pause before each checkpoint
     # (numerics untouched) so the interrupt lands part-way on a fast machine.
     child = (
-        "import sys, time\n"
+        "import signal, sys, time\n"
+        # A shell's background job starts with SIGINT ignored, and Python keeps
+        # an inherited SIG_IGN: restore Ctrl-C -> KeyboardInterrupt.
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import tfp_sgmcmc.driver.sampler as s\n"
         "from tfp_sgmcmc.cli import main\n"
         "_w = s.write_checkpoint\n"
