@@ -1,9 +1,32 @@
-"""Gradient estimators: the objects that own the data and the N/n scaling."""
+"""Gradient estimators: the objects that own the data and the N/n scaling.
+
+Wrappers (control variates, structured / dropout energies) wrap a base estimator;
+kernels never know which estimator they are given.
+"""
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.map import MapResult, find_map
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator, NoisyGradientEstimator
+from tfp_sgmcmc.estimators.partitions import (
+    Partition,
+    partition_by_neuron,
+    partition_by_part,
+    partition_from_group_ids,
+    partition_fully_factorized,
+    partition_modulo,
+    partition_random,
+)
+from tfp_sgmcmc.estimators.structured import (
+    BernoulliMask,
+    BetaMask,
+    MaskDistribution,
+    StructuredDropoutEstimator,
+    StructuredEstimator,
+    StructuredEstimatorState,
+    UniformMask,
+    trace_without_history,
+)
 
 __all__ = [
     "GradientEstimate",
@@ -13,4 +36,19 @@ __all__ = [
     "ControlVariateEstimator",
     "find_map",
     "MapResult",
+    "StructuredEstimator",
+    "StructuredDropoutEstimator",
+    "StructuredEstimatorState",
+    "MaskDistribution",
+    "BernoulliMask",
+    "UniformMask",
+    "BetaMask",
+    "trace_without_history",
+    "Partition",
+    "partition_by_part",
+    "partition_modulo",
+    "partition_random",
+    "partition_fully_factorized",
+    "partition_by_neuron",
+    "partition_from_group_ids",
 ]

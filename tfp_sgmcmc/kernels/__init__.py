@@ -1,10 +1,21 @@
 """SG-MCMC samplers as ``tfp.mcmc.TransitionKernel`` subclasses.
 
-Short aliases follow the papers' names: ``SGLD``, ``PSGLD``, ``SGHMC``, ``SGNHT``.
+Short aliases follow the papers' names: ``SGLD``, ``PSGLD``, ``SGHMC``, ``SGNHT``,
+``MSGLD``, ``ASGLD``. ``StochasticApproximation`` wraps any of them (SGLD-SA, SGHMC-SA).
 Control-variate variants (SGLD-CV, ...) are the same kernels given a
 :class:`~tfp_sgmcmc.estimators.ControlVariateEstimator`.
 """
 
+from tfp_sgmcmc.kernels.adaptive import (
+    ASGLD,
+    MSGLD,
+    AdadeltaSGLD,
+    AdaMaxSGLD,
+    AdamSGLD,
+    MomentumSGLD,
+    PreconditionedAdamSGLD,
+    PreconditionedMomentumSGLD,
+)
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.hamiltonian import (
     SGHMCKernelResults,
@@ -14,6 +25,11 @@ from tfp_sgmcmc.kernels.langevin import (
     LangevinKernelResults,
     PreconditionedStochasticGradientLangevinDynamics,
     StochasticGradientLangevinDynamics,
+)
+from tfp_sgmcmc.kernels.stochastic_approximation import (
+    StochasticApproximation,
+    StochasticApproximationKernelResults,
+    deng_sghmc,
 )
 from tfp_sgmcmc.kernels.thermostat import (
     SGNHTKernelResults,
@@ -38,4 +54,15 @@ __all__ = [
     "PSGLD",
     "SGHMC",
     "SGNHT",
+    "MomentumSGLD",
+    "AdamSGLD",
+    "AdaMaxSGLD",
+    "AdadeltaSGLD",
+    "PreconditionedMomentumSGLD",
+    "PreconditionedAdamSGLD",
+    "MSGLD",
+    "ASGLD",
+    "StochasticApproximation",
+    "StochasticApproximationKernelResults",
+    "deng_sghmc",
 ]
