@@ -65,7 +65,7 @@ def test_stored_ground_truth_is_consistent():
         assert k in gt
     std, mcse = np.asarray(gt["std"]), np.asarray(gt["mcse_std"])
     assert std.shape == (10,) and np.all(std > 0) and np.all(mcse > 0)
-    assert np.all(mcse < 0.25 * std)
+    assert np.all(mcse < 0.03 * std)  # ~1% relative MCSE from ESS ~4000 of (θ-μ)²
     assert np.all(np.asarray(gt["rhat"]) < 1.02)
     # Near-Gaussian posterior at N = 8e5 (Laplace error O(1/sqrt(N))): the HMC
     # std agrees with the Laplace std within its Monte-Carlo error.
