@@ -196,3 +196,15 @@ def test_dataset_adapter_arguments():
         sg.DatasetData(tf.data.Dataset.from_tensor_slices(X).batch(4), num_examples=20)
     with _raises("dataset"):
         sg.DatasetData(ds, num_examples=3)
+
+
+def test_sghmc_single_leapfrog_with_refresh_warns():
+    # With L = 1 the refreshed momentum's gradient kick is discarded: a random walk.
+    with pytest.warns(UserWarning, match="never uses the gradient"):
+        sg.SGHMC(_est(), 1e-3, num_leapfrog_steps=1)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sg.SGHMC(_est(), 1e-3, num_leapfrog_steps=1, momentum_refresh=False)
+        sg.SGHMC(_est(), 1e-3)  # default L = 5

@@ -259,7 +259,7 @@ def _flat(x):
         # zero score: V = 0, G = 1/λ; λ = 1 makes G = 1
         ("psgld", lambda est: sg.PSGLD(est, 0.03, epsilon=1.0), 2 * 0.03),
         # L = 1, Chen order: θ' = θ + v₀, v₀ ~ N(0, ηT)
-        ("sghmc", lambda est: sg.SGHMC(est, 0.03, temperature=2.0), 0.03 * 2.0),
+        ("sghmc", lambda est: sg.SGHMC(est, 0.03, 1, temperature=2.0), 0.03 * 2.0),
         # θ' = θ + (1 − a)v₀ + √(2ahT)ξ
         ("sgnht", lambda est: sg.SGNHT(est, 0.03, diffusion=0.2),
          (1 - 0.2) ** 2 * 0.03 + 2 * 0.2 * 0.03),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import warnings
 from typing import Any
 
 import tensorflow as tf
@@ -72,7 +73,10 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
       step_size: ``η > 0`` (scalar or schedule of the sample index; all ``L``
         inner updates of a sample use the same value).
       num_leapfrog_steps: ``L ≥ 1`` (Python int; the loop is unrolled, one
-        estimator call per leapfrog step). Default value: ``1``.
+        estimator call per leapfrog step). ``L = 1`` only makes sense with
+        ``momentum_refresh=False``: with a refresh the momentum's kick is
+        discarded before it moves θ (a warning says so). Default value: ``5``
+        (the smallest L of the MAMBA paper's grids).
       friction: ``α > 0``. Default value: ``0.01``.
       noise_estimate: ``β̂`` in ``[0, α]``. Default value: ``0.``.
       momentum_refresh: resample ``v`` at every sample. Default value: ``True``.
@@ -98,7 +102,7 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
         self,
         estimator: GradientEstimator,
         step_size: Any,
-        num_leapfrog_steps: int = 1,
+        num_leapfrog_steps: int = 5,
         friction: Any = 0.01,
         noise_estimate: Any = 0.0,
         momentum_refresh: bool = True,
@@ -124,6 +128,17 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
             )
         if order not in ORDERS:
             raise ValueError(f"`order` must be one of {ORDERS}, got {order!r}.")
+        if num_leapfrog_steps == 1 and momentum_refresh:
+            # Every update moves θ by the momentum *before* kicking it, so with one
+            # leapfrog step per sample the kick is discarded by the next refresh: the
+            # chain is a Gaussian random walk that never uses the gradient.
+            warnings.warn(
+                "SGHMC with num_leapfrog_steps=1 and momentum_refresh=True never uses the "
+                "gradient (each sample is θ + v, v ~ N(0, ηT)); use num_leapfrog_steps >= 2 "
+                "or momentum_refresh=False.",
+                UserWarning,
+                stacklevel=2,
+            )
         super().__init__(
             estimator,
             step_size,
