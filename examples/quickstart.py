@@ -137,7 +137,8 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for j in range(d):
-        row = f"{'θ' + str(j):>6} {theta_true[j]:8.3f} | {ref[:, j].mean():9.4f} {ref[:, j].std():8.4f} |"
+        row = f"{'θ' + str(j):>6} {theta_true[j]:8.3f} |"
+        row += f" {ref[:, j].mean():9.4f} {ref[:, j].std():8.4f} |"
         for mean, sd, _, _ in results.values():
             row += f" {mean[j]:13.4f} {sd[j]:11.4f} |"
         print(row)
@@ -151,8 +152,9 @@ def main() -> None:
             f"   {rate:,.0f} steps/s"
         )
     print(
-        "\nAt a fixed step, SGLD's spread is inflated by the minibatch-gradient noise (its variance"
-        "\nscales with N); control variates centred at the MAP remove most of it (Baker et al. 2019)."
+        "\nAt a fixed step, SGLD's spread is inflated by the minibatch-gradient noise (its"
+        "\nvariance scales with N); control variates centred at the MAP remove most of it"
+        "\n(Baker et al. 2019)."
     )
 
 

@@ -377,7 +377,8 @@ class DatasetData(DataSource):
         self._batch_rank = flat[0].shape.rank  # tells a batched full_dataset from rows
         float_dtypes = {s.dtype for s in flat if s.dtype.is_floating}
         if len(float_dtypes) > 1:
-            raise ValueError(f"`dataset` mixes float dtypes {sorted(d.name for d in float_dtypes)}.")
+            names = sorted(d.name for d in float_dtypes)
+            raise ValueError(f"`dataset` mixes float dtypes {names}.")
         self._float_dtype = float_dtypes.pop() if float_dtypes else None
         self._num_examples = int(num_examples)
         if self._batch_size > self._num_examples:

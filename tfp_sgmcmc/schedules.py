@@ -33,7 +33,7 @@ scalar (promoted to :class:`ConstantStepSize`).
 from __future__ import annotations
 
 import math
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -317,7 +317,7 @@ def check_sa_schedule(schedule: Any, name: str = "sa_step_size") -> StepSizeSche
     )
 
 
-ScalarOrSchedule = Union[float, tf.Tensor, tf.Variable, StepSizeSchedule]
+ScalarOrSchedule = float | tf.Tensor | tf.Variable | StepSizeSchedule
 
 
 def as_schedule(

@@ -82,7 +82,8 @@ class ControlVariateEstimator(GradientEstimator):
         self._centre = restructure(centre_parts, centering_value)
         if centering_gradient is None or centering_log_prob is None:
             full = base.full_log_prob_and_gradient(self._centre)
-            centering_log_prob, centering_gradient = full.target_log_prob, full.grads_target_log_prob
+            centering_log_prob = full.target_log_prob
+            centering_gradient = full.grads_target_log_prob
         self._centre_grad = [tf.convert_to_tensor(g) for g in centering_gradient]
         self._centre_log_prob = tf.convert_to_tensor(centering_log_prob)
 
