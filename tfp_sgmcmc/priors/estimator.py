@@ -95,8 +95,12 @@ class SSGLEstimator(GradientEstimator):
         flat prior on them. Default value: ``None``.
       batch_ndims: number of leading chain dimensions of every part (the
         latents get the same leading dims). Default value: ``0``.
-      initial_rho, initial_kappa0, initial_kappa1, initial_delta, initial_sigma:
-        initial latents. Default values: ``0.5, 1., 1., 0.5, 1.`` (the R code).
+      initial_rho: initial inclusion probability ρ. Default value: ``0.5``.
+      initial_kappa0: initial spike penalty κ0. Default value: ``1.``.
+      initial_kappa1: initial slab penalty κ1. Default value: ``1.``.
+      initial_delta: initial sparsity δ. Default value: ``0.5``.
+      initial_sigma: initial scale σ. Default value: ``1.`` (these defaults are
+        the authors' R code's).
 
     Raises:
       ValueError: both or neither likelihood given; ``sigma_form`` mismatch;
