@@ -137,7 +137,7 @@ def main() -> None:
 
 
 def write_report(rows, cost_rows, args, budget, eval_s, grid_steps, gt, wall) -> None:
-    cmd = "python examples/mamba_logistic_study.py" + (" --quick" if args.quick else "")
+    cmd = "python examples/mamba_logistic_study.py " + " ".join(sys.argv[1:])
     lines = [
         "# MAMBA study: logistic regression (paper §4.1, CPU scale)",
         "",
@@ -168,6 +168,8 @@ def write_report(rows, cost_rows, args, budget, eval_s, grid_steps, gt, wall) ->
               "after its rounds, the grid's best configuration after R seconds.)"]
     os.makedirs(os.path.dirname(STUDY), exist_ok=True)
     path = STUDY if not args.quick else STUDY.replace(".md", "_quick.md")
+    if not args.quick and args.samplers != ",".join(SAMPLERS):
+        path = STUDY.replace(".md", "_" + args.samplers.lower().replace(",", "_") + ".md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
