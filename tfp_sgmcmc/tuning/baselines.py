@@ -152,9 +152,10 @@ def grid_search(
     """Exhaustive grid search: every arm runs ``budget_per_arm``; lowest metric wins.
 
     Args:
-      arms, init_state, make_kernel, kernel_class, estimator, kernel_kwargs,
-        metric, thin, seed, jit_compile, progress, max_steps_per_call,
-        program_cache: as :class:`~tfp_sgmcmc.tuning.mamba.MAMBA`.
+      arms: as :class:`~tfp_sgmcmc.tuning.mamba.MAMBA`; so are ``init_state``,
+        ``make_kernel``, ``kernel_class``, ``estimator``, ``kernel_kwargs``,
+        ``metric``, ``thin``, ``seed``, ``jit_compile``, ``progress``,
+        ``max_steps_per_call`` and ``program_cache``.
       budget_per_arm: a :class:`~tfp_sgmcmc.tuning.budget.Budget` whose
         ``amount`` each configuration runs (e.g. ``steps(5000)``), or seconds.
         Default value: ``1.`` (1 s each, the journal's grid search with KSD).

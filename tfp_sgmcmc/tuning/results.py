@@ -62,7 +62,12 @@ class TuningResult:
       records: one :class:`RoundRecord` per arm and round.
       samples: the best arm's thinned samples of its last round (list of parts).
       final_states: last state of every arm (list of parts; ``None`` if diverged).
-      metric_name, budget (str), eta, num_rounds, round_sizes, per_arm_budgets.
+      metric_name: the reward metric's name.
+      budget: the budget, as a string.
+      eta: the pruning rate η.
+      num_rounds: ``K``.
+      round_sizes: ``|S_i|`` for each round.
+      per_arm_budgets: ``r_i`` for each round.
       make_kernel: the kernel factory; :meth:`kernel` builds the best arm's kernel.
     """
 
