@@ -82,17 +82,23 @@ class ConstantStepSize(StepSizeSchedule):
 
     Args:
       step_size: positive scalar (Python number, tensor or ``tf.Variable``).
+      allow_zero: also accept 0 (a constant temperature may be 0).
+        Default value: ``False``.
 
     Raises:
-      ValueError: ``step_size`` is statically known and not positive.
+      ValueError: ``step_size`` is statically known and not positive (negative
+        when ``allow_zero``).
     """
 
-    def __init__(self, step_size: Any) -> None:
-        check_positive(step_size, "step_size")
+    def __init__(self, step_size: Any, allow_zero: bool = False) -> None:
+        check_positive(step_size, "step_size", allow_zero=allow_zero)
         self._step_size = step_size
+        self._allow_zero = allow_zero
 
     @property
     def parameters(self) -> dict[str, Any]:
+        if self._allow_zero:
+            return {"step_size": self._step_size, "allow_zero": True}
         return {"step_size": self._step_size}
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
@@ -340,11 +346,6 @@ def as_schedule(
     if v is not None and v.ndim != 0:
         raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
     try:
-        if allow_zero:
-            check_positive(step_size, name, allow_zero=True)
-            sched = ConstantStepSize.__new__(ConstantStepSize)
-            sched._step_size = step_size
-            return sched
-        return ConstantStepSize(step_size)
+        return ConstantStepSize(step_size, allow_zero=allow_zero)
     except ValueError as e:
         raise ValueError(str(e).replace("`step_size`", f"`{name}`")) from None

@@ -6,7 +6,7 @@ These are our own copies of the few conveniences TFP keeps in its private
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,6 @@ __all__ = [
     "check_finite_tensor",
     "all_finite",
     "cast_param",
-    "assert_static_scalar_or_none",
     "PrettyNamedTupleMixin",
 ]
 
@@ -107,12 +106,6 @@ def check_in_interval(
         raise ValueError(f"`{name}` must lie in {lb}{low}, {high}{rb}, got {v!r}.")
 
 
-def assert_static_scalar_or_none(x: Any, name: str) -> None:
-    v = static_value(x)
-    if v is not None and v.ndim != 0:
-        raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
-
-
 def check_finite_tensor(x: Any, name: str) -> None:
     """Raise ``ValueError`` if a statically known array contains NaN or Inf."""
     v = static_value(x)
@@ -167,6 +160,3 @@ def _short_repr(v: Any) -> str:
         return "[" + ", ".join(_short_repr(x) for x in v) + "]"
     return repr(v)
 
-
-def call_with_structure(fn: Callable[..., Any], parts: Sequence[tf.Tensor], like: Any) -> Any:
-    return fn(restructure(parts, like))
