@@ -6,6 +6,7 @@ kernels never know which estimator they are given.
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
+from tfp_sgmcmc.estimators.distributed import DistributedMinibatchEstimator
 from tfp_sgmcmc.estimators.map import MapResult, find_map
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator, NoisyGradientEstimator
 from tfp_sgmcmc.estimators.partitions import (
@@ -34,6 +35,7 @@ __all__ = [
     "MinibatchEstimator",
     "NoisyGradientEstimator",
     "ControlVariateEstimator",
+    "DistributedMinibatchEstimator",
     "find_map",
     "MapResult",
     "StructuredEstimator",
