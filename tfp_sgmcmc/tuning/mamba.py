@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -211,8 +211,10 @@ class MAMBA:
         survivors = list(range(len(self.arms)))
         records: list[RoundRecord] = []
         last_samples: dict[int, list[np.ndarray]] = {}
+        round_seconds: list[float] = []
         for i in range(self.num_rounds):
             r_i = self.per_arm_budgets[i]
+            t_round = time.perf_counter()
             metrics: dict[int, float] = {}
             round_records = []
             bar = _progress(
@@ -221,9 +223,7 @@ class MAMBA:
                 f"MAMBA round {i + 1}/{self.num_rounds} ({len(survivors)} arms, "
                 f"r={_fmt_budget(r_i, self.budget.unit)} each)",
             )
-            for idx in survivors:
-                out = self.runner.run(idx, r_i, self.budget)
-                value, mt, note = evaluate_metric(self.metric, out, self.estimator)
+            for idx, out, value, mt, note in self._run_arms(survivors, r_i):
                 metrics[idx] = value
                 last_samples[idx] = out.samples
                 rec = RoundRecord(
@@ -241,13 +241,16 @@ class MAMBA:
                     note=note,
                     spent=self._spent(idx, out),
                 )
-                records.append(rec)
                 round_records.append(rec)
                 if bar is not None:
                     bar.set_postfix_str(f"best {min(metrics.values()):.4g}", refresh=False)
                     bar.update(1)
             if bar is not None:
                 bar.close()
+            # Arms may finish in any order (parallel backends): record them in grid order.
+            round_records.sort(key=lambda r: survivors.index(r.arm_index))
+            records.extend(round_records)
+            round_seconds.append(time.perf_counter() - t_round)
             # Stable ascending sort (ties keep grid order); keep ⌊|S_i|/η⌋.
             ranked = sorted(survivors, key=lambda j: (metrics[j], survivors.index(j)))
             keep = max(1, len(survivors) // self.eta)
@@ -263,7 +266,7 @@ class MAMBA:
             arms=[dict(a) for a in self.arms],
             records=records,
             samples=last_samples[best],
-            final_states=[None if s.diverged else s.state for s in self.runner.arm_states],
+            final_states=self._final_states(),
             metric_name=metric_name(self.metric),
             budget=str(self.budget),
             budget_unit=self.budget.unit,
@@ -272,16 +275,40 @@ class MAMBA:
             num_rounds=self.num_rounds,
             round_sizes=list(self.round_sizes),
             per_arm_budgets=list(self.per_arm_budgets),
-            num_programs=self.runner.num_programs,
-            single_part=not isinstance(self.runner.like, (list, tuple)),
+            num_programs=self._num_programs(),
+            single_part=self._single_part(),
+            round_seconds=round_seconds,
         )
+
+    # -- execution hooks (overridden by the Ray backend) -------------------- #
+    def _run_arms(
+        self, survivors: list[int], amount: float
+    ) -> Iterator[tuple[int, RunOutput, float, float, str]]:
+        """Runs every surviving arm for ``amount``; yields ``(index, output, metric,
+        metric seconds, note)`` per arm as it finishes (here: one after another)."""
+        for idx in survivors:
+            out = self.runner.run(idx, amount, self.budget)
+            value, mt, note = evaluate_metric(self.metric, out, self.estimator)
+            yield idx, out, value, mt, note
+
+    def _final_states(self) -> list[Any]:
+        return [None if s.diverged else s.state for s in self.runner.arm_states]
+
+    def _num_programs(self) -> int:
+        return self.runner.num_programs
+
+    def _single_part(self) -> bool:
+        return not isinstance(self.runner.like, (list, tuple))
+
+    def _cost(self, idx: int) -> int:
+        return self.runner.costs[idx]
 
     def _spent(self, idx: int, out: RunOutput) -> float:
         if self.budget.unit == "seconds":
             return out.sampling_seconds
         if self.budget.unit == "steps":
             return float(out.steps)
-        return float(out.steps * self.runner.costs[idx])
+        return float(out.steps * self._cost(idx))
 
 
 def mamba(*args: Any, **kwargs: Any) -> TuningResult:

@@ -69,6 +69,9 @@ class TuningResult:
       round_sizes: ``|S_i|`` for each round.
       per_arm_budgets: ``r_i`` for each round.
       make_kernel: the kernel factory; :meth:`kernel` builds the best arm's kernel.
+      round_seconds: wall-clock seconds of each round (sampling, compilation,
+        metric and dispatch: with parallel arms, less than the sum of the
+        arms' sampling seconds).
     """
 
     method: str
@@ -88,6 +91,7 @@ class TuningResult:
     per_arm_budgets: list[float] = field(default_factory=list)
     num_programs: int = 0
     single_part: bool = True
+    round_seconds: list[float] = field(default_factory=list)
 
     # -- derived ------------------------------------------------------------ #
     @property
