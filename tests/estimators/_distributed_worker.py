@@ -1,0 +1,194 @@
+"""Subprocess half of ``test_distributed.py``: runs on two logical CPU devices.
+
+TensorFlow fixes its devices when it initialises, so the split of the CPU into two
+logical devices must happen before any op runs -- in a fresh process, never in the
+pytest process (that would change the devices every other test sees). This script
+computes single-device and ``tf.distribute`` results side by side and prints them as
+one JSON object on the last line of stdout; the assertions live in the test file.
+
+Run by hand: ``python tests/estimators/_distributed_worker.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import json  # noqa: E402
+import sys  # noqa: E402
+import warnings  # noqa: E402
+from typing import Any  # noqa: E402
+
+import tensorflow as tf  # noqa: E402
+
+_CPUS = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(
+    _CPUS[0], [tf.config.LogicalDeviceConfiguration()] * 2
+)
+
+import numpy as np  # noqa: E402
+import tensorflow_probability as tfp  # noqa: E402
+
+import tfp_sgmcmc as sg  # noqa: E402
+from tfp_sgmcmc.estimators.distributed import DistributedMinibatchEstimator  # noqa: E402
+
+warnings.filterwarnings("ignore", message=".*not calibrated.*")
+warnings.filterwarnings("ignore", message=".*MirroredStrategy eagerly.*")
+
+N, D, BATCH, CHAINS, STEPS = 400, 3, 40, 3, 50
+#: (replica id, device of the replica's log-likelihood, rows of its shard) seen at trace time.
+TRACE_LOG: list[tuple[Any, str, int]] = []
+
+
+def log_likelihood(state: list[tf.Tensor], batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    """Logistic regression with weights ``w`` [chains, D] and bias ``b`` [chains]."""
+    w, b = state
+    x, y = batch
+    logits = tf.einsum("nd,...d->...n", x, w) + b[..., None]
+    out = -tf.nn.sigmoid_cross_entropy_with_logits(tf.broadcast_to(y, tf.shape(logits)), logits)
+    ctx = tf.distribute.get_replica_context()
+    rid = None if ctx is None else ctx.replica_id_in_sync_group
+    TRACE_LOG.append((None if not tf.is_tensor(rid) else rid.device, out.device, int(x.shape[0])))
+    return out
+
+
+def log_prior(state: list[tf.Tensor]) -> tf.Tensor:
+    w, b = state
+    return -0.5 * tf.reduce_sum(tf.square(w), -1) / 4.0 - 0.5 * tf.square(b) / 4.0
+
+
+def make_data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(20251121)
+    x = rng.standard_normal((N, D))
+    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-(x @ np.array([1.0, -2.0, 0.5]))))).astype(
+        np.float64
+    )
+    return x, y
+
+
+def init_state() -> list[tf.Tensor]:
+    rng = np.random.default_rng(7)
+    return [tf.constant(rng.standard_normal((CHAINS, D))), tf.constant(rng.standard_normal(CHAINS))]
+
+
+def as_lists(estimate: sg.GradientEstimate) -> dict[str, Any]:
+    return {
+        "value": estimate.target_log_prob.numpy().tolist(),
+        "grads": [g.numpy().tolist() for g in estimate.grads_target_log_prob],
+    }
+
+
+def estimates(single: Any, dist: Any, calls: int, mode: str) -> dict[str, Any]:
+    """``calls`` consecutive estimates (carrying the batch state) of both estimators."""
+    state = init_state()
+    seeds = [tf.constant([11, k], tf.int32) for k in range(calls)]
+
+    def run(est: Any, s: Any, bs: Any, seed: tf.Tensor) -> Any:
+        return est(s, bs, seed)
+
+    out = {}
+    for name, est in (("single", single), ("distributed", dist)):
+        fn = run if mode == "eager" else tf.function(run)
+        bs = est.bootstrap(state)
+        rows = []
+        for seed in seeds:
+            e, bs = fn(est, state, bs, seed)
+            rows.append(as_lists(e))
+        out[name] = rows
+    return out
+
+
+def chain(kernel: tfp.mcmc.TransitionKernel, jit: bool) -> tuple[list[Any], list[str]]:
+    @tf.function(jit_compile=jit)
+    def run(seed: tf.Tensor) -> list[tf.Tensor]:
+        return tfp.mcmc.sample_chain(STEPS, init_state(), kernel=kernel, trace_fn=None, seed=seed)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        samples = run(tf.constant([3, 4], tf.int32))
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    return [s.numpy().tolist() for s in samples], msgs
+
+
+def error_message(fn: Any) -> list[str] | None:
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - reported to the test, which checks the type
+        return [type(e).__name__, str(e)]
+    return None
+
+
+def main() -> None:
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    x, y = make_data()
+    result: dict[str, Any] = {
+        "logical_cpus": len(tf.config.list_logical_devices("CPU")),
+        "replicas": strategy.num_replicas_in_sync,
+        "estimates": {},
+    }
+
+    def pair(data: Any, batch_size: int = BATCH) -> tuple[Any, Any]:
+        base = sg.MinibatchEstimator(log_likelihood, data, batch_size, log_prior_fn=log_prior)
+        return base, DistributedMinibatchEstimator(base, strategy)
+
+    # Estimates on the same seeds, every InMemoryData scheme, 3 consecutive calls.
+    for scheme in ("epoch", "with_replacement", "random_window"):
+        base, dist = pair(sg.InMemoryData((x, y), scheme=scheme))
+        TRACE_LOG.clear()
+        result["estimates"][scheme] = estimates(base, dist, 3, "graph")
+        if scheme == "epoch":
+            result["trace_log"] = list(TRACE_LOG)
+    base, dist = pair(sg.InMemoryData((x, y)))
+    result["estimates"]["eager"] = estimates(base, dist, 2, "eager")
+    base_full, dist_full = pair(sg.InMemoryData((x, y)), N)
+    result["estimates"]["full_batch"] = estimates(base_full, dist_full, 1, "graph")
+    # A seeded tf.data pipeline: two identical pipelines give the same batch sequence.
+    def dataset_source() -> sg.DatasetData:
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(N, seed=5).batch(
+            BATCH, drop_remainder=True)
+        return sg.DatasetData(ds, N)
+
+    dbase = sg.MinibatchEstimator(log_likelihood, dataset_source(), BATCH, log_prior_fn=log_prior)
+    ddist = DistributedMinibatchEstimator(
+        sg.MinibatchEstimator(log_likelihood, dataset_source(), BATCH, log_prior_fn=log_prior),
+        strategy,
+    )
+    result["estimates"]["dataset"] = estimates(dbase, ddist, 3, "graph")
+
+    # Chains: same kernel, same seed, single-device vs distributed estimator.
+    base, dist = pair(sg.InMemoryData((x, y)))
+    result["chains"] = {}
+    kernels = {
+        "sgld": lambda e: sg.SGLD(e, 1e-3),
+        "sghmc": lambda e: sg.SGHMC(e, 1e-3, num_leapfrog_steps=2),
+    }
+    for name, make in kernels.items():
+        for jit in (False, True) if name == "sgld" else (False,):
+            key = f"{name}_{'xla' if jit else 'graph'}"
+            single, w_single = chain(make(base), jit)
+            distributed, w_dist = chain(make(dist), jit)
+            result["chains"][key] = {
+                "single": single,
+                "distributed": distributed,
+                "warnings_single": w_single,
+                "warnings_distributed": w_dist,
+            }
+
+    # Errors.
+    result["errors"] = {
+        "indivisible": error_message(lambda: pair(sg.InMemoryData((x, y)), 41)),
+        "with_batch_size": error_message(lambda: dist.with_batch_size(7)),
+        "with_batch_size_ok": dist.with_batch_size(8).shard_size,
+        "nested": error_message(
+            lambda: strategy.run(
+                lambda: dist(init_state(), dist.bootstrap(None), tf.constant([1, 2]))
+            )
+        ),
+    }
+    sys.stdout.flush()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
