@@ -360,6 +360,15 @@ class RayMAMBA(MAMBA):
         self._alive = list(range(num_workers))
         try:
             infos = ray.get([w.describe.remote() for w in self._workers])
+        except ray.exceptions.RayActorError as e:
+            self.shutdown()
+            raise RuntimeError(
+                "A Ray worker could not be started. If it could not import the module of "
+                "`problem` (or of `metric`), make that module importable on every node "
+                "(install it, or pass runtime_env={'py_modules': [...]} or "
+                "{'working_dir': ...}), or define the factory in the driver script. "
+                f"Ray said: {e}"
+            ) from e
         except BaseException:
             self.shutdown()
             raise
