@@ -17,6 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import json  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import warnings  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -29,48 +30,23 @@ tf.config.set_logical_device_configuration(
 
 import numpy as np  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
+from _distributed_model import (  # noqa: E402  (this script's own directory is on sys.path)
+    BATCH,
+    STEPS,
+    TRACE_LOG,
+    N,
+    init_state,
+    log_likelihood,
+    log_prior,
+    make_data,
+)
 
 import tfp_sgmcmc as sg  # noqa: E402
+from tfp_sgmcmc.driver import sample  # noqa: E402
 from tfp_sgmcmc.estimators.distributed import DistributedMinibatchEstimator  # noqa: E402
 
 warnings.filterwarnings("ignore", message=".*not calibrated.*")
 warnings.filterwarnings("ignore", message=".*MirroredStrategy eagerly.*")
-
-N, D, BATCH, CHAINS, STEPS = 400, 3, 40, 3, 50
-#: (replica id, device of the replica's log-likelihood, rows of its shard) seen at trace time.
-TRACE_LOG: list[tuple[Any, str, int]] = []
-
-
-def log_likelihood(state: list[tf.Tensor], batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
-    """Logistic regression with weights ``w`` [chains, D] and bias ``b`` [chains]."""
-    w, b = state
-    x, y = batch
-    logits = tf.einsum("nd,...d->...n", x, w) + b[..., None]
-    out = -tf.nn.sigmoid_cross_entropy_with_logits(tf.broadcast_to(y, tf.shape(logits)), logits)
-    ctx = tf.distribute.get_replica_context()
-    rid = None if ctx is None else ctx.replica_id_in_sync_group
-    TRACE_LOG.append((None if not tf.is_tensor(rid) else rid.device, out.device, int(x.shape[0])))
-    return out
-
-
-def log_prior(state: list[tf.Tensor]) -> tf.Tensor:
-    w, b = state
-    return -0.5 * tf.reduce_sum(tf.square(w), -1) / 4.0 - 0.5 * tf.square(b) / 4.0
-
-
-def make_data() -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(20251121)
-    x = rng.standard_normal((N, D))
-    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-(x @ np.array([1.0, -2.0, 0.5]))))).astype(
-        np.float64
-    )
-    return x, y
-
-
-def init_state() -> list[tf.Tensor]:
-    rng = np.random.default_rng(7)
-    return [tf.constant(rng.standard_normal((CHAINS, D))), tf.constant(rng.standard_normal(CHAINS))]
-
 
 def as_lists(estimate: sg.GradientEstimate) -> dict[str, Any]:
     return {
@@ -109,6 +85,10 @@ def chain(kernel: tfp.mcmc.TransitionKernel, jit: bool) -> tuple[list[Any], list
         samples = run(tf.constant([3, 4], tf.int32))
     msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     return [s.numpy().tolist() for s in samples], msgs
+
+
+def as_list(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 def error_message(fn: Any) -> list[str] | None:
@@ -174,6 +154,17 @@ def main() -> None:
                 "warnings_single": w_single,
                 "warnings_distributed": w_dist,
             }
+
+    # The long-run driver (tf.function chunks without XLA) with either estimator.
+    with tempfile.TemporaryDirectory() as tmp:
+        draws = {}
+        for name, est in (("single", base), ("distributed", dist)):
+            run = sample(
+                sg.SGLD(est, 1e-3), init_state(), num_samples=20, run_dir=os.path.join(tmp, name),
+                seed=9, chunk_size=10, jit_compile=False, progress=False,
+            )
+            draws[name] = [np.asarray(p).tolist() for p in as_list(run.samples())]
+        result["driver"] = draws
 
     # Errors.
     result["errors"] = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ import tfp_sgmcmc as sg
 from tfp_sgmcmc.estimators.distributed import DistributedMinibatchEstimator
 
 WORKER = Path(__file__).with_name("_distributed_worker.py")
+MULTIWORKER = Path(__file__).with_name("_multiworker_worker.py")
 RTOL = 1e-10
 BATCH = 40  # the worker's batch size
 
@@ -90,6 +92,17 @@ def test_chain_under_strategy_reproduces_single_device_chain(two_replicas, case)
         assert np.max(np.abs(single[-1] - single[0])) > 1e-2
 
 
+def test_driver_run_under_strategy_reproduces_single_device_run(two_replicas):
+    """``driver.sample(jit_compile=False)``: 20 draws in two chunks, both parts, 1e-10."""
+    single, dist = two_replicas["driver"]["single"], two_replicas["driver"]["distributed"]
+    assert len(single) == len(dist) == 2
+    for s, d in zip(single, dist):
+        s, d = np.asarray(s), np.asarray(d)
+        assert s.shape[0] == 20 and np.all(np.isfinite(s))
+        np.testing.assert_allclose(d, s, rtol=0, atol=1e-10)
+        assert np.max(np.abs(s[-1] - s[0])) > 1e-2
+
+
 def test_warns_under_xla_only(two_replicas):
     chains = two_replicas["chains"]
     assert chains["sgld_xla"]["warnings_distributed"]
@@ -106,6 +119,55 @@ def test_bad_batch_sizes_and_nesting_raise(two_replicas):
     assert "`batch_size`" in errors["with_batch_size"][1]
     assert errors["with_batch_size_ok"] == 4
     assert errors["nested"][0] == "RuntimeError" and "strategy.run" in errors["nested"][1]
+
+
+def _free_ports(k: int) -> list[int]:
+    socks = [socket.socket() for _ in range(k)]
+    try:
+        for s in socks:
+            s.bind(("localhost", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.mark.slow
+def test_multiworker_strategy_on_two_local_processes():
+    """MultiWorkerMirroredStrategy, 2 workers (gRPC on localhost): both hold the same chain,
+    equal to the single-device chain to 1e-10."""
+    ports = ",".join(map(str, _free_ports(2)))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(MULTIWORKER), str(i), ports],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        for i in range(2)
+    ]
+    outs = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=300)
+            if p.returncode != 0:
+                pytest.fail(f"worker failed ({p.returncode}):\n{stderr[-4000:]}")
+            outs.append(json.loads(stdout.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [o["index"] for o in outs] == [0, 1]
+    assert all(o["replicas"] == 2 for o in outs)
+    for o in outs:
+        for s, d in zip(o["single"], o["distributed"]):
+            s, d = np.asarray(s), np.asarray(d)
+            assert s.shape[0] == 50
+            np.testing.assert_allclose(d, s, rtol=0, atol=1e-10)
+            assert np.max(np.abs(s[-1] - s[0])) > 1e-2
+    # The workers never broadcast the state: they stay identical because they share the
+    # reduced gradient and the noise seed.
+    for a, b in zip(outs[0]["distributed"], outs[1]["distributed"]):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 # --------------------------------------------------------------------------- #
