@@ -16,7 +16,14 @@ CPU. For every minibatch scheme of :class:`tfp_sgmcmc.InMemoryData`
   permutation per epoch via :func:`tfp_sgmcmc.data.feistel_permutation`, or a
   uniform window of a once-shuffled copy) and its noise from philox;
 * (b) ``gradient_floor``: the minibatch gradient alone, on a fixed batch, in
-  the same kind of loop (θ ← θ + ε∇, so nothing can be hoisted out of it).
+  the same kind of loop (θ ← θ + ε∇, so nothing can be hoisted out of it);
+* (c) ``sample_chain_bare``: (a)'s arithmetic (same batch draw, gradient and
+  noise, keys derived from the step seed by the same integer offsets) as the
+  barest possible ``TransitionKernel`` -- no log-density, no divergence flag,
+  no step counter -- run through ``tfp.mcmc.sample_chain`` like our kernels.
+  It is what *any* kernel pays for ``sample_chain`` (a per-step seed split
+  with TFP's default generator, its loop and trace plumbing): ``sgld / (c)``
+  is the cost of our kernel itself, ``(c) / (a)`` that of the driver.
 
 Each configuration is compiled by a warm-up call (its time minus a steady
 call's is reported as ``compile_s``), then timed ``--repeats`` times in
@@ -210,6 +217,44 @@ def make_gradient_floor(
     return run
 
 
+class _BareSGLD(tfp.mcmc.TransitionKernel):
+    """(c): (a)'s step as a bare ``TransitionKernel`` (results = the score only)."""
+
+    def __init__(self, batch: Callable, scale: float, step_size: float) -> None:
+        self._batch, self._scale = batch, scale
+        self._eps = tf.constant(step_size, tf.float32)
+        self._parameters = {"step_size": step_size}
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self._parameters
+
+    @property
+    def is_calibrated(self) -> bool:
+        return False
+
+    def bootstrap_results(self, init_state: tf.Tensor) -> tf.Tensor:
+        xb, yb = self._batch(tf.constant(0), tf.constant([0, 0]))
+        return minibatch_grad(init_state, xb, yb, self._scale)
+
+    def one_step(self, theta: tf.Tensor, grad: tf.Tensor, seed: Any = None):
+        seed = tf.cast(seed, tf.int32)
+        xi = tf.random.stateless_normal(
+            tf.shape(theta), seed=tf.reverse(seed, [0]), dtype=theta.dtype, alg=RNG
+        )
+        theta = theta + self._eps * grad + tf.sqrt(2.0 * self._eps) * xi
+        xb, yb = self._batch(tf.constant(0), seed)
+        return theta, minibatch_grad(theta, xb, yb, self._scale)
+
+
+def make_bare_chain(
+    scheme: str, x: tf.Tensor, y: tf.Tensor, n: int, step_size: float, num_steps: int
+) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """(c): :class:`_BareSGLD` through ``sample_chain`` (random_window / with_replacement)."""
+    kernel = _BareSGLD(make_batch_fn(scheme, x, y, n), float(x.shape[0]) / n, step_size)
+    return make_chain(kernel, num_steps)
+
+
 # --------------------------------------------------------------------------- #
 # Our kernels through sample_chain.
 # --------------------------------------------------------------------------- #
@@ -265,6 +310,13 @@ def build_group(
         "steps": steps,
         "grads_per_step": 1,
     }
+    if scheme != "epoch":  # the hand epoch scheme needs the step index, which
+        # sample_chain does not give a kernel; (c) is defined for the other two.
+        out["sample_chain_bare"] = {
+            "fn": make_bare_chain(scheme, x, y, n, sgld_eps, steps),
+            "steps": steps,
+            "grads_per_step": 1,
+        }
     out["gradient_floor"] = {
         "fn": make_gradient_floor(x, y, n, 1e-9, floor_steps),
         "steps": floor_steps,
@@ -307,7 +359,7 @@ def run_group(
             "first_call_s": round(c["first_call_s"], 2),
             "finite": c["finite"],
         }
-        for ref in ("hand_sgld", "gradient_floor"):
+        for ref in ("hand_sgld", "sample_chain_bare", "gradient_floor"):
             if ref in rate and name != ref:
                 paired = [a / b for a, b in zip(rate[name], rate[ref])]
                 entry[f"ratio_to_{ref}"] = round(median(paired), 3)
@@ -333,7 +385,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     cols = [(s, n) for n in sizes for s in schemes]
     head = "| samples/s | " + " | ".join(f"{s} n={n:,}" for s, n in cols) + " |"
     lines = [head, "|---" * (len(cols) + 1) + "|"]
-    names = [c for c in (*OURS, "hand_sgld", "gradient_floor") if c in by[cols[0]]]
+    names = [c for c in (*OURS, "hand_sgld", "sample_chain_bare", "gradient_floor")
+             if any(c in by[k] for k in cols)]
     for name in names:
         cells = []
         for key in cols:
@@ -359,6 +412,16 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
         + " |"
     )
+    if any("ratio_to_sample_chain_bare" in by[k].get("sgld", {}) for k in cols):
+        lines.append(
+            "| sgld / sample_chain_bare (c) | "
+            + " | ".join(
+                f"{by[k]['sgld']['ratio_to_sample_chain_bare']:.3f}"
+                if "ratio_to_sample_chain_bare" in by[k].get("sgld", {}) else "–"
+                for k in cols
+            )
+            + " |"
+        )
     out = ["\n".join(lines), ""]
     # Best of our schemes per batch size next to the quoted peers.
     peer = report.get("peers_quoted_samples_per_s_1pct_0.1pct", PEERS_QUOTED)
