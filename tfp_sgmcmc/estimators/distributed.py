@@ -86,8 +86,16 @@ def _tracing_under_xla() -> bool:
 class DistributedMinibatchEstimator(GradientEstimator):
     """A :class:`MinibatchEstimator` whose batch gradient is computed data-parallel.
 
-    The estimate equals ``base``'s on the same batch up to floating-point
-    summation order (see the module docstring for the equation and why it is not
+    With ``R`` replicas and the batch ``S`` of ``n`` rows cut into shards
+    ``S_r`` of ``n_r = n/R`` rows,
+
+    ```none
+    ∇ log π̃(θ) = ∇ log p(θ) + (1/R) Σ_r (N/n_r) Σ_{i∈S_r} ∇ log p(x_i | θ)
+               = ∇ log p(θ) + (N/n) Σ_{i∈S} ∇ log p(x_i | θ)
+    ```
+
+    (and likewise ``log π̃``): ``base``'s estimate on the same batch, up to
+    floating-point summation order (see the module docstring for why it is not
     bitwise equal). Every :class:`~tfp_sgmcmc.data.InMemoryData` scheme works
     (the batch is drawn once, on the host, by ``base``); a
     :class:`~tfp_sgmcmc.data.DatasetData` source also works under
@@ -107,6 +115,8 @@ class DistributedMinibatchEstimator(GradientEstimator):
       ValueError: ``base`` is not a ``MinibatchEstimator``; ``strategy`` is not a
         ``tf.distribute.Strategy``; ``base.batch_size`` is not divisible by the
         number of replicas in sync.
+      RuntimeError: (when called) inside ``strategy.run``: the estimator calls
+        ``strategy.run`` itself and must be called in cross-replica context.
 
     #### Examples
 
