@@ -18,11 +18,17 @@ from tfp_sgmcmc.tuning.budget import (
 )
 from tfp_sgmcmc.tuning.mamba import MAMBA, mamba
 from tfp_sgmcmc.tuning.metrics import FSSDMetric, FullDataScorer, FunctionMetric, KSDMetric
+
+# Imports Ray only when a RayMAMBA is built (optional extra `tfp-sgmcmc[ray]`).
+from tfp_sgmcmc.tuning.ray_backend import RayMAMBA, TuningProblem, ray_mamba
 from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult
 
 __all__ = [
     "MAMBA",
     "mamba",
+    "RayMAMBA",
+    "ray_mamba",
+    "TuningProblem",
     "grid_search",
     "heuristic",
     "heuristic_arm",
