@@ -27,7 +27,10 @@ speed-up of every round after the first), the cold round and cold round +
 startup. ``same_best_arm`` and ``max_rel_metric_diff`` compare the first
 round's per-arm metrics of the sequential and Ray runs (identical seeds and
 deterministic budget: they must agree). The load average is recorded: the
-machine is shared, and a busy neighbour takes cores from the 2 actors.
+machine is shared, and a busy neighbour takes cores from the 2 actors. Ray
+starts its workers at nice 15 (they yield to every other process of the
+node); the benchmark starts them at nice 0 (``--ray-niceness``), the level of
+the sequential baseline, so both compete for the shared cores on equal terms.
 
 Usage::
 
@@ -112,7 +115,15 @@ def child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
 
         from tfp_sgmcmc.tuning.ray_backend import RayMAMBA
 
-        ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+        # Ray renices its workers to 15 by default: on a machine shared with other
+        # jobs (this one) the actors would then lose the cores to any nice-0
+        # process while the sequential baseline competes at nice 0.
+        ray.init(
+            num_cpus=args.workers,
+            include_dashboard=False,
+            log_to_driver=False,
+            _system_config={"worker_niceness": args.ray_niceness},
+        )
         t0 = time.perf_counter()
         tuner = RayMAMBA(factory, arms, init, num_workers=args.workers, **kw)
     else:
@@ -150,6 +161,9 @@ def main() -> None:
     p.add_argument("--batch-fraction", type=float, default=0.01)
     p.add_argument("--repeats", type=int, default=3, help="warm rounds (median)")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument(
+        "--ray-niceness", type=int, default=0, help="nice level of the Ray workers (Ray: 15)"
+    )
     p.add_argument("--out", default=None, help="also write the JSON here")
     p.add_argument("--child", choices=MODES, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -169,7 +183,7 @@ def main() -> None:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", mode]
         cmd += ["--num-examples", str(args.num_examples), "--steps", str(args.steps)]
         cmd += ["--batch-fraction", str(args.batch_fraction), "--repeats", str(args.repeats)]
-        cmd += ["--workers", str(args.workers)]
+        cmd += ["--workers", str(args.workers), "--ray-niceness", str(args.ray_niceness)]
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if out.returncode != 0:
@@ -198,6 +212,7 @@ def main() -> None:
             "metric": "KSD (full-data scores, thin 10)",
             "jit_compile": True,
             "ray_workers": args.workers,
+            "ray_worker_niceness": args.ray_niceness,
         },
         "results": results,
         "ratios": {

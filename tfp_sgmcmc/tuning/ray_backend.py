@@ -276,7 +276,10 @@ class RayMAMBA(MAMBA):
         arms, an invalid arm, an unknown metric, a deterministic budget too
         small); a ``problem`` or ``metric`` that cannot be pickled, or a
         ``problem`` that is not callable or fails to build; bad
-        ``num_workers``/``num_cpus_per_worker``.
+        ``num_workers``/``num_cpus_per_worker``, or more CPUs asked for than
+        the cluster has.
+      RuntimeError: an actor could not start (e.g. it cannot import the
+        factory's module).
     """
 
     method = "MAMBA (Ray)"
@@ -335,10 +338,16 @@ class RayMAMBA(MAMBA):
 
         if not ray.is_initialized():
             ray.init(address=address)
+        cpus = float(ray.cluster_resources().get("CPU", 0.0))
         if num_workers is None:
-            cpus = float(ray.cluster_resources().get("CPU", 1.0))
             num_workers = max(1, int(cpus // num_cpus_per_worker))
         num_workers = min(num_workers, len(arms))
+        if num_workers * num_cpus_per_worker > cpus:
+            # Ray would keep the extra actors pending forever (actors hold their CPUs).
+            raise ValueError(
+                f"`num_workers` × `num_cpus_per_worker` = {num_workers} × "
+                f"{num_cpus_per_worker} CPUs, but the Ray cluster has {cpus:g}."
+            )
         threads = max(1, int(num_cpus_per_worker))
         options = dict(actor_options or {})
         options["num_cpus"] = num_cpus_per_worker
@@ -358,6 +367,8 @@ class RayMAMBA(MAMBA):
             for _ in range(num_workers)
         ]
         self._alive = list(range(num_workers))
+        #: ``(arm index, error)`` of every arm run lost with its actor and rerun.
+        self.reruns: list[tuple[int, str]] = []
         try:
             infos = ray.get([w.describe.remote() for w in self._workers])
         except ray.exceptions.RayActorError as e:
@@ -438,6 +449,7 @@ class RayMAMBA(MAMBA):
                 # The actor (or its node) died: rerun the arm from its gathered
                 # chain on another actor; the result is the same.
                 self._alive.remove(w)
+                self.reruns.append((j, f"{type(e).__name__}: {e}"))
                 if not self._alive:
                     raise RuntimeError(f"Every Ray worker died; the last error: {e}") from e
                 queue.insert(0, j)
