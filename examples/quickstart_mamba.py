@@ -59,7 +59,7 @@ def main() -> None:
     else:
         steps = tuning.log10_grid(-4, -7.5, 0.5)  # 8 step sizes (the paper's grid, trimmed)
         fractions = [0.1, 0.01, 0.001]  # 10%, 1%, 0.1% batches
-        budget = args.budget or 30.0
+        budget = args.budget or 20.0
     arms = tuning.grid(step_size=steps, batch_fraction=fractions)
 
     result = tuning.mamba(
