@@ -193,3 +193,16 @@ def test_invalid_arm_is_reported_from_the_worker(local_ray):
         RayMAMBA(
             gaussian_problem, tu.grid(step_size=[0.1, -1.0]), INIT, num_workers=1, **KW
         )
+
+
+def test_factory_from_a_module_the_workers_cannot_import(local_ray, tmp_path, monkeypatch):
+    # The driver can import this module (its directory is on the driver's path
+    # only); cloudpickle sends its function by reference, so the actor fails.
+    (tmp_path / "driver_only_problem.py").write_text(
+        "def problem():\n    raise AssertionError('never called')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import driver_only_problem
+
+    with pytest.raises(RuntimeError, match="could not be started.*py_modules"):
+        RayMAMBA(driver_only_problem.problem, tu.grid(step_size=STEPS), INIT, num_workers=1, **KW)
