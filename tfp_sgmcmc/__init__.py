@@ -43,9 +43,9 @@ from tfp_sgmcmc.diagnostics import (
 from tfp_sgmcmc.driver import sample
 from tfp_sgmcmc.estimators import (
     ControlVariateEstimator,
+    DistributedMinibatchEstimator,
     GradientEstimate,
     GradientEstimator,
-    DistributedMinibatchEstimator,
     MinibatchEstimator,
     NoisyGradientEstimator,
     StructuredDropoutEstimator,
