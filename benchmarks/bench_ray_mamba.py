@@ -181,8 +181,10 @@ def main() -> None:
     for rep in range(args.repeats):  # round-robin: a load change hits every configuration
         for name in MODES:
             warm[name].append(_round(tuners[name], r_0))
-        log(f"repeat {rep + 1}/{args.repeats}: " + ", ".join(
-            f"{n} {warm[n][-1]['wall_s']:.2f} s" for n in MODES))
+        log(
+            f"repeat {rep + 1}/{args.repeats}: "
+            + ", ".join(f"{n} {warm[n][-1]['wall_s']:.2f} s" for n in MODES)
+        )
     for name in ("ray", "sequential_1thread"):
         tuners[name].shutdown()
     results = {name: _summary(cold[name], warm[name], startup[name]) for name in MODES}
@@ -192,9 +194,7 @@ def main() -> None:
     results["ray"]["actor_intra_op_threads"] = tuners["ray"].worker_info[0]["intra_op_threads"]
 
     def ratio(a: str, b: str) -> float:
-        return statistics.median(
-            x["wall_s"] / y["wall_s"] for x, y in zip(warm[a], warm[b])
-        )
+        return statistics.median(x["wall_s"] / y["wall_s"] for x, y in zip(warm[a], warm[b]))
 
     seq, seq1, par = results["sequential"], results["sequential_1thread"], results["ray"]
     m_seq = np.asarray(seq["cold"]["metrics"])

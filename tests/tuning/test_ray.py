@@ -156,8 +156,15 @@ def test_wall_clock_budget_is_spent_in_each_actor(local_ray):
     # is reported apart; the round's wall time is recorded next to the sum.
     arms = tu.grid(step_size=[1e-3, 1e-2, 0.1, 1.5])
     res = RayMAMBA(
-        gaussian_problem, arms, INIT, budget=2.4, eta=2, seed=1, progress=False,
-        jit_compile=False, num_workers=2,
+        gaussian_problem,
+        arms,
+        INIT,
+        budget=2.4,
+        eta=2,
+        seed=1,
+        progress=False,
+        jit_compile=False,
+        num_workers=2,
     ).run()
     assert res.per_arm_budgets == pytest.approx([0.3, 0.6])
     assert 0.8 < res.budget_honesty() < 1.5, res.budget_honesty()
@@ -190,9 +197,7 @@ def test_non_picklable_factory_is_a_clear_error(local_ray):
 
 def test_invalid_arm_is_reported_from_the_worker(local_ray):
     with pytest.raises(ValueError, match=r"`arms\[1\]`.*step_size"):
-        RayMAMBA(
-            gaussian_problem, tu.grid(step_size=[0.1, -1.0]), INIT, num_workers=1, **KW
-        )
+        RayMAMBA(gaussian_problem, tu.grid(step_size=[0.1, -1.0]), INIT, num_workers=1, **KW)
 
 
 def test_factory_from_a_module_the_workers_cannot_import(local_ray, tmp_path, monkeypatch):

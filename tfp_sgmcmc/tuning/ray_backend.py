@@ -191,9 +191,7 @@ class ArmWorker:
         try:
             make_kernel, estimator = _build_problem(factory)
             self.runner = ArmRunner(make_kernel, arms, init_state, **runner_kwargs)
-            self.estimator = (
-                estimator if estimator is not None else self.runner.reference_estimator
-            )
+            self.estimator = estimator if estimator is not None else self.runner.reference_estimator
             self.metric = resolve_metric(metric)
         except Exception as e:  # reported by describe(): construction must not kill the actor
             self.error = f"{type(e).__name__}: {e}"
@@ -512,4 +510,3 @@ def _check_picklable(ray: Any, what: str, obj: Any) -> None:
             "objects inside the factory, and make it a module-level function or a "
             "function defined in the driver script."
         ) from e
-
