@@ -76,7 +76,7 @@ from tfp_sgmcmc.schedules import (
     PolynomialDecay,
     SAStepSize,
 )
-from tfp_sgmcmc.tuning import MAMBA, grid_search, heuristic, mamba
+from tfp_sgmcmc.tuning import MAMBA, RayMAMBA, grid_search, heuristic, mamba
 
 __version__ = "0.1.0.dev0"
 
@@ -139,6 +139,7 @@ __all__ = [
     "relative_std_error",
     # tuning, long runs, export
     "MAMBA",
+    "RayMAMBA",
     "mamba",
     "grid_search",
     "heuristic",
