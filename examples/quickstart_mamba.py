@@ -97,7 +97,7 @@ def main() -> None:
         with open(STUDY, "w") as f:
             f.write(
                 "# MAMBA quickstart: SGLD on the paper's logistic regression\n\n"
-                f"Command: `{cmd}` (wall time {wall:.0f} s on a shared 2-core machine, "
+                f"Command: `{cmd}` (wall time {wall:.0f} s on a 2-core machine, "
                 "including data generation, MAP, compilation and metric time).\n\n"
                 + result.to_markdown() + "\n\n```\n" + result.summary() + "\n"
                 + f"  budget honesty: {result.budget_honesty():.3f}\n" + "\n".join(extra)
