@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "log",
+    "make_data",
     "sync",
     "timed_call",
     "median",
@@ -99,3 +101,17 @@ def dump_json(obj: Any, path: str | None = None) -> None:
     if path:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text + "\n")
+
+
+def log(msg: str) -> None:
+    """Progress on stderr (stdout carries the JSON)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def make_data(num_examples: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The benchmarks' logistic-regression data: x ~ N(0, I), θ ~ N(0, I), y ~ Bernoulli(σ(xθ))."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((num_examples, dim)).astype(np.float32)
+    theta = rng.normal(0.0, 1.0, dim)
+    y = (rng.random(num_examples) < 1.0 / (1.0 + np.exp(-(x @ theta)))).astype(np.float32)
+    return x, y

@@ -38,7 +38,7 @@ import tensorflow_probability as tfp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import dump_json, environment, load_average, median, timed_call  # noqa: E402
+from _common import dump_json, environment, load_average, log, make_data, median, timed_call  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
 from tfp_sgmcmc.kernels.adaptive import (  # noqa: E402
@@ -52,16 +52,6 @@ from tfp_sgmcmc.kernels.adaptive import (  # noqa: E402
 PRIOR_VARIANCE = 10.0
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def make_data(num_examples: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((num_examples, dim)).astype(np.float32)
-    theta = rng.normal(0.0, 1.0, dim)
-    y = (rng.random(num_examples) < 1.0 / (1.0 + np.exp(-(x @ theta)))).astype(np.float32)
-    return x, y
 
 
 def log_likelihood(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:

@@ -35,7 +35,7 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from _common import dump_json, environment, load_average  # noqa: E402
+from _common import dump_json, environment, load_average, log  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
 from models.logistic_regression import logistic_regression  # noqa: E402
@@ -47,9 +47,6 @@ KERNELS = {
     "SGNHT": (sg.SGNHT, {"diffusion": 0.01}),
 }
 
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def one_run(name: str, budget: float, quick: bool, base: Any, theta_map: tf.Tensor) -> dict:
