@@ -31,7 +31,6 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import argparse  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from typing import Any  # noqa: E402
@@ -46,8 +45,6 @@ tf.config.set_logical_device_configuration(
 
 import numpy as np  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import dump_json, environment, load_average, log, make_data, median, timed_call  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402

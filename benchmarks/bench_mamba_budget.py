@@ -3,7 +3,7 @@
 MAMBA (Algorithm 1 of Coullon et al.) gives every surviving arm a per-round
 sampling time ``r_i``; the tuner's total sampling time should equal the budget
 ``T``, with compilation and metric time reported apart. This script runs
-MAMBA-KSD on the paper's §4.1 logistic regression (``models/logistic_regression.py``)
+MAMBA-KSD on the paper's §4.1 logistic regression (``tfp_sgmcmc/models/logistic_regression.py``)
 over the paper's grid (14 step sizes 10^-1 ... 10^-7.5 × batch {100, 10, 1, 0.1}%,
 M = 56 arms, η = 3) for each sampler and budget, and reports
 
@@ -25,21 +25,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from _common import dump_json, environment, load_average, log  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
-from models.logistic_regression import logistic_regression  # noqa: E402
 from tfp_sgmcmc import tuning  # noqa: E402
+from tfp_sgmcmc.models.logistic_regression import logistic_regression  # noqa: E402
 
 KERNELS = {
     "SGLD": (sg.SGLD, {}),

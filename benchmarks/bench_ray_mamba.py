@@ -1,7 +1,7 @@
 """One 6-arm MAMBA round: sequential vs Ray (2 single-threaded actors on 2 cores).
 
 The problem is the MAMBA paper's Bayesian logistic regression (N = 10⁶,
-d = 10, ``models/logistic_regression.py``), SGLD with a 1% minibatch (epoch
+d = 10, ``tfp_sgmcmc/models/logistic_regression.py``), SGLD with a 1% minibatch (epoch
 scheme), six step sizes ``10^-4.5 … 10^-7``, a deterministic budget of
 ``--steps`` sampler steps per arm, XLA, and the default metric (KSD with
 full-data scores of the thinned samples, thin 10). A round is what MAMBA does
@@ -43,16 +43,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 from _common import dump_json, environment, load_average  # noqa: E402
 
 MODES = ("sequential", "ray", "sequential_1thread")
@@ -62,7 +58,7 @@ STEP_SIZES = [float(10.0**e) for e in (-4.5, -5.0, -5.5, -6.0, -6.5, -7.0)]
 def make_problem(num_examples: int, batch_fraction: float) -> Any:
     """The tuning problem (called in the driver or in every Ray actor)."""
     import tfp_sgmcmc as sg
-    from models.logistic_regression import logistic_regression
+    from tfp_sgmcmc.models.logistic_regression import logistic_regression
     from tfp_sgmcmc.tuning.ray_backend import TuningProblem
 
     lr = logistic_regression(num_examples=num_examples)
@@ -204,7 +200,7 @@ def main() -> None:
     report = {
         "benchmark": "bench_ray_mamba",
         "problem": {
-            "model": "logistic regression (models/logistic_regression.py)",
+            "model": "logistic regression (tfp_sgmcmc/models/logistic_regression.py)",
             "num_examples": args.num_examples,
             "batch_fraction": args.batch_fraction,
             "kernel": "SGLD",

@@ -1,7 +1,7 @@
 """A Keras 3 Bayesian neural network on sklearn's digits, tuned by MAMBA vs grid and heuristic.
 
-The network (64 → 32 tanh → 10, N(0, 1) prior, ``models/bnn_digits.py``) is a
-Keras 3 model sampled through ``tfp_sgmcmc.tuning.keras.KerasPosterior``
+The network (64 → 32 tanh → 10, N(0, 1) prior, ``tfp_sgmcmc/models/bnn_digits.py``) is a
+Keras 3 model sampled through ``tfp_sgmcmc.keras.KerasPosterior``
 (weights as state parts, ``stateless_call``). SGLD is tuned three ways, as the
 paper's §4.3 (MNIST there, the bundled digits here):
 
@@ -26,19 +26,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
-from models.bnn_digits import bnn_digits  # noqa: E402
 from tfp_sgmcmc import tuning  # noqa: E402
+from tfp_sgmcmc.keras import posterior_predictive_metrics  # noqa: E402
+from tfp_sgmcmc.models.bnn_digits import bnn_digits  # noqa: E402
 from tfp_sgmcmc.tuning.baselines import run_fixed  # noqa: E402
-from tfp_sgmcmc.tuning.keras import posterior_predictive_metrics  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 STUDY = os.path.join(ROOT, "docs", "studies", "mamba_bnn_digits.md")

@@ -38,14 +38,13 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
-from models.logistic_regression import logistic_regression  # noqa: E402
 from tfp_sgmcmc import tuning  # noqa: E402
+from tfp_sgmcmc.models.logistic_regression import logistic_regression  # noqa: E402
 from tfp_sgmcmc.tuning.baselines import run_fixed  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

@@ -1,7 +1,7 @@
 """Quickstart: tune SGLD on the MAMBA paper's logistic regression with MAMBA.
 
 The model is the paper's §4.1 logistic regression (N = 10⁶ rows, d = 10,
-800k train / 200k test, prior N(0, 10 I); ``models/logistic_regression.py``).
+800k train / 200k test, prior N(0, 10 I); ``tfp_sgmcmc/models/logistic_regression.py``).
 MAMBA (successive halving, η = 3) picks the step size and batch size of SGLD
 that minimise the kernel Stein discrepancy (full-data scores, every 10th
 sample) within a wall-clock sampling budget; compilation and metric time are
@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
-from models.logistic_regression import logistic_regression  # noqa: E402
 from tfp_sgmcmc import tuning  # noqa: E402
+from tfp_sgmcmc.models.logistic_regression import logistic_regression  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FIG = os.path.join(ROOT, "docs", "figures", "mamba_quickstart.png")

@@ -1,6 +1,6 @@
 """Ground-truth posterior of the §14.1 logistic regression by full-batch HMC.
 
-Writes ``models/ground_truth/logistic_regression.json`` with the posterior mean
+Writes ``tfp_sgmcmc/models/ground_truth/logistic_regression.json`` with the posterior mean
 and marginal standard deviation of θ, their Monte-Carlo standard errors (from
 the effective sample size, ``tfp.mcmc.effective_sample_size`` pooled over
 chains), R-hat, the exact command, library versions and seeds.
@@ -36,9 +36,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from models.logistic_regression import PRIOR_VARIANCE, logistic_regression  # noqa: E402
+from tfp_sgmcmc.models.logistic_regression import PRIOR_VARIANCE, logistic_regression  # noqa: E402
 
 __all__ = ["newton_map", "run"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.logistic_regression import (
+from tfp_sgmcmc.models.logistic_regression import (
     generate_logistic_regression_data,
     load_ground_truth,
     log_likelihood,
@@ -60,7 +60,7 @@ def test_split_and_model_functions():
 def test_stored_ground_truth_is_consistent():
     gt = load_ground_truth()
     if gt is None:
-        pytest.fail("models/ground_truth/logistic_regression.json is missing")
+        pytest.fail("tfp_sgmcmc/models/ground_truth/logistic_regression.json is missing")
     for k in ("mean", "std", "mcse_mean", "mcse_std", "ess", "rhat", "command", "versions"):
         assert k in gt
     std, mcse = np.asarray(gt["std"]), np.asarray(gt["mcse_std"])

@@ -6,7 +6,7 @@
 * Stein discrepancies and chain-quality metrics, as functions and as
   ``tfp.experimental.mcmc`` reducers: :mod:`tfp_sgmcmc.diagnostics`.
 * The MAMBA tuner and its baselines: :mod:`tfp_sgmcmc.tuning` (Keras 3 models
-  through :mod:`tfp_sgmcmc.tuning.keras`, imported on demand).
+  through :mod:`tfp_sgmcmc.keras`, imported on demand).
 * Sparse priors with stochastic-approximation latents: :mod:`tfp_sgmcmc.priors`.
 * Long, resumable runs streamed to HDF5 and ArviZ export: :mod:`tfp_sgmcmc.driver`,
   :func:`tfp_sgmcmc.to_arviz`.

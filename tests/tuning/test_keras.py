@@ -9,7 +9,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.tuning.keras import KerasPosterior, posterior_predictive_metrics
+from tfp_sgmcmc.keras import KerasPosterior, posterior_predictive_metrics
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ takes keyword arguments (all optional) and returns a :class:`ModelSpec`::
 ``--model my_model.py:build`` (or just ``my_model.py``) selects it and
 ``--model-arg batch_size=500`` passes keyword arguments (Python literals). A
 bare name (``--model logistic_regression``) selects a model of the repository's
-``models/`` package: its module's ``build`` if it has one, else a builder
+``tfp_sgmcmc.models`` package: its module's ``build`` if it has one, else a builder
 defined here. Returning a pair ``(estimator, init_state)`` is accepted too.
 """
 
@@ -88,8 +88,8 @@ def _build_logistic_regression(
     seed: int = 42,
     dtype: str = "float32",
 ) -> ModelSpec:
-    """The MAMBA paper's logistic regression (``models/logistic_regression.py``)."""
-    from models.logistic_regression import logistic_regression
+    """The MAMBA paper's logistic regression (``tfp_sgmcmc/models/logistic_regression.py``)."""
+    from tfp_sgmcmc.models.logistic_regression import logistic_regression
 
     problem = logistic_regression(
         num_examples=int(num_examples),
@@ -106,7 +106,7 @@ def _build_logistic_regression(
     )
 
 
-#: Builders for ``models/`` modules that have no ``build`` function of their own.
+#: Builders for ``tfp_sgmcmc.models`` modules that have no ``build`` function of their own.
 BUILTIN_MODELS = {"logistic_regression": _build_logistic_regression}
 
 
@@ -141,25 +141,25 @@ def _resolve(spec: str) -> Any:
     if not spec.isidentifier():
         raise ModelError(f"`--model` must be path/to/file.py[:function] or a name, got {spec!r}.")
     try:
-        module = importlib.import_module(f"models.{spec}")
+        module = importlib.import_module(f"tfp_sgmcmc.models.{spec}")
     except ModuleNotFoundError as e:
         known = ", ".join(sorted(BUILTIN_MODELS))
         raise ModelError(
-            f"unknown model {spec!r} (no file and no models.{spec}; built-in: {known})."
+            f"unknown model {spec!r} (no file and no tfp_sgmcmc.models.{spec}; built-in: {known})."
         ) from e
     fn = getattr(module, "build", None)
     if callable(fn):
         return fn
     if spec in BUILTIN_MODELS:
         return BUILTIN_MODELS[spec]
-    raise ModelError(f"models.{spec} has no `build` function.")
+    raise ModelError(f"tfp_sgmcmc.models.{spec} has no `build` function.")
 
 
 def load_model(spec: str, model_args: dict[str, Any] | None = None) -> ModelSpec:
     """Builds the model named by ``spec`` (see the module docstring).
 
     Args:
-      spec: ``path/to/file.py[:function]`` or the name of a ``models/`` module.
+      spec: ``path/to/file.py[:function]`` or the name of a ``tfp_sgmcmc.models`` module.
       model_args: keyword arguments for the build function. Default value: ``None``.
 
     Returns:

@@ -21,7 +21,7 @@ available here, and nothing is downloaded).
 
 A ground-truth posterior (mean and marginal standard deviation, with their
 Monte-Carlo standard errors) from a long full-batch NUTS run is stored in
-``models/ground_truth/logistic_regression.json`` (see
+``tfp_sgmcmc/models/ground_truth/logistic_regression.json`` (see
 ``models/make_ground_truth.py`` for the command that produced it).
 
 #### References
