@@ -24,14 +24,13 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 
+import _cli
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
-from adaptive_drift_common import FIGURES, command_line, quick_suffix, timer, write_study
+from adaptive_drift_common import timer
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from tqdm import tqdm
@@ -101,12 +100,12 @@ def accuracy(samples: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
 def main() -> None:
     import matplotlib.pyplot as plt  # Agg selected by adaptive_drift_common
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
+    ap = _cli.parser("adaptive_drift_classifier", __doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--temperature", type=float, default=0.01)
     args = ap.parse_args()
+    out = _cli.outputs(args, ap)
     steps = args.steps or (600 if args.quick else 6_000)
     num_seeds = args.seeds or (2 if args.quick else 5)
     thin = max(1, steps // 200)
@@ -182,14 +181,13 @@ def main() -> None:
     ax.set_title("digits MLP: training objective along the chains")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    os.makedirs(FIGURES, exist_ok=True)
-    fig_file = quick_suffix("adaptive_classifier.png", args.quick)
-    fig_path = os.path.join(FIGURES, fig_file)
+    fig_file = "adaptive_classifier.png"
+    fig_path = out.figure(fig_file)
     fig.savefig(fig_path)
 
     text = f"""# Adaptive drifts: Bayesian MLP classifier on digits (Table 2 form)
 
-Command: `{command_line()}` ({steps:,} iterations per run, {num_seeds} seeds per sampler).
+Command: `{_cli.command_line()}` ({steps:,} iterations per run, {num_seeds} seeds per sampler).
 
 Replaces the paper's Landsat study (§5.1, data not available offline) with
 scikit-learn's bundled digits: {n_train} training / {len(yte)} test images,
@@ -210,7 +208,7 @@ The paper's column is Landsat (a different data set and network), shown only
 for the ordering of the samplers, not as a number to match.
 """
     print(
-        "wrote", write_study(quick_suffix("adaptive_drift_classifier", args.quick), text), fig_path
+        "wrote", out.write_study("adaptive_drift_classifier.md", text), fig_path
     )
 
 

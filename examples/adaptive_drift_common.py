@@ -3,47 +3,35 @@
 * :func:`run_chain`: a long ``tfp.mcmc.sample_chain`` cut into equal chunks,
   each one call of a single XLA-compiled function that resumes from the
   previous chunk's state and kernel results, with a tqdm bar (rate/ETA);
-* :func:`write_study`: the markdown summary in ``docs/studies/``;
-* paths of ``docs/figures`` and ``docs/studies``.
+* :class:`timer`: wall-clock seconds of a block.
+
+Where the studies write (``--out``, ``--write-docs``) is decided by ``_cli.py``.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import warnings  # noqa: E402
-
-import matplotlib  # noqa: E402
+import _cli  # noqa: F401  (first: quiet TensorFlow start-up)
+import matplotlib
 
 matplotlib.use("Agg")
 # SG-MCMC kernels are uncalibrated by design; TFP warns on every sample_chain call.
 warnings.filterwarnings("ignore", message="supplied `TransitionKernel` is not calibrated")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tensorflow_probability as tfp  # noqa: E402
+import numpy as np  # noqa: E402  (after matplotlib.use)
+import tensorflow as tf  # noqa: E402  (after matplotlib.use)
+import tensorflow_probability as tfp  # noqa: E402  (after matplotlib.use)
 from tqdm import tqdm  # noqa: E402
 
 __all__ = [
-    "ROOT",
-    "FIGURES",
-    "STUDIES",
     "run_chain",
-    "write_study",
-    "quick_suffix",
-    "command_line",
     "timer",
 ]
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIGURES = os.path.join(ROOT, "docs", "figures")
-STUDIES = os.path.join(ROOT, "docs", "studies")
 
 
 def run_chain(
@@ -90,20 +78,6 @@ def run_chain(
     return tf.nest.map_structure(lambda *xs: np.concatenate(xs, 0), *traces)
 
 
-def quick_suffix(name: str, quick: bool) -> str:
-    """``name`` with ``_quick`` before its extension in ``--quick`` mode, so a
-    smoke test never overwrites the committed full-run study and figures."""
-    if not quick:
-        return name
-    root, ext = os.path.splitext(name)
-    return f"{root}_quick{ext}"
-
-
-def command_line() -> str:
-    args = " ".join(sys.argv[1:])
-    return f"python examples/{os.path.basename(sys.argv[0])}" + (f" {args}" if args else "")
-
-
 class timer:
     """Context manager measuring wall-clock seconds in ``.seconds``."""
 
@@ -113,12 +87,3 @@ class timer:
 
     def __exit__(self, *exc: Any) -> None:
         self.seconds = time.perf_counter() - self._t0
-
-
-def write_study(name: str, text: str) -> str:
-    """Write ``docs/studies/<name>.md``; returns the path."""
-    os.makedirs(STUDIES, exist_ok=True)
-    path = os.path.join(STUDIES, f"{name}.md")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text.rstrip() + "\n")
-    return path

@@ -18,12 +18,10 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import os
-
+import _cli
 import numpy as np
 import tensorflow as tf
-from adaptive_drift_common import FIGURES, command_line, quick_suffix, run_chain, timer, write_study
+from adaptive_drift_common import run_chain, timer
 from scipy.linalg import solve_discrete_lyapunov
 
 import tfp_sgmcmc as sg
@@ -60,12 +58,12 @@ def running_cov_error(x: np.ndarray, checkpoints: np.ndarray) -> np.ndarray:
 def main() -> None:
     import matplotlib.pyplot as plt  # Agg selected by adaptive_drift_common
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
+    ap = _cli.parser("adaptive_drift_gaussian", __doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--chains", type=int, default=None)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
+    out = _cli.outputs(args, ap)
     steps = args.steps or (5_000 if args.quick else 100_000)
     chains = args.chains or (20 if args.quick else 50)
 
@@ -109,9 +107,8 @@ def main() -> None:
     ax.set_title(f"Correlated Gaussian, ε = 0.1 ({chains} chains each)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    os.makedirs(FIGURES, exist_ok=True)
-    fig_file = quick_suffix("adaptive_gaussian_cov_error.png", args.quick)
-    fig_path = os.path.join(FIGURES, fig_file)
+    fig_file = "adaptive_gaussian_cov_error.png"
+    fig_path = out.figure(fig_file)
     fig.savefig(fig_path)
 
     # Table: error (mean ± 2 s.e. over chains) at a few iteration counts.
@@ -140,7 +137,7 @@ def main() -> None:
 
     text = f"""# Adaptive drifts: correlated 2-D Gaussian (Kim, Song & Liang §4.1)
 
-Command: `{command_line()}` ({steps:,} iterations, {chains} independent chains per
+Command: `{_cli.command_line()}` ({steps:,} iterations, {chains} independent chains per
 sampler, θ0 = 0, float64, XLA).
 
 Target N(0, Σ) with Σ = [[1, 0.9], [0.9, 1]]; stochastic gradient = exact
@@ -170,7 +167,7 @@ hurt on an easy target. MSGLD's exact covariance is checked against the closed
 form in `tests/kernels/test_adaptive.py` (also at a = 1, where the paper's
 lagged momentum and an unlagged one give distinguishable covariances).
 """
-    print("wrote", write_study(quick_suffix("adaptive_drift_gaussian", args.quick), text), fig_path)
+    print("wrote", out.write_study("adaptive_drift_gaussian.md", text), fig_path)
 
 
 if __name__ == "__main__":

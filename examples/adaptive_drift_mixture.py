@@ -17,12 +17,10 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import os
-
+import _cli
 import numpy as np
 import tensorflow as tf
-from adaptive_drift_common import FIGURES, command_line, quick_suffix, run_chain, timer, write_study
+from adaptive_drift_common import run_chain, timer
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.kernels.adaptive import ASGLD, MSGLD
@@ -49,12 +47,12 @@ def target_occupancy(rng: np.random.Generator, n: int = 2_000_000) -> np.ndarray
 def main() -> None:
     import matplotlib.pyplot as plt  # Agg selected by adaptive_drift_common
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
+    ap = _cli.parser("adaptive_drift_mixture", __doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--chains", type=int, default=None)
     ap.add_argument("--seed", type=int, default=2)
     args = ap.parse_args()
+    out = _cli.outputs(args, ap)
     steps = args.steps or (5_000 if args.quick else 200_000)
     chains = args.chains or (4 if args.quick else 10)
 
@@ -99,9 +97,8 @@ def main() -> None:
     ax.set_title("occupancy of nearest-centre cells")
     ax.legend(fontsize=6)
     fig.tight_layout()
-    os.makedirs(FIGURES, exist_ok=True)
-    fig_file = quick_suffix("adaptive_mixture.png", args.quick)
-    fig_path = os.path.join(FIGURES, fig_file)
+    fig_file = "adaptive_mixture.png"
+    fig_path = out.figure(fig_file)
     fig.savefig(fig_path)
 
     header = (
@@ -125,7 +122,7 @@ def main() -> None:
     tv_text = ", ".join(f"{k} {0.5 * np.abs(occ[k] - ref).sum():.3f}" for k in samplers)
     text = f"""# Adaptive drifts: 5-component mixture (Kim, Song & Liang §4.2)
 
-Command: `{command_line()}` ({steps:,} iterations × {chains} chains per sampler,
+Command: `{_cli.command_line()}` ({steps:,} iterations × {chains} chains per sampler,
 all chains start at the central mode (0, 0), float64, XLA).
 
 π(θ) ∝ Σ_i exp(−‖θ − μ_i‖²), μ = (−3,−3), (−3,0), (0,0), (3,0), (3,3);
@@ -152,7 +149,7 @@ settings: the bias term is not a Metropolis-corrected move, and with a large
 bias factor (MSGLD a = 10) the O(ε) bias grows. All samplers also carry the
 O(ε) discretisation bias and the heating by the N(0, I) gradient noise.
 """
-    print("wrote", write_study(quick_suffix("adaptive_drift_mixture", args.quick), text), fig_path)
+    print("wrote", out.write_study("adaptive_drift_mixture.md", text), fig_path)
 
 
 if __name__ == "__main__":

@@ -32,12 +32,10 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import os
-
+import _cli
 import numpy as np
 import tensorflow as tf
-from adaptive_drift_common import FIGURES, command_line, quick_suffix, run_chain, timer, write_study
+from adaptive_drift_common import run_chain, timer
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.kernels.adaptive import ASGLD, MSGLD
@@ -109,8 +107,7 @@ def samplers(est, s: float, temp: float) -> dict:
 def main() -> None:
     import matplotlib.pyplot as plt  # Agg selected by adaptive_drift_common
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
+    ap = _cli.parser("adaptive_drift_ravines", __doc__.split("\n")[0])
     ap.add_argument("--scaling", choices=["sum", "mean"], default="sum")
     ap.add_argument("--theta0", default="0,0")
     ap.add_argument("--step-scale", type=float, default=1.0)
@@ -119,6 +116,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--name", default="adaptive_drift_ravines")
     args = ap.parse_args()
+    out = _cli.outputs(args, ap)
     steps = args.steps or (3_000 if args.quick else 30_000)
     burn = steps // 3
     theta0 = np.array([float(v) for v in args.theta0.split(",")])
@@ -176,12 +174,10 @@ def main() -> None:
     axes[1].set_yscale("log")
     axes[0].legend(fontsize=6)
     fig.tight_layout()
-    os.makedirs(FIGURES, exist_ok=True)
     fig_name = (
         "adaptive_ravines.png" if args.name == "adaptive_drift_ravines" else f"{args.name}.png"
     )
-    fig_name = quick_suffix(fig_name, args.quick)
-    fig_path = os.path.join(FIGURES, fig_name)
+    fig_path = out.figure(fig_name)
     fig.savefig(fig_path)
 
     scaling_text = (
@@ -194,7 +190,7 @@ def main() -> None:
     verdict = "reproduced" if ok else "NOT reproduced"
     text = f"""# Adaptive drifts: long narrow ravines (Kim, Song & Liang §4.3, Table 1 form)
 
-Command: `{command_line()}`.
+Command: `{_cli.command_line()}`.
 
 **Our setup (the paper's is not reproducible as written, ALGORITHMS.md §14.4):**
 gradient scaling `{args.scaling}` ({scaling_text}),
@@ -225,7 +221,7 @@ the ravine towards the origin; which basin a chain ends in depends on the start,
 the step and the scaling, none of which the paper states. See
 ALGORITHMS.md §14.4 and `docs/samplers/adaptive_drift.md`.
 """
-    path = write_study(quick_suffix(args.name, args.quick), text)
+    path = out.write_study(f"{args.name}.md", text)
     print("wrote", path, fig_path)
 
 

@@ -12,7 +12,8 @@ Run::
     python examples/long_run.py            # d = 20,000, chunk 500 draws: 1x, 10x, 30x
     python examples/long_run.py --quick    # d = 5,000: 1x and 10x (< 1 min)
 
-Prints a markdown table and writes ``docs/studies/long_run.md``.
+Prints a markdown table and writes ``studies/long_run.md`` under ``--out`` (default
+``out/long_run/``; ``--write-docs`` for ``docs/``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,10 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+import _cli
 
 
 def child(dim: int, chunk_size: int, num_chunks: int, run_dir: str, jit: bool) -> None:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
 
     import tfp_sgmcmc as sg
@@ -73,8 +72,7 @@ def child(dim: int, chunk_size: int, num_chunks: int, run_dir: str, jit: bool) -
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="small run (< 1 min)")
+    p = _cli.parser("long_run", __doc__.splitlines()[0], quick_help="small run (< 1 min)")
     p.add_argument("--dim", type=int, default=None)
     p.add_argument("--chunk-size", type=int, default=500)
     p.add_argument("--no-xla", action="store_true")
@@ -83,6 +81,7 @@ def main() -> None:
     )
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     a = p.parse_args()
+    outputs = _cli.outputs(a, p)
     if a.child:
         child(a.child[1], a.chunk_size, a.child[0], a.run_dir, not a.no_xla)
         return
@@ -131,9 +130,7 @@ def main() -> None:
         "peak RSS stays at the 1-chunk level because each chunk is written to "
         "`samples.h5` and dropped (see `docs/driver.md`).\n"
     )
-    os.makedirs(os.path.join(ROOT, "docs", "studies"), exist_ok=True)
-    with open(os.path.join(ROOT, "docs", "studies", "long_run.md"), "w") as f:
-        f.write(md)
+    print("wrote", outputs.write_study("long_run.md", md))
 
 
 if __name__ == "__main__":

@@ -19,36 +19,31 @@ Run::
     python examples/mamba_bnn_digits.py --quick
     python examples/mamba_bnn_digits.py
 
-Writes ``docs/studies/mamba_bnn_digits.md`` and ``docs/figures/mamba_bnn_digits.png``.
+Writes ``studies/mamba_bnn_digits.md`` and ``figures/mamba_bnn_digits.png`` under
+``--out`` (default ``out/mamba_bnn_digits/``; ``--write-docs`` for ``docs/``).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _cli
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import tfp_sgmcmc as sg  # noqa: E402
-from tfp_sgmcmc import tuning  # noqa: E402
-from tfp_sgmcmc.keras import posterior_predictive_metrics  # noqa: E402
-from tfp_sgmcmc.models.bnn_digits import bnn_digits  # noqa: E402
-from tfp_sgmcmc.tuning.baselines import run_fixed  # noqa: E402
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-STUDY = os.path.join(ROOT, "docs", "studies", "mamba_bnn_digits.md")
-FIG = os.path.join(ROOT, "docs", "figures", "mamba_bnn_digits.png")
+import tfp_sgmcmc as sg
+from tfp_sgmcmc import tuning
+from tfp_sgmcmc.keras import posterior_predictive_metrics
+from tfp_sgmcmc.models.bnn_digits import bnn_digits
+from tfp_sgmcmc.tuning.baselines import run_fixed
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true")
+    ap = _cli.parser("mamba_bnn_digits", __doc__.split("\n\n")[0])
     ap.add_argument("--budget", type=float, default=None)
     ap.add_argument("--eval-seconds", type=float, default=None)
     args = ap.parse_args()
+    out = _cli.outputs(args, ap)
     budget = args.budget or (3.0 if args.quick else 30.0)
     eval_s = args.eval_seconds or (2.0 if args.quick else 15.0)
     grid_steps = 200 if args.quick else 1000
@@ -82,7 +77,8 @@ def main() -> None:
                                budget_per_arm=tuning.steps(1), metric="ksd", progress=False,
                                **common),
     }
-    res["MAMBA-KSD"].plot(FIG, title="MAMBA-KSD, SGLD, Keras BNN on digits")
+    res["MAMBA-KSD"].plot(out.figure("mamba_bnn_digits.png"),
+                          title="MAMBA-KSD, SGLD, Keras BNN on digits")
     rows = []
     for method, r in res.items():
         ev = run_fixed("eval", [r.best_arm], theta0, budget_per_arm=tuning.seconds(eval_s),
@@ -117,12 +113,10 @@ def main() -> None:
                      f"| {100 * m['ece']:.1f} | {100 * m['mce']:.1f} | {steps_} |")
     lines.append(f"| MAP (reference) | - | - | {map_m['accuracy']:.4f} | {map_m['log_loss']:.4f} "
                  f"| {100 * map_m['ece']:.1f} | {100 * map_m['mce']:.1f} | - |")
-    path = STUDY if not args.quick else STUDY.replace(".md", "_quick.md")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    path = out.write_study("mamba_bnn_digits.md", "\n".join(lines))
     print("\n".join(lines))
     print(res["MAMBA-KSD"].to_markdown())
+    print(f"wrote {os.path.relpath(path)}")
 
 
 if __name__ == "__main__":

@@ -25,31 +25,26 @@ Run::
     python examples/mamba_logistic_study.py --quick   # smoke test
     python examples/mamba_logistic_study.py           # full (long on 2 busy cores)
 
-Writes ``docs/studies/mamba_logistic.md`` and ``docs/figures/mamba_logistic_*.png``.
+Writes ``studies/mamba_logistic.md`` and ``figures/mamba_logistic_*.png`` under ``--out``
+(default ``out/mamba_logistic_study/``; ``--write-docs`` for ``docs/``).
 SGHMC uses the SGMCMCJax update order (``order="explicit"``) and friction
 α = 0.01, SGNHT diffusion a = 0.01, as the paper's code.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _cli
+import numpy as np
+import tensorflow as tf
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import tfp_sgmcmc as sg  # noqa: E402
-from tfp_sgmcmc import tuning  # noqa: E402
-from tfp_sgmcmc.models.logistic_regression import logistic_regression  # noqa: E402
-from tfp_sgmcmc.tuning.baselines import run_fixed  # noqa: E402
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-STUDY = os.path.join(ROOT, "docs", "studies", "mamba_logistic.md")
-FIG = os.path.join(ROOT, "docs", "figures", "mamba_logistic_{}.png")
+import tfp_sgmcmc as sg
+from tfp_sgmcmc import tuning
+from tfp_sgmcmc.models.logistic_regression import logistic_regression
+from tfp_sgmcmc.tuning.baselines import run_fixed
 
 SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 
@@ -64,14 +59,14 @@ def kernel_class(name: str):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true")
+    ap = _cli.parser("mamba_logistic_study", __doc__.split("\n\n")[0])
     ap.add_argument("--samplers", default=",".join(SAMPLERS))
     ap.add_argument("--budget", type=float, default=None, help="MAMBA total sampling seconds T")
     ap.add_argument("--eval-seconds", type=float, default=None)
     ap.add_argument("--grid-seconds", type=float, default=None,
                     help="sampling seconds per configuration of the log-loss grid search")
     args = ap.parse_args()
+    args.outputs = _cli.outputs(args, ap)
     quick = args.quick
     samplers = args.samplers.split(",")
     budget = args.budget or (2.0 if quick else 20.0)
@@ -115,7 +110,8 @@ def main() -> None:
         h_arm = tuning.heuristic_arm(big_n, 10 if cls is sg.SGHMC else None)
         res["Heuristic"] = run_fixed("heuristic", [h_arm], theta_map,
                                      budget_per_arm=tuning.steps(1), metric=ksd, **common)
-        res["MAMBA-KSD"].plot(FIG.format(name.lower()), title=f"MAMBA-KSD, {name}")
+        res["MAMBA-KSD"].plot(args.outputs.figure(f"mamba_logistic_{name.lower()}.png"),
+                              title=f"MAMBA-KSD, {name}")
         # Tuning cost: exhaustive grid with KSD, each configuration for R (the
         # survivor's budget in MAMBA), vs MAMBA-KSD's total sampling time.
         r_total = sum(res["MAMBA-KSD"].per_arm_budgets)
@@ -230,12 +226,10 @@ def write_report(rows, cost_rows, args, budget, eval_s, grid_seconds, gt, wall) 
     lines += ["", "(A diverged arm stops early and leaves its time unspent, so grids with "
               "unstable arms fall short of T; the non-diverged honesty is sampling time over "
               "the time allotted to the arm-rounds that did not diverge.)"]
-    os.makedirs(os.path.dirname(STUDY), exist_ok=True)
-    path = STUDY if not args.quick else STUDY.replace(".md", "_quick.md")
+    name = "mamba_logistic.md"
     if not args.quick and args.samplers != ",".join(SAMPLERS):
-        path = STUDY.replace(".md", "_" + args.samplers.lower().replace(",", "_") + ".md")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        name = "mamba_logistic_" + args.samplers.lower().replace(",", "_") + ".md"
+    path = args.outputs.write_study(name, "\n".join(lines))
     print("\n".join(lines))
     print(f"wrote {os.path.relpath(path)}")
 

@@ -22,26 +22,23 @@ Run::
     python examples/mamba_tuning_cost.py --samplers SGLD --seeds 0 1 2
     python examples/mamba_tuning_cost.py --quick              # smoke test
 
-Writes ``docs/studies/mamba_tuning_cost.md`` (``_quick`` with ``--quick``).
+Writes ``studies/mamba_tuning_cost.md`` under ``--out`` (default
+``out/mamba_tuning_cost/``; ``--write-docs`` for ``docs/``).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _cli
+import tensorflow as tf
 
-import tensorflow as tf  # noqa: E402
+import tfp_sgmcmc as sg
+from tfp_sgmcmc import tuning
+from tfp_sgmcmc.models.logistic_regression import logistic_regression
 
-import tfp_sgmcmc as sg  # noqa: E402
-from tfp_sgmcmc import tuning  # noqa: E402
-from tfp_sgmcmc.models.logistic_regression import logistic_regression  # noqa: E402
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-STUDY = os.path.join(ROOT, "docs", "studies", "mamba_tuning_cost.md")
 KERNELS = {
     "SGLD": (sg.SGLD, {}),
     "SGHMC": (sg.SGHMC, {"order": "explicit", "friction": 0.01, "num_leapfrog_steps": 5}),
@@ -50,13 +47,14 @@ KERNELS = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="6 arms, T = 3 s, SGLD only")
+    ap = _cli.parser("mamba_tuning_cost", __doc__.split("\n\n")[0],
+                     quick_help="6 arms, T = 3 s, SGLD only")
     ap.add_argument("--samplers", nargs="+", default=None,
                     help="from SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="MAMBA seeds")
     ap.add_argument("--budget", type=float, default=None, help="MAMBA's T in seconds")
     args = ap.parse_args()
+    args.outputs = _cli.outputs(args, ap)
     samplers = args.samplers or (["SGLD"] if args.quick else ["SGLD", "SGLD-CV"])
     valid = {*KERNELS, *(k + "-CV" for k in KERNELS)}
     for name in samplers:
@@ -127,9 +125,7 @@ def write_report(rows, args, budget, num_arms, wall) -> None:
     ok = sum(1 for r in rows if r[7] <= 1.10 and r[8] <= 1 / 3)
     lines += ["", f"Within 10% of the grid's best at ≤ 1/3 of its sampling time: {ok} of "
               f"{len(rows)} MAMBA runs."]
-    path = STUDY.replace(".md", "_quick.md") if args.quick else STUDY
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    path = args.outputs.write_study("mamba_tuning_cost.md", "\n".join(lines))
     print("\n".join(lines))
     print(f"wrote {os.path.relpath(path)}")
 

@@ -8,23 +8,23 @@ adaptation on all the data), together with each sampler's steps per second.
 
     python examples/quickstart.py            # about a minute on 2 CPU cores
     python examples/quickstart.py --quick    # a few seconds (smoke test)
+
+Prints the comparison and writes it to ``studies/quickstart.md`` under ``--out`` (default
+``out/quickstart/``).
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 import warnings
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _cli
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tensorflow_probability as tfp  # noqa: E402
-
-import tfp_sgmcmc as sg  # noqa: E402
+import tfp_sgmcmc as sg
 
 # SG samplers are uncalibrated by design (no Metropolis step); TFP warns about it on every run.
 warnings.filterwarnings("ignore", message="supplied `TransitionKernel` is not calibrated")
@@ -94,9 +94,9 @@ def run_reference(target, init: tf.Tensor, num_results: int, burn: int) -> np.nd
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
+    parser = _cli.parser("quickstart", __doc__.splitlines()[0], quick_help="tiny run (smoke test)")
     args = parser.parse_args()
+    out = _cli.outputs(args, parser)
     sys.stdout.reconfigure(line_buffering=True)  # show progress when piped
     n, d = (20_000, 5) if args.quick else (100_000, 10)
     num_results, burn = (1_000, 500) if args.quick else (20_000, 2_000)
@@ -134,28 +134,35 @@ def main() -> None:
     header = f"{'param':>6} {'true':>8} | {'HMC mean':>9} {'HMC sd':>8} |"
     for name in results:
         header += f" {name + ' mean':>13} {name + ' sd':>11} |"
-    print(header)
-    print("-" * len(header))
+    table = [header, "-" * len(header)]
     for j in range(d):
         row = f"{'θ' + str(j):>6} {theta_true[j]:8.3f} |"
         row += f" {ref[:, j].mean():9.4f} {ref[:, j].std():8.4f} |"
         for mean, sd, _, _ in results.values():
             row += f" {mean[j]:13.4f} {sd[j]:11.4f} |"
-        print(row)
+        table.append(row)
     ref_sd = ref.std(0)
-    print()
+    table.append("")
     for name, (mean, sd, rate, _) in results.items():
         xi = np.linalg.norm(sd - ref_sd) / np.linalg.norm(ref_sd)
-        print(
+        table.append(
             f"{name:8s} relative sd error ξ = {100 * xi:5.1f}%   "
             f"max |mean − HMC mean| / HMC sd = {np.max(np.abs(mean - ref.mean(0)) / ref_sd):.2f}"
             f"   {rate:,.0f} steps/s"
         )
+    print("\n".join(table))
     print(
         "\nAt a fixed step, SGLD's spread is inflated by the minibatch-gradient noise (its"
         "\nvariance scales with N); control variates centred at the MAP remove most of it"
         "\n(Baker et al. 2019)."
     )
+    study = out.write_study(
+        "quickstart.md",
+        "# Quickstart: SGLD and SGLD-CV against full-batch HMC\n\n"
+        f"Command: `{_cli.command_line()}` (N = {n:,}, d = {d}).\n\n```\n"
+        + "\n".join(table) + "\n```\n",
+    )
+    print(f"\nwrote {study}")
 
 
 if __name__ == "__main__":

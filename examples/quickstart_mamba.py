@@ -12,36 +12,34 @@ Run::
     python examples/quickstart_mamba.py            # ~1 minute on 2 cores
     python examples/quickstart_mamba.py --quick    # smoke test
 
-Prints the per-round table and the chosen arm, and writes
-``docs/figures/mamba_quickstart.png``.
+Prints the per-round table and the chosen arm, and writes the plot and a study page under
+``--out`` (default ``out/quickstart_mamba/``); ``--write-docs`` regenerates the committed
+``docs/figures/mamba_quickstart.png`` and ``docs/studies/mamba_quickstart.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _cli
+import numpy as np
+import tensorflow as tf
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import tfp_sgmcmc as sg  # noqa: E402
-from tfp_sgmcmc import tuning  # noqa: E402
-from tfp_sgmcmc.models.logistic_regression import logistic_regression  # noqa: E402
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-FIG = os.path.join(ROOT, "docs", "figures", "mamba_quickstart.png")
-STUDY = os.path.join(ROOT, "docs", "studies", "mamba_quickstart.md")
+import tfp_sgmcmc as sg
+from tfp_sgmcmc import tuning
+from tfp_sgmcmc.models.logistic_regression import logistic_regression
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny budget and grid (smoke test)")
+    parser = _cli.parser("quickstart_mamba", __doc__.split("\n\n")[0],
+                         quick_help="tiny budget and grid (smoke test)")
     parser.add_argument("--budget", type=float, default=None, help="total sampling seconds T")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    out = _cli.outputs(args, parser)
+    print("MAMBA quickstart: tuning SGLD's step size and batch size on the logistic regression "
+          "(N = 10^6, d = 10)", flush=True)
 
     t_start = time.time()
     problem = logistic_regression()  # §14.1 data, seed 42
@@ -85,22 +83,21 @@ def main() -> None:
         xi = np.linalg.norm(samples.std(0) - np.asarray(gt["std"])) / np.linalg.norm(gt["std"])
         extra.append(f"  relative std error xi vs the stored HMC ground truth: {100 * xi:.1f}%")
     print("\n".join(extra))
-    os.makedirs(os.path.dirname(FIG), exist_ok=True)
-    result.plot(FIG, title=f"MAMBA-KSD, SGLD, logistic regression (T = {budget:g} s)")
+    fig = out.figure("mamba_quickstart.png")
+    result.plot(fig, title=f"MAMBA-KSD, SGLD, logistic regression (T = {budget:g} s)")
     wall = time.time() - t_start
-    print(f"  wrote {os.path.relpath(FIG)}; wall time {wall:.1f} s")
-    if not args.quick:
-        cmd = "python examples/quickstart_mamba.py" + (
-            f" --budget {args.budget:g}" if args.budget else "")
-        with open(STUDY, "w") as f:
-            f.write(
-                "# MAMBA quickstart: SGLD on the paper's logistic regression\n\n"
-                f"Command: `{cmd}` (wall time {wall:.0f} s on a 2-core machine, "
-                "including data generation, MAP, compilation and metric time).\n\n"
-                + result.to_markdown() + "\n\n```\n" + result.summary() + "\n"
-                + f"  budget honesty: {result.budget_honesty():.3f}\n" + "\n".join(extra)
-                + "\n```\n\n![metric by round](../figures/mamba_quickstart.png)\n"
-            )
+    cmd = "python examples/quickstart_mamba.py" + (" --quick" if args.quick else "") + (
+        f" --budget {args.budget:g}" if args.budget else "")
+    study = out.write_study(
+        "mamba_quickstart.md",
+        "# MAMBA quickstart: SGLD on the paper's logistic regression\n\n"
+        f"Command: `{cmd}` (wall time {wall:.0f} s on a 2-core machine, "
+        "including data generation, MAP, compilation and metric time).\n\n"
+        + result.to_markdown() + "\n\n```\n" + result.summary() + "\n"
+        + f"  budget honesty: {result.budget_honesty():.3f}\n" + "\n".join(extra)
+        + "\n```\n\n![metric by round](../figures/mamba_quickstart.png)\n",
+    )
+    print(f"  wrote {os.path.relpath(fig)} and {os.path.relpath(study)}; wall time {wall:.1f} s")
 
 
 if __name__ == "__main__":

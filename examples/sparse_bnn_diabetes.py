@@ -22,30 +22,28 @@ SGHMC is Deng's "SGD with momentum" form (``deng_sghmc``: friction 1 − μ = 0.
 half of the run. RMSE is on the original target scale.
 
 Run: ``python examples/sparse_bnn_diabetes.py`` (``--quick`` for a smoke run).
-Writes ``docs/studies/sparse_bnn_diabetes.md`` and
-``docs/figures/sparse_bnn_diabetes.png``.
+Writes
+``studies/sparse_bnn_diabetes.md`` and ``figures/sparse_bnn_diabetes.png``
+under ``--out`` (default ``out/sparse_bnn_diabetes/``; ``--write-docs`` for ``docs/``).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _cli
+import numpy as np
+import tensorflow as tf
+from sklearn.datasets import load_diabetes
+from sparse_common import markdown_table, run_chain
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from sklearn.datasets import load_diabetes  # noqa: E402
-from sparse_common import markdown_table, run_chain  # noqa: E402
-
-from tfp_sgmcmc.kernels.stochastic_approximation import (  # noqa: E402
+from tfp_sgmcmc.kernels.stochastic_approximation import (
     StochasticApproximation,
     deng_sghmc,
 )
-from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator  # noqa: E402
-from tfp_sgmcmc.schedules import GeometricAnnealing, SAStepSize  # noqa: E402
+from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
+from tfp_sgmcmc.schedules import GeometricAnnealing, SAStepSize
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HIDDEN, BATCH = 50, 50
 
 
@@ -56,14 +54,14 @@ def forward(s, x):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smoke run (< 1 min)")
+    ap = _cli.parser("sparse_bnn_diabetes", __doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--epochs", type=int, default=400)
     ap.add_argument("--lr", type=float, default=2e-4, help="SGHMC learning rate η")
     ap.add_argument("--v0", type=float, default=0.1)
     ap.add_argument("--tau0", type=float, default=1.0, help="initial inverse temperature τ0")
     args = ap.parse_args()
+    out = _cli.outputs(args, ap)
 
     x_all, y_all = load_diabetes(return_X_y=True)
     n_all, d = x_all.shape
@@ -175,40 +173,36 @@ def main() -> None:
     ]
     table = markdown_table(header, rows)
     print(table)
-    # --quick never overwrites the committed figure.
-    fig_dir = os.path.join(ROOT, "docs", "figures") if not args.quick else "/tmp"
-    plot(curves, steps_per_epoch, os.path.join(fig_dir, "sparse_bnn_diabetes.png"))
-    if not args.quick:
-        cmd = (
-            f"python examples/sparse_bnn_diabetes.py --seeds {n_seeds} --epochs {epochs} "
-            f"--lr {args.lr} --v0 {args.v0} --tau0 {args.tau0}"
-        )
-        lines = [
-            "# Sparse BNN on scikit-learn's diabetes data (Deng et al. 2019, Table 2 protocol)",
-            "",
-            f"Command: `{cmd}`",
-            "",
-            f"MLP 10-50-1 (ReLU), {n_train}/{n_all - n_train} random splits ({n_seeds} seeds), "
-            f"batch "
-            f"{BATCH}, {epochs} epochs ({steps} iterations), SGHMC η = {args.lr}, μ = 0.9, "
-            f"SSGL v0 = {args.v0}, v1 = b = 10, a = ν = λ = 1 on the weights, N(0, 10²) on the "
-            f"biases; τ0 = {args.tau0}; annealing τ_k = τ0·1.003^k. Prediction: average of the "
-            "network over one state per epoch in the second half. Sparsity: fraction of the "
-            f"{d * HIDDEN + HIDDEN} weights with final ρ < 0.5 (frozen at 0.5 for ω ≡ 0) and "
-            "with |w| < 0.01 in the final state.",
-            "",
-            table,
-            "",
-            "Paper (UCI data sets, 20 seeds, RMSE): e.g. Boston SGHMC 2.783, A-SGHMC 2.848, "
-            "SGHMC-EM 2.813, A-SGHMC-EM 2.767, SGHMC-SA 2.779, A-SGHMC-SA 2.692.",
-            "",
-            "![σ over the run (seed 0)](../figures/sparse_bnn_diabetes.png)",
-            "",
-        ]
-        path = os.path.join(ROOT, "docs", "studies", "sparse_bnn_diabetes.md")
-        with open(path, "w") as f:
-            f.write("\n".join(lines))
-        print(f"wrote {path}")
+    plot(curves, steps_per_epoch, out.figure("sparse_bnn_diabetes.png"))
+    cmd = (
+        "python examples/sparse_bnn_diabetes.py" + (" --quick" if args.quick else "")
+        + f" --seeds {n_seeds} --epochs {epochs} "
+        f"--lr {args.lr} --v0 {args.v0} --tau0 {args.tau0}"
+    )
+    lines = [
+        "# Sparse BNN on scikit-learn's diabetes data (Deng et al. 2019, Table 2 protocol)",
+        "",
+        f"Command: `{cmd}`",
+        "",
+        f"MLP 10-50-1 (ReLU), {n_train}/{n_all - n_train} random splits ({n_seeds} seeds), "
+        f"batch "
+        f"{BATCH}, {epochs} epochs ({steps} iterations), SGHMC η = {args.lr}, μ = 0.9, "
+        f"SSGL v0 = {args.v0}, v1 = b = 10, a = ν = λ = 1 on the weights, N(0, 10²) on the "
+        f"biases; τ0 = {args.tau0}; annealing τ_k = τ0·1.003^k. Prediction: average of the "
+        "network over one state per epoch in the second half. Sparsity: fraction of the "
+        f"{d * HIDDEN + HIDDEN} weights with final ρ < 0.5 (frozen at 0.5 for ω ≡ 0) and "
+        "with |w| < 0.01 in the final state.",
+        "",
+        table,
+        "",
+        "Paper (UCI data sets, 20 seeds, RMSE): e.g. Boston SGHMC 2.783, A-SGHMC 2.848, "
+        "SGHMC-EM 2.813, A-SGHMC-EM 2.767, SGHMC-SA 2.779, A-SGHMC-SA 2.692.",
+        "",
+        "![σ over the run (seed 0)](../figures/sparse_bnn_diabetes.png)",
+        "",
+    ]
+    path = out.write_study("sparse_bnn_diabetes.md", "\n".join(lines))
+    print(f"wrote {path}")
 
 
 def plot(curves, steps_per_epoch, path):

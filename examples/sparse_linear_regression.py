@@ -14,27 +14,24 @@ iterations, first 100,000 discarded).
 
 Run: ``python examples/sparse_linear_regression.py`` (``--quick`` for a smoke
 run, ``--steps`` / ``--datasets`` to change the budget). Writes
-``docs/studies/sparse_linear_regression.md`` and
-``docs/figures/sparse_linear_beta123.png``.
+``studies/sparse_linear_regression.md`` and ``figures/sparse_linear_beta123.png``
+under ``--out`` (default ``out/sparse_linear_regression/``; ``--write-docs`` for ``docs/``).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _cli
+import numpy as np
+import tensorflow as tf
+from sparse_common import markdown_table, run_chain, toeplitz_design
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from sparse_common import markdown_table, run_chain, toeplitz_design  # noqa: E402
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.kernels.stochastic_approximation import StochasticApproximation
+from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
+from tfp_sgmcmc.schedules import PolynomialDecay, SAStepSize
 
-import tfp_sgmcmc as sg  # noqa: E402
-from tfp_sgmcmc.kernels.stochastic_approximation import StochasticApproximation  # noqa: E402
-from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator  # noqa: E402
-from tfp_sgmcmc.schedules import PolynomialDecay, SAStepSize  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N_TRAIN, N_TEST, P = 100, 50, 1000
 METHODS = {
     "SGLD-SA": SAStepSize(1000.0, 100.0, 0.7, cap=0.1),
@@ -53,12 +50,12 @@ def make_data(seed: int):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smoke run (< 1 min)")
+    ap = _cli.parser("sparse_linear_regression", __doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--datasets", type=int, default=3)
     ap.add_argument("--v0", type=float, default=0.1)
     args = ap.parse_args()
+    out = _cli.outputs(args, ap)
     steps, thin, n_data = (1000, 10, 1) if args.quick else (args.steps, 100, args.datasets)
     chunk = min(steps, 10_000)
 
@@ -144,13 +141,10 @@ def main() -> None:
     table = markdown_table(header, rows)
     print(table)
 
-    # --quick never overwrites the committed figure.
-    fig_dir = os.path.join(ROOT, "docs", "figures") if not args.quick else "/tmp"
-    fig_path = os.path.join(fig_dir, "sparse_linear_beta123.png")
+    fig_path = out.figure("sparse_linear_beta123.png")
     plot_beta123(beta123, true123, fig_path, "linear regression (n=100, p=1000), data set 0")
     cmd = "python examples/sparse_linear_regression.py" + (" --quick" if args.quick else "")
-    if not args.quick:
-        write_study(table, steps, thin, n_data, args.v0, cmd, beta123, true123)
+    write_study(out, table, steps, thin, n_data, args.v0, cmd, beta123, true123)
 
 
 def plot_beta123(beta123, true123, path, title):
@@ -175,7 +169,7 @@ def plot_beta123(beta123, true123, path, title):
     plt.close(fig)
 
 
-def write_study(table, steps, thin, n_data, v0, cmd, beta123, true123):
+def write_study(out, table, steps, thin, n_data, v0, cmd, beta123, true123):
     post = {m: s.mean(0) for m, s in beta123.items()}
     lines = [
         "# Sparse linear regression, large p small n (Deng et al. 2019; ALGORITHMS.md §14.6)",
@@ -201,10 +195,7 @@ def write_study(table, steps, thin, n_data, v0, cmd, beta123, true123):
     for m, v in post.items():
         lines.append(f"* {m}: {[round(float(a), 3) for a in v]}")
     lines += ["", "![posterior of β1..β3](../figures/sparse_linear_beta123.png)", ""]
-    path = os.path.join(ROOT, "docs", "studies", "sparse_linear_regression.md")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    path = out.write_study("sparse_linear_regression.md", "\n".join(lines))
     print(f"wrote {path}")
 
 

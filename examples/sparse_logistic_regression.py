@@ -13,28 +13,24 @@ the study file), full-data gradients, and MAE/MSE between the posterior-mean
 predicted probability ``mean_s sigmoid(x β_s)`` and the 0/1 test labels.
 
 Run: ``python examples/sparse_logistic_regression.py`` (``--quick`` for a smoke
-run). Writes ``docs/studies/sparse_logistic_regression.md`` and
-``docs/figures/sparse_logistic_beta123.png``.
+run). Writes
+``studies/sparse_logistic_regression.md`` and ``figures/sparse_logistic_beta123.png``
+under ``--out`` (default ``out/sparse_logistic_regression/``; ``--write-docs`` for ``docs/``).
 """
 
 from __future__ import annotations
 
-import argparse
-import os
+import _cli
+import numpy as np
+import tensorflow as tf
+from sparse_common import markdown_table, run_chain, toeplitz_design
+from sparse_linear_regression import plot_beta123
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.kernels.stochastic_approximation import StochasticApproximation
+from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
+from tfp_sgmcmc.schedules import PolynomialDecay, SAStepSize
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from sparse_common import markdown_table, run_chain, toeplitz_design  # noqa: E402
-from sparse_linear_regression import plot_beta123  # noqa: E402
-
-import tfp_sgmcmc as sg  # noqa: E402
-from tfp_sgmcmc.kernels.stochastic_approximation import StochasticApproximation  # noqa: E402
-from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator  # noqa: E402
-from tfp_sgmcmc.schedules import PolynomialDecay, SAStepSize  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N_TRAIN, N_TEST, P = 500, 250, 1000
 GRID = [(0.01, 1.0), (0.001, 1.0), (0.01, 2.0), (0.001, 2.0)]
 PAPER = {
@@ -56,11 +52,11 @@ def make_data(seed: int):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smoke run (< 1 min)")
+    ap = _cli.parser("sparse_logistic_regression", __doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=50_000)
     ap.add_argument("--datasets", type=int, default=1)
     args = ap.parse_args()
+    out = _cli.outputs(args, ap)
     steps, thin, n_data = (1000, 10, 1) if args.quick else (args.steps, 100, args.datasets)
     grid = GRID[:1] if args.quick else GRID
     chunk = min(steps, 10_000)
@@ -154,44 +150,39 @@ def main() -> None:
     print(paper)
     print()
     print(extra)
-    # --quick never overwrites the committed figure.
-    fig_dir = os.path.join(ROOT, "docs", "figures") if not args.quick else "/tmp"
-    fig = os.path.join(fig_dir, "sparse_logistic_beta123.png")
+    fig = out.figure("sparse_logistic_beta123.png")
     plot_beta123(beta123, true123, fig, "logistic regression (n=500, p=1000), v0=0.01, σ_init=1")
     cmd = "python examples/sparse_logistic_regression.py" + (" --quick" if args.quick else "")
-    if not args.quick:
-        post = {m: [round(float(a), 3) for a in s.mean(0)] for m, s in beta123.items()}
-        lines = [
-            "# Sparse logistic regression, large p small n (Deng et al. 2019 supplement Table 1;"
-            " ALGORITHMS.md §14.7)",
-            "",
-            f"Command: `{cmd} --steps {steps} --datasets {n_data}` ({steps:,} iterations per run, "
-            f"every {thin}th kept, first 20 % discarded; {n_data} simulated data set(s); full-data "
-            "gradients; test set 250 rows; MAE/MSE of the posterior-mean predicted probability "
-            "against the 0/1 labels).",
-            "",
-            "Measured:",
-            "",
-            table,
-            "",
-            "Paper (supplement Table 1):",
-            "",
-            paper,
-            "",
-            "Selected variables (|β̄_j| > 0.1) and final σ:",
-            "",
-            extra,
-            "",
-            f"Posterior means of β1..β3 (v0 = 0.01, σ_init = 1; true drawn values "
-            f"{[round(float(a), 3) for a in true123]}): {post}",
-            "",
-            "![posterior of β1..β3](../figures/sparse_logistic_beta123.png)",
-            "",
-        ]
-        path = os.path.join(ROOT, "docs", "studies", "sparse_logistic_regression.md")
-        with open(path, "w") as f:
-            f.write("\n".join(lines))
-        print(f"wrote {path}")
+    post = {m: [round(float(a), 3) for a in s.mean(0)] for m, s in beta123.items()}
+    lines = [
+        "# Sparse logistic regression, large p small n (Deng et al. 2019 supplement Table 1;"
+        " ALGORITHMS.md §14.7)",
+        "",
+        f"Command: `{cmd} --steps {steps} --datasets {n_data}` ({steps:,} iterations per run, "
+        f"every {thin}th kept, first 20 % discarded; {n_data} simulated data set(s); full-data "
+        "gradients; test set 250 rows; MAE/MSE of the posterior-mean predicted probability "
+        "against the 0/1 labels).",
+        "",
+        "Measured:",
+        "",
+        table,
+        "",
+        "Paper (supplement Table 1):",
+        "",
+        paper,
+        "",
+        "Selected variables (|β̄_j| > 0.1) and final σ:",
+        "",
+        extra,
+        "",
+        f"Posterior means of β1..β3 (v0 = 0.01, σ_init = 1; true drawn values "
+        f"{[round(float(a), 3) for a in true123]}): {post}",
+        "",
+        "![posterior of β1..β3](../figures/sparse_logistic_beta123.png)",
+        "",
+    ]
+    path = out.write_study("sparse_logistic_regression.md", "\n".join(lines))
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

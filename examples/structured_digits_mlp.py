@@ -16,36 +16,34 @@ on the traced samples (median over parameters) and IAC = (kept steps)/ESS in
 units of sampler steps (median over parameters).
 
 Run: ``python examples/structured_digits_mlp.py [--quick]``
+Writes ``studies/structured_digits_mlp.md`` and ``figures/structured_digits_mlp.png`` under
+``--out`` (default ``out/structured_digits_mlp/``; ``--write-docs`` for ``docs/``).
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import matplotlib  # noqa: E402
+import _cli
+import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tensorflow_probability as tfp  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
-from sklearn.model_selection import train_test_split  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+from tqdm import tqdm
 
-import tfp_sgmcmc as sg  # noqa: E402
-from tfp_sgmcmc.estimators.partitions import partition_fully_factorized, partition_modulo  # noqa: E402
-from tfp_sgmcmc.estimators.structured import (  # noqa: E402
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.estimators.partitions import partition_fully_factorized, partition_modulo
+from tfp_sgmcmc.estimators.structured import (
     StructuredDropoutEstimator,
     StructuredEstimator,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HIDDEN = 32
 
 
@@ -88,10 +86,10 @@ def init_params(seed=0):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="smoke run (< 1 min on an idle machine)")
+    p = _cli.parser("structured_digits_mlp", __doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=17)
     args = p.parse_args(argv)
+    out = _cli.outputs(args, p)
     xtr, ytr, xte, yte = load()
     init = init_params()
     shapes = [tuple(q.shape) for q in init]
@@ -204,8 +202,7 @@ def main(argv=None):
         ax.set_ylabel(lab)
     axes[0].legend(fontsize=7)
     fig.tight_layout()
-    suffix = "_quick" if args.quick else ""
-    fig_path = os.path.join(ROOT, "docs", "figures", f"structured_digits_mlp{suffix}.png")
+    fig_path = out.figure("structured_digits_mlp.png")
     fig.savefig(fig_path, dpi=70)
     cmd = "python examples/structured_digits_mlp.py" + (" --quick" if args.quick else "")
     max_ess = max(r["ess"] for r in rows)
@@ -232,9 +229,9 @@ kept steps / ESS (in sampler steps), median over parameters.
 
 {table}
 
-![accuracy, IAC, ESS vs number of groups](../figures/structured_digits_mlp{suffix}.png)
+![accuracy, IAC, ESS vs number of groups](../figures/structured_digits_mlp.png)
 {saturation_note}"""
-    md_path = os.path.join(ROOT, "docs", "studies", f"structured_digits_mlp{suffix}.md")
+    md_path = out.study("structured_digits_mlp.md")
     with open(md_path, "w") as f:
         f.write(md)
     print(f"wrote {fig_path} and {md_path}")

@@ -15,38 +15,36 @@ sample standard deviations and correlations with the exact ε → 0 fixed points
 noise and the O(ε) discretisation inflate all variances a little.
 
 Run: ``python examples/structured_linear_regression.py [--quick]``
+Writes ``studies/structured_linear_regression.md`` and ``figures/structured_linear_regression.png`` under
+``--out`` (default ``out/structured_linear_regression/``; ``--write-docs`` for ``docs/``).
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import matplotlib  # noqa: E402
+import _cli
+import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tensorflow_probability as tfp  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tqdm import tqdm
 
-import tfp_sgmcmc as sg  # noqa: E402
-from tfp_sgmcmc.estimators.partitions import (  # noqa: E402
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.estimators.partitions import (
     partition_from_group_ids,
     partition_fully_factorized,
 )
-from tfp_sgmcmc.estimators.structured import (  # noqa: E402
+from tfp_sgmcmc.estimators.structured import (
     StructuredDropoutEstimator,
     StructuredEstimator,
     trace_without_history,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = ["w1", "w2", "w3", "b"]
 
 
@@ -83,10 +81,10 @@ def corr(c):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="smoke run (< 1 min)")
+    p = _cli.parser("structured_linear_regression", __doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=17)
     args = p.parse_args(argv)
+    out = _cli.outputs(args, p)
     burn, keep, chains = (1000, 3000, 4) if args.quick else (10000, 40000, 8)
     # Small ε and batch 25: the shared minibatch's gradient noise is correlated across
     # groups and inflates variances by O(ε·N²/n); keep it well below the structure effect.
@@ -188,8 +186,7 @@ def main(argv=None):
             if j == 0:
                 ax.set_ylabel(NAMES[b_i])
     fig.tight_layout()
-    suffix = "_quick" if args.quick else ""
-    fig_path = os.path.join(ROOT, "docs", "figures", f"structured_linear_regression{suffix}.png")
+    fig_path = out.figure("structured_linear_regression.png")
     fig.savefig(fig_path, dpi=70)
     cmd = "python examples/structured_linear_regression.py" + (" --quick" if args.quick else "")
     md = (
@@ -215,7 +212,7 @@ and the O(ε) SGLD bias (a few per cent). The exact discretised law is checked s
 Posterior means (all samplers share the mean μ of the exact posterior):
 
 {means}
-![pairwise posteriors](../figures/structured_linear_regression{suffix}.png)
+![pairwise posteriors](../figures/structured_linear_regression.png)
 
 Finding (history-mean memory): the structured chains' *means* differ from chain to chain
 more than plain SGLD's. The history mean m̂ enters the drift; with q̂ uniform over the
@@ -234,7 +231,7 @@ Wall time per sampler (incl. XLA compile): """
         + ", ".join(f"{n}: {dt:.1f} s" for n, (_, dt) in results.items())
         + "\n"
     )
-    md_path = os.path.join(ROOT, "docs", "studies", f"structured_linear_regression{suffix}.md")
+    md_path = out.study("structured_linear_regression.md")
     with open(md_path, "w") as f:
         f.write(md)
     print(f"wrote {fig_path} and {md_path}")

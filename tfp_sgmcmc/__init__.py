@@ -13,7 +13,16 @@
 
 See ``docs/index.md`` for the guide; every sampler's docstring gives its update rule
 and the paper it comes from.
+
+Importing the package before TensorFlow hides TensorFlow's C++ start-up notices (oneDNN,
+CUDA probing) and makes ``TF_CPP_MIN_LOG_LEVEL`` default to ``1``; warnings and errors are
+kept, numerics are unchanged, and ``TFP_SGMCMC_TF_STARTUP_LOGS=1`` turns this off
+(:mod:`tfp_sgmcmc._startup`).
 """
+
+from tfp_sgmcmc import _startup
+
+_startup.import_tensorflow()
 
 from tfp_sgmcmc import (
     data,

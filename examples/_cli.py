@@ -1,0 +1,110 @@
+"""Command-line conventions shared by every example; import it before TensorFlow.
+
+Importing this module imports :mod:`tfp_sgmcmc` first, which imports TensorFlow without its
+C++ start-up notices (see ``tfp_sgmcmc/_startup.py``), so an example's first output line is
+its own.
+
+Every example takes the same three options (:func:`parser`):
+
+* ``--out DIR``: where the example writes (default ``out/<example>/`` under the current
+  directory, which ``.gitignore`` ignores). ``DIR`` has the layout of ``docs/``: figures in
+  ``DIR/figures/``, the markdown study in ``DIR/studies/`` (its image links are relative, so
+  they work in both places), long-run directories in ``DIR/runs/``.
+* ``--write-docs``: regenerate the committed study and figures, i.e. ``--out`` set to this
+  repository's ``docs/``. Only a full run may do that, so it cannot be combined with
+  ``--quick``.
+* ``--quick``: a smoke-sized run (seconds to a minute) with the same outputs, written under
+  ``--out`` like any other run; it never touches ``docs/`` unless asked to with ``--out``.
+
+Nothing is written anywhere else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import tfp_sgmcmc  # noqa: F401  (imported for its quiet TensorFlow start-up)
+
+__all__ = ["DOCS", "Outputs", "command_line", "outputs", "parser"]
+
+#: The repository's ``docs/`` folder (what ``--write-docs`` writes into).
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
+
+
+def parser(
+    name: str, description: str, quick_help: str = "smoke-sized run (about a minute at most)"
+) -> argparse.ArgumentParser:
+    """An ``ArgumentParser`` with the shared ``--quick``, ``--out`` and ``--write-docs``.
+
+    Args:
+      name: the example's name; the default output folder is ``out/<name>``.
+      description: the ``--help`` description (usually the docstring's first line).
+      quick_help: what ``--quick`` does for this example.
+    """
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument(
+        "--out",
+        metavar="DIR",
+        default=os.path.join("out", name),
+        help="output folder (figures/, studies/, runs/ inside); default: %(default)s",
+    )
+    where.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="regenerate the committed study and figures in the repository's docs/",
+    )
+    return ap
+
+
+class Outputs:
+    """Paths of one run's outputs under ``root`` (created on first use)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def _path(self, sub: str, filename: str) -> str:
+        folder = os.path.join(self.root, sub)
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, filename)
+
+    def figure(self, filename: str) -> str:
+        """``<root>/figures/<filename>``."""
+        return self._path("figures", filename)
+
+    def study(self, filename: str) -> str:
+        """``<root>/studies/<filename>``."""
+        return self._path("studies", filename)
+
+    def run_dir(self, name: str) -> str:
+        """``<root>/runs/<name>`` (a folder for a long run's files)."""
+        return self._path("runs", name)
+
+    def write_study(self, filename: str, text: str) -> str:
+        """Writes ``text`` to ``<root>/studies/<filename>``; returns the path."""
+        path = self.study(filename)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text.rstrip() + "\n")
+        return path
+
+
+def outputs(args: argparse.Namespace, ap: argparse.ArgumentParser | None = None) -> Outputs:
+    """The :class:`Outputs` named by ``--out`` or ``--write-docs``.
+
+    ``--quick --write-docs`` is an error: a smoke run never replaces a committed study.
+    """
+    if args.write_docs and args.quick:
+        msg = "--write-docs regenerates the committed study: it needs a full run, not --quick"
+        if ap is not None:
+            ap.error(msg)
+        raise SystemExit(msg)
+    return Outputs(DOCS if args.write_docs else args.out)
+
+
+def command_line() -> str:
+    """The command that reproduces this run, as a study page quotes it."""
+    args = " ".join(sys.argv[1:])
+    return f"python examples/{os.path.basename(sys.argv[0])}" + (f" {args}" if args else "")
