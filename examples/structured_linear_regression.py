@@ -15,8 +15,9 @@ sample standard deviations and correlations with the exact ε → 0 fixed points
 noise and the O(ε) discretisation inflate all variances a little.
 
 Run: ``python examples/structured_linear_regression.py [--quick]``
-Writes ``studies/structured_linear_regression.md`` and ``figures/structured_linear_regression.png`` under
-``--out`` (default ``out/structured_linear_regression/``; ``--write-docs`` for ``docs/``).
+Writes ``studies/structured_linear_regression.md`` and
+``figures/structured_linear_regression.png`` under ``--out`` (default
+``out/structured_linear_regression/``; ``--write-docs`` for ``docs/``).
 """
 
 from __future__ import annotations
