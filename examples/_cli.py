@@ -11,10 +11,10 @@ Every example takes the same three options (:func:`parser`):
   ``DIR/figures/``, the markdown study in ``DIR/studies/`` (its image links are relative, so
   they work in both places), long-run directories in ``DIR/runs/``.
 * ``--write-docs``: regenerate the committed study and figures, i.e. ``--out`` set to this
-  repository's ``docs/``. Only a full run may do that, so it cannot be combined with
-  ``--quick``.
-* ``--quick``: a smoke-sized run (seconds to a minute) with the same outputs, written under
-  ``--out`` like any other run; it never touches ``docs/`` unless asked to with ``--out``.
+  repository's ``docs/``.
+* ``--quick``: a smoke-sized run (seconds to a minute) with the same outputs, each named
+  ``*_quick`` (``figures/x_quick.png``, ``studies/x_quick.md``), so a smoke run never replaces
+  a full run's results, wherever it writes.
 
 Nothing is written anywhere else.
 """
@@ -61,47 +61,51 @@ def parser(
 
 
 class Outputs:
-    """Paths of one run's outputs under ``root`` (created on first use)."""
+    """Paths of one run's outputs under ``root`` (folders created on first use).
 
-    def __init__(self, root: str) -> None:
+    With ``quick=True`` every file name gets ``_quick`` before its extension (:meth:`name`).
+    """
+
+    def __init__(self, root: str, quick: bool = False) -> None:
         self.root = root
+        self.quick = quick
+
+    def name(self, filename: str) -> str:
+        """``filename`` as this run names it (``x_quick.png`` for ``x.png`` in quick mode);
+        a study links its figure as ``../figures/<name(...)>``."""
+        if not self.quick:
+            return filename
+        stem, ext = os.path.splitext(filename)
+        return f"{stem}_quick{ext}"
 
     def _path(self, sub: str, filename: str) -> str:
         folder = os.path.join(self.root, sub)
         os.makedirs(folder, exist_ok=True)
-        return os.path.join(folder, filename)
+        return os.path.join(folder, self.name(filename))
 
     def figure(self, filename: str) -> str:
-        """``<root>/figures/<filename>``."""
+        """``<root>/figures/<name(filename)>``."""
         return self._path("figures", filename)
 
     def study(self, filename: str) -> str:
-        """``<root>/studies/<filename>``."""
+        """``<root>/studies/<name(filename)>``."""
         return self._path("studies", filename)
 
     def run_dir(self, name: str) -> str:
-        """``<root>/runs/<name>`` (a folder for a long run's files)."""
+        """``<root>/runs/<name(name)>`` (a folder for a long run's files)."""
         return self._path("runs", name)
 
     def write_study(self, filename: str, text: str) -> str:
-        """Writes ``text`` to ``<root>/studies/<filename>``; returns the path."""
+        """Writes ``text`` to :meth:`study` ``(filename)``; returns the path."""
         path = self.study(filename)
         with open(path, "w", encoding="utf-8") as f:
             f.write(text.rstrip() + "\n")
         return path
 
 
-def outputs(args: argparse.Namespace, ap: argparse.ArgumentParser | None = None) -> Outputs:
-    """The :class:`Outputs` named by ``--out`` or ``--write-docs``.
-
-    ``--quick --write-docs`` is an error: a smoke run never replaces a committed study.
-    """
-    if args.write_docs and args.quick:
-        msg = "--write-docs regenerates the committed study: it needs a full run, not --quick"
-        if ap is not None:
-            ap.error(msg)
-        raise SystemExit(msg)
-    return Outputs(DOCS if args.write_docs else args.out)
+def outputs(args: argparse.Namespace) -> Outputs:
+    """The :class:`Outputs` named by ``--out`` or ``--write-docs`` (and ``--quick``)."""
+    return Outputs(DOCS if args.write_docs else args.out, quick=args.quick)
 
 
 def command_line() -> str:

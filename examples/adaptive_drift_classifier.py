@@ -105,7 +105,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--temperature", type=float, default=0.01)
     args = ap.parse_args()
-    out = _cli.outputs(args, ap)
+    out = _cli.outputs(args)
     steps = args.steps or (600 if args.quick else 6_000)
     num_seeds = args.seeds or (2 if args.quick else 5)
     thin = max(1, steps // 200)
@@ -181,8 +181,8 @@ def main() -> None:
     ax.set_title("digits MLP: training objective along the chains")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig_file = "adaptive_classifier.png"
-    fig_path = out.figure(fig_file)
+    fig_file = out.name("adaptive_classifier.png")
+    fig_path = out.figure("adaptive_classifier.png")
     fig.savefig(fig_path)
 
     text = f"""# Adaptive drifts: Bayesian MLP classifier on digits (Table 2 form)

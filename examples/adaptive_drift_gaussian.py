@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--chains", type=int, default=None)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    out = _cli.outputs(args, ap)
+    out = _cli.outputs(args)
     steps = args.steps or (5_000 if args.quick else 100_000)
     chains = args.chains or (20 if args.quick else 50)
 
@@ -107,8 +107,8 @@ def main() -> None:
     ax.set_title(f"Correlated Gaussian, ε = 0.1 ({chains} chains each)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig_file = "adaptive_gaussian_cov_error.png"
-    fig_path = out.figure(fig_file)
+    fig_file = out.name("adaptive_gaussian_cov_error.png")
+    fig_path = out.figure("adaptive_gaussian_cov_error.png")
     fig.savefig(fig_path)
 
     # Table: error (mean ± 2 s.e. over chains) at a few iteration counts.

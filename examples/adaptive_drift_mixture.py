@@ -52,7 +52,7 @@ def main() -> None:
     ap.add_argument("--chains", type=int, default=None)
     ap.add_argument("--seed", type=int, default=2)
     args = ap.parse_args()
-    out = _cli.outputs(args, ap)
+    out = _cli.outputs(args)
     steps = args.steps or (5_000 if args.quick else 200_000)
     chains = args.chains or (4 if args.quick else 10)
 
@@ -97,8 +97,8 @@ def main() -> None:
     ax.set_title("occupancy of nearest-centre cells")
     ax.legend(fontsize=6)
     fig.tight_layout()
-    fig_file = "adaptive_mixture.png"
-    fig_path = out.figure(fig_file)
+    fig_file = out.name("adaptive_mixture.png")
+    fig_path = out.figure("adaptive_mixture.png")
     fig.savefig(fig_path)
 
     header = (

@@ -116,7 +116,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--name", default="adaptive_drift_ravines")
     args = ap.parse_args()
-    out = _cli.outputs(args, ap)
+    out = _cli.outputs(args)
     steps = args.steps or (3_000 if args.quick else 30_000)
     burn = steps // 3
     theta0 = np.array([float(v) for v in args.theta0.split(",")])
@@ -178,6 +178,7 @@ def main() -> None:
         "adaptive_ravines.png" if args.name == "adaptive_drift_ravines" else f"{args.name}.png"
     )
     fig_path = out.figure(fig_name)
+    fig_name = out.name(fig_name)
     fig.savefig(fig_path)
 
     scaling_text = (

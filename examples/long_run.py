@@ -81,7 +81,7 @@ def main() -> None:
     )
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     a = p.parse_args()
-    outputs = _cli.outputs(a, p)
+    outputs = _cli.outputs(a)
     if a.child:
         child(a.child[1], a.chunk_size, a.child[0], a.run_dir, not a.no_xla)
         return

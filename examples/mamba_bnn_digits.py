@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=None)
     ap.add_argument("--eval-seconds", type=float, default=None)
     args = ap.parse_args()
-    out = _cli.outputs(args, ap)
+    out = _cli.outputs(args)
     budget = args.budget or (3.0 if args.quick else 30.0)
     eval_s = args.eval_seconds or (2.0 if args.quick else 15.0)
     grid_steps = 200 if args.quick else 1000

@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--grid-seconds", type=float, default=None,
                     help="sampling seconds per configuration of the log-loss grid search")
     args = ap.parse_args()
-    args.outputs = _cli.outputs(args, ap)
+    args.outputs = _cli.outputs(args)
     quick = args.quick
     samplers = args.samplers.split(",")
     budget = args.budget or (2.0 if quick else 20.0)

@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="MAMBA seeds")
     ap.add_argument("--budget", type=float, default=None, help="MAMBA's T in seconds")
     args = ap.parse_args()
-    args.outputs = _cli.outputs(args, ap)
+    args.outputs = _cli.outputs(args)
     samplers = args.samplers or (["SGLD"] if args.quick else ["SGLD", "SGLD-CV"])
     valid = {*KERNELS, *(k + "-CV" for k in KERNELS)}
     for name in samplers:

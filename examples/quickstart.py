@@ -96,7 +96,7 @@ def run_reference(target, init: tf.Tensor, num_results: int, burn: int) -> np.nd
 def main() -> None:
     parser = _cli.parser("quickstart", __doc__.splitlines()[0], quick_help="tiny run (smoke test)")
     args = parser.parse_args()
-    out = _cli.outputs(args, parser)
+    out = _cli.outputs(args)
     sys.stdout.reconfigure(line_buffering=True)  # show progress when piped
     n, d = (20_000, 5) if args.quick else (100_000, 10)
     num_results, burn = (1_000, 500) if args.quick else (20_000, 2_000)

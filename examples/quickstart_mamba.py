@@ -14,7 +14,8 @@ Run::
 
 Prints the per-round table and the chosen arm, and writes the plot and a study page under
 ``--out`` (default ``out/quickstart_mamba/``); ``--write-docs`` regenerates the committed
-``docs/figures/mamba_quickstart.png`` and ``docs/studies/mamba_quickstart.md``.
+``docs/figures/mamba_quickstart.png`` and ``docs/studies/mamba_quickstart.md`` (``--quick``
+names its files ``*_quick``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=None, help="total sampling seconds T")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    out = _cli.outputs(args, parser)
+    out = _cli.outputs(args)
     print("MAMBA quickstart: tuning SGLD's step size and batch size on the logistic regression "
           "(N = 10^6, d = 10)", flush=True)
 
@@ -95,7 +96,7 @@ def main() -> None:
         "including data generation, MAP, compilation and metric time).\n\n"
         + result.to_markdown() + "\n\n```\n" + result.summary() + "\n"
         + f"  budget honesty: {result.budget_honesty():.3f}\n" + "\n".join(extra)
-        + "\n```\n\n![metric by round](../figures/mamba_quickstart.png)\n",
+        + "\n```\n\n![metric by round](../figures/" + out.name("mamba_quickstart.png") + ")\n",
     )
     print(f"  wrote {os.path.relpath(fig)} and {os.path.relpath(study)}; wall time {wall:.1f} s")
 

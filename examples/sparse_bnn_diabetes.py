@@ -61,7 +61,7 @@ def main() -> None:
     ap.add_argument("--v0", type=float, default=0.1)
     ap.add_argument("--tau0", type=float, default=1.0, help="initial inverse temperature τ0")
     args = ap.parse_args()
-    out = _cli.outputs(args, ap)
+    out = _cli.outputs(args)
 
     x_all, y_all = load_diabetes(return_X_y=True)
     n_all, d = x_all.shape
@@ -198,7 +198,7 @@ def main() -> None:
         "Paper (UCI data sets, 20 seeds, RMSE): e.g. Boston SGHMC 2.783, A-SGHMC 2.848, "
         "SGHMC-EM 2.813, A-SGHMC-EM 2.767, SGHMC-SA 2.779, A-SGHMC-SA 2.692.",
         "",
-        "![σ over the run (seed 0)](../figures/sparse_bnn_diabetes.png)",
+        f"![σ over the run (seed 0)](../figures/{out.name('sparse_bnn_diabetes.png')})",
         "",
     ]
     path = out.write_study("sparse_bnn_diabetes.md", "\n".join(lines))

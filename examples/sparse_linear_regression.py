@@ -55,7 +55,7 @@ def main() -> None:
     ap.add_argument("--datasets", type=int, default=3)
     ap.add_argument("--v0", type=float, default=0.1)
     args = ap.parse_args()
-    out = _cli.outputs(args, ap)
+    out = _cli.outputs(args)
     steps, thin, n_data = (1000, 10, 1) if args.quick else (args.steps, 100, args.datasets)
     chunk = min(steps, 10_000)
 
@@ -194,7 +194,8 @@ def write_study(out, table, steps, thin, n_data, v0, cmd, beta123, true123):
     ]
     for m, v in post.items():
         lines.append(f"* {m}: {[round(float(a), 3) for a in v]}")
-    lines += ["", "![posterior of β1..β3](../figures/sparse_linear_beta123.png)", ""]
+    fig = out.name("sparse_linear_beta123.png")
+    lines += ["", f"![posterior of β1..β3](../figures/{fig})", ""]
     path = out.write_study("sparse_linear_regression.md", "\n".join(lines))
     print(f"wrote {path}")
 

@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=50_000)
     ap.add_argument("--datasets", type=int, default=1)
     args = ap.parse_args()
-    out = _cli.outputs(args, ap)
+    out = _cli.outputs(args)
     steps, thin, n_data = (1000, 10, 1) if args.quick else (args.steps, 100, args.datasets)
     grid = GRID[:1] if args.quick else GRID
     chunk = min(steps, 10_000)
@@ -178,7 +178,7 @@ def main() -> None:
         f"Posterior means of β1..β3 (v0 = 0.01, σ_init = 1; true drawn values "
         f"{[round(float(a), 3) for a in true123]}): {post}",
         "",
-        "![posterior of β1..β3](../figures/sparse_logistic_beta123.png)",
+        f"![posterior of β1..β3](../figures/{out.name('sparse_logistic_beta123.png')})",
         "",
     ]
     path = out.write_study("sparse_logistic_regression.md", "\n".join(lines))

@@ -89,7 +89,7 @@ def main(argv=None):
     p = _cli.parser("structured_digits_mlp", __doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=17)
     args = p.parse_args(argv)
-    out = _cli.outputs(args, p)
+    out = _cli.outputs(args)
     xtr, ytr, xte, yte = load()
     init = init_params()
     shapes = [tuple(q.shape) for q in init]
@@ -229,7 +229,7 @@ kept steps / ESS (in sampler steps), median over parameters.
 
 {table}
 
-![accuracy, IAC, ESS vs number of groups](../figures/structured_digits_mlp.png)
+![accuracy, IAC, ESS vs number of groups](../figures/{out.name('structured_digits_mlp.png')})
 {saturation_note}"""
     md_path = out.study("structured_digits_mlp.md")
     with open(md_path, "w") as f:

@@ -85,7 +85,7 @@ def main(argv=None):
     p = _cli.parser("structured_linear_regression", __doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=17)
     args = p.parse_args(argv)
-    out = _cli.outputs(args, p)
+    out = _cli.outputs(args)
     burn, keep, chains = (1000, 3000, 4) if args.quick else (10000, 40000, 8)
     # Small ε and batch 25: the shared minibatch's gradient noise is correlated across
     # groups and inflates variances by O(ε·N²/n); keep it well below the structure effect.
@@ -213,7 +213,7 @@ and the O(ε) SGLD bias (a few per cent). The exact discretised law is checked s
 Posterior means (all samplers share the mean μ of the exact posterior):
 
 {means}
-![pairwise posteriors](../figures/structured_linear_regression.png)
+![pairwise posteriors](../figures/{out.name('structured_linear_regression.png')})
 
 Finding (history-mean memory): the structured chains' *means* differ from chain to chain
 more than plain SGLD's. The history mean m̂ enters the drift; with q̂ uniform over the
