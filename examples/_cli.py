@@ -24,8 +24,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 import tfp_sgmcmc  # noqa: F401  (imported for its quiet TensorFlow start-up)
+
+# SG kernels are uncalibrated by design (no Metropolis step); TFP's sample_chain warns about
+# it on every call.
+warnings.filterwarnings("ignore", message="supplied `TransitionKernel` is not calibrated")
 
 __all__ = ["DOCS", "Outputs", "command_line", "outputs", "parser"]
 

@@ -10,7 +10,8 @@ tfp-sgmcmc tune     --model logistic_regression --kernel sgld \
 
 Models follow the protocol of :mod:`tfp_sgmcmc.driver.model` (a Python file
 whose ``build(**kwargs)`` returns a ``ModelSpec(estimator, init_state)``, or a
-``models/`` name); ``--model-arg name=value`` passes keyword arguments.
+name of a :mod:`tfp_sgmcmc.models` module such as ``logistic_regression``);
+``--model-arg name=value`` passes keyword arguments.
 ``sample`` runs :func:`tfp_sgmcmc.driver.sample` (chunked, streamed to HDF5,
 resumable bit for bit); the model and kernel arguments are stored in the run's
 config, so ``--resume`` needs only ``--run-dir``. ``diagnose`` computes, on an
@@ -44,6 +45,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -446,7 +448,12 @@ def _cmd_tune(a: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- #
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs ``tfp-sgmcmc`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # SG kernels are uncalibrated by design (no Metropolis step); TFP's sample_chain warns
+    # about that on every call, which tells a CLI user nothing. (TensorFlow's own start-up
+    # lines are hidden by the package import, tfp_sgmcmc/_startup.py.)
+    warnings.filterwarnings(
+        "ignore", message="supplied `TransitionKernel` is not calibrated", category=UserWarning
+    )
     args = build_parser().parse_args(argv)
     from tfp_sgmcmc.driver import RunDirectoryError
 
