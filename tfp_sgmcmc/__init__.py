@@ -5,14 +5,19 @@
   :mod:`tfp_sgmcmc.data`).
 * Stein discrepancies and chain-quality metrics, as functions and as
   ``tfp.experimental.mcmc`` reducers: :mod:`tfp_sgmcmc.diagnostics`.
-* The MAMBA tuner and its baselines: :mod:`tfp_sgmcmc.tuning` (Keras 3 models
-  through :mod:`tfp_sgmcmc.keras`, imported on demand).
+* The MAMBA tuner and its baselines: :mod:`tfp_sgmcmc.tuning`.
+* The Keras bridge, :mod:`tfp_sgmcmc.keras` (``KerasPosterior``, predictive metrics): how a
+  Keras 3 model becomes a posterior for any sampler or the tuner. It imports Keras, so it is
+  imported on demand: ``from tfp_sgmcmc.keras import KerasPosterior``.
+* Reference models with stored ground truth: :mod:`tfp_sgmcmc.models`.
 * Sparse priors with stochastic-approximation latents: :mod:`tfp_sgmcmc.priors`.
 * Long, resumable runs streamed to HDF5 and ArviZ export: :mod:`tfp_sgmcmc.driver`,
   :func:`tfp_sgmcmc.to_arviz`.
 
 See ``docs/index.md`` for the guide; every sampler's docstring gives its update rule
-and the paper it comes from.
+and the paper it comes from. Names follow one policy (``docs/conventions.md``, "Names"):
+every sampler under its full name, plus its paper's acronym where it has one
+(``SGLD is StochasticGradientLangevinDynamics``).
 
 Importing the package before TensorFlow hides TensorFlow's C++ start-up notices (oneDNN,
 CUDA probing) and makes ``TF_CPP_MIN_LOG_LEVEL`` default to ``1``; warnings and errors are
@@ -69,8 +74,12 @@ from tfp_sgmcmc.kernels import (
     SGHMC,
     SGLD,
     SGNHT,
+    AdadeltaSGLD,
+    AdaMaxSGLD,
     AdamSGLD,
     MomentumSGLD,
+    PreconditionedAdamSGLD,
+    PreconditionedMomentumSGLD,
     PreconditionedStochasticGradientLangevinDynamics,
     StochasticApproximation,
     StochasticGradientHamiltonianMonteCarlo,
@@ -120,6 +129,10 @@ __all__ = [
     "StochasticGradientNoseHooverThermostat",
     "MomentumSGLD",
     "AdamSGLD",
+    "AdaMaxSGLD",
+    "AdadeltaSGLD",
+    "PreconditionedMomentumSGLD",
+    "PreconditionedAdamSGLD",
     "StochasticApproximation",
     "SGLD",
     "PSGLD",

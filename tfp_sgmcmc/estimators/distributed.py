@@ -120,13 +120,29 @@ class DistributedMinibatchEstimator(GradientEstimator):
 
     #### Examples
 
+    A logistic regression whose minibatch gradients are split over the replicas of a
+    ``MirroredStrategy`` (every local GPU, or the CPU; see ``docs/scale_out.md`` for two
+    logical CPUs):
+
     ```python
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    est = DistributedMinibatchEstimator(
-        MinibatchEstimator(log_lik, (x, y), batch_size=1000, log_prior_fn=log_prior),
+    import numpy as np, tensorflow as tf, tensorflow_probability as tfp
+    import tfp_sgmcmc as sg
+
+    x = np.random.default_rng(0).standard_normal((10_000, 5)).astype("float32")
+    y = (x @ np.ones(5, "float32") > 0).astype("float32")
+
+    def log_lik(theta, batch):  # one log-likelihood per example
+        return -tf.nn.sigmoid_cross_entropy_with_logits(
+            batch[1], tf.linalg.matvec(batch[0], theta))
+
+    strategy = tf.distribute.MirroredStrategy()
+    est = sg.DistributedMinibatchEstimator(
+        sg.MinibatchEstimator(log_lik, (x, y), batch_size=1000,
+                              log_prior_fn=lambda t: -0.5 * tf.reduce_sum(t**2, -1)),
         strategy)
     run = tf.function(lambda seed: tfp.mcmc.sample_chain(
-        1000, theta0, kernel=SGLD(est, 1e-5), trace_fn=None, seed=seed))
+        100, tf.zeros(5), kernel=sg.SGLD(est, 1e-5), trace_fn=None, seed=seed))
+    samples = run(tf.constant([0, 1]))
     ```
 
     #### References

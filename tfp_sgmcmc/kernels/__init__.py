@@ -1,10 +1,20 @@
 """SG-MCMC samplers as ``tfp.mcmc.TransitionKernel`` subclasses.
 
-Short aliases follow the papers' names: ``SGLD``, ``PSGLD``, ``SGHMC``, ``SGNHT``,
-``MSGLD``, ``ASGLD``. ``StochasticApproximation`` wraps any of them (SGLD-SA, SGHMC-SA).
-Control-variate variants (SGLD-CV, ...) are the same kernels given a
+Names (``docs/conventions.md``, "Names"): every sampler has its full name, and the samplers
+the papers name by an acronym also have that acronym, an alias of the same class:
+``SGLD``, ``PSGLD``, ``SGHMC``, ``SGNHT``, ``MSGLD``, ``ASGLD``. Results types are named
+after the kernel that defines them, by its acronym: :class:`SGLDKernelResults` (SGLD, pSGLD
+and every adaptive-drift SGLD), :class:`SGHMCKernelResults`, :class:`SGNHTKernelResults`,
+:class:`StochasticApproximationKernelResults`. ``LangevinKernelResults`` is a deprecated
+alias of :class:`SGLDKernelResults`.
+
+``StochasticApproximation`` wraps any SG kernel (SGLD-SA, SGHMC-SA). Control-variate
+variants (SGLD-CV, ...) are the same kernels given a
 :class:`~tfp_sgmcmc.estimators.ControlVariateEstimator`.
 """
+
+import warnings
+from typing import Any
 
 from tfp_sgmcmc.kernels.adaptive import (
     ASGLD,
@@ -22,8 +32,8 @@ from tfp_sgmcmc.kernels.hamiltonian import (
     StochasticGradientHamiltonianMonteCarlo,
 )
 from tfp_sgmcmc.kernels.langevin import (
-    LangevinKernelResults,
     PreconditionedStochasticGradientLangevinDynamics,
+    SGLDKernelResults,
     StochasticGradientLangevinDynamics,
 )
 from tfp_sgmcmc.kernels.stochastic_approximation import (
@@ -41,13 +51,26 @@ PSGLD = PreconditionedStochasticGradientLangevinDynamics
 SGHMC = StochasticGradientHamiltonianMonteCarlo
 SGNHT = StochasticGradientNoseHooverThermostat
 
+
+def __getattr__(name: str) -> Any:
+    # Deprecated names, kept for one release (docs/conventions.md, "Names").
+    if name == "LangevinKernelResults":
+        warnings.warn(
+            "LangevinKernelResults is deprecated; use SGLDKernelResults (same class).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return SGLDKernelResults
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "SGMCMCKernel",
     "StochasticGradientLangevinDynamics",
     "PreconditionedStochasticGradientLangevinDynamics",
     "StochasticGradientHamiltonianMonteCarlo",
     "StochasticGradientNoseHooverThermostat",
-    "LangevinKernelResults",
+    "SGLDKernelResults",
     "SGHMCKernelResults",
     "SGNHTKernelResults",
     "SGLD",

@@ -5,7 +5,7 @@ with a fixed drift transform from :mod:`tfp_sgmcmc.transforms` and its
 hyperparameters as constructor arguments, so ``parameters`` are exactly the
 constructor arguments, ``copy(a=..., beta1=...)`` rebuilds it and MAMBA can
 build arms from keyword arguments. Results are
-:class:`~tfp_sgmcmc.kernels.langevin.LangevinKernelResults`; the bias
+:class:`~tfp_sgmcmc.kernels.langevin.SGLDKernelResults`; the bias
 accumulators (``m``, ``V``, ...) are in ``transform_state``.
 
 General form (Kim et al. eq. 1, ascent sign ``g_t = ∇ log π̃(θ_t)``):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import warnings
 from typing import Any
 
 import tensorflow as tf
@@ -14,16 +15,16 @@ from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.transforms import DriftTransform, RMSPreconditioner
 
 __all__ = [
-    "LangevinKernelResults",
+    "SGLDKernelResults",
     "StochasticGradientLangevinDynamics",
     "PreconditionedStochasticGradientLangevinDynamics",
 ]
 
 
-class LangevinKernelResults(
+class SGLDKernelResults(
     PrettyNamedTupleMixin,
     collections.namedtuple(
-        "LangevinKernelResults",
+        "SGLDKernelResults",
         [
             "target_log_prob",  # stochastic log π̃ at the returned state
             "grads_target_log_prob",  # its gradient (the stochastic score), list of parts
@@ -36,7 +37,22 @@ class LangevinKernelResults(
         ],
     ),
 ):
+    """Results of :class:`StochasticGradientLangevinDynamics` and of every kernel built on it
+    (pSGLD and the adaptive-drift SGLD variants)."""
+
     __slots__ = ()
+
+
+def __getattr__(name: str) -> Any:
+    # Deprecated names (docs/conventions.md, "Names"): kept for one release.
+    if name == "LangevinKernelResults":
+        warnings.warn(
+            "LangevinKernelResults is deprecated; use SGLDKernelResults (same class).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return SGLDKernelResults
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class StochasticGradientLangevinDynamics(SGMCMCKernel):
@@ -88,8 +104,13 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
         (x, y), batch_size=100,
         log_prior_fn=lambda th: -0.5 * tf.reduce_sum(th**2, -1) / 10.)
     kernel = sg.SGLD(est, step_size=1e-3)
-    samples = tfp.mcmc.sample_chain(
-        500, tf.zeros(3), kernel=kernel, trace_fn=None, seed=42)
+
+    @tf.function(jit_compile=True)  # one compiled program for the whole chain
+    def run(seed):
+        return tfp.mcmc.sample_chain(
+            500, tf.zeros(3), kernel=kernel, trace_fn=None, seed=seed)
+
+    samples = run(tf.constant([0, 42]))
     ```
 
     #### References
@@ -98,7 +119,7 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
          Gradient Langevin Dynamics. In _ICML_, 2011.
     """
 
-    _results_type = LangevinKernelResults
+    _results_type = SGLDKernelResults
     _default_name = "sgld"
 
     def __init__(

@@ -123,14 +123,28 @@ class StochasticApproximation(tfp.mcmc.TransitionKernel):
 
     #### Examples
 
+    SGLD-SA on a sparse linear regression (p = 50 coefficients, three non-zero):
+
     ```python
-    prior = sg.priors.SpikeAndSlabGroupLasso(v0=0.1, v1=10., b=None)
-    est = sg.priors.SSGLEstimator(prior, (x, y), batch_size=100,
-                                  residual_fn=lambda b, d: d[1] - tf.linalg.matvec(d[0], b))
+    import numpy as np, tensorflow as tf, tensorflow_probability as tfp
+    import tfp_sgmcmc as sg
+    from tfp_sgmcmc.kernels import StochasticApproximation
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((200, 50)).astype("float32")
+    beta = np.zeros(50, "float32"); beta[:3] = [3., 2., 1.]
+    y = (x @ beta + rng.standard_normal(200)).astype("float32")
+
+    prior = sg.SpikeAndSlabGroupLasso(v0=0.1, v1=10., b=None)
+    est = sg.SSGLEstimator(prior, (x, y), batch_size=100,
+                           residual_fn=lambda b, d: d[1] - tf.linalg.matvec(d[0], b))
     inner = sg.SGLD(est, step_size=sg.PolynomialDecay(1e-3, 0., 1/3, one_based=True))
-    sgld_sa = StochasticApproximation(inner, sg.schedules.SAStepSize(10., 1000., 0.7))
-    sgld_em = StochasticApproximation(inner, 1.)
-    sgld = StochasticApproximation(inner, 0.)
+    sgld_sa = StochasticApproximation(inner, sg.SAStepSize(1000., 100., 0.7, cap=0.1))
+    sgld_em = StochasticApproximation(inner, 1.)   # ω ≡ 1: SGLD-EM
+    sgld = StochasticApproximation(inner, 0.)      # ω ≡ 0: plain SGLD, fixed latents
+    run = tf.function(jit_compile=True)(lambda seed: tfp.mcmc.sample_chain(
+        200, tf.zeros(50), kernel=sgld_sa, trace_fn=None, seed=seed))
+    samples = run(tf.constant([0, 42]))
     ```
 
     #### References

@@ -24,9 +24,19 @@ __all__ = ["BNNDigits", "bnn_digits", "load_digits_split"]
 
 
 def load_digits_split(test_fraction: float = 0.25, seed: int = 0):
-    """``(x_train, y_train, x_test, y_test)``: stratified, seeded split of sklearn's digits."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+    """``(x_train, y_train, x_test, y_test)``: stratified, seeded split of sklearn's digits.
+
+    Raises:
+      ImportError: scikit-learn is missing (it comes with the ``models`` extra).
+    """
+    try:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+    except ImportError as e:
+        raise ImportError(
+            "tfp_sgmcmc.models.bnn_digits loads scikit-learn's bundled digits; install the "
+            '`models` extra: pip install "tfp-sgmcmc[models]"'
+        ) from e
 
     d = load_digits()
     x = (d.data / 16.0).astype(np.float32)
