@@ -89,6 +89,10 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 # 100 SGLD steps on a Gaussian target with exact noisy gradients, inside sample_chain.
+# (TFP warns that the kernel is uncalibrated, as for every SG kernel: expected, not output.)
+import warnings
+
+warnings.filterwarnings("ignore", message="supplied `TransitionKernel` is not calibrated")
 estimator = sg.NoisyGradientEstimator(lambda x: -0.5 * tf.reduce_sum(x**2, -1), 0.1)
 kernel = sg.SGLD(estimator, step_size=0.05)
 samples = tfp.mcmc.sample_chain(
