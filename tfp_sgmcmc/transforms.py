@@ -2,7 +2,7 @@
 
 A transform turns the stochastic score ``g_t = ∇ log π̃(θ_t)`` into the drift
 ``d_t`` and an optional diagonal preconditioner ``G_t`` used by
-:func:`~tfp_sgmcmc.integrators.langevin_step`:
+[`langevin_step`][tfp_sgmcmc.integrators.langevin_step]:
 
 ```none
 θ_{t+1} = θ_t + ε G_t ⊙ d_t + √(2 ε T G_t) ⊙ ξ
@@ -90,7 +90,7 @@ class RMSPreconditioner(DriftTransform):
     ```
 
     The divergence correction Γ(θ) is dropped, as in Li et al.'s experiments,
-    SGMCMCJax and both seed papers that use pSGLD: it vanishes as α → 1 and
+    SGMCMCJax, Kim et al. and Alexos et al.'s code: it vanishes as α → 1 and
     leaves a small bias otherwise. ``V`` accumulates the full N-scaled
     stochastic gradient (SGMCMCJax and Kim et al.), so ``λ`` is on that scale;
     Li et al.'s Matlab code uses the per-datum average gradient, which
@@ -131,7 +131,7 @@ class RMSPreconditioner(DriftTransform):
 
 
 # --------------------------------------------------------------------------- #
-# Adaptive drifts (Kim, Song & Liang; ALGORITHMS.md §7)
+# Adaptive drifts (Kim, Song & Liang; docs/algorithms.md#adaptive-drift)
 # --------------------------------------------------------------------------- #
 
 
@@ -260,12 +260,13 @@ class AdamBias(AdaptiveBias):
     m_0 = V_0 = 0,   d_t = g_t + a A_t
     ```
 
-    Same lag as :class:`MomentumBias` (``m_t``, ``V_t`` hold ``g_{<t}``) and
+    Same lag as [`MomentumBias`][tfp_sgmcmc.transforms.MomentumBias] (``m_t``, ``V_t`` hold
+    ``g_{<t}``) and
     no bias correction, so at ``t = 0`` the bias is ``0 / λ = 0`` and, for
     ``t ≥ 1``, ``|m_t ⊘ √V_t| ≤ C = √((1−β1)² / ((1−β2)(1 − β1²/β2)))``
     elementwise (Kim et al., App. A.2; ``C ≈ 7.27`` at 0.9/0.999), which
     needs ``β1² < β2``. The paper prints ``√V_t + λ1`` without parentheses:
-    ``lambda_placement`` chooses between the two readings (ALGORITHMS.md §7.2).
+    ``lambda_placement`` chooses between the two readings (docs/algorithms.md#asgld).
     ``λ`` is on the scale of the N-scaled stochastic gradient, as in pSGLD.
 
     Args:
@@ -351,7 +352,7 @@ class AdaMaxBias(AdaptiveBias):
 
     The paper names an AdaMax bias without a formula; we use Kingma & Ba's
     infinity-norm accumulator with the same lag and no bias correction
-    (ALGORITHMS.md §7.3):
+    (docs/algorithms.md#adaptive-variants):
 
     ```none
     A_t = m_t ⊘ (u_t + λ)
@@ -419,7 +420,7 @@ class AdadeltaBias(AdaptiveBias):
     """Adadelta-based bias (named in Kim et al. §3.3; the formula is OUR choice).
 
     Zeiler's unit-correcting ratio applied to the lagged momentum
-    (ALGORITHMS.md §7.3). The "update" whose square Adadelta accumulates is
+    (docs/algorithms.md#adaptive-variants). The "update" whose square Adadelta accumulates is
     taken to be the bias itself, ``Δ_t = A_t`` (the transform never sees the
     step size, and ``ε a A_t`` is the bias displacement):
 
@@ -493,19 +494,20 @@ class PreconditionedBias(DriftTransform):
 
     Kim et al. (§3.3) say the adaptive bias and an adaptive preconditioner
     "can be used together" without giving a formula; our concrete form
-    (ALGORITHMS.md §7.3, Γ dropped as in pSGLD):
+    (docs/algorithms.md#adaptive-variants, Γ dropped as in pSGLD):
 
     ```none
     V_t = α V_{t−1} + (1 − α) g_t ⊙ g_t,   G_t = 1 ⊘ (λ + √V_t)     (pSGLD, not lagged)
     θ_{t+1} = θ_t + ε G_t ⊙ (g_t + a A_t) + √(2 ε T G_t) ⊙ ξ_t
     ```
 
-    with ``A_t`` from ``bias`` (lagged, e.g. :class:`MomentumBias`). The
+    with ``A_t`` from ``bias`` (lagged, e.g. [`MomentumBias`][tfp_sgmcmc.transforms.MomentumBias]).
+    The
     preconditioner keeps pSGLD's convention (updated with ``g_t`` before
     use) so that ``a = 0`` is pSGLD exactly. State: ``(bias_state, V)``.
 
     Args:
-      bias: an :class:`AdaptiveBias`.
+      bias: an [`AdaptiveBias`][tfp_sgmcmc.transforms.AdaptiveBias].
       decay: ``α`` in [0, 1). Default value: ``0.99``.
       epsilon: ``λ > 0`` of the preconditioner. Default value: ``1e-5``.
 

@@ -44,11 +44,12 @@ class ControlVariateEstimator(GradientEstimator):
     """Minibatch gradients with a control variate centred at ``centering_value``.
 
     Args:
-      base: the :class:`MinibatchEstimator` whose model, data and batch size
+      base: the [`MinibatchEstimator`][tfp_sgmcmc.estimators.control_variates.MinibatchEstimator]
+        whose model, data and batch size
         are used.
       centering_value: ``θ̂``, a state with the structure of the chain state
         but without chain dimensions (one centre shared by all chains).
-        Usually :func:`~tfp_sgmcmc.estimators.find_map`'s result.
+        Usually [`find_map`][tfp_sgmcmc.estimators.find_map]'s result.
       centering_gradient: optional precomputed full-data score at ``θ̂`` (list of
         parts) and ``centering_log_prob``; computed with one full pass if not
         given. Build the estimator outside ``tf.function`` so the pass runs

@@ -1,11 +1,12 @@
 """Adaptive-drift SGLD (Kim, Song & Liang): MSGLD, ASGLD and the §3.3 variants.
 
-Each kernel is :class:`~tfp_sgmcmc.kernels.langevin.StochasticGradientLangevinDynamics`
-with a fixed drift transform from :mod:`tfp_sgmcmc.transforms` and its
+Each kernel is
+[`StochasticGradientLangevinDynamics`][tfp_sgmcmc.kernels.langevin.StochasticGradientLangevinDynamics]
+with a fixed drift transform from [`tfp_sgmcmc.transforms`][tfp_sgmcmc.transforms] and its
 hyperparameters as constructor arguments, so ``parameters`` are exactly the
 constructor arguments, ``copy(a=..., beta1=...)`` rebuilds it and MAMBA can
 build arms from keyword arguments. Results are
-:class:`~tfp_sgmcmc.kernels.langevin.LangevinKernelResults`; the bias
+[`LangevinKernelResults`][tfp_sgmcmc.kernels.langevin.LangevinKernelResults]; the bias
 accumulators (``m``, ``V``, ...) are in ``transform_state``.
 
 General form (Kim et al. eq. 1, ascent sign ``g_t = ∇ log π̃(θ_t)``):
@@ -14,7 +15,7 @@ General form (Kim et al. eq. 1, ascent sign ``g_t = ∇ log π̃(θ_t)``):
 θ_{t+1} = θ_t + ε_t (g_t + a A_t) + √(2 ε_t T) ξ_t
 ```
 
-with ``A_t`` built from ``g_0 … g_{t−1}`` only (ALGORITHMS.md §7).
+with ``A_t`` built from ``g_0 … g_{t−1}`` only (docs/algorithms.md#lagged-momentum).
 """
 
 from __future__ import annotations
@@ -75,11 +76,11 @@ class MomentumSGLD(_FixedTransformSGLD):
     ``t`` holds gradients up to ``θ_{t−1}`` only (the paper's convention), so
     step 0 is plain SGLD; no bias correction. ``a = 0`` gives SGLD exactly
     (same seed, same chain). The lag matters: on the 2-D Gaussian of
-    ALGORITHMS.md §14.2 it changes the stationary covariance and the stability
+    docs/algorithms.md#stationary-adaptive it changes the stationary covariance and the stability
     region (``tests/kernels/test_adaptive.py``).
 
     Args:
-      estimator: a :class:`~tfp_sgmcmc.estimators.GradientEstimator`.
+      estimator: a [`GradientEstimator`][tfp_sgmcmc.estimators.GradientEstimator].
       step_size: ``ε > 0`` (scalar, tensor or schedule).
       a: bias factor ``a ≥ 0`` (paper: 1 "or slightly larger").
         Default value: ``1.``.
@@ -180,7 +181,7 @@ class AdaMaxSGLD(_FixedTransformSGLD):
     m_{t+1} = β1 m_t + (1 − β1) g_t,   u_{t+1} = max(β2 u_t, |g_t|)
     ```
 
-    See :class:`~tfp_sgmcmc.transforms.AdaMaxBias` (lagged, no bias
+    See [`AdaMaxBias`][tfp_sgmcmc.transforms.AdaMaxBias] (lagged, no bias
     correction, ``β1 < β2``).
 
     Args:
@@ -235,7 +236,7 @@ class AdadeltaSGLD(_FixedTransformSGLD):
     A_t = √(E[Δ²]_t + λ) ⊘ √(E[g²]_t + λ) ⊙ m_t,   Δ_t = A_t
     ```
 
-    See :class:`~tfp_sgmcmc.transforms.AdadeltaBias` for the accumulators
+    See [`AdadeltaBias`][tfp_sgmcmc.transforms.AdadeltaBias] for the accumulators
     (all lagged).
 
     Args:

@@ -61,12 +61,12 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
     is unstable when ``ε λ_max(−∇² log π) > 2``.
 
     Args:
-      estimator: a :class:`~tfp_sgmcmc.estimators.GradientEstimator`.
+      estimator: a [`GradientEstimator`][tfp_sgmcmc.estimators.GradientEstimator].
       step_size: ``ε > 0``: scalar, tensor, ``tf.Variable`` or a
-        :class:`~tfp_sgmcmc.schedules.StepSizeSchedule` of the step counter.
+        [`StepSizeSchedule`][tfp_sgmcmc.schedules.StepSizeSchedule] of the step counter.
       temperature: ``T ≥ 0``, a scalar or a schedule of the step (annealing).
         Default value: ``1.``.
-      transform: optional :class:`~tfp_sgmcmc.transforms.DriftTransform`.
+      transform: optional [`DriftTransform`][tfp_sgmcmc.transforms.DriftTransform].
         Default value: ``None`` (plain SGLD).
       name: name scope. Default value: ``None`` (``'sgld'``).
 

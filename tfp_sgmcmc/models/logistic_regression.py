@@ -1,6 +1,6 @@
 """The MAMBA paper's Bayesian logistic regression (N = 10⁶, d = 10).
 
-Data generation follows the authors' code exactly (ALGORITHMS.md §14.1):
+Data generation follows the authors' code exactly (docs/algorithms.md#exp-logistic):
 
 ```none
 θ_true ~ N(0, 10 I_d)
@@ -149,7 +149,7 @@ class LogisticRegression:
         return int(self.x_train.shape[1])
 
     def data(self, scheme: str = "epoch"):
-        """The training set as an :class:`~tfp_sgmcmc.InMemoryData` (cached per scheme)."""
+        """The training set as an [`InMemoryData`][tfp_sgmcmc.InMemoryData] (cached per scheme)."""
         from tfp_sgmcmc.data import InMemoryData
 
         key = ("data", scheme)
@@ -158,7 +158,7 @@ class LogisticRegression:
         return self._cache[key]
 
     def estimator(self, batch_size: int, scheme: str = "epoch"):
-        """A :class:`~tfp_sgmcmc.MinibatchEstimator` on the training set."""
+        """A [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator] on the training set."""
         from tfp_sgmcmc.estimators import MinibatchEstimator
 
         return MinibatchEstimator(
@@ -186,7 +186,7 @@ class LogisticRegression:
     def predictive_accuracy(self, samples: np.ndarray, max_samples: int = 1000) -> float:
         """The authors' accuracy: per test point exponentiate the average log σ(θ_sᵀx) and round.
 
-        (A geometric model average, as the paper's code, ALGORITHMS.md §13.)
+        (A geometric model average, as the paper's code, docs/algorithms.md#metrics.)
         """
         samples = _subsample(np.asarray(samples), max_samples)
         mean_log_p1 = self.test_log_prob_class1(samples).mean(axis=0)
@@ -231,7 +231,7 @@ def logistic_regression(
       dtype: dtype of the stored arrays. Default value: ``np.float32``.
 
     Returns:
-      A :class:`LogisticRegression`.
+      A [`LogisticRegression`][tfp_sgmcmc.models.logistic_regression.LogisticRegression].
     """
     if not 0.0 < train_fraction < 1.0:
         raise ValueError(f"`train_fraction` must be in (0, 1), got {train_fraction}.")

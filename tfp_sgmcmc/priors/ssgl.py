@@ -1,7 +1,7 @@
 r"""The spike-and-slab group-lasso (SSGL) prior and its latent-variable updates.
 
 Hierarchical prior of Deng, Zhang, Liang & Lin (2019) for a weight ``β_lj`` of a
-*sparse* state part ``l`` (``p_l`` weights per chain; ``../ALGORITHMS.md`` §8.1):
+*sparse* state part ``l`` (``p_l`` weights per chain; ``docs/algorithms.md#ssgl-prior``):
 
 ```none
 β_lj | σ², γ_lj ~ (1 − γ_lj) Laplace(0, σ v0) + γ_lj N(0, σ² v1)      (spike, slab)
@@ -31,7 +31,7 @@ Given a new ``β``, the latent targets ``g_θ(β)`` are (main paper eqs. (12)–
 and each latent moves by ``x ← (1 − ω) x + ω x̃`` in the order of the authors' R
 code: ρ, then κ from the *updated* ρ, then δ from the updated ρ, then σ from the
 updated κ, with the SA average taken on ``σ²`` (``σ = √((1 − ω)σ² + ω σ̃²)``, the
-R code; the poster averages σ: ``../ALGORITHMS.md`` §8.3, §15.6).
+R code; the poster averages σ: ``docs/algorithms.md#discrepancies``).
 
 The E-step (12) is computed in **log space**, ``ρ̃ = sigmoid(log a − log b)``:
 the reference code forms the densities themselves, and for ``|β| ≫ σ v0`` the
@@ -41,13 +41,13 @@ Laplace density underflows (and for large ``|β|`` both do), giving ``0/0``.
 
 Note on (14): maximising ``Q1`` over ``σ`` exactly gives ``R_a = N + p + ν + 2``;
 the paper states ``N + p + ν`` for regression and ``p + ν + 2`` for
-classification. We follow the paper (``../ALGORITHMS.md`` §8.3).
+classification. We follow the paper (``docs/algorithms.md#sgld-sa-iteration``).
 
 #### References
 
 [1]: Wei Deng, Xiao Zhang, Faming Liang and Guang Lin. An Adaptive Empirical
      Bayesian Method for Sparse Deep Learning. In _NeurIPS_, 2019.
-     https://arxiv.org/abs/1910.10791 (supplementary material: seed paper 003).
+     https://arxiv.org/abs/1910.10791 (with supplementary material).
 [2]: Veronika Ročková and Edward I. George. The Spike-and-Slab LASSO. _Journal
      of the American Statistical Association_, 113(521), 2018.
 """
