@@ -94,6 +94,9 @@ class MomentumSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "msgld"
@@ -142,6 +145,9 @@ class AdamSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "asgld"
@@ -199,6 +205,9 @@ class AdaMaxSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "adamax_sgld"
@@ -254,6 +263,9 @@ class AdadeltaSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "adadelta_sgld"
@@ -310,6 +322,9 @@ class PreconditionedMomentumSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "psgld_momentum"
@@ -367,6 +382,9 @@ class PreconditionedAdamSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "psgld_adam"
