@@ -1,11 +1,13 @@
-"""The minibatch estimator: the one place that knows the N/n scaling.
+r"""The minibatch estimator: the one place that knows the N/n scaling.
 
 For a batch ``S`` of ``n`` of the ``N`` examples,
 
-```none
-log π̃(θ) = log p(θ) + (N/n) Σ_{i∈S} log p(x_i | θ)
-∇ log π̃(θ) = ∇ log p(θ) + (N/n) Σ_{i∈S} ∇ log p(x_i | θ)
-```
+$$
+\log \tilde\pi(\theta) = \log p(\theta) + \frac{N}{n} \sum_{i \in S} \log p(x_i \mid \theta),
+\qquad
+\nabla \log \tilde\pi(\theta) = \nabla \log p(\theta)
+    + \frac{N}{n} \sum_{i \in S} \nabla \log p(x_i \mid \theta)
+$$
 
 is unbiased for ``log π(θ)`` and ``∇ log π(θ)`` under every scheme of
 [`tfp_sgmcmc.data`][tfp_sgmcmc.data] (each example's inclusion probability is ``n/N``).

@@ -5,10 +5,14 @@ an SG sampler while the latent variables ``θ = (ρ, κ0, κ1, δ, σ)`` of the
 spike-and-slab group-lasso prior follow a stochastic-approximation (SA)
 recursion (``docs/algorithms.md#sgld-sa-iteration``; supplement §2.1, eqs. (3)–(4)):
 
-```none
-β_{k+1} = inner SG step on Q̃1(β; θ_k)                (SGLD: β + ε∇Q̃1 + √(2εT) ξ)
-θ_{k+1} = (1 − ω_{k+1}) θ_k + ω_{k+1} g_{θ_k}(β_{k+1})   (ρ, κ, δ, σ² in this order; eqs. (12)–(15))
-```
+$$
+\begin{aligned}
+\beta_{k+1} &= \text{inner SG step on } \tilde Q_1(\beta; \theta_k)
+    \qquad (\text{SGLD: } \beta + \varepsilon \nabla \tilde Q_1 + \sqrt{2 \varepsilon T}\, \xi) \\
+\theta_{k+1} &= (1 - \omega_{k+1})\, \theta_k + \omega_{k+1}\, g_{\theta_k}(\beta_{k+1})
+    \qquad (\rho, \kappa, \delta, \sigma^2 \text{ in this order; eqs. (12)–(15)})
+\end{aligned}
+$$
 
 [`StochasticApproximation`][tfp_sgmcmc.kernels.stochastic_approximation.StochasticApproximation] is
 a ``tfp.mcmc.TransitionKernel`` that wraps
@@ -102,11 +106,17 @@ class StochasticApproximation(tfp.mcmc.TransitionKernel):
 
     One step (Deng et al. 2019, Algorithm 1; ``docs/algorithms.md#sgld-sa-iteration``):
 
-    ```none
-    β_{k+1} = inner_kernel.one_step(β_k)           (score ∇Q̃1(β; θ_k), one minibatch)
-    ρ ← (1−ω)ρ + ω ρ̃(β_{k+1}),  κ ← (1−ω)κ + ω κ̃(ρ),  δ ← (1−ω)δ + ω δ̃(ρ),
-    σ² ← (1−ω)σ² + ω σ̃²(β_{k+1}, κ, I)            ω = ω_{k+1} = sa_step_size(k)
-    ```
+    $$
+    \begin{aligned}
+    \beta_{k+1} &= \texttt{inner\_kernel.one\_step}(\beta_k)
+        \qquad (\text{score } \nabla \tilde Q_1(\beta; \theta_k), \text{ one minibatch}) \\
+    \rho &\leftarrow (1-\omega)\rho + \omega \tilde\rho(\beta_{k+1}), \quad
+    \kappa \leftarrow (1-\omega)\kappa + \omega \tilde\kappa(\rho), \quad
+    \delta \leftarrow (1-\omega)\delta + \omega \tilde\delta(\rho), \\
+    \sigma^2 &\leftarrow (1-\omega)\sigma^2 + \omega \tilde\sigma^2(\beta_{k+1}, \kappa, I),
+    \qquad \omega = \omega_{k+1} = \texttt{sa\_step\_size}(k)
+    \end{aligned}
+    $$
 
     Args:
       inner_kernel: an [`SGMCMCKernel`][tfp_sgmcmc.kernels.SGMCMCKernel] whose
@@ -284,9 +294,11 @@ def deng_sghmc(
     r"""SGHMC in the "SGD with momentum" form used by Deng et al.
     (``docs/algorithms.md#sghmc-momentum-form``).
 
-    ```none
-    v ← μ v + η ∇Q̃1(β) + N(0, 2η(α − β̂) T),   β ← β + v,   α = 1 − μ,   β̂ = ½ V η
-    ```
+    $$
+    v \leftarrow \mu v + \eta \nabla \tilde Q_1(\beta)
+        + \mathcal{N}\big(0, 2\eta(\alpha - \hat\beta) T\big),
+    \quad \beta \leftarrow \beta + v, \quad \alpha = 1 - \mu, \quad \hat\beta = \tfrac12 V \eta
+    $$
 
     returned as our [`SGHMC`][tfp_sgmcmc.kernels.StochasticGradientHamiltonianMonteCarlo] with
     ``step_size = η``,
