@@ -48,7 +48,7 @@ PRIVATE_NOTES = re.compile(
 MAKING_OF = re.compile(
     r"seed[ -]papers?\b|\bseeds? (?:paper )?0{2}[0-9]\b|main[ -]job|"
     r"\bissue ?#?[0-9]+\b|\bsession [0-9]+\b|\b(?:previous|earlier|last|next) session\b|"
-    r"\bend of the session\b|\bhelper agents?\b|\bcoordinator\b",
+    r"\bend of the session\b|\bhelper agents?\b",
     re.IGNORECASE,
 )
 
