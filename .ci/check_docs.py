@@ -14,9 +14,10 @@ Two checks on the repository's tracked files (``git ls-files``):
 
 And one check on a built site (``--site DIR``, after ``mkdocs build``):
 
-3. **The HTML renders.** No literal Sphinx role (``:class:`X```) survives, and
+3. **The HTML renders.** No literal Sphinx role (``:class:`X```) survives,
    no ``$...$`` / ``\\(...\\)`` math delimiter is left outside the spans that
-   ``pymdownx.arithmatex`` hands to KaTeX (code blocks excepted).
+   ``pymdownx.arithmatex`` hands to KaTeX (code blocks excepted), and every
+   formula compiles with the vendored KaTeX (when ``node`` is installed).
 
 Exit status 1 with one line per finding (``file:line: message``), else 0.
 """
@@ -24,9 +25,12 @@ Exit status 1 with one line per finding (``file:line: message``), else 0.
 from __future__ import annotations
 
 import argparse
+import html
 import html.parser
+import json
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -232,6 +236,51 @@ def check_site(site: pathlib.Path) -> list[str]:
     return problems
 
 
+ARITHMATEX = re.compile(r'<(span|div) class="arithmatex">(.*?)</\1>', re.S)
+_KATEX_JS = r"""
+const katex = require(process.argv[1]);
+const items = JSON.parse(require("fs").readFileSync(0, "utf8"));
+for (const [where, tex, display] of items) {
+  try { katex.renderToString(tex, {displayMode: display, throwOnError: true, strict: "ignore"}); }
+  catch (e) { console.log(where + ": KaTeX cannot render: " + e.message.split("\n")[0]); }
+}
+"""
+
+
+def check_math(site: pathlib.Path) -> list[str]:
+    """Every formula of the built site compiles with the vendored KaTeX (needs ``node``;
+    skipped with a note when it is not installed)."""
+    node = shutil.which("node")
+    katex = ROOT / "docs" / "assets" / "katex" / "katex.min.js"
+    if node is None:
+        print("check_docs: node not found, formulas not compiled", file=sys.stderr)
+        return []
+    items = []
+    for page in sorted(site.rglob("*.html")):
+        raw = page.read_text(encoding="utf-8")
+        for m in ARITHMATEX.finditer(raw):
+            tex = html.unescape(m.group(2)).strip()
+            lineno = raw.count("\n", 0, m.start()) + 1
+            where = f"{page.relative_to(site)}:{lineno}"
+            if tex.startswith("\\(") and tex.endswith("\\)"):
+                items.append((where, tex[2:-2], False))
+            elif tex.startswith("\\[") and tex.endswith("\\]"):
+                items.append((where, tex[2:-2], True))
+            else:
+                items.append((where, "\\unrecognisedDelimiters", False))
+    out = subprocess.run(
+        [node, "-e", _KATEX_JS, str(katex)],
+        input=json.dumps(items),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    problems = [line for line in out.stdout.splitlines() if line.strip()]
+    if out.returncode != 0:
+        problems.append(f"node failed: {out.stderr.strip()[:300]}")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--site", type=pathlib.Path, help="also check this built mkdocs site")
@@ -239,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     files = tracked_files()
     problems = check_citations(files) + check_wording(files)
     if args.site is not None:
-        problems += check_site(args.site)
+        problems += check_site(args.site) + check_math(args.site)
     for p in problems:
         print(p)
     print(f"check_docs: {len(files)} files, {len(problems)} problem(s)", file=sys.stderr)

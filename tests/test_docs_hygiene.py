@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import shutil
 
 import pytest
 
@@ -111,3 +112,15 @@ def test_site_check_flags_roles_and_raw_math(tmp_path):
     )
     found = check_docs.check_site(tmp_path)
     assert len(found) == 3, found
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_math_check_compiles_formulas_with_the_vendored_katex(tmp_path):
+    (tmp_path / "ok.html").write_text(
+        '<p><span class="arithmatex">\\(\\frac{a}{b} + \\sqrt{2\\varepsilon T}\\)</span></p>'
+        '<div class="arithmatex">\\[\\theta_{t+1} = \\theta_t\\]</div>'
+    )
+    assert check_docs.check_math(tmp_path) == []
+    (tmp_path / "bad.html").write_text('<p><span class="arithmatex">\\(\\frac{a}\\)</span></p>')
+    found = check_docs.check_math(tmp_path)
+    assert len(found) == 1 and "bad.html" in found[0], found

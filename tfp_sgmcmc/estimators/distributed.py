@@ -1,4 +1,4 @@
-"""Data-parallel minibatch gradients across devices with a ``tf.distribute`` strategy.
+r"""Data-parallel minibatch gradients across devices with a ``tf.distribute`` strategy.
 
 [`DistributedMinibatchEstimator`][tfp_sgmcmc.estimators.distributed.DistributedMinibatchEstimator]
 wraps a [`MinibatchEstimator`][tfp_sgmcmc.estimators.distributed.MinibatchEstimator] and a
@@ -18,11 +18,15 @@ wraps a [`MinibatchEstimator`][tfp_sgmcmc.estimators.distributed.MinibatchEstima
 4. all-reduces the ``R`` estimates and gradients with
    ``strategy.reduce(MEAN)`` and adds the prior once, on the host:
 
-```none
-log π̃(θ)   = log p(θ)  + (1/R) Σ_r (N/n_r) Σ_{i∈S_r} log p(x_i | θ)
-           = log p(θ)  + (N/n) Σ_r Σ_{i∈S_r} log p(x_i | θ)
-∇ log π̃(θ) = ∇ log p(θ) + (N/n) Σ_r Σ_{i∈S_r} ∇ log p(x_i | θ)
-```
+$$
+\begin{aligned}
+\log \tilde\pi(\theta) &= \log p(\theta) + \frac{1}{R} \sum_r \frac{N}{n_r}
+    \sum_{i \in S_r} \log p(x_i \mid \theta)
+  = \log p(\theta) + \frac{N}{n} \sum_r \sum_{i \in S_r} \log p(x_i \mid \theta) \\
+\nabla \log \tilde\pi(\theta) &= \nabla \log p(\theta)
+    + \frac{N}{n} \sum_r \sum_{i \in S_r} \nabla \log p(x_i \mid \theta)
+\end{aligned}
+$$
 
 which is the single-device minibatch estimator of Welling & Teh [1] on the
 same batch ``S = ∪_r S_r``: each shard estimate is itself unbiased (every row
@@ -86,16 +90,17 @@ def _tracing_under_xla() -> bool:
 
 
 class DistributedMinibatchEstimator(GradientEstimator):
-    """A [`MinibatchEstimator`][tfp_sgmcmc.estimators.distributed.MinibatchEstimator] whose batch
+    r"""A [`MinibatchEstimator`][tfp_sgmcmc.estimators.distributed.MinibatchEstimator] whose batch
     gradient is computed data-parallel.
 
     With ``R`` replicas and the batch ``S`` of ``n`` rows cut into shards
     ``S_r`` of ``n_r = n/R`` rows,
 
-    ```none
-    ∇ log π̃(θ) = ∇ log p(θ) + (1/R) Σ_r (N/n_r) Σ_{i∈S_r} ∇ log p(x_i | θ)
-               = ∇ log p(θ) + (N/n) Σ_{i∈S} ∇ log p(x_i | θ)
-    ```
+    $$
+    \nabla \log \tilde\pi(\theta) = \nabla \log p(\theta)
+        + \frac{1}{R} \sum_r \frac{N}{n_r} \sum_{i \in S_r} \nabla \log p(x_i \mid \theta)
+      = \nabla \log p(\theta) + \frac{N}{n} \sum_{i \in S} \nabla \log p(x_i \mid \theta)
+    $$
 
     (and likewise ``log π̃``): ``base``'s estimate on the same batch, up to
     floating-point summation order (see the module docstring for why it is not

@@ -15,10 +15,14 @@ per step; for each group ``i`` one history draw ``θ̃^(i) ~ q̂`` in which *eve
 group draws its own time index* (so ``θ̃`` mixes time points across groups, a
 sample of the product of the marginals):
 
-```none
-log π̂^(S)(θ)  = Σ_{i=1..M} ℓ̂([θ_i, θ̃^(i)_{−i}]; D̃) + log p(θ)
-∇ log π̂^(S)   = Σ_i 1_{group i} ⊙ ∇ℓ̂([θ_i, θ̃^(i)_{−i}]; D̃) + ∇ log p(θ)
-```
+$$
+\begin{aligned}
+\log \hat\pi^{(S)}(\theta) &= \sum_{i=1}^{M} \hat\ell\big([\theta_i, \tilde\theta^{(i)}_{-i}];
+    \tilde D\big) + \log p(\theta) \\
+\nabla \log \hat\pi^{(S)} &= \sum_i 1_{\text{group } i} \odot
+    \nabla \hat\ell\big([\theta_i, \tilde\theta^{(i)}_{-i}]; \tilde D\big) + \nabla \log p(\theta)
+\end{aligned}
+$$
 
 with ``ℓ̂(θ; D̃) = (N/n) Σ_{j∈D̃} log p(x_j | θ)`` the base estimator's scaled
 minibatch log-likelihood. Cost: M forward/backward passes per step.
@@ -27,9 +31,10 @@ minibatch log-likelihood. Cost: M forward/backward passes per step.
 ``r^(k) ∈ [0, 1]^M`` per step on one minibatch, composites
 ``θ^(k) = r^(k) ⊙ θ + (1 − r^(k)) ⊙ θ̃^(k)`` group-wise, ``θ̃^(k) ~ q̂``:
 
-```none
-log π̂^(Sd)(θ) = M / (K · E[Σ_i r_i]) · Σ_{k=1..K} ℓ̂(θ^(k); D̃) + log p(θ)
-```
+$$
+\log \hat\pi^{(S_d)}(\theta) = \frac{M}{K\, \mathbb{E}\big[\sum_i r_i\big]}
+    \sum_{k=1}^{K} \hat\ell\big(\theta^{(k)}; \tilde D\big) + \log p(\theta)
+$$
 
 Cost: K passes per step, independent of M. ``r_i = 1`` keeps the *live* value
 θ_i (the gradient flows through it); ``r_i = 0`` substitutes the history value.
@@ -512,9 +517,11 @@ class _StructuredEnergy(GradientEstimator):
 class StructuredEstimator(_StructuredEnergy):
     r"""S-SGMCMC energy: each group's gradient at ``[θ_i, θ̃_{−i}]`` on one minibatch.
 
-    ```none
-    ∇ log π̂^(S)(θ) = Σ_{i=1..M} 1_{group i} ⊙ ∇ℓ̂([θ_i, θ̃^(i)_{−i}]; D̃) + ∇ log p(θ)
-    ```
+    $$
+    \nabla \log \hat\pi^{(S)}(\theta) = \sum_{i=1}^{M} 1_{\text{group } i} \odot
+        \nabla \hat\ell\big([\theta_i, \tilde\theta^{(i)}_{-i}]; \tilde D\big)
+        + \nabla \log p(\theta)
+    $$
 
     (Alexos, Boyd & Mandt [1], eq. (6) and Alg. 2; see the module docstring for
     the history, the prior and control variates.) ``θ̃^(i)`` is drawn from the
@@ -577,10 +584,14 @@ class StructuredEstimator(_StructuredEnergy):
 class StructuredDropoutEstimator(_StructuredEnergy):
     r"""Sd-SGMCMC energy: ``K`` random group masks per step, cost independent of M.
 
-    ```none
-    θ^(k) = r^(k) ⊙ θ + (1 − r^(k)) ⊙ θ̃^(k),   r^(k)_i ~ mask (i.i.d.), θ̃^(k) ~ q̂
-    log π̂^(Sd)(θ) = M / (K · E[Σ_i r_i]) · Σ_k ℓ̂(θ^(k); D̃) + log p(θ)
-    ```
+    $$
+    \begin{aligned}
+    \theta^{(k)} &= r^{(k)} \odot \theta + (1 - r^{(k)}) \odot \tilde\theta^{(k)}, \qquad
+        r^{(k)}_i \sim \text{mask (i.i.d.)}, \quad \tilde\theta^{(k)} \sim \hat q \\
+    \log \hat\pi^{(S_d)}(\theta) &= \frac{M}{K\, \mathbb{E}\big[\sum_i r_i\big]}
+        \sum_k \hat\ell\big(\theta^{(k)}; \tilde D\big) + \log p(\theta)
+    \end{aligned}
+    $$
 
     (Alexos, Boyd & Mandt [1], eq. (8), Alg. 3, App. B–C.) ``E[Σ r] = M·E[r]``
     for the chosen mask, so the factor is ``1/(K·E[r])``: ``1/(Kρ)`` for

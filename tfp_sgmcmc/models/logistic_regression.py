@@ -1,14 +1,17 @@
-"""The MAMBA paper's Bayesian logistic regression (N = 10⁶, d = 10).
+r"""The MAMBA paper's Bayesian logistic regression (N = 10⁶, d = 10).
 
 Data generation follows the authors' code exactly (docs/algorithms.md#exp-logistic):
 
-```none
-θ_true ~ N(0, 10 I_d)
-u      = 2ρU − ρ,  U ~ Uniform(0, 1) drawn ONCE,  ρ = 0.4
-Σ_X[i, j] = u^{|i−j|}
-Z      ~ N(0, 1)^{N×d} iid,   X = Z · chol(Σ_X)   (chol lower-triangular)
-y_i    ~ Bernoulli(σ(θ_trueᵀ x_i))
-```
+$$
+\begin{aligned}
+\theta_{\text{true}} &\sim \mathcal{N}(0, 10 I_d) \\
+u &= 2\rho U - \rho, \quad U \sim \mathrm{Uniform}(0, 1) \text{ drawn once}, \quad \rho = 0.4 \\
+\Sigma_X[i, j] &= u^{|i-j|} \\
+Z &\sim \mathcal{N}(0, 1)^{N \times d} \text{ iid}, \quad
+    X = Z \cdot \mathrm{chol}(\Sigma_X) \quad (\text{lower-triangular}) \\
+y_i &\sim \mathrm{Bernoulli}\big(\sigma(\theta_{\text{true}}^\top x_i)\big)
+\end{aligned}
+$$
 
 so the rows of ``X`` have covariance ``chol(Σ_X)ᵀ chol(Σ_X)`` (not exactly ``Σ_X``,
 as in the authors' code). The first 80% of the rows are the training set, the
