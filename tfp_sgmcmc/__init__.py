@@ -1,18 +1,19 @@
 """tfp-sgmcmc: stochastic-gradient MCMC for TensorFlow Probability.
 
-* Samplers are ``tfp.mcmc.TransitionKernel``s (:mod:`tfp_sgmcmc.kernels`) driven by a
-  gradient estimator that owns the data (:mod:`tfp_sgmcmc.estimators`,
-  :mod:`tfp_sgmcmc.data`).
+* Samplers are ``tfp.mcmc.TransitionKernel``s ([`tfp_sgmcmc.kernels`][tfp_sgmcmc.kernels]) driven
+  by a
+  gradient estimator that owns the data ([`tfp_sgmcmc.estimators`][tfp_sgmcmc.estimators],
+  [`tfp_sgmcmc.data`][tfp_sgmcmc.data]).
 * Stein discrepancies and chain-quality metrics, as functions and as
-  ``tfp.experimental.mcmc`` reducers: :mod:`tfp_sgmcmc.diagnostics`.
-* The MAMBA tuner and its baselines: :mod:`tfp_sgmcmc.tuning`.
-* The Keras bridge, :mod:`tfp_sgmcmc.keras` (``KerasPosterior``, predictive metrics): how a
-  Keras 3 model becomes a posterior for any sampler or the tuner. It imports Keras, so it is
-  imported on demand: ``from tfp_sgmcmc.keras import KerasPosterior``.
-* Reference models with stored ground truth: :mod:`tfp_sgmcmc.models`.
-* Sparse priors with stochastic-approximation latents: :mod:`tfp_sgmcmc.priors`.
-* Long, resumable runs streamed to HDF5 and ArviZ export: :mod:`tfp_sgmcmc.driver`,
-  :func:`tfp_sgmcmc.to_arviz`.
+  ``tfp.experimental.mcmc`` reducers: [`tfp_sgmcmc.diagnostics`][tfp_sgmcmc.diagnostics].
+* The MAMBA tuner and its baselines: [`tfp_sgmcmc.tuning`][tfp_sgmcmc.tuning].
+* The Keras bridge, [`tfp_sgmcmc.keras`][tfp_sgmcmc.keras] (``KerasPosterior``, predictive
+  metrics): how a Keras 3 model becomes a posterior for any sampler or the tuner. It imports
+  Keras, so it is imported on demand: ``from tfp_sgmcmc.keras import KerasPosterior``.
+* Reference models with stored ground truth: [`tfp_sgmcmc.models`][tfp_sgmcmc.models].
+* Sparse priors with stochastic-approximation latents: [`tfp_sgmcmc.priors`][tfp_sgmcmc.priors].
+* Long, resumable runs streamed to HDF5 and ArviZ export: [`tfp_sgmcmc.driver`][tfp_sgmcmc.driver],
+  [`tfp_sgmcmc.to_arviz`][tfp_sgmcmc.to_arviz].
 
 See ``docs/index.md`` for the guide; every sampler's docstring gives its update rule
 and the paper it comes from. Names follow one policy (``docs/conventions.md``, "Names"):
@@ -22,7 +23,7 @@ every sampler under its full name, plus its paper's acronym where it has one
 Importing the package before TensorFlow hides TensorFlow's C++ start-up notices (oneDNN,
 CUDA probing) and makes ``TF_CPP_MIN_LOG_LEVEL`` default to ``1``; warnings and errors are
 kept, numerics are unchanged, and ``TFP_SGMCMC_TF_STARTUP_LOGS=1`` turns this off
-(:mod:`tfp_sgmcmc._startup`).
+(``tfp_sgmcmc/_startup.py``).
 """
 
 from tfp_sgmcmc import _startup

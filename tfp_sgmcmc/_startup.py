@@ -11,7 +11,7 @@ libraries load and when it first probes for devices, before its logging is confi
     To enable the following instructions: AVX2 ...
     E0000 ... cuda_platform.cc:52] failed call to cuInit: ...
 
-:func:`import_tensorflow` imports TensorFlow (and probes its devices, where the ``cuInit`` line
+``import_tensorflow`` imports TensorFlow (and probes its devices, where the ``cuInit`` line
 is written) with descriptor 2 redirected to a temporary file, then writes back every line that
 is not one of these notices, so real warnings and errors still reach the user. It changes no
 numerics: oneDNN stays on (``TF_ENABLE_ONEDNN_OPTS`` is left alone; the notice is only hidden).
@@ -32,7 +32,7 @@ import tempfile
 
 __all__ = ["STARTUP_NOISE", "import_tensorflow", "is_startup_noise"]
 
-#: Patterns of the start-up lines hidden by :func:`import_tensorflow`; each names the C++
+#: Patterns of the start-up lines hidden by ``import_tensorflow``; each names the C++
 #: source file that writes it, so an unrelated line with similar words is kept.
 STARTUP_NOISE: tuple[re.Pattern[str], ...] = (
     re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is called"),
@@ -47,7 +47,7 @@ _OPT_OUT = "TFP_SGMCMC_TF_STARTUP_LOGS"
 
 
 def is_startup_noise(line: str) -> bool:
-    """Whether ``line`` is one of TensorFlow's start-up notices (:data:`STARTUP_NOISE`)."""
+    """Whether ``line`` is one of TensorFlow's start-up notices (``STARTUP_NOISE``)."""
     return any(p.search(line) for p in STARTUP_NOISE)
 
 

@@ -3,14 +3,16 @@
 Names (``docs/conventions.md``, "Names"): every sampler has its full name, and the samplers
 the papers name by an acronym also have that acronym, an alias of the same class:
 ``SGLD``, ``PSGLD``, ``SGHMC``, ``SGNHT``, ``MSGLD``, ``ASGLD``. Results types are named
-after the kernel that defines them, by its acronym: :class:`SGLDKernelResults` (SGLD, pSGLD
-and every adaptive-drift SGLD), :class:`SGHMCKernelResults`, :class:`SGNHTKernelResults`,
-:class:`StochasticApproximationKernelResults`. ``LangevinKernelResults`` is a deprecated
-alias of :class:`SGLDKernelResults`.
+after the kernel that defines them, by its acronym:
+[`SGLDKernelResults`][tfp_sgmcmc.kernels.SGLDKernelResults] (SGLD, pSGLD and every
+adaptive-drift SGLD), [`SGHMCKernelResults`][tfp_sgmcmc.kernels.SGHMCKernelResults],
+[`SGNHTKernelResults`][tfp_sgmcmc.kernels.SGNHTKernelResults],
+[`StochasticApproximationKernelResults`][tfp_sgmcmc.kernels.StochasticApproximationKernelResults].
+``LangevinKernelResults`` is a deprecated alias of ``SGLDKernelResults``.
 
 ``StochasticApproximation`` wraps any SG kernel (SGLD-SA, SGHMC-SA). Control-variate
 variants (SGLD-CV, ...) are the same kernels given a
-:class:`~tfp_sgmcmc.estimators.ControlVariateEstimator`.
+[`ControlVariateEstimator`][tfp_sgmcmc.estimators.ControlVariateEstimator].
 """
 
 import warnings

@@ -1,4 +1,4 @@
-"""Deprecated location of the Keras bridge; use :mod:`tfp_sgmcmc.keras`.
+"""Deprecated location of the Keras bridge; use [`tfp_sgmcmc.keras`][tfp_sgmcmc.keras].
 
 The bridge is how a Keras user builds any posterior, not a part of the tuner, so it moved to
 its own module (``docs/conventions.md``, "Names"). This module re-exports it for one release
