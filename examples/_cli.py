@@ -13,7 +13,7 @@ Every example takes the same three options (:func:`parser`):
 * ``--write-docs``: regenerate the committed study and figures, i.e. ``--out`` set to this
   repository's ``docs/``.
 * ``--quick``: a smoke-sized run (seconds to a minute) with the same outputs, each named
-  ``*_quick`` (``figures/x_quick.png``, ``studies/x_quick.md``), so a smoke run never replaces
+  ``*_quick`` (``x.png`` becomes ``x_quick.png``), so a smoke run never replaces
   a full run's results, wherever it writes.
 
 Nothing is written anywhere else.
@@ -93,7 +93,9 @@ class Outputs:
         return self._path("figures", filename)
 
     def study(self, filename: str) -> str:
-        """``<root>/studies/<name(filename)>``."""
+        """``<root>/studies/<name(filename)>``; a bare name gets the ``.md`` extension."""
+        if not os.path.splitext(filename)[1]:
+            filename += ".md"
         return self._path("studies", filename)
 
     def run_dir(self, name: str) -> str:

@@ -9,7 +9,7 @@ adaptation on all the data), together with each sampler's steps per second.
     python examples/quickstart.py            # about a minute on 2 CPU cores
     python examples/quickstart.py --quick    # a few seconds (smoke test)
 
-Prints the comparison and writes it to ``studies/quickstart.md`` under ``--out`` (default
+Prints the comparison and writes it as the study page ``quickstart`` under ``--out`` (default
 ``out/quickstart/``).
 """
 
@@ -157,7 +157,7 @@ def main() -> None:
         "\n(Baker et al. 2019)."
     )
     study = out.write_study(
-        "quickstart.md",
+        "quickstart",
         "# Quickstart: SGLD and SGLD-CV against full-batch HMC\n\n"
         f"Command: `{_cli.command_line()}` (N = {n:,}, d = {d}).\n\n```\n"
         + "\n".join(table) + "\n```\n",

@@ -248,11 +248,13 @@ def test_example_outputs_policy(tmp_path):
     assert args.out == os.path.join("out", "demo") and not args.quick
     out = cli.outputs(ap.parse_args(["--out", str(tmp_path)]))
     assert out.figure("a.png") == str(tmp_path / "figures" / "a.png")
-    path = out.write_study("a.md", "# a\n\n![f](../figures/a.png)")
-    assert Path(path).read_text() == "# a\n\n![f](../figures/a.png)\n"
+    path = Path(out.write_study("a", "# a\n\ntext"))
+    assert path.read_text() == "# a\n\ntext\n"
+    assert path.parent == tmp_path / "studies" and path.name == "a" + ".md"
     # --quick names every file *_quick, so it never replaces a full run's output.
     quick = cli.outputs(ap.parse_args(["--quick", "--out", str(tmp_path)]))
-    assert quick.study("a.md") == str(tmp_path / "studies" / "a_quick.md")
+    path = Path(quick.study("a"))
+    assert path.parent == tmp_path / "studies" and path.stem == "a_quick"
     assert quick.name("x.png") == "x_quick.png"
     # --write-docs is the only way (besides an explicit --out) into docs/.
     docs = cli.outputs(ap.parse_args(["--write-docs"]))

@@ -202,7 +202,7 @@ def test_example_starts_quietly_and_leaves_the_checkout_clean():
 
 
 @pytest.mark.slow
-def test_main_job_quick_form_starts_quietly_and_leaves_the_checkout_clean():
+def test_readme_first_command_quick_form_starts_quietly_and_leaves_the_checkout_clean():
     # The README's first command, in its quick form (about a minute on 2 idle cores).
     _run_example(
         "quickstart_mamba.py",
