@@ -36,7 +36,14 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimator
 
-__all__ = ["ModelSpec", "ModelError", "load_model", "parse_model_args", "BUILTIN_MODELS"]
+__all__ = [
+    "ModelSpec",
+    "ModelError",
+    "load_model",
+    "resolve_build",
+    "parse_model_args",
+    "BUILTIN_MODELS",
+]
 
 
 class ModelError(ValueError):
@@ -153,6 +160,17 @@ def _resolve(spec: str) -> Any:
     if spec in BUILTIN_MODELS:
         return BUILTIN_MODELS[spec]
     raise ModelError(f"tfp_sgmcmc.models.{spec} has no `build` function.")
+
+
+def resolve_build(spec: str) -> Any:
+    """The build function named by ``spec`` (imports the file or module; does not call it).
+
+    Raises:
+      ModelError: missing file, function or module.
+    """
+    if not isinstance(spec, str) or not spec:
+        raise ModelError(f"`model` must be a non-empty string, got {spec!r}.")
+    return _resolve(spec)
 
 
 def load_model(spec: str, model_args: dict[str, Any] | None = None) -> ModelSpec:
