@@ -10,7 +10,8 @@ takes keyword arguments (all optional) and returns a :class:`ModelSpec`::
 
     def build(batch_size=100, num_chains=4):
         x = np.random.default_rng(0).normal(1.0, 1.0, size=(10_000, 1)).astype("float32")
-        loglik = lambda theta, batch: -0.5 * tf.reduce_sum((batch[..., None, :] - theta) ** 2, -1)
+        def loglik(theta, batch):  # a def: AutoGraph cannot convert every lambda
+            return -0.5 * tf.reduce_sum((tf.expand_dims(theta, -2) - batch) ** 2, -1)
         ...
         return ModelSpec(estimator=est, init_state=tf.zeros([num_chains, 1]))
 
