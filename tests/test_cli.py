@@ -326,3 +326,13 @@ def test_documented_model_runs_without_autograph_warnings_and_tunes(tmp_path, ca
     assert "gradient-noise ratio" in captured.out  # MAMBA's result reports it
     messages = [r.getMessage() for r in records]
     assert not [m for m in messages if "AutoGraph" in m or "report this" in m], messages
+
+
+def test_tune_with_fixed_chains_is_one_clear_line(tmp_path, capsys):
+    path = tmp_path / "fixed_chains.py"
+    fixed = "def build(n=2000, batch_size=100, d=2):\n    num_chains = 4"
+    old = "def build(n=2000, batch_size=100, num_chains=2, d=2):"
+    path.write_text(MODEL_SRC.replace(old, fixed))
+    code = main(["tune", "--model", str(path), "--kernel", "sgld", "--step-sizes", "1e-5,1e-4",
+                 "--budget-steps", "100", "--eta", "2", "--plot", "", "--no-xla", "--no-progress"])
+    _one_line_error(capsys, code, "tune runs one chain per arm")

@@ -580,7 +580,17 @@ def _cmd_tune(a: argparse.Namespace) -> int:
         )
     except (ValueError, TypeError) as e:
         raise CLIError(_flag_message(str(e), list(kernel_kwargs))) from e
-    result = tuner.run()
+    try:
+        result = tuner.run()
+    except ValueError as e:
+        if "reshape" not in str(e).lower():
+            raise
+        # MAMBA's programs hold one chain; a state with chain dimensions fails to trace.
+        raise CLIError(
+            f"tune runs one chain per arm, but --model {a.model} builds a state with chain "
+            "dimensions: make its build function return a single chain (e.g. a `num_chains` "
+            "argument, which tune sets to 1)."
+        ) from e
     print(result.to_markdown())
     print(result.summary())
     if a.plot:
