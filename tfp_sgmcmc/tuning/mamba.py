@@ -326,7 +326,13 @@ def best_arm_gradient_noise(result: TuningResult, seed: int = 0) -> Any:
     state = result.best_state
     if state is None or result.make_kernel is None:
         return None
-    report = gradient_noise_ratio(result.kernel(), state, seed=seed)
+    kernel = result.kernel()
+    if getattr(kernel, "estimator", None) is None:
+        return None  # not an SG kernel: no minibatch noise to measure
+    try:
+        report = gradient_noise_ratio(kernel, state, seed=seed)
+    except ValueError:  # a non-finite final state: the arm diverged
+        return None
     if report is not None and report.violated:
         warnings.warn(f"MAMBA's best arm: {report.message()}", RuntimeWarning, stacklevel=3)
     return report
