@@ -336,3 +336,20 @@ def test_tune_with_fixed_chains_is_one_clear_line(tmp_path, capsys):
     code = main(["tune", "--model", str(path), "--kernel", "sgld", "--step-sizes", "1e-5,1e-4",
                  "--budget-steps", "100", "--eta", "2", "--plot", "", "--no-xla", "--no-progress"])
     _one_line_error(capsys, code, "tune runs one chain per arm")
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["sample", "--run-dir", "r", "--step-size", "abc"], "--step-size"),
+        (["sample", "--run-dir", "r", "--thin", "1.5"], "--thin"),
+        (["tune", "--model", "m", "--kernel", "sgld", "--step-sizes", "1e-5",
+          "--budget-steps", "1", "--metric", "kds"], "--metric"),
+    ],
+)
+def test_bad_flag_values_are_one_line(argv, flag, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert e.value.code == 2 and len(lines) == 1 and flag in lines[0], err

@@ -94,9 +94,17 @@ def _kernel_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--temperature", type=float, default=None, help="temperature T (default 1)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``tfp-sgmcmc: error: argument --x: ...``), status 2."""
+
+    def error(self, message: str) -> Any:  # argparse's signature: never returns
+        msg = " ".join(message.split())
+        self.exit(EXIT_USAGE, f"tfp-sgmcmc: error: {msg} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``tfp-sgmcmc``."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tfp-sgmcmc", description="Stochastic-gradient MCMC for TensorFlow Probability."
     )
     sub = parser.add_subparsers(dest="command", required=True)
