@@ -176,7 +176,6 @@ _FLAGS = {
     "metric": "--metric",
     "budget": "--budget-steps/--budget-seconds",
     "arms": "--step-sizes/--batch-sizes",
-    "batch_size": "--batch-sizes",
     "model": "--model",
 }
 
@@ -627,8 +626,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except (CLIError, RunDirectoryError, ValueError, FileNotFoundError) as e:
         # ValueError: our constructors name the bad argument (house rule); one line,
-        # with the Python argument names rewritten as the flags that set them.
-        msg = _flag_message(" ".join(str(e).split()) or type(e).__name__)
+        # with the Python argument names rewritten as the flags that set them (a
+        # CLIError is worded for the command line already).
+        msg = " ".join(str(e).split()) or type(e).__name__
+        if not isinstance(e, CLIError):
+            msg = _flag_message(msg)
         print(f"tfp-sgmcmc: error: {msg}", file=sys.stderr)
         return EXIT_USAGE
 
