@@ -11,16 +11,17 @@ The chain state is the list of trainable weights (one state part per
 weight tensor); the network is evaluated with
 ``model.stateless_call(weights, non_trainable, x)`` so the weights are plain
 tensors the kernels can differentiate and move (``model(x)`` reads Keras
-variables and gives ``None`` gradients, see ``deps-notes.md``). Data come as
-arrays (an :class:`~tfp_sgmcmc.data.InMemoryData`, XLA-compilable) or as a
-batched ``tf.data.Dataset`` (a :class:`~tfp_sgmcmc.data.DatasetData`; graph
+variables and gives ``None`` gradients, as Keras 3 does). Data come as
+arrays (an [`InMemoryData`][tfp_sgmcmc.data.InMemoryData], XLA-compilable) or as a
+batched ``tf.data.Dataset`` (a [`DatasetData`][tfp_sgmcmc.data.DatasetData]; graph
 mode only, ``jit_compile=False``).
 
 Likelihoods: ``"categorical"`` (softmax logits), ``"bernoulli"`` (one logit),
 ``"gaussian"`` (mean, with ``noise_scale``) or a callable
 ``(y, outputs) -> per-example log-likelihood``. The contract (see
-:class:`KerasPosterior`): the model outputs **logits** (no final softmax or
-sigmoid, or ``from_logits=False`` to say it outputs probabilities), labels are
+[`KerasPosterior`][tfp_sgmcmc.keras.KerasPosterior]): the model outputs
+**logits** (no final softmax or sigmoid, or ``from_logits=False`` to say it
+outputs probabilities), labels are
 **integer class ids** (one-hot rows are accepted and converted). Prior: isotropic
 ``N(0, prior_scale² I)`` on every weight (the MAMBA BNN uses ``N(0, 1)``) or a
 callable on the list of weights.
@@ -125,7 +126,7 @@ class KerasPosterior:
 
     Args:
       model: a built Keras 3 model (TF backend).
-      data: ``(x, y)`` arrays, an :class:`~tfp_sgmcmc.data.InMemoryData`, or a
+      data: ``(x, y)`` arrays, an [`InMemoryData`][tfp_sgmcmc.data.InMemoryData], or a
         batched ``tf.data.Dataset`` of ``(x, y)``.
       likelihood: ``"categorical"``, ``"bernoulli"``, ``"gaussian"`` or a
         callable ``(y, outputs) -> [n]``. Default value: ``"categorical"``.
@@ -285,7 +286,7 @@ class KerasPosterior:
         return -0.5 * total / s2
 
     def estimator(self, batch_size: int | None = None) -> MinibatchEstimator:
-        """A :class:`~tfp_sgmcmc.MinibatchEstimator` of this posterior."""
+        """A [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator] of this posterior."""
         if batch_size is None:
             batch_size = getattr(self.data, "batch_size", None)
             if batch_size is None:
@@ -325,7 +326,7 @@ def predictive_probabilities(
     """Per-sample predictive probabilities ``[S, n, K]`` (softmax / sigmoid of the outputs).
 
     Args:
-      posterior: the :class:`KerasPosterior`.
+      posterior: the [`KerasPosterior`][tfp_sgmcmc.keras.KerasPosterior].
       samples: list of weight parts, each ``[S, ...]`` (NumPy arrays or tensors,
         e.g. ``sample_chain``'s output).
       x: inputs ``[n, ...]``.
@@ -370,11 +371,13 @@ def posterior_predictive_metrics(
     ``p̄(y|x) = (1/S) Σ_s p(y | x, W_s)`` (``method="arithmetic"``, the
     Bayesian model average) or the MAMBA code's geometric average; ECE/MCE
     with ``num_bins`` equal-width bins on [0, 1] (Guo et al. 2017), from
-    :mod:`tfp_sgmcmc.diagnostics`.
+    [`tfp_sgmcmc.diagnostics`][tfp_sgmcmc.diagnostics].
 
     Args:
-      posterior, samples, x, y: model, weight samples ``[S, ...]`` (arrays or
-        tensors, any ``S``), test data (labels: class ids or one-hot rows).
+      posterior: the model.
+      samples: weight samples ``[S, ...]`` (arrays or tensors, any ``S``).
+      x: test inputs.
+      y: test labels (class ids, or one-hot rows).
       num_bins: calibration bins. Default value: ``10``.
       method: ``"arithmetic"`` or ``"geometric"``. Default value: ``"arithmetic"``.
       max_samples: evenly thin the samples to at most this many.

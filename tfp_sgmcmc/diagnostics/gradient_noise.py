@@ -171,7 +171,8 @@ def gradient_noise_ratio(
     Draws ``num_probes`` independent minibatches at ``state`` (fresh estimator
     state each time, seeds split from ``seed``), takes the per-parameter sample
     variance ``V`` of the estimated score, and returns ``r = c · V`` with the
-    kernel's coefficient ``c`` from :func:`noise_ratio_coefficient`.
+    kernel's coefficient ``c`` from
+    [`noise_ratio_coefficient`][tfp_sgmcmc.diagnostics.noise_ratio_coefficient].
 
     Args:
       kernel: an SGLD, SGHMC or SGNHT kernel (any estimator, control variates
@@ -182,11 +183,11 @@ def gradient_noise_ratio(
       step: step index at which schedules (step size, temperature) are
         evaluated. Default value: ``0``.
       threshold: ``r`` above which the report is ``violated``. Default value:
-        :data:`NOISE_RATIO_THRESHOLD`.
+        ``NOISE_RATIO_THRESHOLD`` (0.1).
 
     Returns:
-      A :class:`GradientNoiseReport`, or ``None`` for a kernel the ratio is not
-      derived for.
+      A [`GradientNoiseReport`][tfp_sgmcmc.diagnostics.GradientNoiseReport], or
+      ``None`` for a kernel the ratio is not derived for.
 
     Raises:
       ValueError: ``num_probes < 2``, a non-positive ``threshold``, a kernel

@@ -4,8 +4,9 @@ A kernel Stein discrepancy has no absolute scale: it depends on the dimension,
 the posterior's curvature and, as a V-statistic, on the number of samples
 ``M`` (for exact i.i.d. samples ``E[KSD²] = E[k_p(x, x)] / M``). A value only
 means something beside the value the same statistic takes on samples known to
-be right. :func:`laplace_ksd_reference` draws ``M`` i.i.d. samples from the
-Laplace approximation at the MAP,
+be right.
+[`laplace_ksd_reference`][tfp_sgmcmc.diagnostics.laplace_ksd_reference]
+draws ``M`` i.i.d. samples from the Laplace approximation at the MAP,
 
 ```none
 θ̂ = argmax log π(θ),   H = −∇² log π(θ̂),   θ_m ~ N(θ̂, H⁻¹)   (m = 1..M),
@@ -102,8 +103,9 @@ def laplace_ksd_reference(
         formed. Default value: ``500``.
 
     Returns:
-      A :class:`KSDReference`, or ``None`` when ``d > max_dim`` or the Hessian
-      at the MAP is not negative definite (no Laplace approximation).
+      A [`KSDReference`][tfp_sgmcmc.diagnostics.KSDReference], or ``None``
+      when ``d > max_dim`` or the Hessian at the MAP is not negative definite
+      (no Laplace approximation).
 
     Raises:
       ValueError: ``num_samples < 2``.

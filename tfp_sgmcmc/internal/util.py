@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 # Philox is several times faster than the default generator inside XLA on CPU
-# (measured: deps-notes.md, "Random numbers under XLA on CPU").
+# (measured on CPU with TensorFlow 2.21).
 RNG_ALG = "philox"
 
 
@@ -46,7 +46,8 @@ def as_parts(state: Any) -> list[tf.Tensor]:
 
 
 def restructure(parts: Sequence[tf.Tensor], like: Any) -> Any:
-    """Inverse of :func:`as_parts`: give ``parts`` the structure of ``like``."""
+    """Inverse of [`as_parts`][tfp_sgmcmc.internal.util.as_parts]: give ``parts`` the structure of
+    ``like``."""
     if is_list_like(like):
         return list(parts)
     return parts[0]
@@ -60,7 +61,7 @@ def stateless_seed(seed: Any, salt: str | None = None) -> tf.Tensor:
     ``tf.function`` (XLA or not) that op returns a new pair on every call, so
     ``run(42)`` would give a different chain each time. Here an int ``s ≥ 0``
     becomes the constant pair ``[s >> 31, s & (2³¹ − 1)]`` (the split of
-    :func:`tfp_sgmcmc.sample`'s run seed), so the same int gives the same chain.
+    ``tfp_sgmcmc.sample``'s run seed), so the same int gives the same chain.
     A seed tensor or pair is passed to ``sanitize_seed`` unchanged, and ``None``
     keeps TFP's meaning (fresh randomness).
 
@@ -76,7 +77,7 @@ def stateless_seed(seed: Any, salt: str | None = None) -> tf.Tensor:
 
 
 def split_seed(seed: Any, n: int, salt: str) -> list[tf.Tensor]:
-    """Sanitize ``seed`` (:func:`stateless_seed`) and split it into ``n`` stateless seeds."""
+    """Sanitize ``seed`` (``stateless_seed``) and split it into ``n`` stateless seeds."""
     seed = stateless_seed(seed)
     return list(tfp.random.split_seed(seed, n=n, salt=salt))
 

@@ -1,6 +1,6 @@
 """The base class every SG-MCMC ``tfp.mcmc.TransitionKernel`` is built on.
 
-It holds the contract common to all samplers (``../DESIGN.md``):
+It holds the contract common to all samplers (``docs/contributing.md``):
 
 * ``parameters`` holds exactly the constructor arguments and ``copy()``
   rebuilds the kernel from them;
@@ -18,7 +18,7 @@ It holds the contract common to all samplers (``../DESIGN.md``):
 * seeds are stateless: ``one_step`` sanitizes its seed and splits it with
   salts, so the same seed gives the same chain. A Python ``int`` seed given
   to ``one_step`` maps to a fixed stateless pair
-  (:func:`~tfp_sgmcmc.internal.util.stateless_seed`), unlike TFP's stateful
+  (``tfp_sgmcmc.internal.util.stateless_seed``), unlike TFP's stateful
   reading of ints; ``tfp.mcmc.sample_chain(seed=int)`` converts the int
   statefully *before* the kernel sees it, so pass ``sample_chain`` a seed
   tensor (``tf.constant([0, 42])``, see ``docs/conventions.md``).
