@@ -1,8 +1,7 @@
 """Command-line conventions shared by every example; import it before TensorFlow.
 
-Importing this module imports :mod:`tfp_sgmcmc` first, which imports TensorFlow without its
-C++ start-up notices (see ``tfp_sgmcmc/_startup.py``), so an example's first output line is
-its own.
+Importing this module imports TensorFlow without its C++ start-up notices (see
+``tfp_sgmcmc/_startup.py``), so an example's first output line is its own.
 
 Every example takes the same three options (:func:`parser`):
 
@@ -26,7 +25,10 @@ import os
 import sys
 import warnings
 
-import tfp_sgmcmc  # noqa: F401  (imported for its quiet TensorFlow start-up)
+from tfp_sgmcmc import _startup
+
+# Before the example imports TensorFlow: its C++ start-up notices are hidden.
+_startup.import_tensorflow()
 
 # SG kernels are uncalibrated by design (no Metropolis step); TFP's sample_chain warns about
 # it on every call.
