@@ -50,6 +50,7 @@ from tfp_sgmcmc.estimators import (
     NoisyGradientEstimator,
     StructuredDropoutEstimator,
     StructuredEstimator,
+    SVRGEstimator,
     find_map,
 )
 from tfp_sgmcmc.export import to_arviz
@@ -101,6 +102,7 @@ __all__ = [
     "MinibatchEstimator",
     "NoisyGradientEstimator",
     "ControlVariateEstimator",
+    "SVRGEstimator",
     "StructuredEstimator",
     "StructuredDropoutEstimator",
     "find_map",
