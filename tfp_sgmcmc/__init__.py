@@ -56,6 +56,8 @@ from tfp_sgmcmc.estimators import (
 from tfp_sgmcmc.export import to_arviz
 from tfp_sgmcmc.kernels import (
     ASGLD,
+    BADODAB,
+    BAOAB,
     MSGLD,
     PSGLD,
     SGHMC,
@@ -120,6 +122,8 @@ __all__ = [
     "SGNHT",
     "MSGLD",
     "ASGLD",
+    "BAOAB",
+    "BADODAB",
     # priors and schedules
     "SpikeAndSlabGroupLasso",
     "SSGLEstimator",

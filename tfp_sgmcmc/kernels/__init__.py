@@ -26,6 +26,12 @@ from tfp_sgmcmc.kernels.langevin import (
     PreconditionedStochasticGradientLangevinDynamics,
     StochasticGradientLangevinDynamics,
 )
+from tfp_sgmcmc.kernels.splitting import (
+    BADODAB,
+    BAOAB,
+    BADODABKernelResults,
+    BAOABKernelResults,
+)
 from tfp_sgmcmc.kernels.stochastic_approximation import (
     StochasticApproximation,
     StochasticApproximationKernelResults,
@@ -65,4 +71,8 @@ __all__ = [
     "StochasticApproximation",
     "StochasticApproximationKernelResults",
     "deng_sghmc",
+    "BAOAB",
+    "BADODAB",
+    "BAOABKernelResults",
+    "BADODABKernelResults",
 ]
