@@ -58,6 +58,8 @@ from tfp_sgmcmc.kernels import (
     ASGLD,
     BADODAB,
     BAOAB,
+    ContourSGLD,
+    ReplicaExchangeSGLD,
     MSGLD,
     PSGLD,
     SGHMC,
@@ -124,6 +126,8 @@ __all__ = [
     "ASGLD",
     "BAOAB",
     "BADODAB",
+    "ContourSGLD",
+    "ReplicaExchangeSGLD",
     # priors and schedules
     "SpikeAndSlabGroupLasso",
     "SSGLEstimator",

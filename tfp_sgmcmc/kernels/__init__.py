@@ -26,6 +26,12 @@ from tfp_sgmcmc.kernels.langevin import (
     PreconditionedStochasticGradientLangevinDynamics,
     StochasticGradientLangevinDynamics,
 )
+from tfp_sgmcmc.kernels.contour import ContourSGLD, ContourSGLDKernelResults, importance_weights
+from tfp_sgmcmc.kernels.replica_exchange import (
+    ReplicaExchangeSGLD,
+    ReplicaExchangeSGLDKernelResults,
+    estimate_energy_variance,
+)
 from tfp_sgmcmc.kernels.splitting import (
     BADODAB,
     BAOAB,
@@ -46,6 +52,8 @@ SGLD = StochasticGradientLangevinDynamics
 PSGLD = PreconditionedStochasticGradientLangevinDynamics
 SGHMC = StochasticGradientHamiltonianMonteCarlo
 SGNHT = StochasticGradientNoseHooverThermostat
+CSGLD = ContourSGLD
+RESGLD = ReplicaExchangeSGLD
 
 __all__ = [
     "SGMCMCKernel",
@@ -75,4 +83,12 @@ __all__ = [
     "BADODAB",
     "BAOABKernelResults",
     "BADODABKernelResults",
+    "ContourSGLD",
+    "ContourSGLDKernelResults",
+    "importance_weights",
+    "ReplicaExchangeSGLD",
+    "ReplicaExchangeSGLDKernelResults",
+    "estimate_energy_variance",
+    "CSGLD",
+    "RESGLD",
 ]
