@@ -69,8 +69,9 @@ def test_equals_the_full_data_score_at_the_anchor_for_any_batch(rng, scheme):
         st_fixed = st._replace(num_calls=tf.constant(1))  # never due: the anchor is kept
         out, _ = svrg(tf.constant(anchor), st_fixed, tf.constant([k, 7]))
         for c in range(3):
-            np.testing.assert_allclose(out.grads_target_log_prob[0].numpy()[c], want[c][1],
-                                       rtol=1e-12)
+            np.testing.assert_allclose(
+                out.grads_target_log_prob[0].numpy()[c], want[c][1], rtol=1e-12
+            )
             np.testing.assert_allclose(out.target_log_prob.numpy()[c], want[c][0], rtol=1e-12)
 
 
@@ -80,8 +81,9 @@ def test_anchor_refreshed_exactly_on_schedule_inside_a_compiled_loop(rng, seed, 
     becomes the full-data score there and the estimate is exact); other calls
     keep it. Run as a compiled SGLD chain: one estimator call per step."""
     x, y, ll, lp = _model(rng)
-    base = sg.MinibatchEstimator(ll, sg.InMemoryData((x, y), "with_replacement"), 2,
-                                 log_prior_fn=lp)
+    base = sg.MinibatchEstimator(
+        ll, sg.InMemoryData((x, y), "with_replacement"), 2, log_prior_fn=lp
+    )
     svrg = sg.SVRGEstimator(base, update_rate=update_rate)
     kernel = sg.SGLD(svrg, 0.05)
     state0 = tf.constant(rng.standard_normal([2, 2]))
@@ -100,8 +102,7 @@ def test_anchor_refreshed_exactly_on_schedule_inside_a_compiled_loop(rng, seed, 
         if k % update_rate == 0:
             anchor = states[k - 1]
             for c in range(2):
-                np.testing.assert_allclose(scores[k - 1][c], _full(base, anchor[c])[1],
-                                           rtol=1e-10)
+                np.testing.assert_allclose(scores[k - 1][c], _full(base, anchor[c])[1], rtol=1e-10)
         np.testing.assert_array_equal(anchors[k - 1], anchor)
 
 
@@ -109,9 +110,15 @@ def tfp_sample(kernel, state0, steps, seed):
     import tensorflow_probability as tfp
 
     return tfp.mcmc.sample_chain(
-        steps, state0, kernel=kernel, seed=seed,
-        trace_fn=lambda _, r: (r.estimator_state.anchor[0], r.estimator_state.num_calls,
-                               r.grads_target_log_prob[0]),
+        steps,
+        state0,
+        kernel=kernel,
+        seed=seed,
+        trace_fn=lambda _, r: (
+            r.estimator_state.anchor[0],
+            r.estimator_state.num_calls,
+            r.grads_target_log_prob[0],
+        ),
     )
 
 

@@ -38,9 +38,16 @@ def _numpy_log_psi(log_theta, u, u_min, gap, zeta):
 
 def test_step_matches_numpy(rng, seed):
     eps, u_min, omega, temp = 0.1, -0.2, 0.3, 0.8
-    kernel = sg.ContourSGLD(sg.NoisyGradientEstimator(_target()), eps, num_partitions=M,
-                            energy_gap=GAP, min_energy=u_min, zeta=ZETA, sa_step_size=omega,
-                            temperature=temp)
+    kernel = sg.ContourSGLD(
+        sg.NoisyGradientEstimator(_target()),
+        eps,
+        num_partitions=M,
+        energy_gap=GAP,
+        min_energy=u_min,
+        zeta=ZETA,
+        sa_step_size=omega,
+        temperature=temp,
+    )
     x = rng.standard_normal([3, 2]) * 1.5
     state = tf.constant(x)
     r = kernel.bootstrap_results(state)
@@ -97,15 +104,26 @@ def sa_fixed_point(scale=1.0, iters=2000):
 
 
 def _kernel(omega):
-    return sg.ContourSGLD(sg.NoisyGradientEstimator(_target()), 0.01, num_partitions=M,
-                          energy_gap=GAP, min_energy=0.0, zeta=ZETA, sa_step_size=omega)
+    return sg.ContourSGLD(
+        sg.NoisyGradientEstimator(_target()),
+        0.01,
+        num_partitions=M,
+        energy_gap=GAP,
+        min_energy=0.0,
+        zeta=ZETA,
+        sa_step_size=omega,
+    )
 
 
 @tf.function(jit_compile=True)
 def _learn(seed):
     x, _, final = tfp.mcmc.sample_chain(
-        3000, tf.zeros([200, 2], tf.float64), kernel=_kernel(0.01), trace_fn=None,
-        seed=seed, return_final_kernel_results=True,
+        3000,
+        tf.zeros([200, 2], tf.float64),
+        kernel=_kernel(0.01),
+        trace_fn=None,
+        seed=seed,
+        return_final_kernel_results=True,
     )
     return x[-1], final
 
@@ -113,9 +131,13 @@ def _learn(seed):
 @tf.function(jit_compile=True)
 def _frozen(state, results, seed):
     return tfp.mcmc.sample_chain(
-        1500, state, previous_kernel_results=results, kernel=_kernel(0.0),
+        1500,
+        state,
+        previous_kernel_results=results,
+        kernel=_kernel(0.0),
         num_steps_between_results=1,
-        trace_fn=lambda _, r: (r.energy_index, r.log_importance_weight), seed=seed,
+        trace_fn=lambda _, r: (r.energy_index, r.log_importance_weight),
+        seed=seed,
     )
 
 

@@ -22,9 +22,14 @@ def _gauss(x):
 @pytest.mark.parametrize("num_replicas,variance", [(2, 0.0), (3, 0.3), (4, [0.1, 0.2, 0.3])])
 def test_step_matches_numpy(rng, seed, num_replicas, variance):
     k, eps, t1, tk = num_replicas, 0.2, 0.7, 5.0
-    kernel = sg.ReplicaExchangeSGLD(sg.NoisyGradientEstimator(_gauss), eps, num_replicas=k,
-                                    max_temperature=tk, energy_variance=variance,
-                                    temperature=t1)
+    kernel = sg.ReplicaExchangeSGLD(
+        sg.NoisyGradientEstimator(_gauss),
+        eps,
+        num_replicas=k,
+        max_temperature=tk,
+        energy_variance=variance,
+        temperature=t1,
+    )
     x0 = rng.standard_normal([2, 2])  # two chains
     state = tf.constant(x0)
     r = kernel.bootstrap_results(state)
@@ -42,8 +47,9 @@ def test_step_matches_numpy(rng, seed, num_replicas, variance):
         energy = 0.5 * np.einsum("kci,ij,kcj->kc", reps, PREC, reps)
         d_inv = 1 / temps[:-1] - 1 / temps[1:]
         log_s = d_inv[:, None] * (energy[:-1] - energy[1:] - (d_inv * var)[:, None])
-        u = tf.random.stateless_uniform([k - 1, 2], seed=swap_seed, dtype=tf.float64,
-                                        alg="philox").numpy()
+        u = tf.random.stateless_uniform(
+            [k - 1, 2], seed=swap_seed, dtype=tf.float64, alg="philox"
+        ).numpy()
         active = np.ones(k - 1, bool) if k == 2 else (np.arange(k - 1) % 2 == step % 2)
         acc = active[:, None] & (np.log(u) < log_s)
         for j in range(k - 1):
@@ -54,13 +60,11 @@ def test_step_matches_numpy(rng, seed, num_replicas, variance):
         swapped_any |= acc.any()
         np.testing.assert_allclose(r.replica_states[0].numpy(), reps, rtol=1e-10)
         np.testing.assert_allclose(state.numpy(), reps[0], rtol=1e-10)
-        np.testing.assert_allclose(r.grads_target_log_prob[0].numpy(), -reps[0] @ PREC,
-                                   rtol=1e-10)
+        np.testing.assert_allclose(r.grads_target_log_prob[0].numpy(), -reps[0] @ PREC, rtol=1e-10)
         np.testing.assert_array_equal(r.is_swap_accepted.numpy(), acc)
         np.testing.assert_array_equal(r.swap_accepts.numpy(), accepts)
     assert swapped_any  # the swap path was exercised
-    np.testing.assert_allclose(r.swap_rates.numpy(),
-                               accepts / r.swap_attempts.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(r.swap_rates.numpy(), accepts / r.swap_attempts.numpy(), rtol=1e-12)
 
 
 MODE = 4.0
@@ -81,8 +85,9 @@ def _run(kernel_name, seed):
     else:
         kernel = sg.SGLD(est, 0.05)
     init = tf.fill([100, 1], tf.constant(-MODE, tf.float64))  # every chain in the left mode
-    return tfp.mcmc.sample_chain(2000, init, kernel=kernel, num_burnin_steps=500,
-                                 trace_fn=None, seed=seed)
+    return tfp.mcmc.sample_chain(
+        2000, init, kernel=kernel, num_burnin_steps=500, trace_fn=None, seed=seed
+    )
 
 
 @pytest.mark.statistical
@@ -106,11 +111,14 @@ def test_estimate_energy_variance_matches_the_closed_form(rng):
     model = LinearGaussianModel(num_examples=40, batch_size=5)
     est = model.minibatch_estimator()
     a, b = rng.standard_normal([1, 3]), rng.standard_normal([1, 3])
-    d = (model.log_likelihood(tf.constant(a), (model.x, model.y))
-         - model.log_likelihood(tf.constant(b), (model.x, model.y))).numpy()[0]
+    d = (
+        model.log_likelihood(tf.constant(a), (model.x, model.y))
+        - model.log_likelihood(tf.constant(b), (model.x, model.y))
+    ).numpy()[0]
     want = 0.5 * 40**2 / 5 * d.var()
-    got = sg.kernels.estimate_energy_variance(est, tf.constant(a), tf.constant(b),
-                                              num_batches=400, seed=(3, 4)).numpy()
+    got = sg.kernels.estimate_energy_variance(
+        est, tf.constant(a), tf.constant(b), num_batches=400, seed=(3, 4)
+    ).numpy()
     assert got.shape == (1,)
     # Relative SE of a variance from 400 draws of a near-Gaussian sum: √(2/399) ≈ 7%.
     assert abs(got[0] / want - 1) < Z * 0.075, (got, want)

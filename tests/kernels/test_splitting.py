@@ -38,8 +38,10 @@ def _target(prec):
 
 
 def _seeds(seed, n):
-    return [tfp.random.sanitize_seed(s) for s in
-            tfp.random.split_seed([seed, 42], n=n, salt="test_splitting")]
+    return [
+        tfp.random.sanitize_seed(s)
+        for s in tfp.random.split_seed([seed, 42], n=n, salt="test_splitting")
+    ]
 
 
 def _ou(p, gamma, rate, h, xi):
@@ -50,8 +52,12 @@ def _ou(p, gamma, rate, h, xi):
 @pytest.mark.parametrize("temperature", [1.0, 0.3])
 def test_baoab_step_matches_numpy(rng, seed, temperature):
     h, gamma = 0.2, 1.3
-    kernel = sg.BAOAB(sg.NoisyGradientEstimator(_target(tf.constant(PREC))), h, friction=gamma,
-                      temperature=temperature)
+    kernel = sg.BAOAB(
+        sg.NoisyGradientEstimator(_target(tf.constant(PREC))),
+        h,
+        friction=gamma,
+        temperature=temperature,
+    )
     q = rng.standard_normal([3, 2])
     state = tf.constant(q)
     results = kernel.bootstrap_results(state)
@@ -70,14 +76,18 @@ def test_baoab_step_matches_numpy(rng, seed, temperature):
         p = p + h / 2 * (-q @ PREC)
         np.testing.assert_allclose(state.numpy(), q, rtol=1e-10)
         np.testing.assert_allclose(results.momentum[0].numpy(), p, rtol=1e-10)
-        np.testing.assert_allclose(results.grads_target_log_prob[0].numpy(), -q @ PREC,
-                                   rtol=1e-10)
+        np.testing.assert_allclose(results.grads_target_log_prob[0].numpy(), -q @ PREC, rtol=1e-10)
 
 
 def test_badodab_step_matches_numpy(rng, seed):
     h, a, mu, temp = 0.1, 0.7, 2.0, 0.8
-    kernel = sg.BADODAB(sg.NoisyGradientEstimator(_target(tf.constant(PREC))), h, diffusion=a,
-                        thermostat_mass=mu, temperature=temp)
+    kernel = sg.BADODAB(
+        sg.NoisyGradientEstimator(_target(tf.constant(PREC))),
+        h,
+        diffusion=a,
+        thermostat_mass=mu,
+        temperature=temp,
+    )
     q = rng.standard_normal([3, 2])
     state = tf.constant(q)
     results = kernel.bootstrap_results(state)
@@ -144,14 +154,19 @@ def test_baoab_lyapunov_solution_has_the_closed_form(h, gamma, temp):
 def _run_baoab(prec, seed):
     est = sg.NoisyGradientEstimator(_target(prec))
     return tfp.mcmc.sample_chain(
-        1000, tf.zeros([1000, 2], tf.float64), kernel=sg.BAOAB(est, H, friction=GAMMA),
-        num_burnin_steps=200, trace_fn=lambda _, r: r.momentum[0], seed=seed,
+        1000,
+        tf.zeros([1000, 2], tf.float64),
+        kernel=sg.BAOAB(est, H, friction=GAMMA),
+        num_burnin_steps=200,
+        trace_fn=lambda _, r: r.momentum[0],
+        seed=seed,
     )
 
 
 def _z(x, cov):
-    per_chain = np.stack([x[..., 0] ** 2, x[..., 0] * x[..., 1], x[..., 1] ** 2,
-                          x[..., 0], x[..., 1]], -1).mean(0)
+    per_chain = np.stack(
+        [x[..., 0] ** 2, x[..., 0] * x[..., 1], x[..., 1] ** 2, x[..., 0], x[..., 1]], -1
+    ).mean(0)
     est = per_chain.mean(0)
     se = per_chain.std(0, ddof=1) / np.sqrt(per_chain.shape[0])
     return (est - np.array([cov[0, 0], cov[0, 1], cov[1, 1], 0, 0])) / se
@@ -165,8 +180,10 @@ def test_baoab_stationary_law_on_a_gaussian(seed):
     assert np.all(np.abs(zq) < Z), zq
     assert np.all(np.abs(zp) < Z), zp
     # Power: a target whose covariance is 10% too large fails the same check.
-    q_wrong, _ = (t.numpy() for t in _run_baoab(tf.constant(np.linalg.inv(1.1 * SIGMA)),
-                                                tf.constant([seed, 2])))
+    q_wrong, _ = (
+        t.numpy()
+        for t in _run_baoab(tf.constant(np.linalg.inv(1.1 * SIGMA)), tf.constant([seed, 2]))
+    )
     assert np.max(np.abs(_z(q_wrong, cov[:2, :2])[:3])) > Z
 
 
@@ -182,8 +199,12 @@ def _run_badodab(noise_scale, seed):
     est = sg.NoisyGradientEstimator(_target(tf.constant(PREC)), noise_scale=noise_scale)
     kernel = sg.BADODAB(est, BH, diffusion=BA, thermostat_mass=BMU)
     return tfp.mcmc.sample_chain(
-        2000, tf.zeros([400, 2], tf.float64), kernel=kernel, num_burnin_steps=1000,
-        trace_fn=lambda _, r: r.thermostat[0], seed=seed,
+        2000,
+        tf.zeros([400, 2], tf.float64),
+        kernel=kernel,
+        num_burnin_steps=1000,
+        trace_fn=lambda _, r: r.thermostat[0],
+        seed=seed,
     )
 
 

@@ -17,6 +17,7 @@ from tfp_sgmcmc.kernels.adaptive import (
     PreconditionedMomentumSGLD,
 )
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.contour import ContourSGLD, ContourSGLDKernelResults, importance_weights
 from tfp_sgmcmc.kernels.hamiltonian import (
     SGHMCKernelResults,
     StochasticGradientHamiltonianMonteCarlo,
@@ -26,7 +27,6 @@ from tfp_sgmcmc.kernels.langevin import (
     PreconditionedStochasticGradientLangevinDynamics,
     StochasticGradientLangevinDynamics,
 )
-from tfp_sgmcmc.kernels.contour import ContourSGLD, ContourSGLDKernelResults, importance_weights
 from tfp_sgmcmc.kernels.replica_exchange import (
     ReplicaExchangeSGLD,
     ReplicaExchangeSGLDKernelResults,

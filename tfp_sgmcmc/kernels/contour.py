@@ -181,8 +181,7 @@ class ContourSGLD(SGMCMCKernel):
         u_min = cast_param(p["min_energy"], dtype)
         energy = -target_log_prob
         # A non-finite energy (a diverged chain) lands in the top partition.
-        energy = tf.where(tf.math.is_finite(energy), energy, tf.fill(tf.shape(energy),
-                                                                      dtype.max))
+        energy = tf.where(tf.math.is_finite(energy), energy, tf.fill(tf.shape(energy), dtype.max))
         j = tf.floor(tf.clip_by_value((energy - u_min) / gap, 0.0, p["num_partitions"] - 1.0))
         return tf.cast(j, tf.int32)
 
@@ -243,8 +242,9 @@ class ContourSGLD(SGMCMCKernel):
         noise = self._normals(parts, noise_seed, "csgld.noise")
         new_parts = []
         for q, g, xi in zip(parts, prev.grads_target_log_prob, noise):
-            m_b = tf.reshape(mult, tf.concat([tf.shape(mult), tf.ones([q.shape.rank - nb],
-                                                                      tf.int32)], 0))
+            m_b = tf.reshape(
+                mult, tf.concat([tf.shape(mult), tf.ones([q.shape.rank - nb], tf.int32)], 0)
+            )
             new_parts.append(langevin_step(q, m_b * g, step_size, temp, xi))
         est, est_state = self._estimate(new_parts, like, prev.estimator_state, est_seed)
         # SA update of the histogram at the new state's partition.
@@ -254,13 +254,18 @@ class ContourSGLD(SGMCMCKernel):
         one_hot = tf.one_hot(j_new, p["num_partitions"], dtype=dtype)
         rate = (omega * tf.pow(theta_j, zeta))[..., tf.newaxis]
         new_pdf = pdf + rate * (one_hot - pdf)
-        return new_parts, est, est_state, {
-            "energy_pdf": new_pdf,
-            "energy_index": j_new,
-            "log_importance_weight": self._log_flattening(new_pdf, j_new, est.target_log_prob),
-            "gradient_multiplier": mult,
-            "sa_step_size": omega,
-        }
+        return (
+            new_parts,
+            est,
+            est_state,
+            {
+                "energy_pdf": new_pdf,
+                "energy_index": j_new,
+                "log_importance_weight": self._log_flattening(new_pdf, j_new, est.target_log_prob),
+                "gradient_multiplier": mult,
+                "sa_step_size": omega,
+            },
+        )
 
 
 def importance_weights(log_importance_weights: Any, axis: int = 0) -> tf.Tensor:

@@ -232,16 +232,11 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
         d_inv = inv[:-1] - inv[1:]  # [K−1] > 0
         var = tf.broadcast_to(cast_param(self._parameters["energy_variance"], dtype), [k - 1])
         energy = -lp  # [K] + batch
-        log_s = per_replica(d_inv, nb) * (
-            energy[:-1] - energy[1:] - per_replica(d_inv * var, nb)
-        )
+        log_s = per_replica(d_inv, nb) * (energy[:-1] - energy[1:] - per_replica(d_inv * var, nb))
         pair = tf.range(k - 1)
-        active = (
-            tf.ones([k - 1], tf.bool) if k == 2 else tf.equal(pair % 2, prev.step % 2)
-        )
+        active = tf.ones([k - 1], tf.bool) if k == 2 else tf.equal(pair % 2, prev.step % 2)
         log_u = tf.math.log(
-            tf.random.stateless_uniform(tf.shape(log_s), seed=swap_seed, dtype=dtype,
-                                        alg="philox")
+            tf.random.stateless_uniform(tf.shape(log_s), seed=swap_seed, dtype=dtype, alg="philox")
         )
         accept = tf.logical_and(per_replica(active, nb), log_u < log_s)  # [K−1] + batch
         # Replica j takes its upper neighbour's state if (j, j+1) swaps, its lower
@@ -262,16 +257,21 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
         lp = permute(lp)
         grads = [permute(g) for g in grads]
         cold = GradientEstimate(lp[0], [g[0] for g in grads])
-        return [x[0] for x in new], cold, est_state, {
-            "replica_states": new,
-            "replica_target_log_prob": lp,
-            "replica_grads_target_log_prob": grads,
-            "temperatures": temps,
-            "is_swap_accepted": accept,
-            "swap_accepts": prev.swap_accepts + tf.cast(accept, tf.int32),
-            "swap_attempts": prev.swap_attempts
-            + tf.cast(tf.broadcast_to(per_replica(active, nb), tf.shape(accept)), tf.int32),
-        }
+        return (
+            [x[0] for x in new],
+            cold,
+            est_state,
+            {
+                "replica_states": new,
+                "replica_target_log_prob": lp,
+                "replica_grads_target_log_prob": grads,
+                "temperatures": temps,
+                "is_swap_accepted": accept,
+                "swap_accepts": prev.swap_accepts + tf.cast(accept, tf.int32),
+                "swap_attempts": prev.swap_attempts
+                + tf.cast(tf.broadcast_to(per_replica(active, nb), tf.shape(accept)), tf.int32),
+            },
+        )
 
 
 def _expand_to(mask: tf.Tensor, rank: int) -> tf.Tensor:
@@ -307,8 +307,9 @@ def estimate_energy_variance(
         [tf.stack([a, b]) for a, b in zip(as_parts(lower), as_parts(upper))], lower_states
     )
     st = estimator.bootstrap(both)
-    seeds = tf.random.experimental.stateless_split(tf.convert_to_tensor(seed, tf.int32),
-                                                   num_batches)
+    seeds = tf.random.experimental.stateless_split(
+        tf.convert_to_tensor(seed, tf.int32), num_batches
+    )
     diffs = []
     for i in range(num_batches):
         est, st = estimator(both, st, seeds[i])

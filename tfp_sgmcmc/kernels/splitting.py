@@ -279,7 +279,9 @@ class BADODAB(SGMCMCKernel):
             pi = pi + half * g  # B
             qi = qi + half * pi  # A
             xi_t = adaptive_thermostat_half_step(xi_t, pi, step_size, mu, temp, event_ndims)  # D
-            xi_b = tf.reshape(xi_t, tf.concat([tf.shape(xi_t), tf.ones([event_ndims], tf.int32)], 0))
+            xi_b = tf.reshape(
+                xi_t, tf.concat([tf.shape(xi_t), tf.ones([event_ndims], tf.int32)], 0)
+            )
             pi = ornstein_uhlenbeck_step(pi, xi_b, 2.0 * a * temp, step_size, eta)  # O
             xi_t = adaptive_thermostat_half_step(xi_t, pi, step_size, mu, temp, event_ndims)  # D
             q.append(qi + half * pi)  # A
