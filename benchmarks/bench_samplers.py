@@ -291,6 +291,11 @@ def build_group(
         "psgld": (sg.PSGLD(est, 1e-4), steps),
         "sghmc_L5": (sg.SGHMC(est, 1e-7, num_leapfrog_steps=5), hmc_steps),
         "sgnht": (sg.SGNHT(est, 1e-7), steps),
+        # BlackJAX's scheme: one minibatch per trajectory of L = 5 leapfrog steps.
+        "sghmc_L5_traj": (
+            sg.SGHMC(est, 1e-7, num_leapfrog_steps=5, minibatch_per_trajectory=True),
+            hmc_steps,
+        ),
         "sgld_svrg": (sg.SGLD(sg.SVRGEstimator(est, update_rate=1000), sgld_eps), steps),
         # Physical time step h with h²/2 = ε of SGLD.
         "baoab": (sg.BAOAB(est, 1.4e-3, friction=1.0), steps),
@@ -388,7 +393,7 @@ def run_group(
 
 
 OURS = (
-    "sgld", "sgld_cv", "psgld", "sghmc_L5", "sgnht",
+    "sgld", "sgld_cv", "psgld", "sghmc_L5", "sgnht", "sghmc_L5_traj",
     "sgld_svrg", "baoab", "badodab", "csgld", "resgld_K2",
 )
 PEER_ROWS = {
@@ -489,8 +494,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     p.add_argument(
         "--configs", nargs="+", default=None,
-        help="subset of sgld sgld_cv psgld sghmc_L5 sgnht sgld_svrg baoab badodab csgld "
-        "resgld_K2 (hand_sgld, gradient_floor always run)",
+        help="subset of sgld sgld_cv psgld sghmc_L5 sghmc_L5_traj sgnht sgld_svrg baoab "
+        "badodab csgld resgld_K2 (hand_sgld, gradient_floor always run)",
     )
     p.add_argument("--repeats", type=int, default=None, help="timed calls per config (>= 3)")
     p.add_argument(
@@ -613,7 +618,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 #: Our configuration name -> the peer benchmark's sampler name.
-PEER_NAMES = {"csgld": "csgld", "sghmc_L5": "sghmc_L5", "sgld": "sgld", "sgnht": "sgnht"}
+PEER_NAMES = {
+    "csgld": "csgld",
+    "sghmc_L5": "sghmc_L5",
+    "sghmc_L5_traj": "sghmc_L5",
+    "sgld": "sgld",
+    "sgnht": "sgnht",
+}
 
 
 def run_peer(command: str, groups: list[dict[str, Any]]) -> dict[str, Any]:
