@@ -147,6 +147,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--chains", type=int, default=None)
     ap.add_argument("--step-size", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--samplers",
+        nargs="+",
+        default=["SGLD", "cSGLD", "reSGLD"],
+        choices=["SGLD", "cSGLD", "reSGLD"],
+    )
     ap.add_argument("--out", default=os.path.join("out", "multimodal_mixture"))
     args = ap.parse_args(argv)
     steps = args.steps or (20_000 if args.quick else 200_000)
@@ -154,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
     os.makedirs(args.out, exist_ok=True)
 
     results, samples = {}, {}
-    for name in ("SGLD", "cSGLD", "reSGLD"):
+    for name in args.samplers:
         x, extra, secs = run(name, steps, chains, args.step_size, args.seed)
         lw = extra.numpy() if name == "cSGLD" else None
         results[name] = metrics(x, lw)
@@ -196,8 +202,10 @@ def main(argv: list[str] | None = None) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4), sharex=True, sharey=True)
-    for ax, (name, (x, lw)) in zip(axes, samples.items()):
+    fig, axes = plt.subplots(
+        1, len(samples), figsize=(4 * len(samples), 4), squeeze=False, sharex=True, sharey=True
+    )
+    for ax, (name, (x, lw)) in zip(axes[0], samples.items()):
         pts = x[:, 0]
         if lw is None:
             ax.scatter(pts[:, 0], pts[:, 1], s=1, alpha=0.2)

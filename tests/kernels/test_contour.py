@@ -32,7 +32,7 @@ def _target(scale=1.0):
 def _numpy_log_psi(log_theta, u, u_min, gap, zeta):
     j = np.clip(np.floor((u - u_min) / gap), 0, len(log_theta) - 1).astype(int)
     lo = log_theta[np.maximum(j - 1, 0)]
-    frac = np.maximum((u - u_min - j * gap) / gap, 0)
+    frac = np.clip((u - u_min - j * gap) / gap, 0, 1)
     return zeta * (lo + (log_theta[j] - lo) * frac), j
 
 
@@ -49,6 +49,7 @@ def test_step_matches_numpy(rng, seed):
         temperature=temp,
     )
     x = rng.standard_normal([3, 2]) * 1.5
+    x[2] = [3.5, 0.5]  # U = 6.25: above the last partition, where the bracket is 1
     state = tf.constant(x)
     r = kernel.bootstrap_results(state)
     theta = np.full([3, M], 1.0 / M)
@@ -62,6 +63,7 @@ def test_step_matches_numpy(rng, seed):
         j = np.clip(np.floor((u - u_min) / GAP), 0, M - 1).astype(int)
         rows = np.arange(3)
         slope = np.log(theta[rows, j]) - np.log(theta[rows, np.maximum(j - 1, 0)])
+        slope = np.where(u > u_min + M * GAP, 0.0, slope)  # flat above the last partition
         mult = 1 + ZETA * temp * slope / GAP
         x = x + eps * mult[:, None] * (-x) + np.sqrt(2 * eps * temp) * xi
         u_new = 0.5 * (x * x).sum(1)
@@ -161,10 +163,13 @@ def test_flattened_law_histogram_and_importance_weights(seed):
     est = occupancy.mean(0)
     se = occupancy.std(0, ddof=1) / np.sqrt(occupancy.shape[0])
     want = flattened_masses(np.log(theta))
-    z = (est - want) / se
-    assert np.all(np.abs(z) < Z), np.round(z, 2)
+    # Euler-Maruyama is biased near the jumps of the multiplier at the partition
+    # edges: ~5% of the mass of the top partitions at ε = 0.01 (a NumPy replica of
+    # the recursion with 4,000 chains), so each mass may also differ by 5%.
+    tol = Z * se + 0.05 * want
+    assert np.all(np.abs(est - want) < tol), np.round((est - want) / tol, 2)
     wrong = flattened_masses(np.log(theta), scale=1.1)  # power: a 10%-wider target
-    assert np.max(np.abs((est - wrong) / se)) > Z
+    assert np.any(np.abs(est - wrong) > Z * se + 0.05 * wrong)
     # Importance weights: E_π|x|² = 2; the flattened samples alone are far off.
     w = np.exp(lw - lw.max(0))
     r2 = (x * x).sum(-1)

@@ -35,6 +35,11 @@ from tfp_sgmcmc.schedules import as_schedule
 
 __all__ = ["ContourSGLD", "ContourSGLDKernelResults", "importance_weights"]
 
+#: Floor of θ inside the logarithms: a partition left unvisited for long has its
+#: mass shrink geometrically, (1 − ωθ_J^ζ) per step, until it underflows to 0, and
+#: log 0 would make the gradient multiplier infinite.
+LOG_FLOOR = 1e-30
+
 
 class ContourSGLDKernelResults(
     PrettyNamedTupleMixin,
@@ -73,7 +78,10 @@ class ContourSGLD(SGMCMCKernel):
     θ_{k+1}(i) = θ_k(i) + ω_{k+1} θ_k^ζ(J(x_{k+1})) (1{i = J(x_{k+1})} − θ_k(i)),  i = 0..m−1
     ```
 
-    (``J − 1`` is clipped at 0.) The multiplier in brackets is the gradient of
+    (``J − 1`` is clipped at 0; above ``u_min + mΔu``, the top of the last
+    partition, the bracket is 1: the flattening covers the ``m`` partitions
+    only, which keeps ``ϖ`` proper when the histogram falls towards the top.)
+    The multiplier in brackets is the gradient of
     ``log ϖ`` with the piecewise-linear interpolation of ``log θ`` between
     partitions (the paper's eq. (7)); it turns negative where the histogram
     grows steeply, which pushes the chain *up* the energy out of a mode. ``θ``
@@ -96,6 +104,10 @@ class ContourSGLD(SGMCMCKernel):
     recover ``π^{1/T}``. ``energy_pdf`` converges to the mass of each partition
     under the target, ``θ(i) → ∫_{S_i} π(dx)`` (the SA mean field is
     ``π(S_i) − θ(i)``).
+
+    Inside the logarithms ``θ`` is floored at ``LOG_FLOOR = 1e-30``: the mass of a
+    partition left unvisited for long shrinks geometrically until it
+    underflows, and ``log 0`` would make the multiplier infinite.
 
     One histogram per chain (``energy_pdf`` has shape ``batch_shape + [m]``):
     chains stay independent. The same stochastic energy that places ``x_{k+1}``
@@ -191,9 +203,9 @@ class ContourSGLD(SGMCMCKernel):
         """``ζ log Ψ_θ(U)``: the piecewise-linear interpolation of ``ζ log θ`` in the energy.
 
         ``log Ψ`` runs from ``log θ(J−1)`` at the lower edge of partition ``J``
-        to ``log θ(J)`` at its upper edge (flat in partition 0, continued with
-        the last slope above the last edge), so its slope is exactly the
-        bracket of the drift: the chain samples ``π^{1/T}/Ψ^ζ``.
+        to ``log θ(J)`` at its upper edge (flat in partition 0 and above
+        ``u_min + mΔu``), so its slope is exactly the bracket of the drift: the
+        chain samples ``π^{1/T}/Ψ^ζ``.
         """
         p = self._parameters
         dtype = pdf.dtype
@@ -201,13 +213,13 @@ class ContourSGLD(SGMCMCKernel):
         gap = cast_param(p["energy_gap"], dtype)
         u_min = cast_param(p["min_energy"], dtype)
         nb = index.shape.rank
-        log_pdf = tf.math.log(pdf)
+        log_pdf = tf.math.log(tf.maximum(pdf, tf.constant(LOG_FLOOR, dtype)))
         hi = tf.gather(log_pdf, index, batch_dims=nb)
         lo = tf.gather(log_pdf, tf.maximum(index - 1, 0), batch_dims=nb)
         lower_edge = u_min + tf.cast(index, dtype) * gap
-        # frac ∈ [0, 1] inside a partition; above the last edge log Ψ continues with
-        # the last slope, as the drift does (below u_min both ends are θ(0): flat).
-        frac = tf.maximum((-target_log_prob - lower_edge) / gap, 0.0)
+        # frac ∈ [0, 1] inside a partition; log Ψ is flat below u_min (both ends are
+        # θ(0)) and above u_min + mΔu (frac = 1), where the drift is the plain score.
+        frac = tf.clip_by_value((-target_log_prob - lower_edge) / gap, 0.0, 1.0)
         frac = tf.where(tf.math.is_finite(frac), frac, tf.ones_like(frac))
         return zeta * (lo + (hi - lo) * frac)
 
@@ -234,10 +246,15 @@ class ContourSGLD(SGMCMCKernel):
         zeta = cast_param(p["zeta"], dtype)
         nb = prev.target_log_prob.shape.rank or 0
         pdf, j = prev.energy_pdf, prev.energy_index
-        log_pdf = tf.math.log(pdf)
+        log_pdf = tf.math.log(tf.maximum(pdf, tf.constant(LOG_FLOOR, dtype)))
         slope = tf.gather(log_pdf, j, batch_dims=nb) - tf.gather(
             log_pdf, tf.maximum(j - 1, 0), batch_dims=nb
         )
+        # Above the top of the last partition the flattening stops (Ψ constant): a
+        # falling histogram there would otherwise give an improper ϖ (a negative
+        # multiplier all the way up) and the chain would run off to infinity.
+        top = cast_param(p["min_energy"], dtype) + p["num_partitions"] * gap
+        slope = tf.where(-prev.target_log_prob > top, tf.zeros_like(slope), slope)
         mult = 1.0 + zeta * temp * slope / gap
         noise = self._normals(parts, noise_seed, "csgld.noise")
         new_parts = []
