@@ -25,8 +25,8 @@ Usage::
     python examples/multimodal_mixture.py --quick         # < 1 min
     python examples/multimodal_mixture.py --out DIR       # default: out/multimodal_mixture/
 
-Writes ``DIR/multimodal_mixture.md`` (the table), ``DIR/multimodal_mixture.png``
-(sample scatter per sampler) and ``DIR/multimodal_mixture.json``.
+Writes the table (Markdown), a scatter plot of one chain per sampler (PNG) and
+the per-chain metrics (JSON) into ``--out``, each named ``multimodal_mixture``.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ MU = np.array([[-3.0, -3.0], [-3.0, 3.0], [3.0, -3.0], [3.0, 3.0]])
 W = np.array([0.4, 0.3, 0.2, 0.1])
 SIGMA = 0.5
 GRAD_NOISE = 0.5
+STEM = "multimodal_mixture"  # the output files' name
 
 
 def log_prob(theta: tf.Tensor) -> tf.Tensor:
@@ -192,9 +193,9 @@ def main(argv: list[str] | None = None) -> dict:
         f"ε = {args.step_size}; truth: weights {W.tolist()}, mean {t['mean'].round(3).tolist()}, "
         f"variance {t['var'].round(3).tolist()}. Command: `{cmd.strip()}`\n\n"
     )
-    with open(os.path.join(args.out, "multimodal_mixture.md"), "w", encoding="utf-8") as f:
+    with open(os.path.join(args.out, STEM + ".md"), "w", encoding="utf-8") as f:
         f.write(header + table + "\n")
-    with open(os.path.join(args.out, "multimodal_mixture.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(args.out, STEM + ".json"), "w", encoding="utf-8") as f:
         json.dump({"steps": steps, "chains": chains, "results": results}, f, indent=1)
 
     import matplotlib
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> dict:
         ax.set_xlim(-5, 5)
         ax.set_ylim(-5, 5)
     fig.tight_layout()
-    fig.savefig(os.path.join(args.out, "multimodal_mixture.png"), dpi=90)
+    fig.savefig(os.path.join(args.out, STEM + ".png"), dpi=90)
     print(header + table)
     return results
 
