@@ -105,6 +105,7 @@ def test_cold_replica_visits_both_modes_in_the_right_proportion(seed):
     assert abs(sgld.mean() - 0.5) > Z * max(sgld.std(ddof=1), 1e-3) / np.sqrt(sgld.size)
 
 
+@pytest.mark.slow
 def test_estimate_energy_variance_matches_the_closed_form(rng):
     """With-replacement batches: Var[(N/n) Σ_S d_i] = (N²/n) Var_pop(d) for
     d_i = log p(x_i|a) − log p(x_i|b); half of it is the swap correction."""
