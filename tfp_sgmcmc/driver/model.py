@@ -118,9 +118,13 @@ def _as_bool(value: Any, name: str) -> bool:
     raise ModelError(f"model argument `{name}` must be true or false, got {value!r}.")
 
 
-def _tile_chains(parts: list[tf.Tensor], num_chains: int) -> list[tf.Tensor]:
+def _check_chains(num_chains: Any) -> None:
     if int(num_chains) < 1:
         raise ModelError(f"model argument `num_chains` must be >= 1, got {num_chains!r}.")
+
+
+def _tile_chains(parts: list[tf.Tensor], num_chains: int) -> list[tf.Tensor]:
+    _check_chains(num_chains)
     if int(num_chains) == 1:
         return parts
     return [tf.tile(p[None], [int(num_chains)] + [1] * p.shape.rank) for p in parts]
@@ -151,6 +155,7 @@ def _build_pmf(
     from tfp_sgmcmc.models.pmf import PARAM_NAMES, pmf
 
     synthetic = _as_bool(synthetic, "synthetic")
+    _check_chains(num_chains)
     if ratings is None and not synthetic:
         raise ModelError(
             "model pmf needs `--model-arg ratings=PATH` (a MovieLens u.data or ratings.csv) "
@@ -186,6 +191,7 @@ def _build_mnist_bnn(
     from tfp_sgmcmc.models.mnist_bnn import PARAM_NAMES, init_state, mnist_bnn
 
     synthetic = _as_bool(synthetic, "synthetic")
+    _check_chains(num_chains)
     if path is None and not synthetic:
         raise ModelError(
             "model mnist_bnn needs `--model-arg path=DIR` (MNIST IDX files or mnist.npz) "
