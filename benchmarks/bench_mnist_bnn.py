@@ -66,10 +66,18 @@ def time_config(name: str, estimator, init, num_steps: int, repeats: int) -> dic
         times.append(t)
     med = median(times)
     finite = all(bool(np.all(np.isfinite(o))) for o in out)
-    rec = {"config": name, "steps_per_s": num_steps / med, "s_per_call_median": med,
-           "s_min": min(times), "s_max": max(times), "repeats": repeats,
-           "first_call_s": first, "compile_s_est": first - med, "finite": finite,
-           "stored_floats_per_call": int(sum(np.prod(o.shape) for o in out))}
+    rec = {
+        "config": name,
+        "steps_per_s": num_steps / med,
+        "s_per_call_median": med,
+        "s_min": min(times),
+        "s_max": max(times),
+        "repeats": repeats,
+        "first_call_s": first,
+        "compile_s_est": first - med,
+        "finite": finite,
+        "stored_floats_per_call": int(sum(np.prod(o.shape) for o in out)),
+    }
     log(f"[ours {name}] {rec['steps_per_s']:.1f} steps/s (compile ~{rec['compile_s_est']:.1f} s)")
     return rec
 
@@ -78,16 +86,30 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--configs", default="plain_tf:random_window,plain_tf:with_replacement,"
-                                         "plain_tf:epoch,keras:random_window")
+    ap.add_argument(
+        "--configs",
+        default="plain_tf:random_window,plain_tf:with_replacement,"
+        "plain_tf:epoch,keras:random_window",
+    )
     ap.add_argument("--output", default=None, help="also write the JSON here")
     args = ap.parse_args(argv)
     n, batch, steps = (6_000, 60, 20) if args.quick else (60_000, 600, 1_000)
     x, y = peers_mlp_data(n)
     init = mb.init_state(seed=3, scale=1e-2)
-    report = {"workload": {"N": n, "batch": batch, "steps_per_call": steps, "sampler": "SGLD",
-                           "step_size": 1e-6, "n_params": 79_510, "store": "every state"},
-              "environment": environment(), "loadavg_start": load_average(), "runs": []}
+    report = {
+        "workload": {
+            "N": n,
+            "batch": batch,
+            "steps_per_call": steps,
+            "sampler": "SGLD",
+            "step_size": 1e-6,
+            "n_params": 79_510,
+            "store": "every state",
+        },
+        "environment": environment(),
+        "loadavg_start": load_average(),
+        "runs": [],
+    }
     prob = mb.MnistBNN(x, y, x[:10], y[:10], source="peers_mlp_data")
     for cfg in args.configs.split(","):
         impl, scheme = cfg.split(":")

@@ -49,16 +49,30 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 #: Paper Table 3 (ECE %, MCE %) and Table 8 (log10 ε, batch %, L).
 PAPER = {
-    "MAMBA-KSD": {"SGLD": (1.0, 36.4, "-5.5, 1%"), "SGLD-CV": (0.9, 15.7, "-5.5, 1%"),
-                  "SGHMC": (0.7, 47.1, "-6.5, 1%, L=5"), "SGHMC-CV": (0.7, 21.3, "-6, 1%, L=5"),
-                  "SGNHT": (9.3, 45.7, "-5, 1%"), "SGNHT-CV": (0.9, 27.4, "-7.5, 1%")},
-    "Grid": {"SGLD": (14.6, 42.1, "-3.5, 10%"), "SGLD-CV": (8.8, 40.7, "-3.5, 10%"),
-             "SGHMC": (20.1, 65.5, "-5, 10%, L=10"), "SGHMC-CV": (25.1, 55.2, "-5, 10%, L=10"),
-             "SGNHT": (5.4, 42.2, "-5, 10%"), "SGNHT-CV": (7.7, 42.3, "-4.5, 10%")},
-    "Heuristic": {"SGLD": (0.8, 23.3, "-4.8, 10%"), "SGLD-CV": (0.7, 22.0, "-4.8, 10%"),
-                  "SGHMC": (50.9, 71.6, "-4.8, 10%, L=10"),
-                  "SGHMC-CV": (40.8, 74.8, "-4.8, 10%, L=10"),
-                  "SGNHT": (6.2, 43.2, "-4.8, 10%"), "SGNHT-CV": (7.0, 51.5, "-4.8, 10%")},
+    "MAMBA-KSD": {
+        "SGLD": (1.0, 36.4, "-5.5, 1%"),
+        "SGLD-CV": (0.9, 15.7, "-5.5, 1%"),
+        "SGHMC": (0.7, 47.1, "-6.5, 1%, L=5"),
+        "SGHMC-CV": (0.7, 21.3, "-6, 1%, L=5"),
+        "SGNHT": (9.3, 45.7, "-5, 1%"),
+        "SGNHT-CV": (0.9, 27.4, "-7.5, 1%"),
+    },
+    "Grid": {
+        "SGLD": (14.6, 42.1, "-3.5, 10%"),
+        "SGLD-CV": (8.8, 40.7, "-3.5, 10%"),
+        "SGHMC": (20.1, 65.5, "-5, 10%, L=10"),
+        "SGHMC-CV": (25.1, 55.2, "-5, 10%, L=10"),
+        "SGNHT": (5.4, 42.2, "-5, 10%"),
+        "SGNHT-CV": (7.7, 42.3, "-4.5, 10%"),
+    },
+    "Heuristic": {
+        "SGLD": (0.8, 23.3, "-4.8, 10%"),
+        "SGLD-CV": (0.7, 22.0, "-4.8, 10%"),
+        "SGHMC": (50.9, 71.6, "-4.8, 10%, L=10"),
+        "SGHMC-CV": (40.8, 74.8, "-4.8, 10%, L=10"),
+        "SGNHT": (6.2, 43.2, "-4.8, 10%"),
+        "SGNHT-CV": (7.0, 51.5, "-4.8, 10%"),
+    },
 }
 
 
@@ -82,8 +96,11 @@ def main() -> None:
     ap.add_argument("--ksd-samples", type=int, default=None, help="max samples per KSD")
     ap.add_argument("--map-steps", type=int, default=None, help="Adam steps for the MAP")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "mamba_mnist_bnn"))
-    ap.add_argument("--write-docs", action="store_true",
-                    help="also write docs/studies/mamba_mnist_bnn.md (a tracked file)")
+    ap.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="also write docs/studies/mamba_mnist_bnn.md (a tracked file)",
+    )
     args = ap.parse_args()
     quick = args.quick
     samplers = args.samplers.split(",")
@@ -100,14 +117,20 @@ def main() -> None:
     t0 = time.time()
     prob = mb.mnist_bnn(path=args.mnist) if args.mnist else mb.mnist_bnn(synthetic=True)
     base = prob.estimator(prob.batch_size_from_fraction(0.01))
-    theta_map = sg.find_map(base, mb.init_state(), method="adam", num_steps=map_steps,
-                            learning_rate=1e-3).position
+    theta_map = sg.find_map(
+        base, mb.init_state(), method="adam", num_steps=map_steps, learning_rate=1e-3
+    ).position
     map_m = prob.metrics([p.numpy() for p in theta_map])
     cv = sg.ControlVariateEstimator(base, theta_map)
     ksd = tuning.KSDMetric(max_samples=ksd_n, score_block_size=2)
     neg_acc = tuning.FunctionMetric(
-        lambda s: -prob.metrics([p[::20] if p.shape[0] >= 40 else p for p in s],
-                                max_samples=20)["accuracy"], "-accuracy")
+        lambda s: (
+            -prob.metrics([p[::20] if p.shape[0] >= 40 else p for p in s], max_samples=20)[
+                "accuracy"
+            ]
+        ),
+        "-accuracy",
+    )
     rng = np.random.default_rng(1)
     noisy_map = [p + tf.constant(rng.standard_normal(p.shape), p.dtype) for p in theta_map]
     n_heur = prob.num_train  # 1/60,000: log10 ε = −4.8 as the paper
@@ -120,41 +143,83 @@ def main() -> None:
         axes = {"step_size": steps, "batch_fraction": fractions}
         if cls is sg.SGHMC:
             axes["num_leapfrog_steps"] = leapfrogs
-        res = {"MAMBA-KSD": tuning.mamba(tuning.grid(**axes), theta_map, budget=budget,
-                                         metric=ksd, progress=False, **common)}
-        res["Grid"] = tuning.grid_search(tuning.grid(**{**axes, "batch_fraction": [0.1]}),
-                                         noisy_map, budget_per_arm=tuning.steps(grid_steps),
-                                         metric=neg_acc, progress=False, thin=1, **common)
+        res = {
+            "MAMBA-KSD": tuning.mamba(
+                tuning.grid(**axes), theta_map, budget=budget, metric=ksd, progress=False, **common
+            )
+        }
+        res["Grid"] = tuning.grid_search(
+            tuning.grid(**{**axes, "batch_fraction": [0.1]}),
+            noisy_map,
+            budget_per_arm=tuning.steps(grid_steps),
+            metric=neg_acc,
+            progress=False,
+            thin=1,
+            **common,
+        )
         h_arm = tuning.heuristic_arm(n_heur, 10 if cls is sg.SGHMC else None)
-        res["Heuristic"] = run_fixed("heuristic", [h_arm], theta_map,
-                                     budget_per_arm=tuning.steps(1), metric=neg_acc,
-                                     progress=False, thin=1, **common)
+        res["Heuristic"] = run_fixed(
+            "heuristic",
+            [h_arm],
+            theta_map,
+            budget_per_arm=tuning.steps(1),
+            metric=neg_acc,
+            progress=False,
+            thin=1,
+            **common,
+        )
         by_arm: dict = {}
         for method, r in res.items():
             key = tuning.arm_label(r.best_arm)
             if key not in by_arm:
-                by_arm[key] = run_fixed("eval", [r.best_arm], theta_map,
-                                        budget_per_arm=tuning.seconds(eval_s), metric=ksd,
-                                        progress=False, **common)
+                by_arm[key] = run_fixed(
+                    "eval",
+                    [r.best_arm],
+                    theta_map,
+                    budget_per_arm=tuning.seconds(eval_s),
+                    metric=ksd,
+                    progress=False,
+                    **common,
+                )
             ev = by_arm[key]
             rec = ev.records[0]
             s = [np.asarray(p) for p in ev.best_samples]
             ok = not rec.diverged and s[0].shape[0] >= 1
-            m = (prob.metrics(s, max_samples=50) if ok else
-                 {k: float("nan") for k in ("accuracy", "log_loss", "ece", "mce")})
-            row = {"sampler": name, "method": method, "arm": key,
-                   "ksd": rec.metric if ok else float("inf"), **m, "samples": int(rec.steps),
-                   "tuning_sampling_s": float(r.total_sampling_seconds)}
+            m = (
+                prob.metrics(s, max_samples=50)
+                if ok
+                else {k: float("nan") for k in ("accuracy", "log_loss", "ece", "mce")}
+            )
+            row = {
+                "sampler": name,
+                "method": method,
+                "arm": key,
+                "ksd": rec.metric if ok else float("inf"),
+                **m,
+                "samples": int(rec.steps),
+                "tuning_sampling_s": float(r.total_sampling_seconds),
+            }
             rows.append(row)
-            print(f"{name:9s} {method:10s} {key:55s} KSD {row['ksd']:10.4g} "
-                  f"acc {m['accuracy']:.4f} ECE {100 * m['ece']:.1f}% MCE {100 * m['mce']:.1f}% "
-                  f"steps {row['samples']}", flush=True)
-    config = {"budget_T_s": budget, "eval_s": eval_s, "grid_steps": grid_steps,
-              "ksd_max_samples": ksd_n, "map_steps": map_steps,
-              "step_grid_log10": [float(np.log10(x)) for x in steps],
-              "batch_fractions": fractions, "leapfrogs": leapfrogs, "data": prob.source,
-              "map_metrics": map_m, "wall_s": time.time() - t0,
-              "command": "python examples/mamba_mnist_bnn_study.py " + " ".join(sys.argv[1:])}
+            print(
+                f"{name:9s} {method:10s} {key:55s} KSD {row['ksd']:10.4g} "
+                f"acc {m['accuracy']:.4f} ECE {100 * m['ece']:.1f}% MCE {100 * m['mce']:.1f}% "
+                f"steps {row['samples']}",
+                flush=True,
+            )
+    config = {
+        "budget_T_s": budget,
+        "eval_s": eval_s,
+        "grid_steps": grid_steps,
+        "ksd_max_samples": ksd_n,
+        "map_steps": map_steps,
+        "step_grid_log10": [float(np.log10(x)) for x in steps],
+        "batch_fractions": fractions,
+        "leapfrogs": leapfrogs,
+        "data": prob.source,
+        "map_metrics": map_m,
+        "wall_s": time.time() - t0,
+        "command": "python examples/mamba_mnist_bnn_study.py " + " ".join(sys.argv[1:]),
+    }
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"config": config, "rows": rows}, f, indent=1)
     text = render(rows, config)
@@ -177,16 +242,19 @@ def render(rows: list[dict], cfg: dict) -> str:
         lines.append(
             f"| {r['sampler']} | {r['method']} | {r['arm']} | {r['ksd']:.4g} | "
             f"{r['accuracy']:.4f} | {100 * r['ece']:.1f} | {100 * r['mce']:.1f} | "
-            f"{r['samples']} | {p[2]} | {p[0]} | {p[1]} |")
+            f"{r['samples']} | {p[2]} | {p[0]} | {p[1]} |"
+        )
     mm = cfg["map_metrics"]
-    head = (f"Command: `{cfg['command'].strip()}` ({cfg['wall_s']:.0f} s wall). Data: "
-            f"{cfg['data']}; MAP ({cfg['map_steps']} Adam steps): accuracy "
-            f"{mm['accuracy']:.4f}, ECE {100 * mm['ece']:.1f}%, MCE {100 * mm['mce']:.1f}%. "
-            f"MAMBA T = {cfg['budget_T_s']:g} s, grid {cfg['grid_steps']} steps per point, "
-            f"evaluation {cfg['eval_s']:g} s from the MAP, KSD on at most "
-            f"{cfg['ksd_max_samples']} thinned samples. Step grid log10 ε "
-            f"{cfg['step_grid_log10'][0]:g} … {cfg['step_grid_log10'][-1]:g}, batch fractions "
-            f"{cfg['batch_fractions']}, L {cfg['leapfrogs']}.")
+    head = (
+        f"Command: `{cfg['command'].strip()}` ({cfg['wall_s']:.0f} s wall). Data: "
+        f"{cfg['data']}; MAP ({cfg['map_steps']} Adam steps): accuracy "
+        f"{mm['accuracy']:.4f}, ECE {100 * mm['ece']:.1f}%, MCE {100 * mm['mce']:.1f}%. "
+        f"MAMBA T = {cfg['budget_T_s']:g} s, grid {cfg['grid_steps']} steps per point, "
+        f"evaluation {cfg['eval_s']:g} s from the MAP, KSD on at most "
+        f"{cfg['ksd_max_samples']} thinned samples. Step grid log10 ε "
+        f"{cfg['step_grid_log10'][0]:g} … {cfg['step_grid_log10'][-1]:g}, batch fractions "
+        f"{cfg['batch_fractions']}, L {cfg['leapfrogs']}."
+    )
     return head + "\n\n" + "\n".join(lines) + "\n"
 
 

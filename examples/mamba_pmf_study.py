@@ -50,19 +50,30 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 #: Paper Table 2 (KSD, ξ×100) and Table 7 (RMSE), Table 6 (log10 ε, batch %, L).
 PAPER = {
-    "MAMBA-KSD": {"SGLD": (213, 69.2, 1.13, "-5, 1%"), "SGLD-CV": (231, 72.1, 1.13, "-5, 1%"),
-                  "SGHMC": (438, 79.9, 1.13, "-6, 1%, L=5"),
-                  "SGHMC-CV": (543, 83.7, 1.10, "-6, 1%, L=5"),
-                  "SGNHT": (163, 40.8, 1.12, "-5, 10%"), "SGNHT-CV": (205, 38.5, 1.12, "-5, 10%")},
-    "Grid": {"SGLD": (429, 119.2, 1.25, "-3.5, 10%"), "SGLD-CV": (546, 133.0, 1.25, "-3.5, 10%"),
-             "SGHMC": (3180, 51.2, 1.25, "-5, 10%, L=10"),
-             "SGHMC-CV": (4289, 55.6, 1.25, "-5, 10%, L=10"),
-             "SGNHT": (170, 44.2, 1.15, "-5.5, 10%"), "SGNHT-CV": (221, 46.8, 1.16, "-5.5, 10%")},
-    "Heuristic": {"SGLD": (237, 71.7, 1.13, "-4.9, 10%"), "SGLD-CV": (284, 75.0, 1.13, "-4.9, 10%"),
-                  "SGHMC": (3942, 50.3, 1.25, "-4.9, 10%, L=10"),
-                  "SGHMC-CV": (4546, 53.2, 1.25, "-4.9, 10%, L=10"),
-                  "SGNHT": (164, 40.6, 1.11, "-4.9, 10%"),
-                  "SGNHT-CV": (210, 38.7, 1.11, "-4.9, 10%")},
+    "MAMBA-KSD": {
+        "SGLD": (213, 69.2, 1.13, "-5, 1%"),
+        "SGLD-CV": (231, 72.1, 1.13, "-5, 1%"),
+        "SGHMC": (438, 79.9, 1.13, "-6, 1%, L=5"),
+        "SGHMC-CV": (543, 83.7, 1.10, "-6, 1%, L=5"),
+        "SGNHT": (163, 40.8, 1.12, "-5, 10%"),
+        "SGNHT-CV": (205, 38.5, 1.12, "-5, 10%"),
+    },
+    "Grid": {
+        "SGLD": (429, 119.2, 1.25, "-3.5, 10%"),
+        "SGLD-CV": (546, 133.0, 1.25, "-3.5, 10%"),
+        "SGHMC": (3180, 51.2, 1.25, "-5, 10%, L=10"),
+        "SGHMC-CV": (4289, 55.6, 1.25, "-5, 10%, L=10"),
+        "SGNHT": (170, 44.2, 1.15, "-5.5, 10%"),
+        "SGNHT-CV": (221, 46.8, 1.16, "-5.5, 10%"),
+    },
+    "Heuristic": {
+        "SGLD": (237, 71.7, 1.13, "-4.9, 10%"),
+        "SGLD-CV": (284, 75.0, 1.13, "-4.9, 10%"),
+        "SGHMC": (3942, 50.3, 1.25, "-4.9, 10%, L=10"),
+        "SGHMC-CV": (4546, 53.2, 1.25, "-4.9, 10%, L=10"),
+        "SGNHT": (164, 40.6, 1.11, "-4.9, 10%"),
+        "SGNHT-CV": (210, 38.7, 1.11, "-4.9, 10%"),
+    },
 }
 
 
@@ -94,8 +105,11 @@ def main() -> None:
     ap.add_argument("--eval-seconds", type=float, default=None)
     ap.add_argument("--ksd-samples", type=int, default=None, help="max samples per KSD")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "mamba_pmf"))
-    ap.add_argument("--write-docs", action="store_true",
-                    help="also write docs/studies/mamba_pmf.md (a tracked file)")
+    ap.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="also write docs/studies/mamba_pmf.md (a tracked file)",
+    )
     args = ap.parse_args()
     quick = args.quick
     samplers = args.samplers.split(",")
@@ -129,48 +143,83 @@ def main() -> None:
         axes = {"step_size": steps, "batch_fraction": fractions}
         if cls is sg.SGHMC:
             axes["num_leapfrog_steps"] = leapfrogs
-        res = {"MAMBA-KSD": tuning.mamba(tuning.grid(**axes), theta_map, budget=budget,
-                                         metric=ksd, progress=False, **common)}
-        res["Grid"] = tuning.grid_search(tuning.grid(**{**axes, "batch_fraction": [0.1]}),
-                                         noisy_map, budget_per_arm=tuning.steps(grid_steps),
-                                         metric=rmse, progress=False, **common)
+        res = {
+            "MAMBA-KSD": tuning.mamba(
+                tuning.grid(**axes), theta_map, budget=budget, metric=ksd, progress=False, **common
+            )
+        }
+        res["Grid"] = tuning.grid_search(
+            tuning.grid(**{**axes, "batch_fraction": [0.1]}),
+            noisy_map,
+            budget_per_arm=tuning.steps(grid_steps),
+            metric=rmse,
+            progress=False,
+            **common,
+        )
         h_arm = tuning.heuristic_arm(n_heur, 10 if cls is sg.SGHMC else None)
-        res["Heuristic"] = run_fixed("heuristic", [h_arm], theta_map,
-                                     budget_per_arm=tuning.steps(1), metric=rmse,
-                                     progress=False, **common)
+        res["Heuristic"] = run_fixed(
+            "heuristic",
+            [h_arm],
+            theta_map,
+            budget_per_arm=tuning.steps(1),
+            metric=rmse,
+            progress=False,
+            **common,
+        )
         by_arm: dict = {}
         for method, r in res.items():
             key = tuning.arm_label(r.best_arm)
             if key not in by_arm:  # methods that chose the same arm share one evaluation
-                by_arm[key] = run_fixed("eval", [r.best_arm], theta_map,
-                                        budget_per_arm=tuning.seconds(eval_s), metric=ksd,
-                                        progress=False, **common)
+                by_arm[key] = run_fixed(
+                    "eval",
+                    [r.best_arm],
+                    theta_map,
+                    budget_per_arm=tuning.seconds(eval_s),
+                    metric=ksd,
+                    progress=False,
+                    **common,
+                )
             ev = by_arm[key]
             rec = ev.records[0]
             s = [np.asarray(p) for p in ev.best_samples]
             ok = not rec.diverged and s[0].shape[0] >= 2
-            row = {"sampler": name, "method": method, "arm": key,
-                   "ksd": rec.metric if ok else float("inf"),
-                   "xi": xi(s, gt) if ok else float("inf"),
-                   "rmse": prob.test_rmse(s, max_samples=200) if ok else float("nan"),
-                   "test_loglik": prob.test_log_likelihood(s, max_samples=200)
-                   if ok else float("nan"),
-                   "samples": int(rec.steps),
-                   "tuning_sampling_s": float(r.total_sampling_seconds)}
+            row = {
+                "sampler": name,
+                "method": method,
+                "arm": key,
+                "ksd": rec.metric if ok else float("inf"),
+                "xi": xi(s, gt) if ok else float("inf"),
+                "rmse": prob.test_rmse(s, max_samples=200) if ok else float("nan"),
+                "test_loglik": prob.test_log_likelihood(s, max_samples=200) if ok else float("nan"),
+                "samples": int(rec.steps),
+                "tuning_sampling_s": float(r.total_sampling_seconds),
+            }
             rows.append(row)
-            print(f"{name:9s} {method:10s} {key:55s} KSD {row['ksd']:10.4g} "
-                  f"xi {100 * row['xi']:7.1f}% RMSE {row['rmse']:.4f} steps {row['samples']}",
-                  flush=True)
+            print(
+                f"{name:9s} {method:10s} {key:55s} KSD {row['ksd']:10.4g} "
+                f"xi {100 * row['xi']:7.1f}% RMSE {row['rmse']:.4f} steps {row['samples']}",
+                flush=True,
+            )
     wall = time.time() - t0
-    config = {"budget_T_s": budget, "eval_s": eval_s, "grid_steps": grid_steps,
-              "ksd_max_samples": ksd_n, "step_grid_log10": [float(np.log10(x)) for x in steps],
-              "batch_fractions": fractions, "leapfrogs": leapfrogs,
-              "data": prob.data.source, "map_test_rmse": map_rmse,
-              "ground_truth": None if gt is None else {k: gt[k] for k in
-                                                        ("draws_per_chain", "chains", "ess",
-                                                         "rhat", "relative_mcse_of_std_norm")},
-              "wall_s": wall, "command": "python examples/mamba_pmf_study.py "
-                                         + " ".join(sys.argv[1:])}
+    config = {
+        "budget_T_s": budget,
+        "eval_s": eval_s,
+        "grid_steps": grid_steps,
+        "ksd_max_samples": ksd_n,
+        "step_grid_log10": [float(np.log10(x)) for x in steps],
+        "batch_fractions": fractions,
+        "leapfrogs": leapfrogs,
+        "data": prob.data.source,
+        "map_test_rmse": map_rmse,
+        "ground_truth": None
+        if gt is None
+        else {
+            k: gt[k]
+            for k in ("draws_per_chain", "chains", "ess", "rhat", "relative_mcse_of_std_norm")
+        },
+        "wall_s": wall,
+        "command": "python examples/mamba_pmf_study.py " + " ".join(sys.argv[1:]),
+    }
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"config": config, "rows": rows}, f, indent=1)
     text = render(rows, config)
@@ -193,14 +242,17 @@ def render(rows: list[dict], cfg: dict) -> str:
         lines.append(
             f"| {r['sampler']} | {r['method']} | {r['arm']} | {r['ksd']:.4g} | "
             f"{100 * r['xi']:.1f} | {r['rmse']:.3f} | {r['test_loglik']:.3f} | {r['samples']} "
-            f"| {p[3]} | {p[0]} | {p[1]} | {p[2]} |")
-    head = (f"Command: `{cfg['command'].strip()}` ({cfg['wall_s']:.0f} s wall). Data: "
-            f"{cfg['data']}; MAP test RMSE {cfg['map_test_rmse']:.3f}. MAMBA T = "
-            f"{cfg['budget_T_s']:g} s, grid {cfg['grid_steps']} steps per point, evaluation "
-            f"{cfg['eval_s']:g} s from the MAP, KSD on at most {cfg['ksd_max_samples']} thinned "
-            f"samples. Step grid log10 ε {cfg['step_grid_log10'][0]:g} … "
-            f"{cfg['step_grid_log10'][-1]:g}, batch fractions {cfg['batch_fractions']}, L "
-            f"{cfg['leapfrogs']}.")
+            f"| {p[3]} | {p[0]} | {p[1]} | {p[2]} |"
+        )
+    head = (
+        f"Command: `{cfg['command'].strip()}` ({cfg['wall_s']:.0f} s wall). Data: "
+        f"{cfg['data']}; MAP test RMSE {cfg['map_test_rmse']:.3f}. MAMBA T = "
+        f"{cfg['budget_T_s']:g} s, grid {cfg['grid_steps']} steps per point, evaluation "
+        f"{cfg['eval_s']:g} s from the MAP, KSD on at most {cfg['ksd_max_samples']} thinned "
+        f"samples. Step grid log10 ε {cfg['step_grid_log10'][0]:g} … "
+        f"{cfg['step_grid_log10'][-1]:g}, batch fractions {cfg['batch_fractions']}, L "
+        f"{cfg['leapfrogs']}."
+    )
     return head + "\n\n" + "\n".join(lines) + "\n"
 
 

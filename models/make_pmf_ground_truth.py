@@ -75,14 +75,23 @@ def _summary(x: np.ndarray) -> dict[str, float]:
     return {"min": float(np.min(x)), "median": float(np.median(x)), "max": float(np.max(x))}
 
 
-def run(chains: int, warmup: int, max_minutes: float, leapfrog: int, seed: int,
-        data_seed: int, split_seed: int, chunk: int, out: str | None) -> dict:
+def run(
+    chains: int,
+    warmup: int,
+    max_minutes: float,
+    leapfrog: int,
+    seed: int,
+    data_seed: int,
+    split_seed: int,
+    chunk: int,
+    out: str | None,
+) -> dict:
     t0 = time.time()
     prob = pm.pmf(synthetic=True, data_seed=data_seed, split_seed=split_seed, dtype=np.float64)
     est = prob.estimator(prob.num_train)
     m = sg.find_map(est, prob.init_state(seed=seed), method="lbfgs", num_steps=1000)
     theta_map = [p.numpy() for p in m.position]
-    scale = [h ** -0.5 for h in hessian_diagonal(prob, theta_map)]
+    scale = [h**-0.5 for h in hessian_diagonal(prob, theta_map)]
     t_map = time.time() - t0
     mu = [tf.constant(p) for p in theta_map]
     sc = [tf.constant(s) for s in scale]
@@ -96,22 +105,30 @@ def run(chains: int, warmup: int, max_minutes: float, leapfrog: int, seed: int,
 
     hmc = tfp.mcmc.HamiltonianMonteCarlo(target, step_size=0.05, num_leapfrog_steps=leapfrog)
     adaptive = tfp.mcmc.DualAveragingStepSizeAdaptation(
-        hmc, num_adaptation_steps=int(0.8 * warmup), target_accept_prob=0.75)
+        hmc, num_adaptation_steps=int(0.8 * warmup), target_accept_prob=0.75
+    )
 
     def trace(_, r):
         return r.inner_results.log_accept_ratio
 
     @tf.function(jit_compile=True)
     def warm(init, seed):
-        return tfp.mcmc.sample_chain(1, init, kernel=adaptive, num_burnin_steps=warmup - 1,
-                                     trace_fn=trace, seed=seed, return_final_kernel_results=True)
+        return tfp.mcmc.sample_chain(
+            1,
+            init,
+            kernel=adaptive,
+            num_burnin_steps=warmup - 1,
+            trace_fn=trace,
+            seed=seed,
+            return_final_kernel_results=True,
+        )
 
     @tf.function(jit_compile=True)
     def draw(init, seed, step):
-        kernel = tfp.mcmc.HamiltonianMonteCarlo(target, step_size=step,
-                                                num_leapfrog_steps=leapfrog)
-        return tfp.mcmc.sample_chain(chunk, init, kernel=kernel, seed=seed,
-                                     trace_fn=lambda _, r: r.log_accept_ratio)
+        kernel = tfp.mcmc.HamiltonianMonteCarlo(target, step_size=step, num_leapfrog_steps=leapfrog)
+        return tfp.mcmc.sample_chain(
+            chunk, init, kernel=kernel, seed=seed, trace_fn=lambda _, r: r.log_accept_ratio
+        )
 
     rng = np.random.default_rng(seed)
     init = [tf.constant(rng.standard_normal((chains,) + p.shape) * 0.5) for p in theta_map]
@@ -131,8 +148,12 @@ def run(chains: int, warmup: int, max_minutes: float, leapfrog: int, seed: int,
         draws.append([s.numpy() for s in samples])
         accs.append(np.exp(np.minimum(log_acc.numpy(), 0.0)))
         k += 1
-        print(f"chunk {k}: {k * chunk} draws/chain, {time.time() - t2:.0f} s, "
-              f"accept {accs[-1].mean():.3f}", file=sys.stderr, flush=True)
+        print(
+            f"chunk {k}: {k * chunk} draws/chain, {time.time() - t2:.0f} s, "
+            f"accept {accs[-1].mean():.3f}",
+            file=sys.stderr,
+            flush=True,
+        )
         if time.time() - t2 + (time.time() - t2) / k > 60 * max_minutes:
             break
     t_draw = time.time() - t2
@@ -145,13 +166,17 @@ def run(chains: int, warmup: int, max_minutes: float, leapfrog: int, seed: int,
     for name, th in zip(pm.PARAM_NAMES, parts):
         flat = th.reshape(th.shape[0], chains, -1)
         ess = tfp.mcmc.effective_sample_size(tf.constant(flat), cross_chain_dims=1).numpy()
-        rhat = (tfp.mcmc.potential_scale_reduction(tf.constant(flat), independent_chain_ndims=1)
-                .numpy() if chains > 1 else np.full(flat.shape[-1], np.nan))
+        rhat = (
+            tfp.mcmc.potential_scale_reduction(tf.constant(flat), independent_chain_ndims=1).numpy()
+            if chains > 1
+            else np.full(flat.shape[-1], np.nan)
+        )
         pooled = flat.reshape(-1, flat.shape[-1])
         mean, std = pooled.mean(0), pooled.std(0, ddof=1)
         sq = (pooled - mean) ** 2
         ess_sq = tfp.mcmc.effective_sample_size(
-            tf.constant(sq.reshape(flat.shape)), cross_chain_dims=1).numpy()
+            tf.constant(sq.reshape(flat.shape)), cross_chain_dims=1
+        ).numpy()
         mcse_std = sq.std(0, ddof=1) / np.sqrt(ess_sq) / (2.0 * std)
         all_ess.append(ess)
         all_rhat.append(rhat)
@@ -160,7 +185,8 @@ def run(chains: int, warmup: int, max_minutes: float, leapfrog: int, seed: int,
             "mean": np.round(mean, 6).tolist(),
             "std": np.round(std, 6).tolist(),
             "mcse_std": np.round(mcse_std, 6).tolist(),
-            "ess_min": float(ess.min()), "ess_median": float(np.median(ess)),
+            "ess_min": float(ess.min()),
+            "ess_median": float(np.median(ess)),
             "rhat_max": float(np.nanmax(rhat)) if chains > 1 else None,
         }
     ess_all = np.concatenate(all_ess)
@@ -168,7 +194,8 @@ def run(chains: int, warmup: int, max_minutes: float, leapfrog: int, seed: int,
     std_all = np.concatenate([np.asarray(result_parts[n]["std"]) for n in pm.PARAM_NAMES])
     mcse_all = np.concatenate([np.asarray(result_parts[n]["mcse_std"]) for n in pm.PARAM_NAMES])
     result = {
-        "model": "pmf (tfp_sgmcmc/models/pmf.py), tau = (alpha, mu0, a0, b0) = (3, 0, 4, 5), d = 20",
+        "model": "pmf (tfp_sgmcmc/models/pmf.py), tau = (alpha, mu0, a0, b0) = (3, 0, 4, 5), "
+        "d = 20",
         "data": "synthetic_ratings(seed=data_seed): 943 users, 1682 items, 100000 ratings",
         "num_ratings": int(prob.data.num_ratings),
         "num_train": int(prob.num_train),
@@ -176,10 +203,13 @@ def run(chains: int, warmup: int, max_minutes: float, leapfrog: int, seed: int,
         "split_seed": int(split_seed),
         "parametrisation": "unconstrained: " + ", ".join(pm.PARAM_NAMES),
         "sampler": "tfp.mcmc.HamiltonianMonteCarlo, full batch, float64, diagonal whitening by "
-                   "the exact Hessian diagonal at the L-BFGS MAP; dual-averaging step size "
-                   "during warm-up, then frozen",
-        "chains": chains, "warmup": warmup, "draws_per_chain": int(parts[0].shape[0]),
-        "num_leapfrog_steps": leapfrog, "step_size": float(step.numpy()),
+        "the exact Hessian diagonal at the L-BFGS MAP; dual-averaging step size "
+        "during warm-up, then frozen",
+        "chains": chains,
+        "warmup": warmup,
+        "draws_per_chain": int(parts[0].shape[0]),
+        "num_leapfrog_steps": leapfrog,
+        "step_size": float(step.numpy()),
         "mean_accept_prob": float(np.mean(np.concatenate(accs))),
         "sampler_seed": seed,
         "ess": _summary(ess_all),
@@ -187,11 +217,17 @@ def run(chains: int, warmup: int, max_minutes: float, leapfrog: int, seed: int,
         "fraction_rhat_above_1.05": float(np.mean(rhat_all > 1.05)) if chains > 1 else None,
         "relative_mcse_of_std_norm": float(np.linalg.norm(mcse_all) / np.linalg.norm(std_all)),
         "parts": result_parts,
-        "map_seconds": t_map, "warmup_seconds": t_warm, "sampling_seconds": t_draw,
+        "map_seconds": t_map,
+        "warmup_seconds": t_warm,
+        "sampling_seconds": t_draw,
         "total_seconds": time.time() - t0,
         "command": "python " + " ".join(sys.argv),
-        "versions": {"python": platform.python_version(), "numpy": np.__version__,
-                     "tensorflow": tf.__version__, "tensorflow_probability": tfp.__version__},
+        "versions": {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "tensorflow": tf.__version__,
+            "tensorflow_probability": tfp.__version__,
+        },
     }
     if out:
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
@@ -206,20 +242,46 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=300)
-    ap.add_argument("--max-minutes", type=float, default=40.0,
-                    help="wall-clock bound of the post-warm-up draws")
+    ap.add_argument(
+        "--max-minutes", type=float, default=40.0, help="wall-clock bound of the post-warm-up draws"
+    )
     ap.add_argument("--leapfrog", type=int, default=10)
     ap.add_argument("--chunk", type=int, default=25, help="draws per compiled call")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data-seed", type=int, default=0)
     ap.add_argument("--split-seed", type=int, default=0)
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tfp_sgmcmc",
-                                                  "models", "ground_truth", "pmf_synthetic.json"))
+    ap.add_argument(
+        "--out",
+        default=os.path.join(
+            os.path.dirname(__file__),
+            "..",
+            "tfp_sgmcmc",
+            "models",
+            "ground_truth",
+            "pmf_synthetic.json",
+        ),
+    )
     a = ap.parse_args()
-    res = run(a.chains, a.warmup, a.max_minutes, a.leapfrog, a.seed, a.data_seed, a.split_seed,
-              a.chunk, a.out)
-    keys = ("draws_per_chain", "step_size", "mean_accept_prob", "ess", "rhat",
-            "relative_mcse_of_std_norm", "sampling_seconds")
+    res = run(
+        a.chains,
+        a.warmup,
+        a.max_minutes,
+        a.leapfrog,
+        a.seed,
+        a.data_seed,
+        a.split_seed,
+        a.chunk,
+        a.out,
+    )
+    keys = (
+        "draws_per_chain",
+        "step_size",
+        "mean_accept_prob",
+        "ess",
+        "rhat",
+        "relative_mcse_of_std_norm",
+        "sampling_seconds",
+    )
     print(json.dumps({k: res[k] for k in keys}, indent=1))
 
 

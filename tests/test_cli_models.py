@@ -39,19 +39,35 @@ def _mnist_dir(tmp_path, gz: bool, n_train=40, n_test=12) -> str:
     rng = np.random.default_rng(0)
     d = tmp_path / ("idx_gz" if gz else "idx")
     d.mkdir()
-    arrays = {("train", "images"): rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
-              ("train", "labels"): rng.integers(0, 10, n_train).astype(np.uint8),
-              ("test", "images"): rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
-              ("test", "labels"): rng.integers(0, 10, n_test).astype(np.uint8)}
+    arrays = {
+        ("train", "images"): rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
+        ("train", "labels"): rng.integers(0, 10, n_train).astype(np.uint8),
+        ("test", "images"): rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
+        ("test", "labels"): rng.integers(0, 10, n_test).astype(np.uint8),
+    }
     for key, a in arrays.items():
         write_idx(str(d / (MNIST_IDX_FILES[key] + (".gz" if gz else ""))), a)
     return str(d)
 
 
 def _sample(model, args, run_dir, n=12):
-    cmd = ["sample", "--model", model, "--kernel", "sgld", "--step-size", "1e-5",
-           "--num-samples", str(n), "--chunk-size", "6", "--no-progress", "--run-dir", run_dir,
-           "--no-xla"]  # graph mode: these runs are too short to repay an XLA compile
+    cmd = [
+        "sample",
+        "--model",
+        model,
+        "--kernel",
+        "sgld",
+        "--step-size",
+        "1e-5",
+        "--num-samples",
+        str(n),
+        "--chunk-size",
+        "6",
+        "--no-progress",
+        "--run-dir",
+        run_dir,
+        "--no-xla",
+    ]  # graph mode: these runs are too short to repay an XLA compile
     for a in args:
         cmd += ["--model-arg", a]
     return main(cmd)
@@ -67,10 +83,29 @@ def test_pmf_sample_and_diagnose_from_udata(tmp_path, capsys):
 
 
 def test_pmf_tune_from_ratings_csv(tmp_path, capsys):
-    code = main(["tune", "--model", "pmf", "--model-arg", f"ratings={_ratings_csv(tmp_path)}",
-                 "--model-arg", "batch_size=4", "--kernel", "sgld", "--step-sizes", "1e-5,1e-4,1e-3",
-                 "--budget-steps", "40", "--thin", "2", "--no-progress", "--no-xla",
-                 "--plot", str(tmp_path / "t.png")])
+    code = main(
+        [
+            "tune",
+            "--model",
+            "pmf",
+            "--model-arg",
+            f"ratings={_ratings_csv(tmp_path)}",
+            "--model-arg",
+            "batch_size=4",
+            "--kernel",
+            "sgld",
+            "--step-sizes",
+            "1e-5,1e-4,1e-3",
+            "--budget-steps",
+            "40",
+            "--thin",
+            "2",
+            "--no-progress",
+            "--no-xla",
+            "--plot",
+            str(tmp_path / "t.png"),
+        ]
+    )
     assert code == 0
     assert "step_size" in capsys.readouterr().out
 
@@ -80,10 +115,13 @@ def test_mnist_bnn_sample_from_each_format(tmp_path, fmt, capsys):
     if fmt == "npz":
         rng = np.random.default_rng(0)
         path = tmp_path / "mnist.npz"
-        np.savez(path, x_train=rng.integers(0, 256, (40, 28, 28), dtype=np.uint8),
-                 y_train=rng.integers(0, 10, 40), x_test=rng.integers(0, 256, (9, 28, 28),
-                                                                      dtype=np.uint8),
-                 y_test=rng.integers(0, 10, 9))
+        np.savez(
+            path,
+            x_train=rng.integers(0, 256, (40, 28, 28), dtype=np.uint8),
+            y_train=rng.integers(0, 10, 40),
+            x_test=rng.integers(0, 256, (9, 28, 28), dtype=np.uint8),
+            y_test=rng.integers(0, 10, 9),
+        )
         path = str(path)
     else:
         path = _mnist_dir(tmp_path, gz=fmt == "idx_gz")
@@ -94,8 +132,10 @@ def test_mnist_bnn_sample_from_each_format(tmp_path, fmt, capsys):
 @pytest.mark.slow
 def test_mnist_bnn_diagnose(tmp_path):
     run = str(tmp_path / "run")
-    assert _sample("mnist_bnn", [f"path={_mnist_dir(tmp_path, gz=True)}", "batch_size=10"],
-                   run, n=6) == 0
+    assert (
+        _sample("mnist_bnn", [f"path={_mnist_dir(tmp_path, gz=True)}", "batch_size=10"], run, n=6)
+        == 0
+    )
     assert main(["diagnose", "--run-dir", run, "--max-samples", "6"]) == 0
     assert np.isfinite(json.load(open(os.path.join(run, "diagnostics.json")))["ksd"])
 
@@ -126,8 +166,24 @@ def test_missing_and_malformed_files_exit_2_without_run_dir(tmp_path, capsys):
     _one_line_error(capsys, f, "truncated")
     assert _sample("mnist_bnn", [], run) == 2  # no data and no synthetic: never a fallback
     _one_line_error(capsys, "synthetic=true")
-    assert main(["tune", "--model", "pmf", "--kernel", "sgld", "--step-sizes", "1e-4",
-                 "--budget-steps", "10", "--model-arg", f"ratings={missing}"]) == 2
+    assert (
+        main(
+            [
+                "tune",
+                "--model",
+                "pmf",
+                "--kernel",
+                "sgld",
+                "--step-sizes",
+                "1e-4",
+                "--budget-steps",
+                "10",
+                "--model-arg",
+                f"ratings={missing}",
+            ]
+        )
+        == 2
+    )
     _one_line_error(capsys, missing)
     assert not os.path.exists(run)  # nothing half-written
 

@@ -21,8 +21,10 @@ from tfp_sgmcmc.models.data_files import (
 # MovieLens
 # --------------------------------------------------------------------------- #
 UDATA = "196\t242\t3\t881250949\n186\t302\t3\t891717742\n22\t377\t1\t878887116\n196\t377\t5\t1\n"
-CSV = ("userId,movieId,rating,timestamp\n1,31,2.5,1260759144\n1,1029,3.0,1260759179\n"
-       "7,31,4.5,1260759182\n")
+CSV = (
+    "userId,movieId,rating,timestamp\n1,31,2.5,1260759144\n1,1029,3.0,1260759179\n"
+    "7,31,4.5,1260759182\n"
+)
 
 
 def _write(tmp_path, name: str, text: str) -> str:
@@ -91,10 +93,12 @@ def test_movielens_missing_and_binary(tmp_path):
 # --------------------------------------------------------------------------- #
 def _mnist_arrays(n_train=12, n_test=5, seed=0):
     rng = np.random.default_rng(seed)
-    return (rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
-            rng.integers(0, 10, n_train).astype(np.uint8),
-            rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
-            rng.integers(0, 10, n_test).astype(np.uint8))
+    return (
+        rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
+        rng.integers(0, 10, n_train).astype(np.uint8),
+        rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
+        rng.integers(0, 10, n_test).astype(np.uint8),
+    )
 
 
 def _write_idx_dir(directory, arrays, gz: bool) -> None:

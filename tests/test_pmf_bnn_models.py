@@ -17,27 +17,33 @@ from tfp_sgmcmc.models.data_files import RatingsData
 
 
 def _small_ratings(num_users=7, num_items=9, num_ratings=40, seed=0) -> RatingsData:
-    return pm.synthetic_ratings(num_users, num_items, num_ratings, min_per_user=2,
-                                latent_dim=3, seed=seed)
+    return pm.synthetic_ratings(
+        num_users, num_items, num_ratings, min_per_user=2, latent_dim=3, seed=seed
+    )
 
 
 def _random_state(prob, seed=1, dtype=np.float64):
     rng = np.random.default_rng(seed)
     d = prob.latent_dim
-    return [rng.normal(0, 0.7, (prob.num_users, d)), rng.normal(0, 0.7, (prob.num_items, d)),
-            rng.normal(0, 0.5, d), rng.normal(0, 0.5, d), rng.normal(0, 0.5, d),
-            rng.normal(0, 0.5, d)]
+    return [
+        rng.normal(0, 0.7, (prob.num_users, d)),
+        rng.normal(0, 0.7, (prob.num_items, d)),
+        rng.normal(0, 0.5, d),
+        rng.normal(0, 0.5, d),
+        rng.normal(0, 0.5, d),
+        rng.normal(0, 0.5, d),
+    ]
 
 
 def _numpy_log_post(state, users, items, r):
     u, v, mu_u, z_u, mu_v, z_v = state
     pred = np.sum(u[users] * v[items], axis=1)
-    ll = np.sum(stats.norm.logpdf(r, pred, pm.ALPHA ** -0.5))
+    ll = np.sum(stats.norm.logpdf(r, pred, pm.ALPHA**-0.5))
     lp = 0.0
     for w, mu, z in ((u, mu_u, z_u), (v, mu_v, z_v)):
         lam = np.exp(z)
-        lp += np.sum(stats.norm.logpdf(w, mu, lam ** -0.5))
-        lp += np.sum(stats.norm.logpdf(mu, pm.MU0, lam ** -0.5))
+        lp += np.sum(stats.norm.logpdf(w, mu, lam**-0.5))
+        lp += np.sum(stats.norm.logpdf(mu, pm.MU0, lam**-0.5))
         lp += np.sum(stats.gamma.logpdf(lam, pm.A0, scale=1.0 / pm.B0)) + np.sum(z)  # + Jacobian
     return ll + lp
 
@@ -51,8 +57,9 @@ def test_pmf_log_density_and_gradient_match_numpy():
     ref = _numpy_log_post([s.numpy() for s in state], users, items, r)
     # The model drops the Gaussian and Gamma normalising constants of the prior.
     d = prob.latent_dim
-    const = (-0.5 * np.log(2 * np.pi) * d * (prob.num_users + prob.num_items + 2)
-             + 2 * d * (pm.A0 * np.log(pm.B0) - np.log(6.0)))  # Γ(4) = 6
+    const = -0.5 * np.log(2 * np.pi) * d * (prob.num_users + prob.num_items + 2) + 2 * d * (
+        pm.A0 * np.log(pm.B0) - np.log(6.0)
+    )  # Γ(4) = 6
     np.testing.assert_allclose(out.target_log_prob.numpy() + const, ref, rtol=1e-10)
     # gradient by central differences of the NumPy reference
     base = [s.numpy() for s in state]
@@ -65,10 +72,12 @@ def test_pmf_log_density_and_gradient_match_numpy():
             minus = [p.copy() for p in base]
             plus[part][idx] += h
             minus[part][idx] -= h
-            fd = (_numpy_log_post(plus, users, items, r)
-                  - _numpy_log_post(minus, users, items, r)) / (2 * h)
-            np.testing.assert_allclose(out.grads_target_log_prob[part].numpy()[idx], fd,
-                                       rtol=1e-5, atol=1e-6)
+            fd = (
+                _numpy_log_post(plus, users, items, r) - _numpy_log_post(minus, users, items, r)
+            ) / (2 * h)
+            np.testing.assert_allclose(
+                out.grads_target_log_prob[part].numpy()[idx], fd, rtol=1e-5, atol=1e-6
+            )
 
 
 def test_pmf_jacobian_term_is_needed():
@@ -77,8 +86,7 @@ def test_pmf_jacobian_term_is_needed():
     state = [tf.constant(p) for p in _random_state(prob)]
     with_jac = pm.log_prior(state).numpy()
     lam_u, lam_v = tf.exp(state[3]), tf.exp(state[5])
-    without = pm.log_prior_constrained(state[0], state[1], state[2], lam_u, state[4],
-                                       lam_v).numpy()
+    without = pm.log_prior_constrained(state[0], state[1], state[2], lam_u, state[4], lam_v).numpy()
     np.testing.assert_allclose(with_jac - without, state[3].numpy().sum() + state[5].numpy().sum())
     assert isinstance(pm.PRECISION_BIJECTOR, tfp.bijectors.Exp)
 
@@ -123,24 +131,31 @@ def test_pmf_arguments_and_metrics():
     users, items, _ = prob.arrays("test")
     pred = np.clip(np.sum(state[0][users] * state[1][items], 1) + prob.mean_rating, 1, 5)
     r = prob.data.ratings[prob.test_idx]
-    np.testing.assert_allclose(prob.test_rmse(samples), np.sqrt(np.mean((pred - r) ** 2)),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        prob.test_rmse(samples), np.sqrt(np.mean((pred - r) ** 2)), rtol=1e-5
+    )
     raw = np.sum(state[0][users] * state[1][items], 1) + prob.mean_rating
-    np.testing.assert_allclose(prob.test_log_likelihood(samples),
-                               np.mean(stats.norm.logpdf(r, raw, pm.ALPHA ** -0.5)), rtol=1e-5)
+    np.testing.assert_allclose(
+        prob.test_log_likelihood(samples),
+        np.mean(stats.norm.logpdf(r, raw, pm.ALPHA**-0.5)),
+        rtol=1e-5,
+    )
 
 
 def _pmf_sgld_program(num_users: int, num_items: int, steps: int, num_ratings: int = 20_000):
-    data = pm.synthetic_ratings(num_users, num_items, num_ratings, min_per_user=1,
-                                latent_dim=pm.LATENT_DIM, seed=0)
+    data = pm.synthetic_ratings(
+        num_users, num_items, num_ratings, min_per_user=1, latent_dim=pm.LATENT_DIM, seed=0
+    )
     prob = pm.pmf(data)
     kernel = sg.SGLD(prob.estimator(200), step_size=1e-6)
 
     @tf.function(jit_compile=True)
     def run(s, seed):
         # `steps` SGLD steps, one stored state: the cost is the steps, not the trace
-        return tfp.mcmc.sample_chain(1, s, kernel=kernel, trace_fn=None, seed=seed,
-                                     num_burnin_steps=steps - 1)
+        return tfp.mcmc.sample_chain(
+            1, s, kernel=kernel, trace_fn=None, seed=seed, num_burnin_steps=steps - 1
+        )
+
     return run, prob.init_state()
 
 
@@ -156,8 +171,10 @@ def _largest_hlo_buffer(fn, *args) -> int:
     import re
 
     hlo = fn.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
-    sizes = [int(np.prod([int(d) for d in m.split(",") if d])) if m else 1
-             for m in re.findall(r"f32\[([0-9,]*)\]", hlo)]
+    sizes = [
+        int(np.prod([int(d) for d in m.split(",") if d])) if m else 1
+        for m in re.findall(r"f32\[([0-9,]*)\]", hlo)
+    ]
     return max(sizes)
 
 
@@ -173,11 +190,16 @@ def test_pmf_step_touches_no_users_by_items_buffer():
     assert _largest_hlo_buffer(run, init, seed) <= 400 * 20
     data = pm.synthetic_ratings(300, 400, 5000, min_per_user=1, seed=0)
     prob = pm.pmf(data)
-    est = sg.MinibatchEstimator(_dense_log_likelihood, prob.training_data(), 200,
-                                log_prior_fn=pm.log_prior)
+    est = sg.MinibatchEstimator(
+        _dense_log_likelihood, prob.training_data(), 200, log_prior_fn=pm.log_prior
+    )
     kernel = sg.SGLD(est, step_size=1e-6)
-    dense = tf.function(lambda s, sd: tfp.mcmc.sample_chain(
-        1, s, kernel=kernel, trace_fn=None, seed=sd, num_burnin_steps=1), jit_compile=True)
+    dense = tf.function(
+        lambda s, sd: tfp.mcmc.sample_chain(
+            1, s, kernel=kernel, trace_fn=None, seed=sd, num_burnin_steps=1
+        ),
+        jit_compile=True,
+    )
     assert _largest_hlo_buffer(dense, init, seed) >= 300 * 400
 
 
@@ -190,7 +212,7 @@ def test_pmf_steps_per_second_do_not_grow_with_users_times_items():
     """
     programs = {k: _pmf_sgld_program(*k, steps=300) for k in ((50, 4950), (2500, 2500))}
     best = {k: np.inf for k in programs}
-    for k, (run, init) in programs.items():
+    for run, init in programs.values():
         run(init, tf.constant([0, 1]))  # compile
     for r in range(5):
         for k, (run, init) in programs.items():
@@ -223,12 +245,11 @@ def test_bnn_log_likelihood_matches_numpy_and_keras():
     ll = mb.log_likelihood([tf.constant(p) for p in state], (tf.constant(x), tf.constant(y)))
     np.testing.assert_allclose(ll.numpy(), _numpy_bnn_loglik(state, x, y), rtol=1e-10)
     lp = mb.log_prior([tf.constant(p) for p in state]).numpy()
-    np.testing.assert_allclose(lp, -0.5 * sum(np.sum(p ** 2) for p in state))
+    np.testing.assert_allclose(lp, -0.5 * sum(np.sum(p**2) for p in state))
     # chain dimensions
     stacked = [tf.constant(np.stack([p, 2 * p])) for p in state]
     ll2 = mb.log_likelihood(stacked, (tf.constant(x), tf.constant(y))).numpy()
-    np.testing.assert_allclose(ll2[1], _numpy_bnn_loglik([2 * p for p in state], x, y),
-                               rtol=1e-10)
+    np.testing.assert_allclose(ll2[1], _numpy_bnn_loglik([2 * p for p in state], x, y), rtol=1e-10)
     # the Keras model: same network, same numbers
     prob = mb.MnistBNN(x.astype(np.float32), y.astype(np.int32), x[:2], y[:2])
     post = mb.keras_posterior(prob)

@@ -115,8 +115,9 @@ def _check_exists(path: str, what: str) -> None:
         raise DataFileError(path, f"is a directory (expected {what}).")
 
 
-def _parse_table(path: str, lines: list[str], sep: str | None, first_line: int,
-                 what: str) -> np.ndarray:
+def _parse_table(
+    path: str, lines: list[str], sep: str | None, first_line: int, what: str
+) -> np.ndarray:
     # Fast path: NumPy's C parser; on any failure re-parse line by line for a
     # message that names the offending line.
     try:
@@ -136,14 +137,18 @@ def _parse_table(path: str, lines: list[str], sep: str | None, first_line: int,
         fields = line.split(sep) if sep else line.split()
         if len(fields) != 4:
             raise DataFileError(
-                path, f"line {first_line + k}: expected 4 fields ({what}), got "
-                      f"{len(fields)}: {line.strip()[:60]!r} (truncated or wrong format?).")
+                path,
+                f"line {first_line + k}: expected 4 fields ({what}), got "
+                f"{len(fields)}: {line.strip()[:60]!r} (truncated or wrong format?).",
+            )
         try:
             rows.append((int(fields[0]), int(fields[1]), float(fields[2])))
         except ValueError:
             raise DataFileError(
-                path, f"line {first_line + k}: expected integer ids and a numeric rating "
-                      f"({what}), got {line.strip()[:60]!r}.") from None
+                path,
+                f"line {first_line + k}: expected integer ids and a numeric rating "
+                f"({what}), got {line.strip()[:60]!r}.",
+            ) from None
     if not rows:
         raise DataFileError(path, f"contains no ratings (expected {what}).")
     return np.asarray(rows, dtype=np.float64)
@@ -163,8 +168,10 @@ def load_movielens(path: str) -> RatingsData:
         (a truncated file), a rating off the scale, or a negative id.
     """
     path = os.fspath(path)
-    expected = ("a MovieLens u.data (tab-separated user, item, rating, timestamp) or "
-                "ratings.csv (header userId,movieId,rating,timestamp)")
+    expected = (
+        "a MovieLens u.data (tab-separated user, item, rating, timestamp) or "
+        "ratings.csv (header userId,movieId,rating,timestamp)"
+    )
     _check_exists(path, expected)
     try:
         with open(path, encoding="utf-8") as f:
@@ -202,8 +209,9 @@ def load_movielens(path: str) -> RatingsData:
         scale = "integer stars 1-5"
     if not np.all(ok):
         k = int(np.argmin(ok))
-        raise DataFileError(path, f"rating {ratings[k]:g} on data row {k + 1} is out of range "
-                                  f"(expected {scale}).")
+        raise DataFileError(
+            path, f"rating {ratings[k]:g} on data row {k + 1} is out of range (expected {scale})."
+        )
     user_ids, u_idx = np.unique(users.astype(np.int64), return_inverse=True)
     item_ids, i_idx = np.unique(items.astype(np.int64), return_inverse=True)
     return RatingsData(
@@ -231,8 +239,11 @@ def _read_bytes(path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     except (OSError, EOFError) as e:  # gzip: bad magic / truncated stream
-        raise DataFileError(path, f"cannot be read as {'gzip' if path.endswith('.gz') else 'a'}"
-                                  f" file ({type(e).__name__}: {e}).") from None
+        raise DataFileError(
+            path,
+            f"cannot be read as {'gzip' if path.endswith('.gz') else 'a'}"
+            f" file ({type(e).__name__}: {e}).",
+        ) from None
 
 
 def read_idx(path: str, expected_ndim: int | None = None) -> np.ndarray:
@@ -254,12 +265,14 @@ def read_idx(path: str, expected_ndim: int | None = None) -> np.ndarray:
     _check_exists(path, "an IDX file")
     raw = _read_bytes(path)
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
-        raise DataFileError(path, "bad magic number (expected an IDX file: 0x00 0x00 "
-                                  "<type> <ndim>).")
+        raise DataFileError(
+            path, "bad magic number (expected an IDX file: 0x00 0x00 <type> <ndim>)."
+        )
     dtype_code, ndim = raw[2], raw[3]
     if dtype_code != 0x08:
-        raise DataFileError(path, f"IDX data type 0x{dtype_code:02x} (expected 0x08, "
-                                  "unsigned bytes).")
+        raise DataFileError(
+            path, f"IDX data type 0x{dtype_code:02x} (expected 0x08, unsigned bytes)."
+        )
     if expected_ndim is not None and ndim != expected_ndim:
         raise DataFileError(path, f"IDX file with {ndim} dimensions (expected {expected_ndim}).")
     header = 4 + 4 * ndim
@@ -269,8 +282,11 @@ def read_idx(path: str, expected_ndim: int | None = None) -> np.ndarray:
     size = int(np.prod(shape, dtype=np.int64))
     body = len(raw) - header
     if body != size:
-        raise DataFileError(path, f"IDX body has {body} bytes but the header {shape} needs "
-                                  f"{size} ({'truncated' if body < size else 'trailing data'}).")
+        raise DataFileError(
+            path,
+            f"IDX body has {body} bytes but the header {shape} needs "
+            f"{size} ({'truncated' if body < size else 'trailing data'}).",
+        )
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
 
 
@@ -287,11 +303,15 @@ def _check_split(path: str, x: np.ndarray, y: np.ndarray, split: str) -> None:
     if x.ndim != 3 or x.shape[1:] != (28, 28):
         raise DataFileError(path, f"{split} images have shape {x.shape} (expected [n, 28, 28]).")
     if y.ndim != 1 or y.shape[0] != x.shape[0]:
-        raise DataFileError(path, f"{split} labels have shape {y.shape} for {x.shape[0]} images "
-                                  "(expected one label per image).")
+        raise DataFileError(
+            path,
+            f"{split} labels have shape {y.shape} for {x.shape[0]} images "
+            "(expected one label per image).",
+        )
     if y.size and (y.min() < 0 or y.max() > 9):
-        raise DataFileError(path, f"{split} labels range {int(y.min())}..{int(y.max())} "
-                                  "(expected 0-9).")
+        raise DataFileError(
+            path, f"{split} labels range {int(y.min())}..{int(y.max())} (expected 0-9)."
+        )
 
 
 def _load_npz(path: str) -> dict[str, np.ndarray]:
@@ -300,14 +320,18 @@ def _load_npz(path: str) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as f:
             missing = [k for k in keys if k not in f.files]
             if missing:
-                raise DataFileError(path, f"missing arrays {missing} (expected Keras's mnist.npz "
-                                          f"with {', '.join(keys)}).")
+                raise DataFileError(
+                    path,
+                    f"missing arrays {missing} (expected Keras's mnist.npz "
+                    f"with {', '.join(keys)}).",
+                )
             out = {k: np.asarray(f[k]) for k in keys}
     except DataFileError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise DataFileError(path, f"cannot be read as a .npz archive ({type(e).__name__}: "
-                                  f"{e}).") from None
+        raise DataFileError(
+            path, f"cannot be read as a .npz archive ({type(e).__name__}: {e})."
+        ) from None
     for k in ("x_train", "x_test"):
         if out[k].dtype != np.uint8:
             raise DataFileError(path, f"{k} has dtype {out[k].dtype} (expected uint8 pixels).")
@@ -334,8 +358,10 @@ def load_mnist(path: str) -> dict[str, np.ndarray]:
         that differ from image counts, labels outside 0-9.
     """
     path = os.fspath(path)
-    expected = ("a directory with train-images-idx3-ubyte, train-labels-idx1-ubyte, "
-                "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (optionally .gz) or mnist.npz")
+    expected = (
+        "a directory with train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+        "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (optionally .gz) or mnist.npz"
+    )
     if not os.path.exists(path):
         raise DataFileError(path, f"no such file or directory (expected {expected}).")
     if os.path.isdir(path):
@@ -344,16 +370,21 @@ def load_mnist(path: str) -> dict[str, np.ndarray]:
             arrays = {}
             for (split, part), p in found.items():
                 arrays[(split, part)] = read_idx(p, 3 if part == "images" else 1)
-            raw = {"x_train": arrays[("train", "images")], "y_train": arrays[("train", "labels")],
-                   "x_test": arrays[("test", "images")], "y_test": arrays[("test", "labels")]}
+            raw = {
+                "x_train": arrays[("train", "images")],
+                "y_train": arrays[("train", "labels")],
+                "x_test": arrays[("test", "images")],
+                "y_test": arrays[("test", "labels")],
+            }
             where = {"train": found[("train", "images")], "test": found[("test", "images")]}
         elif os.path.isfile(os.path.join(path, "mnist.npz")):
             npz = os.path.join(path, "mnist.npz")
             raw, where = _load_npz(npz), {"train": npz, "test": npz}
         else:
             missing = [MNIST_IDX_FILES[k] for k, v in found.items() if v is None]
-            raise DataFileError(path, f"no MNIST files found: missing {', '.join(missing)} "
-                                      f"(expected {expected}).")
+            raise DataFileError(
+                path, f"no MNIST files found: missing {', '.join(missing)} (expected {expected})."
+            )
     else:
         with open(path, "rb") as f:
             magic = f.read(4)
@@ -365,7 +396,7 @@ def load_mnist(path: str) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for split in ("train", "test"):
         x = raw[f"x_{split}"]
-        out[f"x_{split}"] = (x.reshape(x.shape[0], 784).astype(np.float32) / 255.0)
+        out[f"x_{split}"] = x.reshape(x.shape[0], 784).astype(np.float32) / 255.0
         out[f"y_{split}"] = raw[f"y_{split}"].astype(np.int32)
     out["source"] = np.asarray(path)
     return out

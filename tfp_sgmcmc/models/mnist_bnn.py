@@ -61,8 +61,12 @@ def init_state(seed: int = 0, scale: float = 1e-2, dtype: Any = np.float32) -> l
     """``[B, b, A, a]`` drawn ``N(0, scale²)`` (the authors' ``init_network``, scale 10⁻²)."""
     rng = np.random.default_rng(seed)
     d, h, k = LAYER_SIZES
-    parts = [rng.normal(0, scale, (d, h)), rng.normal(0, scale, h),
-             rng.normal(0, scale, (h, k)), rng.normal(0, scale, k)]
+    parts = [
+        rng.normal(0, scale, (d, h)),
+        rng.normal(0, scale, h),
+        rng.normal(0, scale, (h, k)),
+        rng.normal(0, scale, k),
+    ]
     return [tf.constant(p, dtype) for p in parts]
 
 
@@ -93,16 +97,16 @@ def log_prior(state: Any) -> tf.Tensor:
     return -0.5 * total
 
 
-def predictive_log_probabilities(samples: list[np.ndarray], x: np.ndarray,
-                                 block: int = 5000) -> np.ndarray:
+def predictive_log_probabilities(
+    samples: list[np.ndarray], x: np.ndarray, block: int = 5000
+) -> np.ndarray:
     """Per-sample class log-probabilities ``[S, n, 10]`` (blocks of rows; one trace)."""
-    fn = tf.function(lambda ws, xb: tf.nn.log_softmax(logits_fn(ws, xb), -1),
-                     reduce_retracing=True)
+    fn = tf.function(lambda ws, xb: tf.nn.log_softmax(logits_fn(ws, xb), -1), reduce_retracing=True)
     x = np.asarray(x, np.float32)
     out = []
     for s in range(samples[0].shape[0]):
         ws = [tf.constant(np.asarray(p[s], np.float32)) for p in samples]
-        rows = [fn(ws, tf.constant(x[i:i + block])).numpy() for i in range(0, x.shape[0], block)]
+        rows = [fn(ws, tf.constant(x[i : i + block])).numpy() for i in range(0, x.shape[0], block)]
         out.append(np.concatenate(rows, 0))
     return np.stack(out, 0)
 
@@ -121,16 +125,23 @@ def _stroke_prototypes(rng: np.random.Generator, num_classes: int, styles: int) 
             img = np.zeros((28, 28))
             for p0, p1, p2 in ctrl:
                 t = np.linspace(0, 1, 40)[:, None]
-                pts = (1 - t) ** 2 * p0 + 2 * (1 - t) * t * p1 + t ** 2 * p2
-                d2 = (xx[None] - pts[:, 0, None, None]) ** 2 + (yy[None] - pts[:, 1, None, None]) ** 2
-                img = np.maximum(img, np.exp(-d2 / (2 * 1.1 ** 2)).max(0))
+                pts = (1 - t) ** 2 * p0 + 2 * (1 - t) * t * p1 + t**2 * p2
+                d2 = (xx[None] - pts[:, 0, None, None]) ** 2 + (
+                    yy[None] - pts[:, 1, None, None]
+                ) ** 2
+                img = np.maximum(img, np.exp(-d2 / (2 * 1.1**2)).max(0))
             out[c, s] = img
     return out
 
 
-def synthetic_mnist(num_train: int = 60_000, num_test: int = 10_000, seed: int = 0,
-                    styles: int = 4, blend: float = 0.45, noise: float = 0.08,
-                    ) -> dict[str, np.ndarray]:
+def synthetic_mnist(
+    num_train: int = 60_000,
+    num_test: int = 10_000,
+    seed: int = 0,
+    styles: int = 4,
+    blend: float = 0.45,
+    noise: float = 0.08,
+) -> dict[str, np.ndarray]:
     """MNIST-shaped synthetic digits: ``x`` ``float32 [n, 784]`` in ``[0, 1]``, ``y`` 0-9.
 
     Each class has ``styles`` glyphs of 2-4 random quadratic strokes drawn with a
@@ -166,18 +177,28 @@ def synthetic_mnist(num_train: int = 60_000, num_test: int = 10_000, seed: int =
         oy, ox = rng.integers(0, 7, (2, m))
         st, so = rng.integers(0, styles, (2, m))
         rows = np.arange(28)
-        own = padded[y[sl], st][np.arange(m)[:, None, None], (dy[:, None] + rows)[:, :, None],
-                                (dx[:, None] + rows)[:, None, :]]
-        mix = padded[other[sl], so][np.arange(m)[:, None, None], (oy[:, None] + rows)[:, :, None],
-                                    (ox[:, None] + rows)[:, None, :]]
+        own = padded[y[sl], st][
+            np.arange(m)[:, None, None],
+            (dy[:, None] + rows)[:, :, None],
+            (dx[:, None] + rows)[:, None, :],
+        ]
+        mix = padded[other[sl], so][
+            np.arange(m)[:, None, None],
+            (oy[:, None] + rows)[:, :, None],
+            (ox[:, None] + rows)[:, None, :],
+        ]
         w = rng.uniform(0, blend, (m, 1, 1))
         img = (1 - w) * own + w * mix
         img = img + noise * rng.standard_normal(img.shape) * (img > 0.05)
         x[sl] = np.round(255 * np.clip(img, 0, 1)).reshape(m, 784).astype(np.uint8)
     xf = x.astype(np.float32) / 255.0
-    return {"x_train": xf[:num_train], "y_train": y[:num_train].astype(np.int32),
-            "x_test": xf[num_train:], "y_test": y[num_train:].astype(np.int32),
-            "source": np.asarray("synthetic")}
+    return {
+        "x_train": xf[:num_train],
+        "y_train": y[:num_train].astype(np.int32),
+        "x_test": xf[num_train:],
+        "y_test": y[num_train:].astype(np.int32),
+        "source": np.asarray("synthetic"),
+    }
 
 
 # --------------------------------------------------------------------------- #
@@ -205,21 +226,32 @@ class MnistBNN:
         d, h, k = LAYER_SIZES
         return d * h + h + h * k + k
 
-    def estimator(self, batch_size: int, scheme: str = "random_window",
-                  full_data_chunk_size: int = 10_000):
+    def estimator(
+        self, batch_size: int, scheme: str = "random_window", full_data_chunk_size: int = 10_000
+    ):
         """A :class:`~tfp_sgmcmc.MinibatchEstimator` of the plain-TF posterior."""
         from tfp_sgmcmc.data import InMemoryData
         from tfp_sgmcmc.estimators import MinibatchEstimator
 
         data = InMemoryData((self.x_train, self.y_train), scheme=scheme, name="mnist")
-        return MinibatchEstimator(log_likelihood, data, int(batch_size), log_prior_fn=log_prior,
-                                  full_data_chunk_size=int(full_data_chunk_size))
+        return MinibatchEstimator(
+            log_likelihood,
+            data,
+            int(batch_size),
+            log_prior_fn=log_prior,
+            full_data_chunk_size=int(full_data_chunk_size),
+        )
 
     def batch_size_from_fraction(self, fraction: float) -> int:
         return max(1, int(np.floor(fraction * self.num_train)))
 
-    def metrics(self, samples: list[np.ndarray], max_samples: int = 100, num_bins: int = 10,
-                paper_compatible: bool = False) -> dict[str, float]:
+    def metrics(
+        self,
+        samples: list[np.ndarray],
+        max_samples: int = 100,
+        num_bins: int = 10,
+        paper_compatible: bool = False,
+    ) -> dict[str, float]:
         """Accuracy, log-loss, ECE and MCE of the model-averaged predictive on the test set.
 
         ``p̄ = (1/S) Σ_s β(θ_s, x)`` (Bayesian model average); ECE/MCE from
@@ -240,12 +272,14 @@ class MnistBNN:
         logp = predictive_log_probabilities(samples, self.x_test).astype(np.float64)
         pbar = np.exp(np.logaddexp.reduce(logp, axis=0) - np.log(logp.shape[0]))
         y = np.asarray(self.y_test).astype(int)
-        ece, mce = calibration_errors(pbar, y, num_bins=num_bins,
-                                      paper_compatible=paper_compatible)
+        ece, mce = calibration_errors(pbar, y, num_bins=num_bins, paper_compatible=paper_compatible)
         p_true = np.clip(pbar[np.arange(y.size), y], 1e-300, 1.0)
-        return {"accuracy": float(np.mean(np.argmax(pbar, -1) == y)),
-                "log_loss": float(-np.mean(np.log(p_true))),
-                "ece": float(ece), "mce": float(mce)}
+        return {
+            "accuracy": float(np.mean(np.argmax(pbar, -1) == y)),
+            "log_loss": float(-np.mean(np.log(p_true))),
+            "ece": float(ece),
+            "mce": float(mce),
+        }
 
 
 def keras_posterior(problem: MnistBNN, seed: int = 0, scheme: str = "random_window"):
@@ -261,15 +295,20 @@ def keras_posterior(problem: MnistBNN, seed: int = 0, scheme: str = "random_wind
     from tfp_sgmcmc.keras import KerasPosterior
 
     keras.utils.set_random_seed(seed)
-    model = keras.Sequential([keras.Input((LAYER_SIZES[0],)),
-                              keras.layers.Dense(LAYER_SIZES[1], activation="softmax"),
-                              keras.layers.Dense(LAYER_SIZES[2])])
+    model = keras.Sequential(
+        [
+            keras.Input((LAYER_SIZES[0],)),
+            keras.layers.Dense(LAYER_SIZES[1], activation="softmax"),
+            keras.layers.Dense(LAYER_SIZES[2]),
+        ]
+    )
     data = InMemoryData((problem.x_train, problem.y_train), scheme=scheme, name="mnist")
     return KerasPosterior(model, data, likelihood="categorical", prior_scale=1.0)
 
 
-def mnist_bnn(path: str | None = None, synthetic: bool = False, seed: int = 0,
-              num_train: int | None = None) -> MnistBNN:
+def mnist_bnn(
+    path: str | None = None, synthetic: bool = False, seed: int = 0, num_train: int | None = None
+) -> MnistBNN:
     """Builds the BNN problem from MNIST files or the synthetic stand-in.
 
     Args:
@@ -286,8 +325,10 @@ def mnist_bnn(path: str | None = None, synthetic: bool = False, seed: int = 0,
         :class:`~tfp_sgmcmc.models.data_files.DataFileError` for bad files.
     """
     if (path is None) == (not synthetic):
-        raise ValueError("give exactly one of `path` (MNIST IDX directory or mnist.npz) and "
-                         "`synthetic=True` (the offline stand-in).")
+        raise ValueError(
+            "give exactly one of `path` (MNIST IDX directory or mnist.npz) and "
+            "`synthetic=True` (the offline stand-in)."
+        )
     raw = synthetic_mnist(seed=seed) if synthetic else load_mnist(path)
     xtr, ytr = raw["x_train"], raw["y_train"]
     if num_train is not None:

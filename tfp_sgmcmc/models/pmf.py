@@ -141,8 +141,9 @@ def log_prior_constrained(u, v, mu_u, lam_u, mu_v, lam_v, mu0=MU0, a0=A0, b0=B0)
     total = 0.0
     for w, mu, lam in ((u, mu_u, lam_u), (v, mu_v, lam_v)):
         total += _gaussian_rows(w, mu, lam)
-        total += (-0.5 * tf.reduce_sum(tf.square(mu - mu0) * lam, axis=-1)
-                  + 0.5 * tf.reduce_sum(tf.math.log(lam), axis=-1))
+        total += -0.5 * tf.reduce_sum(tf.square(mu - mu0) * lam, axis=-1) + 0.5 * tf.reduce_sum(
+            tf.math.log(lam), axis=-1
+        )
         total += tf.reduce_sum((a0 - 1.0) * tf.math.log(lam) - b0 * lam, axis=-1)
     return total
 
@@ -180,20 +181,26 @@ def synthetic_ratings(
     Returns:
       A :class:`~tfp_sgmcmc.models.data_files.RatingsData` (``source="synthetic"``).
     """
-    for name, val in (("num_users", num_users), ("num_items", num_items),
-                      ("num_ratings", num_ratings), ("latent_dim", latent_dim)):
+    for name, val in (
+        ("num_users", num_users),
+        ("num_items", num_items),
+        ("num_ratings", num_ratings),
+        ("latent_dim", latent_dim),
+    ):
         if int(val) < 1:
             raise ValueError(f"`{name}` must be >= 1, got {val}.")
     if min_per_user * num_users > num_ratings or num_ratings > num_users * num_items:
         raise ValueError(
             f"`num_ratings` = {num_ratings} must lie in [min_per_user * num_users, "
-            f"num_users * num_items] = [{min_per_user * num_users}, {num_users * num_items}].")
+            f"num_users * num_items] = [{min_per_user * num_users}, {num_users * num_items}]."
+        )
     rng = np.random.default_rng(seed)
     activity = rng.lognormal(0.0, 0.8, num_users)
     popularity = rng.lognormal(0.0, 1.0, num_items)
     popularity /= popularity.sum()
     counts = np.full(num_users, min_per_user) + rng.multinomial(
-        num_ratings - min_per_user * num_users, activity / activity.sum())
+        num_ratings - min_per_user * num_users, activity / activity.sum()
+    )
     counts = np.minimum(counts, num_items)
     deficit = num_ratings - counts.sum()
     while deficit > 0:  # hand the capped excess to users with room, in activity order
@@ -202,21 +209,31 @@ def synthetic_ratings(
         counts[take] += 1
         deficit = num_ratings - counts.sum()
     users = np.repeat(np.arange(num_users), counts)
-    items = np.concatenate([rng.choice(num_items, size=c, replace=False, p=popularity)
-                            for c in counts])
+    items = np.concatenate(
+        [rng.choice(num_items, size=c, replace=False, p=popularity) for c in counts]
+    )
     s = (0.8 / latent_dim) ** 0.25
     u = rng.normal(0.0, s, (num_users, latent_dim))
     v = rng.normal(0.0, s, (num_items, latent_dim))
-    raw = 3.53 + np.sum(u[users] * v[items], axis=1) + rng.normal(0.0, ALPHA ** -0.5, users.size)
+    raw = 3.53 + np.sum(u[users] * v[items], axis=1) + rng.normal(0.0, ALPHA**-0.5, users.size)
     ratings = np.clip(np.round(raw), 1, 5).astype(np.float32)
-    return RatingsData(users=users.astype(np.int32), items=items.astype(np.int32),
-                       ratings=ratings, num_users=num_users, num_items=num_items,
-                       user_ids=np.arange(num_users) + 1, item_ids=np.arange(num_items) + 1,
-                       min_rating=1.0, max_rating=5.0, source="synthetic")
+    return RatingsData(
+        users=users.astype(np.int32),
+        items=items.astype(np.int32),
+        ratings=ratings,
+        num_users=num_users,
+        num_items=num_items,
+        user_ids=np.arange(num_users) + 1,
+        item_ids=np.arange(num_items) + 1,
+        min_rating=1.0,
+        max_rating=5.0,
+        source="synthetic",
+    )
 
 
-def split_ratings(data: RatingsData, train_fraction: float = 0.8,
-                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def split_ratings(
+    data: RatingsData, train_fraction: float = 0.8, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Indices of a seeded random ``train_fraction`` / rest split of the ratings."""
     if not 0.0 < train_fraction < 1.0:
         raise ValueError(f"`train_fraction` must be in (0, 1), got {train_fraction}.")
@@ -281,8 +298,7 @@ class PMF:
         """``(users, items, r − r̄)`` of a split."""
         idx = self.train_idx if split == "train" else self.test_idx
         d = self.data
-        return (d.users[idx], d.items[idx],
-                (d.ratings[idx] - self.mean_rating).astype(self.dtype))
+        return (d.users[idx], d.items[idx], (d.ratings[idx] - self.mean_rating).astype(self.dtype))
 
     def training_data(self, scheme: str = "with_replacement"):
         """The training ratings as an :class:`~tfp_sgmcmc.InMemoryData` (cached per scheme)."""
@@ -293,8 +309,9 @@ class PMF:
             self._cache[key] = InMemoryData(self.arrays("train"), scheme=scheme, name="ratings")
         return self._cache[key]
 
-    def estimator(self, batch_size: int, scheme: str = "with_replacement",
-                  full_data_chunk_size: int = 20_000):
+    def estimator(
+        self, batch_size: int, scheme: str = "with_replacement", full_data_chunk_size: int = 20_000
+    ):
         """A :class:`~tfp_sgmcmc.MinibatchEstimator` over batches of ratings.
 
         ``full_data_chunk_size`` bounds the memory of full-data scores of a
@@ -302,9 +319,13 @@ class PMF:
         """
         from tfp_sgmcmc.estimators import MinibatchEstimator
 
-        return MinibatchEstimator(log_likelihood, self.training_data(scheme), int(batch_size),
-                                  log_prior_fn=log_prior,
-                                  full_data_chunk_size=int(full_data_chunk_size))
+        return MinibatchEstimator(
+            log_likelihood,
+            self.training_data(scheme),
+            int(batch_size),
+            log_prior_fn=log_prior,
+            full_data_chunk_size=int(full_data_chunk_size),
+        )
 
     def batch_size_from_fraction(self, fraction: float) -> int:
         """``n = ⌊τ N_train⌋`` (the paper's batch percentage / 100)."""
@@ -314,8 +335,14 @@ class PMF:
         """A small random state (rows ``N(0, scale²)``, μ = 0, λ = 1) to start a MAP search."""
         rng = np.random.default_rng(seed)
         d = self.latent_dim
-        parts = [rng.normal(0, scale, (self.num_users, d)), rng.normal(0, scale, (self.num_items, d)),
-                 np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d)]
+        parts = [
+            rng.normal(0, scale, (self.num_users, d)),
+            rng.normal(0, scale, (self.num_items, d)),
+            np.zeros(d),
+            np.zeros(d),
+            np.zeros(d),
+            np.zeros(d),
+        ]
         return [tf.constant(p, self.dtype) for p in parts]
 
     def ground_truth(self) -> dict[str, Any] | None:
@@ -323,9 +350,11 @@ class PMF:
         gt = load_ground_truth()
         if gt is None or self.data.source != "synthetic":
             return None
-        if (gt.get("num_ratings") != self.data.num_ratings
-                or gt.get("split_seed") != self.split_seed
-                or gt.get("data_seed") != self._cache.get("data_seed")):
+        if (
+            gt.get("num_ratings") != self.data.num_ratings
+            or gt.get("split_seed") != self.split_seed
+            or gt.get("data_seed") != self._cache.get("data_seed")
+        ):
             return None
         return gt
 
@@ -389,8 +418,10 @@ def pmf(
         for a missing or malformed file.
     """
     if (ratings is None) == (not synthetic):
-        raise ValueError("give exactly one of `ratings` (a u.data or ratings.csv path) and "
-                         "`synthetic=True` (the offline stand-in).")
+        raise ValueError(
+            "give exactly one of `ratings` (a u.data or ratings.csv path) and "
+            "`synthetic=True` (the offline stand-in)."
+        )
     if int(latent_dim) < 1:
         raise ValueError(f"`latent_dim` must be >= 1, got {latent_dim}.")
     if synthetic:
@@ -401,7 +432,14 @@ def pmf(
         data = load_movielens(ratings)
     train_idx, test_idx = split_ratings(data, train_fraction, split_seed)
     mean = float(np.mean(data.ratings[train_idx], dtype=np.float64))
-    prob = PMF(data=data, train_idx=train_idx, test_idx=test_idx, latent_dim=int(latent_dim),
-               mean_rating=mean, split_seed=int(split_seed), dtype=dtype)
+    prob = PMF(
+        data=data,
+        train_idx=train_idx,
+        test_idx=test_idx,
+        latent_dim=int(latent_dim),
+        mean_rating=mean,
+        split_seed=int(split_seed),
+        dtype=dtype,
+    )
     prob._cache["data_seed"] = int(data_seed) if synthetic else None
     return prob
