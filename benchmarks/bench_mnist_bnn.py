@@ -60,9 +60,11 @@ def time_config(name: str, estimator, init, num_steps: int, repeats: int) -> dic
     kernel = sg.SGLD(estimator, step_size=1e-6)
     run = make_run(kernel, num_steps)
     first, out = timed_call(run, init, tf.constant([0, 0], tf.int32))
-    times = []
+    times, cpu = [], []
     for r in range(repeats):
+        c0 = time.process_time()
         t, out = timed_call(run, init, tf.constant([r + 1, 7], tf.int32))
+        cpu.append(time.process_time() - c0)
         times.append(t)
     med = median(times)
     finite = all(bool(np.all(np.isfinite(o))) for o in out)
