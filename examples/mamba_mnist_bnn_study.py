@@ -134,7 +134,13 @@ def main() -> None:
     rng = np.random.default_rng(1)
     noisy_map = [p + tf.constant(rng.standard_normal(p.shape), p.dtype) for p in theta_map]
     n_heur = prob.num_train  # 1/60,000: log10 ε = −4.8 as the paper
-    rows = []
+    rows: list[dict] = []
+
+    def checkpoint(rows: list[dict]) -> None:
+        # rows so far, so an interrupted study still leaves its finished samplers
+        with open(os.path.join(args.out, "rows_partial.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+
     for name in samplers:
         cls, kw = kernel_class(name)
         est = cv if name.endswith("-CV") else base
@@ -200,6 +206,7 @@ def main() -> None:
                 "tuning_sampling_s": float(r.total_sampling_seconds),
             }
             rows.append(row)
+            checkpoint(rows)
             print(
                 f"{name:9s} {method:10s} {key:55s} KSD {row['ksd']:10.4g} "
                 f"acc {m['accuracy']:.4f} ECE {100 * m['ece']:.1f}% MCE {100 * m['mce']:.1f}% "
