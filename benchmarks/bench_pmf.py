@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--output", default=None)
+    ap.add_argument("--no-grids", action="store_true", help="skip the users x items grids")
     a = ap.parse_args(argv)
     report = {"environment": environment(), "loadavg_start": load_average(), "runs": []}
     prob = pm.pmf(synthetic=True)
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
             }
             log(f"[pmf] {name} batch {n}: {rec['steps_per_s']:.0f} steps/s")
             report["runs"].append(rec)
-    for nu, ni in ((50, 4950), (943, 1682), (2500, 2500)):
+    for nu, ni in () if a.no_grids else ((50, 4950), (943, 1682), (2500, 2500)):
         data = pm.synthetic_ratings(nu, ni, 100_000, min_per_user=1, seed=0)
         p = pm.pmf(data)
         rec = {
