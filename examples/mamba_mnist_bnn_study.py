@@ -22,7 +22,7 @@ Run::
     python examples/mamba_mnist_bnn_study.py --quick     # smoke test
     python examples/mamba_mnist_bnn_study.py             # full CPU-scale study
 
-Writes ``report.md`` and ``results.json`` under ``--out`` (default
+Writes ``<out>/mamba_mnist_bnn.md`` (the table) and ``<out>/results.json`` under ``--out`` (default
 ``out/mamba_mnist_bnn/``); ``--write-docs`` also writes
 ``docs/studies/mamba_mnist_bnn.md``.
 """
@@ -46,6 +46,7 @@ from tfp_sgmcmc.models import mnist_bnn as mb  # noqa: E402
 from tfp_sgmcmc.tuning.baselines import run_fixed  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+STUDY_NAME = "mamba_mnist_bnn"
 SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 #: Paper Table 3 (ECE %, MCE %) and Table 8 (log10 ε, batch %, L).
 PAPER = {
@@ -230,10 +231,10 @@ def main() -> None:
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"config": config, "rows": rows}, f, indent=1)
     text = render(rows, config)
-    with open(os.path.join(args.out, "report.md"), "w") as f:
+    with open(os.path.join(args.out, f"{STUDY_NAME}.md"), "w") as f:
         f.write(text)
     if args.write_docs:
-        with open(os.path.join(ROOT, "docs", "studies", "mamba_mnist_bnn.md"), "w") as f:
+        with open(os.path.join(ROOT, "docs", "studies", f"{STUDY_NAME}.md"), "w") as f:
             f.write(text)
     print(text)
 

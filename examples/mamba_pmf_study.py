@@ -24,7 +24,7 @@ Run::
     python examples/mamba_pmf_study.py --quick            # smoke test (minutes)
     python examples/mamba_pmf_study.py                    # full CPU-scale study
 
-Writes ``report.md`` and ``results.json`` under ``--out`` (default
+Writes ``<out>/mamba_pmf.md`` (the table) and ``<out>/results.json`` under ``--out`` (default
 ``out/mamba_pmf/``); ``--write-docs`` also writes ``docs/studies/mamba_pmf.md``.
 """
 
@@ -47,6 +47,7 @@ from tfp_sgmcmc.models.pmf import pmf  # noqa: E402
 from tfp_sgmcmc.tuning.baselines import run_fixed  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+STUDY_NAME = "mamba_pmf"
 SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 #: Paper Table 2 (KSD, ξ×100) and Table 7 (RMSE), Table 6 (log10 ε, batch %, L).
 PAPER = {
@@ -231,10 +232,10 @@ def main() -> None:
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"config": config, "rows": rows}, f, indent=1)
     text = render(rows, config)
-    with open(os.path.join(args.out, "report.md"), "w") as f:
+    with open(os.path.join(args.out, f"{STUDY_NAME}.md"), "w") as f:
         f.write(text)
     if args.write_docs:
-        with open(os.path.join(ROOT, "docs", "studies", "mamba_pmf.md"), "w") as f:
+        with open(os.path.join(ROOT, "docs", "studies", f"{STUDY_NAME}.md"), "w") as f:
             f.write(text)
     print(text)
 

@@ -1,6 +1,6 @@
 """Ground-truth posterior of Bayesian PMF on the synthetic MovieLens-shaped data, by HMC.
 
-Writes ``tfp_sgmcmc/models/ground_truth/pmf_synthetic.json``: the posterior mean
+Writes ``pmf_synthetic.json` in the package's `models/ground_truth` directory`: the posterior mean
 and marginal standard deviation of every one of the 52,580 parameters (in the
 sampled, unconstrained parametrisation ``[U, V, μ_U, log λ_U, μ_V, log λ_V]``),
 their Monte-Carlo standard errors, ESS and R-hat (with summaries), the
