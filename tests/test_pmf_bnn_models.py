@@ -170,7 +170,7 @@ def _dense_log_likelihood(state, batch):
 def _largest_hlo_buffer(fn, *args) -> int:
     import re
 
-    hlo = fn.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
+    hlo = fn.experimental_get_compiler_ir(*args)(stage="hlo")  # before XLA passes: cheap
     sizes = [
         int(np.prod([int(d) for d in m.split(",") if d])) if m else 1
         for m in re.findall(r"f32\[([0-9,]*)\]", hlo)
