@@ -29,6 +29,7 @@ from tfp_sgmcmc.kernels.adaptive import (
     PreconditionedMomentumSGLD,
 )
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.contour import ContourSGLD, ContourSGLDKernelResults, importance_weights
 from tfp_sgmcmc.kernels.hamiltonian import (
     SGHMCKernelResults,
     StochasticGradientHamiltonianMonteCarlo,
@@ -37,6 +38,17 @@ from tfp_sgmcmc.kernels.langevin import (
     PreconditionedStochasticGradientLangevinDynamics,
     SGLDKernelResults,
     StochasticGradientLangevinDynamics,
+)
+from tfp_sgmcmc.kernels.replica_exchange import (
+    ReplicaExchangeSGLD,
+    ReplicaExchangeSGLDKernelResults,
+    estimate_energy_variance,
+)
+from tfp_sgmcmc.kernels.splitting import (
+    BADODAB,
+    BAOAB,
+    BADODABKernelResults,
+    BAOABKernelResults,
 )
 from tfp_sgmcmc.kernels.stochastic_approximation import (
     StochasticApproximation,
@@ -52,6 +64,8 @@ SGLD = StochasticGradientLangevinDynamics
 PSGLD = PreconditionedStochasticGradientLangevinDynamics
 SGHMC = StochasticGradientHamiltonianMonteCarlo
 SGNHT = StochasticGradientNoseHooverThermostat
+CSGLD = ContourSGLD
+RESGLD = ReplicaExchangeSGLD
 
 
 def __getattr__(name: str) -> Any:
@@ -90,4 +104,16 @@ __all__ = [
     "StochasticApproximation",
     "StochasticApproximationKernelResults",
     "deng_sghmc",
+    "BAOAB",
+    "BADODAB",
+    "BAOABKernelResults",
+    "BADODABKernelResults",
+    "ContourSGLD",
+    "ContourSGLDKernelResults",
+    "importance_weights",
+    "ReplicaExchangeSGLD",
+    "ReplicaExchangeSGLDKernelResults",
+    "estimate_energy_variance",
+    "CSGLD",
+    "RESGLD",
 ]
