@@ -95,6 +95,8 @@ _EXPORTS = {
     "BADODAB": "tfp_sgmcmc.kernels",
     "ContourSGLD": "tfp_sgmcmc.kernels",
     "ReplicaExchangeSGLD": "tfp_sgmcmc.kernels",
+    "CSGLD": "tfp_sgmcmc.kernels",
+    "RESGLD": "tfp_sgmcmc.kernels",
     "SpikeAndSlabGroupLasso": "tfp_sgmcmc.priors",
     "SSGLEstimator": "tfp_sgmcmc.priors",
     "ConstantStepSize": "tfp_sgmcmc.schedules",
@@ -158,6 +160,8 @@ __all__ = [
     "BADODAB",
     "ContourSGLD",
     "ReplicaExchangeSGLD",
+    "CSGLD",
+    "RESGLD",
     # priors and schedules
     "SpikeAndSlabGroupLasso",
     "SSGLEstimator",
