@@ -81,6 +81,16 @@ class SVRGEstimator(GradientEstimator):
     #### Examples
 
     ```python
+    import numpy as np, tensorflow as tf
+    import tfp_sgmcmc as sg
+
+    x = np.random.default_rng(0).standard_normal((5_000, 3)).astype("float32")
+    y = (x @ np.ones(3, "float32") > 0).astype("float32")
+
+    def loglik(theta, batch):  # one log-likelihood per example
+        return -tf.nn.sigmoid_cross_entropy_with_logits(
+            batch[1], tf.linalg.matvec(batch[0], theta))
+
     est = sg.SVRGEstimator(sg.MinibatchEstimator(loglik, (x, y), batch_size=100), 1000)
     kernel = sg.SGLD(est, step_size=1e-4)  # SGLD-SVRG; sg.SGHMC(est, ...) is SGHMC-SVRG
     ```
