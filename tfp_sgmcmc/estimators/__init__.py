@@ -28,6 +28,7 @@ from tfp_sgmcmc.estimators.structured import (
     UniformMask,
     trace_without_history,
 )
+from tfp_sgmcmc.estimators.transformed import TransformedEstimator
 
 __all__ = [
     "GradientEstimate",
@@ -46,6 +47,7 @@ __all__ = [
     "UniformMask",
     "BetaMask",
     "trace_without_history",
+    "TransformedEstimator",
     "Partition",
     "partition_by_part",
     "partition_modulo",

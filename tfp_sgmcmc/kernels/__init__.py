@@ -31,6 +31,11 @@ from tfp_sgmcmc.kernels.stochastic_approximation import (
     StochasticApproximationKernelResults,
     deng_sghmc,
 )
+from tfp_sgmcmc.kernels.tfp_wrappers import (
+    SGMCMCResultsMixin,
+    TransformedTransitionKernel,
+    UncalibratedKernelError,
+)
 from tfp_sgmcmc.kernels.thermostat import (
     SGNHTKernelResults,
     StochasticGradientNoseHooverThermostat,
@@ -65,4 +70,7 @@ __all__ = [
     "StochasticApproximation",
     "StochasticApproximationKernelResults",
     "deng_sghmc",
+    "TransformedTransitionKernel",
+    "SGMCMCResultsMixin",
+    "UncalibratedKernelError",
 ]

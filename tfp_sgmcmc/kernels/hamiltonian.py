@@ -11,12 +11,12 @@ import tensorflow as tf
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import sghmc_momentum_step
 from tfp_sgmcmc.internal.util import (
-    PrettyNamedTupleMixin,
     cast_param,
     check_positive,
     static_value,
 )
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 
 __all__ = ["SGHMCKernelResults", "StochasticGradientHamiltonianMonteCarlo"]
 
@@ -24,7 +24,7 @@ ORDERS = ("chen", "explicit")
 
 
 class SGHMCKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "SGHMCKernelResults",
         [

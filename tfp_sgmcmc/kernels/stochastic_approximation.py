@@ -65,9 +65,10 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, as_parts, static_value
+from tfp_sgmcmc.internal.util import as_parts, static_value
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.hamiltonian import StochasticGradientHamiltonianMonteCarlo
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 from tfp_sgmcmc.priors.estimator import SSGLEstimator
 from tfp_sgmcmc.priors.ssgl import SSGLLatents
 from tfp_sgmcmc.schedules import StepSizeSchedule, as_schedule, check_sa_schedule
@@ -80,7 +81,7 @@ __all__ = [
 
 
 class StochasticApproximationKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "StochasticApproximationKernelResults",
         [

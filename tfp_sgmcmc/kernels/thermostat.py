@@ -9,14 +9,15 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import sgnht_momentum_step, sgnht_thermostat_step
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, cast_param, check_positive
+from tfp_sgmcmc.internal.util import cast_param, check_positive
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 
 __all__ = ["SGNHTKernelResults", "StochasticGradientNoseHooverThermostat"]
 
 
 class SGNHTKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "SGNHTKernelResults",
         [
