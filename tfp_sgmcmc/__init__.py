@@ -50,9 +50,11 @@ from tfp_sgmcmc.estimators import (
     NoisyGradientEstimator,
     StructuredDropoutEstimator,
     StructuredEstimator,
+    TransformedEstimator,
     find_map,
 )
 from tfp_sgmcmc.export import to_arviz
+from tfp_sgmcmc.joint import JointPosterior
 from tfp_sgmcmc.kernels import (
     ASGLD,
     MSGLD,
@@ -67,6 +69,7 @@ from tfp_sgmcmc.kernels import (
     StochasticGradientHamiltonianMonteCarlo,
     StochasticGradientLangevinDynamics,
     StochasticGradientNoseHooverThermostat,
+    TransformedTransitionKernel,
 )
 from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
 from tfp_sgmcmc.schedules import (
@@ -104,11 +107,13 @@ __all__ = [
     "StructuredEstimator",
     "StructuredDropoutEstimator",
     "find_map",
+    "TransformedEstimator",
     # kernels
     "StochasticGradientLangevinDynamics",
     "PreconditionedStochasticGradientLangevinDynamics",
     "StochasticGradientHamiltonianMonteCarlo",
     "StochasticGradientNoseHooverThermostat",
+    "TransformedTransitionKernel",
     "MomentumSGLD",
     "AdamSGLD",
     "StochasticApproximation",
@@ -145,4 +150,5 @@ __all__ = [
     "heuristic",
     "sample",
     "to_arviz",
+    "JointPosterior",
 ]
