@@ -324,6 +324,10 @@ class JointPosterior:
         from tfp_sgmcmc.export import to_arviz
 
         theta = [np.asarray(t) for t in self.constrain(samples, as_dict=False)]
+        if "batch_ndims" not in kwargs:
+            # [draws, *chains, *event]: the prior's event rank gives the chain dims.
+            event_rank = len(tf.nest.flatten(self._prior.event_shape)[0])
+            kwargs["batch_ndims"] = theta[0].ndim - 1 - event_rank
         return to_arviz(theta, var_names=self._names, **kwargs)
 
     def model_spec(
@@ -354,4 +358,3 @@ class JointPosterior:
             f"JointPosterior(prior={type(self._prior).__name__}, parts={self._names}, "
             f"N={self.num_examples}, batch_size={self._constrained.batch_size})"
         )
-
