@@ -25,7 +25,7 @@ Run::
     nice -n 10 python examples/hierarchical_logistic_tfp.py            # ~10 min, 2 cores
     nice -n 10 python examples/hierarchical_logistic_tfp.py --quick    # smoke run
 
-Writes ``results.json``, ``table.md`` and ``sd_vs_nuts.png`` under ``--out``
+Writes ``results.json``, ``table.txt`` (a Markdown table) and ``sd_vs_nuts.png`` under ``--out``
 (default ``out/hierarchical_logistic_tfp/``); ``--write-docs`` also writes the
 study page and figure under ``docs/``.
 """
@@ -317,7 +317,7 @@ def main() -> None:
             f,
             indent=1,
         )
-    with open(os.path.join(out, "table.md"), "w") as f:
+    with open(os.path.join(out, "table.txt"), "w") as f:
         f.write(table)
 
     import matplotlib

@@ -294,10 +294,12 @@ class JointPosterior:
         Maximises ``log π(f(z))`` *without* the log-det-Jacobian (the Jacobian
         would move the mode), by L-BFGS on the full data
         (:func:`~tfp_sgmcmc.estimators.find_map`). ``initial_state`` defaults
-        to a prior draw (seed 0).
+        to the origin of the unconstrained space (``θ = f(0)``, e.g. a scale of
+        ``softplus(0)``), Stan's ``init=0``: a prior draw can land where the
+        likelihood is extreme (a tiny scale) and throw L-BFGS off.
         """
         if initial_state is None:
-            initial_state = self.initial_state(seed=0)
+            initial_state = [tf.zeros_like(p) for p in self.initial_state(seed=0)]
         no_jacobian = TransformedEstimator(
             self._constrained, self._bijector, include_log_det_jacobian=False
         )
