@@ -16,71 +16,82 @@ See ``docs/index.md`` for the guide; every sampler's docstring gives its update 
 and the paper it comes from.
 """
 
-from tfp_sgmcmc import (
-    data,
-    diagnostics,
-    driver,
-    estimators,
-    integrators,
-    kernels,
-    priors,
-    schedules,
-    transforms,
-    tuning,
+# The package imports TensorFlow only when a name is first used (PEP 562): the
+# command line's ``--help`` and ``import tfp_sgmcmc.cli`` stay fast, and
+# ``import tfp_sgmcmc as sg; sg.SGLD`` works as before.
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_SUBMODULES = (
+    "data",
+    "diagnostics",
+    "driver",
+    "estimators",
+    "integrators",
+    "kernels",
+    "priors",
+    "schedules",
+    "transforms",
+    "tuning",
 )
-from tfp_sgmcmc.data import DatasetData, InMemoryData
-from tfp_sgmcmc.diagnostics import (
-    FSSDReducer,
-    KSDReducer,
-    effective_sample_size,
-    expected_calibration_error,
-    fssd,
-    fssd_opt,
-    integrated_autocorrelation_time,
-    kernel_stein_discrepancy,
-    maximum_calibration_error,
-    relative_std_error,
-)
-from tfp_sgmcmc.driver import sample
-from tfp_sgmcmc.estimators import (
-    ControlVariateEstimator,
-    DistributedMinibatchEstimator,
-    GradientEstimate,
-    GradientEstimator,
-    MinibatchEstimator,
-    NoisyGradientEstimator,
-    StructuredDropoutEstimator,
-    StructuredEstimator,
-    TransformedEstimator,
-    find_map,
-)
-from tfp_sgmcmc.export import to_arviz
-from tfp_sgmcmc.joint import JointPosterior
-from tfp_sgmcmc.kernels import (
-    ASGLD,
-    MSGLD,
-    PSGLD,
-    SGHMC,
-    SGLD,
-    SGNHT,
-    AdamSGLD,
-    MomentumSGLD,
-    PreconditionedStochasticGradientLangevinDynamics,
-    StochasticApproximation,
-    StochasticGradientHamiltonianMonteCarlo,
-    StochasticGradientLangevinDynamics,
-    StochasticGradientNoseHooverThermostat,
-    TransformedTransitionKernel,
-)
-from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
-from tfp_sgmcmc.schedules import (
-    ConstantStepSize,
-    CyclicalStepSize,
-    GeometricAnnealing,
-    PolynomialDecay,
-    SAStepSize,
-)
-from tfp_sgmcmc.tuning import MAMBA, RayMAMBA, grid_search, heuristic, mamba
+
+#: Public name -> the module that defines it (imported on first access).
+_EXPORTS = {
+    "DatasetData": "tfp_sgmcmc.data",
+    "InMemoryData": "tfp_sgmcmc.data",
+    "FSSDReducer": "tfp_sgmcmc.diagnostics",
+    "KSDReducer": "tfp_sgmcmc.diagnostics",
+    "effective_sample_size": "tfp_sgmcmc.diagnostics",
+    "expected_calibration_error": "tfp_sgmcmc.diagnostics",
+    "fssd": "tfp_sgmcmc.diagnostics",
+    "fssd_opt": "tfp_sgmcmc.diagnostics",
+    "integrated_autocorrelation_time": "tfp_sgmcmc.diagnostics",
+    "kernel_stein_discrepancy": "tfp_sgmcmc.diagnostics",
+    "maximum_calibration_error": "tfp_sgmcmc.diagnostics",
+    "relative_std_error": "tfp_sgmcmc.diagnostics",
+    "sample": "tfp_sgmcmc.driver",
+    "ControlVariateEstimator": "tfp_sgmcmc.estimators",
+    "DistributedMinibatchEstimator": "tfp_sgmcmc.estimators",
+    "GradientEstimate": "tfp_sgmcmc.estimators",
+    "GradientEstimator": "tfp_sgmcmc.estimators",
+    "MinibatchEstimator": "tfp_sgmcmc.estimators",
+    "NoisyGradientEstimator": "tfp_sgmcmc.estimators",
+    "StructuredDropoutEstimator": "tfp_sgmcmc.estimators",
+    "StructuredEstimator": "tfp_sgmcmc.estimators",
+    "find_map": "tfp_sgmcmc.estimators",
+    "TransformedEstimator": "tfp_sgmcmc.estimators",
+    "to_arviz": "tfp_sgmcmc.export",
+    "JointPosterior": "tfp_sgmcmc.joint",
+    "ASGLD": "tfp_sgmcmc.kernels",
+    "MSGLD": "tfp_sgmcmc.kernels",
+    "PSGLD": "tfp_sgmcmc.kernels",
+    "SGHMC": "tfp_sgmcmc.kernels",
+    "SGLD": "tfp_sgmcmc.kernels",
+    "SGNHT": "tfp_sgmcmc.kernels",
+    "AdamSGLD": "tfp_sgmcmc.kernels",
+    "MomentumSGLD": "tfp_sgmcmc.kernels",
+    "PreconditionedStochasticGradientLangevinDynamics": "tfp_sgmcmc.kernels",
+    "StochasticApproximation": "tfp_sgmcmc.kernels",
+    "StochasticGradientHamiltonianMonteCarlo": "tfp_sgmcmc.kernels",
+    "StochasticGradientLangevinDynamics": "tfp_sgmcmc.kernels",
+    "StochasticGradientNoseHooverThermostat": "tfp_sgmcmc.kernels",
+    "TransformedTransitionKernel": "tfp_sgmcmc.kernels",
+    "SpikeAndSlabGroupLasso": "tfp_sgmcmc.priors",
+    "SSGLEstimator": "tfp_sgmcmc.priors",
+    "ConstantStepSize": "tfp_sgmcmc.schedules",
+    "CyclicalStepSize": "tfp_sgmcmc.schedules",
+    "GeometricAnnealing": "tfp_sgmcmc.schedules",
+    "PolynomialDecay": "tfp_sgmcmc.schedules",
+    "SAStepSize": "tfp_sgmcmc.schedules",
+    "MAMBA": "tfp_sgmcmc.tuning",
+    "RayMAMBA": "tfp_sgmcmc.tuning",
+    "grid_search": "tfp_sgmcmc.tuning",
+    "heuristic": "tfp_sgmcmc.tuning",
+    "mamba": "tfp_sgmcmc.tuning",
+}
 
 __version__ = "0.1.0.dev0"
 
@@ -153,3 +164,86 @@ __all__ = [
     "to_arviz",
     "JointPosterior",
 ]
+
+
+if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
+    from tfp_sgmcmc import (
+        data,
+        diagnostics,
+        driver,
+        estimators,
+        integrators,
+        kernels,
+        priors,
+        schedules,
+        transforms,
+        tuning,
+    )
+    from tfp_sgmcmc.data import DatasetData, InMemoryData
+    from tfp_sgmcmc.diagnostics import (
+        FSSDReducer,
+        KSDReducer,
+        effective_sample_size,
+        expected_calibration_error,
+        fssd,
+        fssd_opt,
+        integrated_autocorrelation_time,
+        kernel_stein_discrepancy,
+        maximum_calibration_error,
+        relative_std_error,
+    )
+    from tfp_sgmcmc.driver import sample
+    from tfp_sgmcmc.estimators import (
+        ControlVariateEstimator,
+        DistributedMinibatchEstimator,
+        GradientEstimate,
+        GradientEstimator,
+        MinibatchEstimator,
+        NoisyGradientEstimator,
+        StructuredDropoutEstimator,
+        StructuredEstimator,
+        TransformedEstimator,
+        find_map,
+    )
+    from tfp_sgmcmc.export import to_arviz
+    from tfp_sgmcmc.joint import JointPosterior
+    from tfp_sgmcmc.kernels import (
+        ASGLD,
+        MSGLD,
+        PSGLD,
+        SGHMC,
+        SGLD,
+        SGNHT,
+        AdamSGLD,
+        MomentumSGLD,
+        PreconditionedStochasticGradientLangevinDynamics,
+        StochasticApproximation,
+        StochasticGradientHamiltonianMonteCarlo,
+        StochasticGradientLangevinDynamics,
+        StochasticGradientNoseHooverThermostat,
+        TransformedTransitionKernel,
+    )
+    from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
+    from tfp_sgmcmc.schedules import (
+        ConstantStepSize,
+        CyclicalStepSize,
+        GeometricAnnealing,
+        PolynomialDecay,
+        SAStepSize,
+    )
+    from tfp_sgmcmc.tuning import MAMBA, RayMAMBA, grid_search, heuristic, mamba
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"tfp_sgmcmc.{name}")
+    elif name in _EXPORTS:
+        module = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'tfp_sgmcmc' has no attribute {name!r}")
+    globals()[name] = module  # cache: __getattr__ runs once per name
+    return module
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -11,7 +11,8 @@ takes keyword arguments (all optional) and returns a
 
     def build(batch_size=100, num_chains=4):
         x = np.random.default_rng(0).normal(1.0, 1.0, size=(10_000, 1)).astype("float32")
-        loglik = lambda theta, batch: -0.5 * tf.reduce_sum((batch[..., None, :] - theta) ** 2, -1)
+        def loglik(theta, batch):  # a def: AutoGraph cannot convert every lambda
+            return -0.5 * tf.reduce_sum((tf.expand_dims(theta, -2) - batch) ** 2, -1)
         ...
         return ModelSpec(estimator=est, init_state=tf.zeros([num_chains, 1]))
 
@@ -37,7 +38,14 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimator
 
-__all__ = ["ModelSpec", "ModelError", "load_model", "parse_model_args", "BUILTIN_MODELS"]
+__all__ = [
+    "ModelSpec",
+    "ModelError",
+    "load_model",
+    "resolve_build",
+    "parse_model_args",
+    "BUILTIN_MODELS",
+]
 
 
 class ModelError(ValueError):
@@ -154,6 +162,17 @@ def _resolve(spec: str) -> Any:
     if spec in BUILTIN_MODELS:
         return BUILTIN_MODELS[spec]
     raise ModelError(f"tfp_sgmcmc.models.{spec} has no `build` function.")
+
+
+def resolve_build(spec: str) -> Any:
+    """The build function named by ``spec`` (imports the file or module; does not call it).
+
+    Raises:
+      ModelError: missing file, function or module.
+    """
+    if not isinstance(spec, str) or not spec:
+        raise ModelError(f"`model` must be a non-empty string, got {spec!r}.")
+    return _resolve(spec)
 
 
 def load_model(spec: str, model_args: dict[str, Any] | None = None) -> ModelSpec:
