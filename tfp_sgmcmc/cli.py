@@ -55,6 +55,10 @@ KERNELS = {
     "psgld": "PreconditionedStochasticGradientLangevinDynamics",
     "sghmc": "StochasticGradientHamiltonianMonteCarlo",
     "sgnht": "StochasticGradientNoseHooverThermostat",
+    "baoab": "BAOAB",
+    "badodab": "BADODAB",
+    "csgld": "ContourSGLD",
+    "resgld": "ReplicaExchangeSGLD",
 }
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130

@@ -28,6 +28,7 @@ from tfp_sgmcmc.estimators.structured import (
     UniformMask,
     trace_without_history,
 )
+from tfp_sgmcmc.estimators.svrg import SVRGEstimator, SVRGEstimatorState
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "MinibatchEstimator",
     "NoisyGradientEstimator",
     "ControlVariateEstimator",
+    "SVRGEstimator",
+    "SVRGEstimatorState",
     "DistributedMinibatchEstimator",
     "find_map",
     "MapResult",
