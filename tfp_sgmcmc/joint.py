@@ -3,7 +3,7 @@
 A TFP model is a prior ``p(θ)`` given as a ``tfd.JointDistribution`` (Named,
 Sequential or Coroutine, auto-batched or not) and a per-example likelihood
 ``p(y_i | θ, x_i)`` given as a function returning a ``tfd.Distribution``.
-:class:`JointPosterior` turns the pair plus the data into everything the
+`JointPosterior` turns the pair plus the data into everything the
 samplers, the tuner, the driver and the diagnostics need:
 
 ```none
@@ -12,21 +12,21 @@ z = f^{-1}(θ),  f = prior.experimental_default_event_space_bijector()
 log π_z(z) = log π(f(z)) + log |det J_f(z)|                        (sampler space)
 ```
 
-* :attr:`JointPosterior.estimator` — the minibatch estimate of ``log π_z``
-  and its score (a :class:`~tfp_sgmcmc.estimators.TransformedEstimator`
-  around a :class:`~tfp_sgmcmc.estimators.MinibatchEstimator`): give it to any
+* `JointPosterior.estimator` — the minibatch estimate of ``log π_z``
+  and its score (a `tfp_sgmcmc.estimators.TransformedEstimator`
+  around a `tfp_sgmcmc.estimators.MinibatchEstimator`): give it to any
   kernel, to MAMBA or to the driver; the state is the list of unconstrained
-  parts, in the prior's flattened order (:attr:`JointPosterior.names`);
-* :attr:`JointPosterior.constrained_estimator` and :attr:`JointPosterior.bijector`
+  parts, in the prior's flattened order (`JointPosterior.names`);
+* `JointPosterior.constrained_estimator` and `JointPosterior.bijector`
   — the same model in the model space, for
-  :class:`~tfp_sgmcmc.kernels.TransformedTransitionKernel` (same chain);
-* :meth:`JointPosterior.control_variates` — SGLD-CV & co. on the same model;
-* :meth:`JointPosterior.initial_state` — a prior draw or the MAP;
-* :meth:`JointPosterior.score_fn` / :attr:`JointPosterior.target_log_prob_fn`
+  `tfp_sgmcmc.kernels.TransformedTransitionKernel` (same chain);
+* `JointPosterior.control_variates` — SGLD-CV & co. on the same model;
+* `JointPosterior.initial_state` — a prior draw or the MAP;
+* `JointPosterior.score_fn` / `JointPosterior.target_log_prob_fn`
   — full-data scores for KSD/FSSD, and the full-data log-density for TFP's
   exact kernels (NUTS, HMC, MALA);
-* :meth:`JointPosterior.constrain`, :meth:`JointPosterior.to_arviz`,
-  :meth:`JointPosterior.model_spec` — named, constrained draws for ArviZ, and
+* `JointPosterior.constrain`, `JointPosterior.to_arviz`,
+  `JointPosterior.model_spec` — named, constrained draws for ArviZ, and
   the ``ModelSpec`` a ``tfp-sgmcmc --model`` file returns.
 
 See ``docs/tfp_models.md``.
@@ -127,7 +127,7 @@ class JointPosterior:
         ``tfd.Normal(params["mu"][..., None], params["sigma"][..., None])``).
       data: the ``N`` examples: an array (the observations), a tuple/list/dict
         of arrays with a common leading dimension, or a
-        :class:`~tfp_sgmcmc.data.DataSource`.
+        `tfp_sgmcmc.data.DataSource`.
       batch_size: ``n``, the minibatch size.
       observed: which part of a batch the likelihood scores: a key/index into
         the batch, or a callable ``batch -> observed``. Default value: ``None``
@@ -265,7 +265,7 @@ class JointPosterior:
         return dist.log_prob(self._observed(batch))
 
     def with_batch_size(self, batch_size: int) -> TransformedEstimator:
-        """:attr:`estimator` with another minibatch size (what MAMBA's batch arms use)."""
+        """`estimator` with another minibatch size (what MAMBA's batch arms use)."""
         return self._estimator.with_batch_size(batch_size)
 
     def control_variates(
@@ -275,7 +275,7 @@ class JointPosterior:
 
         Args:
           centre: unconstrained centre (list of parts, no chain dims). Default
-            value: ``None`` (the MAP, :meth:`find_map`).
+            value: ``None`` (the MAP, `find_map`).
           batch_size: minibatch size. Default value: ``None`` (the posterior's).
         """
         if centre is None:
@@ -310,7 +310,7 @@ class JointPosterior:
           num_chains: leading chain dimension. Default value: ``None`` (none).
           seed: seed of the prior draw. Default value: ``None``.
           method: ``"prior"`` or ``"map"``. Default value: ``"prior"``.
-          **map_kwargs: passed to :meth:`find_map`.
+          **map_kwargs: passed to `find_map`.
         """
         if method == "prior":
             shape = [] if num_chains is None else [int(num_chains)]
@@ -328,7 +328,7 @@ class JointPosterior:
 
         Maximises ``log π(f(z))`` *without* the log-det-Jacobian (the Jacobian
         would move the mode), by L-BFGS on the full data
-        (:func:`~tfp_sgmcmc.estimators.find_map`). ``initial_state`` defaults
+        (`tfp_sgmcmc.estimators.find_map`). ``initial_state`` defaults
         to the origin of the unconstrained space (``θ = f(0)``, e.g. a scale of
         ``softplus(0)``), Stan's ``init=0``: a prior draw can land where the
         likelihood is extreme (a tiny scale) and throw L-BFGS off.
@@ -357,7 +357,7 @@ class JointPosterior:
         Args:
           samples: unconstrained draws as ``sample_chain`` returns them (list
             of parts ``[num_draws, *chains, *event]``).
-          **kwargs: passed to :func:`tfp_sgmcmc.to_arviz`.
+          **kwargs: passed to `tfp_sgmcmc.to_arviz`.
         """
         from tfp_sgmcmc.export import to_arviz
 
@@ -376,10 +376,10 @@ class JointPosterior:
         name: str = "model",
         **info: Any,
     ) -> Any:
-        """The :class:`~tfp_sgmcmc.driver.ModelSpec` of a ``tfp-sgmcmc --model`` file.
+        """The `tfp_sgmcmc.driver.ModelSpec` of a ``tfp-sgmcmc --model`` file.
 
         The driver and the CLI run on the unconstrained parts; their names are
-        ``<name>_unconstrained`` (map draws back with :meth:`constrain`).
+        ``<name>_unconstrained`` (map draws back with `constrain`).
         """
         from tfp_sgmcmc.driver.model import ModelSpec
 

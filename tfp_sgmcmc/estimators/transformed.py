@@ -11,15 +11,15 @@ log π_z(z) = log π(f(z)) + log |det ∂f/∂z|
 
 (change of variables; the same convention as
 ``tfp.mcmc.TransformedTransitionKernel``: ``forward`` maps the sampler's space
-to the model's). :class:`TransformedEstimator` applies it to the *estimate* of
+to the model's). `TransformedEstimator` applies it to the *estimate* of
 any inner estimator: the inner estimator sees ``θ = f(z)`` and returns
 ``log π̃(θ)`` and ``∇_θ log π̃(θ)`` (minibatch, control variates, structured,
 distributed, ...); the chain rule is one vector-Jacobian product, so
 ``E[∇_z log π̃_z] = ∇_z log π_z`` whenever the inner estimate is unbiased, and
 the log-det-Jacobian term is exact (it involves no data). This is the one
 place where the change of variables happens; the drop-in
-:class:`~tfp_sgmcmc.kernels.TransformedTransitionKernel` and the
-JointDistribution bridge (:mod:`tfp_sgmcmc.joint`) both use it.
+`tfp_sgmcmc.kernels.TransformedTransitionKernel` and the
+JointDistribution bridge (`tfp_sgmcmc.joint`) both use it.
 
 See ``docs/tfp_models.md``.
 
@@ -79,7 +79,7 @@ class TransformedEstimator(GradientEstimator):
     carried as is.
 
     Args:
-      estimator: the inner :class:`~tfp_sgmcmc.estimators.GradientEstimator`,
+      estimator: the inner `tfp_sgmcmc.estimators.GradientEstimator`,
         written in the constrained space ``θ``.
       bijector: ``f``: a ``tfp.bijectors.Bijector`` (for a single-tensor
         state, or a multipart bijector acting on a list of parts) or a list of

@@ -1,19 +1,19 @@
 """Composition of the SG kernels with TFP's kernel wrappers.
 
-* :class:`TransformedTransitionKernel`: a drop-in for
+* `TransformedTransitionKernel`: a drop-in for
   ``tfp.mcmc.TransformedTransitionKernel`` (same name, arguments, results and
   semantics: the chain runs on the unconstrained space and states come out in
   the constrained one). TFP's class looks for a ``target_log_prob_fn`` in the
   inner kernel; an SG kernel is driven by a gradient estimator instead, so
   this subclass rebuilds the SG kernel around a
-  :class:`~tfp_sgmcmc.estimators.TransformedEstimator` (the change of
+  `tfp_sgmcmc.estimators.TransformedEstimator` (the change of
   variables and its log-det-Jacobian, applied to the stochastic estimate).
   Any other inner kernel (HMC, NUTS, ...) is handled by TFP's code unchanged.
-* :class:`SGMCMCResultsMixin`: the base of every SG kernel's results. SG
+* `SGMCMCResultsMixin`: the base of every SG kernel's results. SG
   kernels have no acceptance step, so the fields that TFP's
   Metropolis-Hastings and step-size-adaptation wrappers read
   (``log_acceptance_correction``, ``log_accept_ratio``) raise an
-  :class:`UncalibratedKernelError` that names the alternative, instead of
+  `UncalibratedKernelError` that names the alternative, instead of
   TFP's ``AttributeError`` from deep inside the wrapper or, for
   ``tfp.mcmc.MetropolisHastings``, a silent accept/reject on the minibatch
   log-density (a chain that targets nothing). ``ThinningKernel``,
