@@ -49,7 +49,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import RNG_ALG
+from tfp_sgmcmc.internal.util import RNG_ALG, check_int
 
 __all__ = [
     "BatchState",
@@ -363,8 +363,7 @@ class DatasetData(DataSource):
     ) -> None:
         if not isinstance(dataset, tf.data.Dataset):
             raise ValueError(f"`dataset` must be a tf.data.Dataset, got {type(dataset).__name__}.")
-        if not isinstance(num_examples, (int, np.integer)) or num_examples < 1:
-            raise ValueError(f"`num_examples` must be a positive int, got {num_examples!r}.")
+        num_examples = check_int(num_examples, "num_examples", 1)
         spec = dataset.element_spec
         flat = tf.nest.flatten(spec)
         dims = {s.shape[0] for s in flat}

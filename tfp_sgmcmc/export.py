@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from tfp_sgmcmc.internal.util import check_int
+
 __all__ = ["to_arviz", "DIAGNOSTICS_FILE"]
 
 #: Written by ``tfp-sgmcmc diagnose`` in the run directory; read by :func:`to_arviz`.
@@ -133,10 +135,8 @@ def to_arviz(
       ValueError: bad shapes, ``burn``/``step``, or ``var_names``.
       ImportError: ArviZ is not installed.
     """
-    if not isinstance(burn, int) or burn < 0:
-        raise ValueError(f"`burn` must be an int >= 0, got {burn!r}.")
-    if not isinstance(step, int) or step < 1:
-        raise ValueError(f"`step` must be an int >= 1, got {step!r}.")
+    burn = check_int(burn, "burn", 0)
+    step = check_int(step, "step", 1)
     from tfp_sgmcmc.driver.sampler import SamplingRun  # local: keeps export importable alone
 
     reductions: dict[str, list[np.ndarray]] = {}
@@ -172,8 +172,7 @@ def to_arviz(
         if batch_ndims is None:
             tlp = trace.get("target_log_prob")
             batch_ndims = max(np.ndim(tlp) - 1, 0) if tlp is not None else 0
-        if not isinstance(batch_ndims, int) or batch_ndims < 0:
-            raise ValueError(f"`batch_ndims` must be an int >= 0, got {batch_ndims!r}.")
+        batch_ndims = check_int(batch_ndims, "batch_ndims", 0)
         batch_shape = list(parts[0].shape[1 : 1 + batch_ndims])
     az = _import_arviz()
     import xarray as xr

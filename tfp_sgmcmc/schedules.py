@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import check_positive, static_value
+from tfp_sgmcmc.internal.util import cast_param, check_positive, static_value
 
 __all__ = [
     "StepSizeSchedule",
@@ -73,10 +73,6 @@ def _fmt(v: Any) -> str:
     return repr(s.item()) if s is not None and s.ndim == 0 else repr(v)
 
 
-def _cast(x: Any, dtype: tf.DType) -> tf.Tensor:
-    return tf.cast(x, dtype) if isinstance(x, (tf.Tensor, tf.Variable)) else tf.constant(x, dtype)
-
-
 class ConstantStepSize(StepSizeSchedule):
     """``ε_t = step_size`` for every step.
 
@@ -103,7 +99,7 @@ class ConstantStepSize(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         del step
-        return _cast(self._step_size, dtype)
+        return cast_param(self._step_size, dtype)
 
 
 class PolynomialDecay(StepSizeSchedule):
@@ -136,7 +132,8 @@ class PolynomialDecay(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         t = tf.cast(step, dtype) + (1.0 if self._one_based else 0.0)
-        return _cast(self._a, dtype) * tf.pow(_cast(self._b, dtype) + t, -_cast(self._gamma, dtype))
+        a, b, gamma = (cast_param(v, dtype) for v in (self._a, self._b, self._gamma))
+        return a * tf.pow(b + t, -gamma)
 
 
 class CyclicalStepSize(StepSizeSchedule):
@@ -192,7 +189,7 @@ class CyclicalStepSize(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         r = self._position(step, dtype)
-        return _cast(self._eps0, dtype) / 2 * (tf.cos(math.pi * r) + 1)
+        return cast_param(self._eps0, dtype) / 2 * (tf.cos(math.pi * r) + 1)
 
     def is_exploration(self, step: tf.Tensor) -> tf.Tensor:
         """True while ``step`` lies in the exploration part of its cycle."""
@@ -248,9 +245,10 @@ class SAStepSize(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         k = tf.cast(step, dtype) + 1.0
-        w = _cast(self._A, dtype) * tf.pow(k + _cast(self._B, dtype), -_cast(self._alpha, dtype))
+        big_a, big_b, alpha = (cast_param(v, dtype) for v in (self._A, self._B, self._alpha))
+        w = big_a * tf.pow(k + big_b, -alpha)
         if self._cap is not None:
-            w = tf.minimum(w, _cast(self._cap, dtype))
+            w = tf.minimum(w, cast_param(self._cap, dtype))
         return w
 
 
@@ -292,7 +290,8 @@ class GeometricAnnealing(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         t = tf.cast(step, dtype)
-        log_tau = tf.math.log(_cast(self._tau0, dtype)) + t * tf.math.log(_cast(self._c, dtype))
+        tau0, c = cast_param(self._tau0, dtype), cast_param(self._c, dtype)
+        log_tau = tf.math.log(tau0) + t * tf.math.log(c)
         return tf.exp(-log_tau)
 
 

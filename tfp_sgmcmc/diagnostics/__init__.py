@@ -9,7 +9,8 @@ from tfp_sgmcmc.diagnostics.calibration import (
     maximum_calibration_error,
     model_averaged_probabilities,
 )
-from tfp_sgmcmc.diagnostics.fssd import FSSDOptResult, fssd, fssd_features, fssd_opt
+from tfp_sgmcmc.diagnostics.fssd import fssd, fssd_features
+from tfp_sgmcmc.diagnostics.fssd_opt import FSSDOptResult, fssd_opt
 from tfp_sgmcmc.diagnostics.ksd import kernel_stein_discrepancy
 from tfp_sgmcmc.diagnostics.metrics import (
     IntegratedAutocorrelationTime,

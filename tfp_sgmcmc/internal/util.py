@@ -21,6 +21,7 @@ __all__ = [
     "static_value",
     "check_positive",
     "check_in_interval",
+    "check_int",
     "check_finite_tensor",
     "all_finite",
     "cast_param",
@@ -84,6 +85,20 @@ def check_positive(x: Any, name: str, allow_zero: bool = False) -> None:
     if bad:
         rel = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"`{name}` must be {rel}, got {v!r}.")
+
+
+def check_int(value: Any, name: str, minimum: int | None = None) -> int:
+    """``value`` as a Python ``int``; ``ValueError`` naming ``name`` otherwise.
+
+    Python and NumPy integers pass; ``bool`` (an ``int`` subclass), floats, strings
+    and tensors do not, nor values below ``minimum`` (when given).
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise ValueError(f"`{name}` must be an int{bound}, got {value!r}.")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"`{name}` must be an int >= {minimum}, got {value!r}.")
+    return int(value)
 
 
 def check_in_interval(
