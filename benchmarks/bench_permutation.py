@@ -9,7 +9,13 @@ sampler's hot path is one ``tf.function(jit_compile=True)``):
   look uniform (χ² over 100 bins of ``idx·100/N`` across many seeds);
 * speed: one compiled program draws ``steps`` consecutive batches (a
   ``tf.while_loop``, as in a sampling chunk), at 1% and 0.1% batches of
-  ``N = 10^6``; the median over repeats, per batch.
+  ``N = 10^6``; the median over repeats, per batch. Under XLA where the op
+  compiles, and in a plain graph for both (the like-for-like comparison).
+
+Finding (TF 2.21, CPU): ``RandomIndexShuffle`` has no XLA kernel
+(``No registered 'RandomIndexShuffle' OpKernel for XLA_CPU_JIT``), so it
+cannot sit inside the sampler's compiled step at all; the JSON records that
+(``xla_supported``) and the graph-mode timings.
 
 Prints one JSON document (see ``docs/benchmarks.md``). Reproduce with
 ``nice -n 10 python benchmarks/bench_permutation.py --out results.json``.
@@ -62,8 +68,17 @@ def _uniformity(method, num_items: int, batch: int, num_seeds: int) -> float:
     return float(stats.chisquare(counts).pvalue)
 
 
-def _speed(method, num_items: int, batch: int, steps: int, repeats: int) -> float:
-    @tf.function(jit_compile=True)
+def _xla_supported(method) -> bool | str:
+    fn = tf.function(lambda s: method(tf.range(8, dtype=tf.int64), 100, s), jit_compile=True)
+    try:
+        fn(tf.constant([1, 2], tf.int32))
+        return True
+    except tf.errors.InvalidArgumentError as err:
+        return str(err).splitlines()[0][:200]
+
+
+def _speed(method, num_items: int, batch: int, steps: int, repeats: int, jit: bool) -> float:
+    @tf.function(jit_compile=jit)
     def run(seed):
         def body(k, acc):
             pos = tf.cast(k, tf.int64) * batch + tf.range(batch, dtype=tf.int64)
@@ -91,17 +106,25 @@ def main() -> None:
     big_n = a.num_items
     out: dict = {"num_items": big_n, "environment": environment(), "load_before": load_average()}
     for name, method in METHODS.items():
-        log(f"{name}: correctness")
-        res = _bijection(method, big_n, [11, 5])
-        res["uniformity_chi2_p"] = _uniformity(method, big_n, big_n // 100, 50)
+        xla = _xla_supported(method)
+        res: dict = {"xla_supported": xla}
+        jit = xla is True
+        log(f"{name}: correctness (XLA: {jit})")
+        res.update(_bijection(method, big_n, [11, 5], jit))
+        res["uniformity_chi2_p"] = _uniformity(method, big_n, big_n // 100, 50, jit)
         for frac in (0.01, 0.001):
             batch = int(big_n * frac)
-            log(f"{name}: speed at batch {batch}")
-            res[f"seconds_per_batch_{frac}"] = _speed(method, big_n, batch, a.steps, a.repeats)
+            for mode in (["xla"] if jit else []) + ["graph"]:
+                log(f"{name}: speed at batch {batch} ({mode})")
+                res[f"seconds_per_batch_{frac}_{mode}"] = _speed(
+                    method, big_n, batch, a.steps, a.repeats, mode == "xla"
+                )
         out[name] = res
     for frac in (0.01, 0.001):
-        key = f"seconds_per_batch_{frac}"
-        out[f"feistel_over_index_shuffle_{frac}"] = out["feistel"][key] / out["index_shuffle"][key]
+        key = f"seconds_per_batch_{frac}_graph"
+        out[f"graph_feistel_over_index_shuffle_{frac}"] = (
+            out["feistel"][key] / out["index_shuffle"][key]
+        )
     out["load_after"] = load_average()
     dump_json(out, a.out)
 

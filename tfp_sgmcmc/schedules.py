@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import cast_param, check_positive, static_value
+from tfp_sgmcmc.internal.util import cast_param, check_positive, static_number, static_value
 
 __all__ = [
     "StepSizeSchedule",
@@ -87,7 +87,7 @@ class ConstantStepSize(StepSizeSchedule):
     """
 
     def __init__(self, step_size: Any, allow_zero: bool = False) -> None:
-        check_positive(step_size, "step_size", allow_zero=allow_zero)
+        check_positive(step_size, "step_size", allow_zero=allow_zero, scalar=True)
         self._step_size = step_size
         self._allow_zero = allow_zero
 
@@ -117,9 +117,9 @@ class PolynomialDecay(StepSizeSchedule):
     """
 
     def __init__(self, a: Any, b: Any = 1.0, gamma: Any = 0.55, one_based: bool = False) -> None:
-        check_positive(a, "a")
-        check_positive(b, "b", allow_zero=True)
-        check_positive(gamma, "gamma", allow_zero=True)
+        check_positive(a, "a", scalar=True)
+        check_positive(b, "b", allow_zero=True, scalar=True)
+        check_positive(gamma, "gamma", allow_zero=True, scalar=True)
         if not one_based:
             bv = static_value(b)
             if bv is not None and float(bv) == 0.0:
@@ -158,7 +158,7 @@ class CyclicalStepSize(StepSizeSchedule):
         num_cycles: int,
         exploration_fraction: float = 0.0,
     ) -> None:
-        check_positive(initial_step_size, "initial_step_size")
+        check_positive(initial_step_size, "initial_step_size", scalar=True)
         if not isinstance(num_steps, int) or num_steps < 1:
             raise ValueError(f"`num_steps` must be a positive int, got {num_steps!r}.")
         if not isinstance(num_cycles, int) or not 1 <= num_cycles <= num_steps:
@@ -227,8 +227,8 @@ class SAStepSize(StepSizeSchedule):
     """
 
     def __init__(self, A: Any, B: Any = 0.0, alpha: Any = 0.7, cap: Any = None) -> None:
-        check_positive(A, "A")
-        check_positive(B, "B", allow_zero=True)
+        check_positive(A, "A", scalar=True)
+        check_positive(B, "B", allow_zero=True, scalar=True)
         av = static_value(alpha)
         if av is not None and not (np.isfinite(av).all() and np.all(av > 0) and np.all(av <= 1)):
             raise ValueError(f"`alpha` must lie in (0, 1] (ω_k → 0 with Σ ω_k = ∞), got {av!r}.")
@@ -276,8 +276,8 @@ class GeometricAnnealing(StepSizeSchedule):
     """
 
     def __init__(self, tau0: Any = 1.0, c: Any = 1.003) -> None:
-        check_positive(tau0, "tau0")
-        check_positive(c, "c")
+        check_positive(tau0, "tau0", scalar=True)
+        check_positive(c, "c", scalar=True)
         self._tau0, self._c = tau0, c
 
     @property
@@ -341,10 +341,10 @@ def as_schedule(
             f"`{name}` must be a scalar or a StepSizeSchedule, got a plain callable; "
             "subclass StepSizeSchedule so its parameters are recorded."
         )
-    v = static_value(step_size)
+    v = static_number(step_size, name)
     if v is not None and v.ndim != 0:
         raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
     try:
         return ConstantStepSize(step_size, allow_zero=allow_zero)
-    except ValueError as e:
-        raise ValueError(str(e).replace("`step_size`", f"`{name}`")) from None
+    except (ValueError, TypeError) as e:
+        raise type(e)(str(e).replace("`step_size`", f"`{name}`")) from None

@@ -107,8 +107,8 @@ class RMSPreconditioner(DriftTransform):
     """
 
     def __init__(self, decay: Any = 0.99, epsilon: Any = 1e-5) -> None:
-        check_in_interval(decay, "decay", 0.0, 1.0, high_open=True)
-        check_positive(epsilon, "epsilon")
+        check_in_interval(decay, "decay", 0.0, 1.0, high_open=True, scalar=True)
+        check_positive(epsilon, "epsilon", scalar=True)
         self._decay = decay
         self._epsilon = epsilon
 
@@ -135,12 +135,12 @@ class RMSPreconditioner(DriftTransform):
 
 
 def _check_bias_factor(a: Any) -> None:
-    check_positive(a, "a", allow_zero=True)
+    check_positive(a, "a", allow_zero=True, scalar=True)
 
 
 def _check_unit_interval(x: Any, name: str) -> None:
     # [0, 1): β = 0 means "no memory"; β = 1 would freeze the accumulator at 0.
-    check_in_interval(x, name, 0.0, 1.0, high_open=True)
+    check_in_interval(x, name, 0.0, 1.0, high_open=True, scalar=True)
 
 
 class AdaptiveBias(DriftTransform):
@@ -301,7 +301,7 @@ class AdamBias(AdaptiveBias):
         _check_bias_factor(a)
         _check_unit_interval(beta1, "beta1")
         _check_unit_interval(beta2, "beta2")
-        check_positive(epsilon, "epsilon")
+        check_positive(epsilon, "epsilon", scalar=True)
         b1, b2 = static_value(beta1), static_value(beta2)
         if b1 is not None and b2 is not None and np.any(np.square(b1) >= b2):
             raise ValueError(
@@ -386,7 +386,7 @@ class AdaMaxBias(AdaptiveBias):
         _check_bias_factor(a)
         _check_unit_interval(beta1, "beta1")
         _check_unit_interval(beta2, "beta2")
-        check_positive(epsilon, "epsilon")
+        check_positive(epsilon, "epsilon", scalar=True)
         b1, b2 = static_value(beta1), static_value(beta2)
         if b1 is not None and b2 is not None and np.any(b1 >= b2):
             raise ValueError(f"`beta1` must be < `beta2`, got beta1={b1!r}, beta2={b2!r}.")
@@ -457,7 +457,7 @@ class AdadeltaBias(AdaptiveBias):
         _check_bias_factor(a)
         _check_unit_interval(beta1, "beta1")
         _check_unit_interval(rho, "rho")
-        check_positive(epsilon, "epsilon")
+        check_positive(epsilon, "epsilon", scalar=True)
         self._a, self._beta1, self._rho, self._epsilon = a, beta1, rho, epsilon
 
     @property

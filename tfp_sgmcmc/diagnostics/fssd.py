@@ -35,6 +35,7 @@ import tensorflow as tf
 from tfp_sgmcmc.diagnostics._inputs import (
     as_dtype,
     check_finite_eager,
+    check_finite_result,
     check_imq_parameters,
     flatten_parts,
     flatten_samples_and_scores,
@@ -202,7 +203,8 @@ def fssd(
         sums = _sums_graph if tf.executing_eagerly() else _sums
         bw = None if bandwidth is None else as_dtype(bandwidth, x.dtype)
         sum_tau, sum_sq = sums(x, s, v, kernel, bw, float(c), float(beta), int(chunk_size))
-        return tf.cast(fssd_statistic_from_sums(n, sum_tau, sum_sq), x.dtype)
+        value = tf.cast(fssd_statistic_from_sums(n, sum_tau, sum_sq), x.dtype)
+        return check_finite_result(value, "FSSD")
 
 
 def _flat_locations(locations: Any, x: tf.Tensor) -> tf.Tensor:

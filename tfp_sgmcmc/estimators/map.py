@@ -78,7 +78,7 @@ def find_map(
     if method not in ("lbfgs", "adam"):
         raise ValueError(f"`method` must be 'lbfgs' or 'adam', got {method!r}.")
     num_steps = check_int(num_steps, "num_steps", 1)
-    check_positive(learning_rate, "learning_rate")
+    check_positive(learning_rate, "learning_rate", scalar=True)
     estimator.validate_state(initial_state, "initial_state")
     parts = as_parts(initial_state)
     shapes = [p.shape for p in parts]

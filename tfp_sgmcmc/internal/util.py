@@ -19,6 +19,7 @@ __all__ = [
     "restructure",
     "split_seed",
     "static_value",
+    "static_number",
     "check_positive",
     "check_in_interval",
     "check_int",
@@ -74,11 +75,37 @@ def static_value(x: Any) -> np.ndarray | None:
     return None if v is None else np.asarray(v)
 
 
-def check_positive(x: Any, name: str, allow_zero: bool = False) -> None:
-    """Raise ``ValueError`` naming ``name`` if a statically known ``x`` is not > 0."""
+def static_number(x: Any, name: str) -> np.ndarray | None:
+    """:func:`static_value` as a float array; ``TypeError`` naming ``name`` if it is
+    not a number (a string, a bool, ``None`` inside a list, ...).
+
+    Python ints beyond int64 (which NumPy stores as objects) become floats.
+    """
+    if x is None or isinstance(x, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"`{name}` must be a number, got {x!r}.")
     v = static_value(x)
     if v is None:
+        return None
+    if v.dtype == bool or not (np.issubdtype(v.dtype, np.number) or v.dtype == object):
+        raise TypeError(f"`{name}` must be a number, got {x!r}.")
+    if v.dtype == object or np.issubdtype(v.dtype, np.complexfloating):
+        try:
+            v = v.astype(np.float64)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise TypeError(f"`{name}` must be a real number, got {x!r}.") from e
+    if v.size == 0:
+        raise ValueError(f"`{name}` must not be empty, got {x!r}.")
+    return v
+
+
+def check_positive(x: Any, name: str, allow_zero: bool = False, scalar: bool = False) -> None:
+    """Raise ``ValueError`` naming ``name`` if a statically known ``x`` is not > 0
+    (or, with ``scalar``, not a scalar); ``TypeError`` if it is not a number."""
+    v = static_number(x, name)
+    if v is None:
         return
+    if scalar and v.ndim != 0:
+        raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
     if not np.all(np.isfinite(v)):
         raise ValueError(f"`{name}` must be finite, got {v!r}.")
     bad = np.any(v < 0) if allow_zero else np.any(v <= 0)
@@ -87,17 +114,21 @@ def check_positive(x: Any, name: str, allow_zero: bool = False) -> None:
         raise ValueError(f"`{name}` must be {rel}, got {v!r}.")
 
 
-def check_int(value: Any, name: str, minimum: int | None = None) -> int:
+def check_int(
+    value: Any, name: str, minimum: int | None = None, maximum: int | None = None
+) -> int:
     """``value`` as a Python ``int``; ``ValueError`` naming ``name`` otherwise.
 
     Python and NumPy integers pass; ``bool`` (an ``int`` subclass), floats, strings
-    and tensors do not, nor values below ``minimum`` (when given).
+    and tensors do not, nor values outside ``[minimum, maximum]`` (when given).
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         bound = f" >= {minimum}" if minimum is not None else ""
         raise ValueError(f"`{name}` must be an int{bound}, got {value!r}.")
     if minimum is not None and value < minimum:
         raise ValueError(f"`{name}` must be an int >= {minimum}, got {value!r}.")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"`{name}` must be an int <= {maximum}, got {value!r}.")
     return int(value)
 
 
@@ -108,11 +139,15 @@ def check_in_interval(
     high: float,
     low_open: bool = False,
     high_open: bool = False,
+    scalar: bool = False,
 ) -> None:
-    """Raise ``ValueError`` naming ``name`` if a static ``x`` is outside the interval."""
-    v = static_value(x)
+    """Raise ``ValueError`` naming ``name`` if a static ``x`` is outside the interval
+    (or, with ``scalar``, not a scalar); ``TypeError`` if it is not a number."""
+    v = static_number(x, name)
     if v is None:
         return
+    if scalar and v.ndim != 0:
+        raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
     lo_ok = np.all(v > low) if low_open else np.all(v >= low)
     hi_ok = np.all(v < high) if high_open else np.all(v <= high)
     if not (lo_ok and hi_ok and np.all(np.isfinite(v))):

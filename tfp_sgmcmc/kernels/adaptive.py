@@ -387,7 +387,7 @@ class PreconditionedAdamSGLD(_AdaptiveSGLD):
     def _make_transform(  # type: ignore[override]
         self, a, beta1, beta2, epsilon, decay, precond_epsilon
     ):
-        check_positive(precond_epsilon, "precond_epsilon")
+        check_positive(precond_epsilon, "precond_epsilon", scalar=True)
         bias = AdamBias(a, beta1, beta2, epsilon)
         return PreconditionedBias(bias, decay, precond_epsilon)
 
