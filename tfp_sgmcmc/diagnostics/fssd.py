@@ -8,12 +8,12 @@ unbiased linear-time estimator is
 ``FSSD²_U = (‖Σ_i τ_i‖² − Σ_i ‖τ_i‖²) / (n(n − 1))``  (may be negative),
 
 which needs only ``(n, Σ τ_i, Σ ‖τ_i‖²)``: O(J·d) memory, so it streams
-(:class:`~tfp_sgmcmc.diagnostics.FSSDReducer`). Kernels: Gaussian
+([`FSSDReducer`][tfp_sgmcmc.diagnostics.FSSDReducer]). Kernels: Gaussian
 ``exp(−‖x − v‖²/(2σ²))`` (``σ`` = ``bandwidth``, Jitkrittum's ``gwidth = σ²``)
-and IMQ ``(c² + ‖x − v‖²)^β``. ``ALGORITHMS.md`` §11.
+and IMQ ``(c² + ‖x − v‖²)^β``. ``docs/algorithms.md#fssd``.
 
 Choosing the locations (and the Gaussian width) by optimisation is
-:func:`~tfp_sgmcmc.diagnostics.fssd_opt` (``fssd_opt.py``).
+[`fssd_opt`][tfp_sgmcmc.diagnostics.fssd_opt.fssd_opt] (its own module).
 
 #### References
 

@@ -1,7 +1,7 @@
 r"""FSSD with optimised test locations (FSSD-opt): two location searches.
 
-:func:`fssd_opt` chooses the locations (and the Gaussian width) for
-:func:`~tfp_sgmcmc.diagnostics.fssd` (``docs/diagnostics.md``):
+[`fssd_opt`][tfp_sgmcmc.diagnostics.fssd_opt.fssd_opt] chooses the locations (and the Gaussian
+width) for [`fssd`][tfp_sgmcmc.diagnostics.fssd.fssd] (``docs/algorithms.md#fssd``):
 
 * ``mode="jitkrittum"`` (Jitkrittum et al. 2017, code ``kernel-gof``): split the
   sample 20 % / 80 %; on the 20 % draw J locations from a Gaussian fit
@@ -50,7 +50,7 @@ __all__ = ["FSSDOptResult", "fssd_opt"]
 
 
 class FSSDOptResult(NamedTuple):
-    """Result of :func:`fssd_opt`.
+    """Result of [`fssd_opt`][tfp_sgmcmc.diagnostics.fssd_opt.fssd_opt].
 
     Attributes:
       value: ``FSSD²_U`` at the optimised locations (held-out split for
@@ -150,7 +150,7 @@ def fssd_opt(
         eigen-decomposition is O((dJ)³)). Default value: ``2000``.
 
     Returns:
-      :class:`FSSDOptResult`.
+      [`FSSDOptResult`][tfp_sgmcmc.diagnostics.fssd_opt.FSSDOptResult].
 
     Raises:
       ValueError: bad ``mode``, ``kernel``, ``num_locations`` (< 1),
