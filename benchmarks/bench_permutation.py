@@ -44,9 +44,9 @@ def index_shuffle(pos: tf.Tensor, num_items: int, seed: tf.Tensor) -> tf.Tensor:
 METHODS = {"feistel": feistel_permutation, "index_shuffle": index_shuffle}
 
 
-def _bijection(method, num_items: int, seed) -> dict:
+def _bijection(method, num_items: int, seed, jit: bool) -> dict:
     fn = tf.function(
-        lambda s: method(tf.range(num_items, dtype=tf.int64), num_items, s), jit_compile=True
+        lambda s: method(tf.range(num_items, dtype=tf.int64), num_items, s), jit_compile=jit
     )
     idx = fn(tf.constant(seed, tf.int32)).numpy()
     other = fn(tf.constant([seed[0] + 1, seed[1]], tf.int32)).numpy()
@@ -57,9 +57,9 @@ def _bijection(method, num_items: int, seed) -> dict:
     }
 
 
-def _uniformity(method, num_items: int, batch: int, num_seeds: int) -> float:
+def _uniformity(method, num_items: int, batch: int, num_seeds: int, jit: bool) -> float:
     fn = tf.function(
-        lambda s: method(tf.range(batch, dtype=tf.int64), num_items, s), jit_compile=True
+        lambda s: method(tf.range(batch, dtype=tf.int64), num_items, s), jit_compile=jit
     )
     counts = np.zeros(100)
     for i in range(num_seeds):

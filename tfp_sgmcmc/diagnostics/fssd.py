@@ -21,8 +21,6 @@ Choosing the locations (and the Gaussian width) by optimisation is
    kernel goodness-of-fit test. NeurIPS 2017.
 2. K. Chwialkowski, H. Strathmann, A. Gretton. A kernel test of goodness of
    fit. ICML 2016.
-3. J. Coullon, L. South, C. Nemeth. Efficient and generalizable tuning
-   strategies for stochastic gradient MCMC. Statistics and Computing, 2023.
 """
 
 from __future__ import annotations

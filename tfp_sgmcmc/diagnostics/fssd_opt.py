@@ -21,9 +21,7 @@ width) for [`fssd`][tfp_sgmcmc.diagnostics.fssd.fssd] (``docs/algorithms.md#fssd
 
 1. W. Jitkrittum, W. Xu, Z. Szabó, K. Fukumizu, A. Gretton. A linear-time
    kernel goodness-of-fit test. NeurIPS 2017.
-2. K. Chwialkowski, H. Strathmann, A. Gretton. A kernel test of goodness of
-   fit. ICML 2016.
-3. J. Coullon, L. South, C. Nemeth. Efficient and generalizable tuning
+2. J. Coullon, L. South, C. Nemeth. Efficient and generalizable tuning
    strategies for stochastic gradient MCMC. Statistics and Computing, 2023.
 """
 

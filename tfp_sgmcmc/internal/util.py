@@ -76,9 +76,10 @@ def static_value(x: Any) -> np.ndarray | None:
     return None if v is None else np.asarray(v)
 
 
-def static_number(x: Any, name: str) -> np.ndarray | None:
+def static_number(x: Any, name: str, scalar: bool = False) -> np.ndarray | None:
     """:func:`static_value` as a float array; ``TypeError`` naming ``name`` if it is
-    not a number (a string, a bool, ``None`` inside a list, ...).
+    not a number (a string, a bool, ``None`` inside a list, ...), ``ValueError`` if
+    it is empty or (with ``scalar``) not a scalar.
 
     Python ints beyond int64 (which NumPy stores as objects) become floats.
     """
@@ -96,17 +97,17 @@ def static_number(x: Any, name: str) -> np.ndarray | None:
             raise TypeError(f"`{name}` must be a real number, got {x!r}.") from e
     if v.size == 0:
         raise ValueError(f"`{name}` must not be empty, got {x!r}.")
+    if scalar and v.ndim != 0:
+        raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
     return v
 
 
 def check_positive(x: Any, name: str, allow_zero: bool = False, scalar: bool = False) -> None:
     """Raise ``ValueError`` naming ``name`` if a statically known ``x`` is not > 0
     (or, with ``scalar``, not a scalar); ``TypeError`` if it is not a number."""
-    v = static_number(x, name)
+    v = static_number(x, name, scalar)
     if v is None:
         return
-    if scalar and v.ndim != 0:
-        raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
     if not np.all(np.isfinite(v)):
         raise ValueError(f"`{name}` must be finite, got {v!r}.")
     bad = np.any(v < 0) if allow_zero else np.any(v <= 0)
@@ -144,11 +145,9 @@ def check_in_interval(
 ) -> None:
     """Raise ``ValueError`` naming ``name`` if a static ``x`` is outside the interval
     (or, with ``scalar``, not a scalar); ``TypeError`` if it is not a number."""
-    v = static_number(x, name)
+    v = static_number(x, name, scalar)
     if v is None:
         return
-    if scalar and v.ndim != 0:
-        raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
     lo_ok = np.all(v > low) if low_open else np.all(v >= low)
     hi_ok = np.all(v < high) if high_open else np.all(v <= high)
     if not (lo_ok and hi_ok and np.all(np.isfinite(v))):
