@@ -87,12 +87,7 @@ def test_gradients_equal_single_device(two_replicas, case):
 def test_chain_under_strategy_reproduces_single_device_chain(two_replicas, case):
     """50 steps, same seed: the traces agree to 1e-10 (rounding only, not bitwise)."""
     out = two_replicas["chains"][case]
-    for single, dist in zip(out["single"], out["distributed"]):
-        single, dist = np.asarray(single), np.asarray(dist)
-        assert single.shape[0] == 50 and np.all(np.isfinite(single))
-        np.testing.assert_allclose(dist, single, rtol=0, atol=1e-10)
-        # The chain moved, so the comparison is not of two constant traces.
-        assert np.max(np.abs(single[-1] - single[0])) > 1e-2
+    _assert_same_moving_traces(out["single"], out["distributed"], 50)
 
 
 @pytest.mark.subprocess
@@ -100,9 +95,15 @@ def test_driver_run_under_strategy_reproduces_single_device_run(two_replicas):
     """``driver.sample(jit_compile=False)``: 20 draws in two chunks, both parts, 1e-10."""
     single, dist = two_replicas["driver"]["single"], two_replicas["driver"]["distributed"]
     assert len(single) == len(dist) == 2
+    _assert_same_moving_traces(single, dist, 20)
+
+
+def _assert_same_moving_traces(single, dist, num_draws: int) -> None:
+    """Part by part: ``num_draws`` finite draws, equal to 1e-10 (rounding only), and the
+    chain moved (so the comparison is not of two constant traces)."""
     for s, d in zip(single, dist):
         s, d = np.asarray(s), np.asarray(d)
-        assert s.shape[0] == 20 and np.all(np.isfinite(s))
+        assert s.shape[0] == num_draws and np.all(np.isfinite(s))
         np.testing.assert_allclose(d, s, rtol=0, atol=1e-10)
         assert np.max(np.abs(s[-1] - s[0])) > 1e-2
 
