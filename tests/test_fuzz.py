@@ -7,9 +7,9 @@ each call ends either in a ``ValueError``/``TypeError`` whose message names
 the argument, or in a result that is correct (finite where it claims success).
 Never another exception, a hang, a silent NaN, or a half-written run directory.
 
-Runtime is bounded: ``max_examples`` per property and no per-example deadline
-(TensorFlow's first call in a process traces); the whole module runs in tens
-of seconds. ``HYPOTHESIS_PROFILE=long`` tries 20× more cases.
+Runtime is bounded: ``max_examples`` per property (25; 15 for each of the 40
+kernel/argument pairs) and no per-example deadline (TensorFlow's first call in
+a process traces). ``HYPOTHESIS_PROFILE=long`` tries 500 cases per property.
 """
 
 from __future__ import annotations
@@ -106,11 +106,12 @@ KERNEL_CASES = [(cls, arg) for cls, args in KERNEL_ARGS.items() for arg in args]
 
 @pytest.mark.parametrize("cls, arg", KERNEL_CASES, ids=lambda c: getattr(c, "__name__", c))
 @given(value=scalars)
+@settings(max_examples=15)  # 40 (kernel, argument) pairs: keep the matrix within CI time
 def test_kernel_hyperparameters(cls, arg, value):
     kw = {"step_size": 1e-3, arg: value}
     ok, kernel = named_error(lambda: cls(_shared_est(), **kw), arg, "beta1", "friction")
-    if not ok:
-        return
+    if not ok or (arg == "num_leapfrog_steps" and value > 5):
+        return  # (a valid large L only costs trace time: the loop is unrolled)
     # Accepted: one step from a finite state must be finite or flagged as diverged.
     state = tf.constant([[0.1, -0.2]], tf.float64)
     ok, out = named_error(lambda: kernel.one_step(state, kernel.bootstrap_results(state), [1, 2]),
