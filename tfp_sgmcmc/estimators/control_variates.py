@@ -92,7 +92,9 @@ class ControlVariateEstimator(GradientEstimator):
                     "`centering_value`: the full-data log-likelihood failed at it "
                     f"(shape {[p.shape.as_list() for p in centre_parts]}): {e}"
                 ) from e
-            if not bool(tf.reduce_all(tf.math.is_finite(full.target_log_prob))):
+            # Checked eagerly only (the estimator may be built inside a tf.function).
+            finite = tf.reduce_all(tf.math.is_finite(full.target_log_prob))
+            if tf.executing_eagerly() and not bool(finite):
                 raise ValueError("`centering_value`: the full-data log-density is not finite.")
             centering_log_prob = full.target_log_prob
             centering_gradient = full.grads_target_log_prob
