@@ -3,7 +3,8 @@
 ``KERNEL_SPECS`` is the list every contract test is parameterised over: every
 kernel class exported from :mod:`tfp_sgmcmc.kernels` (SGLD, SGLD with control
 variates, pSGLD, SGHMC in all eight combinations of ``L ∈ {1, 3}`` × order ×
-momentum refresh, SGNHT, the six adaptive-drift kernels, and the
+momentum refresh, SGNHT, SGLD-SVRG, BAOAB, BADODAB, contour SGLD,
+replica-exchange SGLD, the six adaptive-drift kernels, and the
 ``StochasticApproximation`` wrapper around SGLD and Deng's SGHMC). Adding a
 sampler means adding one line there; ``test_every_exported_kernel_is_listed``
 fails until it is.
@@ -108,7 +109,10 @@ class LinearGaussianModel:
     def estimator(
         self, kind: str, centre: float = 0.1, batch_ndims: int = 0
     ) -> sg.GradientEstimator:
-        """``kind``: ``"plain"``, ``"cv"`` or ``"ssgl"`` (chain dims matter only there)."""
+        """``kind``: ``"plain"``, ``"cv"``, ``"svrg"`` or ``"ssgl"`` (chain dims matter
+        only there)."""
+        if kind == "svrg":
+            return sg.SVRGEstimator(self.minibatch_estimator(), update_rate=2)
         if kind == "cv":
             return self.cv_estimator(centre)
         if kind == "ssgl":
@@ -228,6 +232,24 @@ KERNEL_SPECS: list[KernelSpec] = [
                copy_change=("sa_step_size", 1.0), flat_chain=False,
                # Deng's form requires β̂ = ½Vη ≤ 1 − μ = 0.1, so η < 0.2 (ηλ_max ≫ 4).
                huge_step=0.19),
+    KernelSpec("sgld-svrg", "svrg", lambda est, eps, **kw: sg.SGLD(est, eps, **kw)),
+    KernelSpec("baoab", "plain", lambda est, eps, **kw: sg.BAOAB(est, eps, **kw)),
+    # BADODAB's thermostat, like SGNHT's, moves by (h/2)(pᵀp − D T) even on a flat
+    # target: h = 2 is already h²λ_max ≈ 1e3 ≫ 4 (unstable) on the stiff chain.
+    KernelSpec("badodab", "plain", lambda est, eps, **kw: sg.BADODAB(est, eps, **kw),
+               huge_step=2.0),
+    KernelSpec(
+        "csgld",
+        "plain",
+        lambda est, eps, **kw: sg.ContourSGLD(
+            est, eps, num_partitions=20, energy_gap=5.0, sa_step_size=0.1, **kw
+        ),
+    ),
+    KernelSpec(
+        "resgld",
+        "plain",
+        lambda est, eps, **kw: sg.ReplicaExchangeSGLD(est, eps, num_replicas=3, **kw),
+    ),
 ]
 
 

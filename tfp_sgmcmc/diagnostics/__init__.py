@@ -11,6 +11,12 @@ from tfp_sgmcmc.diagnostics.calibration import (
 )
 from tfp_sgmcmc.diagnostics.fssd import fssd, fssd_features
 from tfp_sgmcmc.diagnostics.fssd_opt import FSSDOptResult, fssd_opt
+from tfp_sgmcmc.diagnostics.gradient_noise import (
+    NOISE_RATIO_THRESHOLD,
+    GradientNoiseReport,
+    gradient_noise_ratio,
+    noise_ratio_coefficient,
+)
 from tfp_sgmcmc.diagnostics.ksd import kernel_stein_discrepancy
 from tfp_sgmcmc.diagnostics.metrics import (
     IntegratedAutocorrelationTime,
@@ -24,6 +30,11 @@ from tfp_sgmcmc.diagnostics.reducers import (
     KSDReducer,
     KSDReducerState,
     get_innermost_score,
+)
+from tfp_sgmcmc.diagnostics.reference import (
+    KSDReference,
+    full_data_scores,
+    laplace_ksd_reference,
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import (
     median_heuristic,
@@ -45,6 +56,13 @@ __all__ = [
     "FSSDReducer",
     "FSSDReducerState",
     "get_innermost_score",
+    "laplace_ksd_reference",
+    "KSDReference",
+    "full_data_scores",
+    "gradient_noise_ratio",
+    "noise_ratio_coefficient",
+    "GradientNoiseReport",
+    "NOISE_RATIO_THRESHOLD",
     "effective_sample_size",
     "integrated_autocorrelation_time",
     "IntegratedAutocorrelationTime",

@@ -43,6 +43,7 @@ from tfp_sgmcmc.diagnostics.fssd import (
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import median_heuristic
 from tfp_sgmcmc.internal.adam import adam_ascent_step, adam_init
+from tfp_sgmcmc.internal.util import stateless_seed
 
 __all__ = ["FSSDOptResult", "fssd_opt"]
 
@@ -180,7 +181,7 @@ def fssd_opt(
     s = tf.cast(s, tf.float64)
     n = int(x.shape[0])
     seed_split, seed_locs, seed_null = tf.unstack(
-        tfp.random.split_seed(tfp.random.sanitize_seed(seed), n=3, salt="fssd_opt")
+        tfp.random.split_seed(stateless_seed(seed), n=3, salt="fssd_opt")
     )
     if mode == "mamba":
         if n < 2:

@@ -28,6 +28,7 @@ from tfp_sgmcmc.internal.util import (
     check_positive,
     restructure,
     split_seed,
+    stateless_seed,
 )
 
 __all__ = ["find_map", "MapResult"]
@@ -126,7 +127,7 @@ def find_map(
         (out,) = tf.while_loop(lambda s: s.adam.step < num_steps, body, (init,))
         return out.x
 
-    x = run(parts, tfp.random.sanitize_seed(seed))
+    x = run(parts, stateless_seed(seed))
     pos = restructure(list(x), initial_state)
     try:
         lp = estimator.full_log_prob_and_gradient(pos).target_log_prob
