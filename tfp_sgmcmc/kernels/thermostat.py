@@ -93,7 +93,7 @@ class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        check_positive(diffusion, "diffusion")
+        check_positive(diffusion, "diffusion", scalar=True)
         super().__init__(estimator, step_size, temperature, name, diffusion=diffusion)
 
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
