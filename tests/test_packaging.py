@@ -188,7 +188,7 @@ def test_constraints_pin_every_core_dependency():
     for req in _pyproject()["project"]["dependencies"]:
         name = re.split(r"[\[<>=!~ ]", req, maxsplit=1)[0].lower()
         assert name in pins, f"{name} is not pinned in constraints.txt"
-    for name in ("scikit-learn", "pytest", "ruff", "arviz", "ray"):
+    for name in ("scikit-learn", "pytest", "ruff", "arviz", "ray", "hypothesis"):
         assert name in pins, name
 
 

@@ -73,7 +73,9 @@ _EXPORTS = {
     "StructuredEstimator": "tfp_sgmcmc.estimators",
     "SVRGEstimator": "tfp_sgmcmc.estimators",
     "find_map": "tfp_sgmcmc.estimators",
+    "TransformedEstimator": "tfp_sgmcmc.estimators",
     "to_arviz": "tfp_sgmcmc.export",
+    "JointPosterior": "tfp_sgmcmc.joint",
     "ASGLD": "tfp_sgmcmc.kernels",
     "MSGLD": "tfp_sgmcmc.kernels",
     "PSGLD": "tfp_sgmcmc.kernels",
@@ -91,6 +93,7 @@ _EXPORTS = {
     "StochasticGradientHamiltonianMonteCarlo": "tfp_sgmcmc.kernels",
     "StochasticGradientLangevinDynamics": "tfp_sgmcmc.kernels",
     "StochasticGradientNoseHooverThermostat": "tfp_sgmcmc.kernels",
+    "TransformedTransitionKernel": "tfp_sgmcmc.kernels",
     "BAOAB": "tfp_sgmcmc.kernels",
     "BADODAB": "tfp_sgmcmc.kernels",
     "ContourSGLD": "tfp_sgmcmc.kernels",
@@ -138,11 +141,13 @@ __all__ = [
     "StructuredEstimator",
     "StructuredDropoutEstimator",
     "find_map",
+    "TransformedEstimator",
     # kernels
     "StochasticGradientLangevinDynamics",
     "PreconditionedStochasticGradientLangevinDynamics",
     "StochasticGradientHamiltonianMonteCarlo",
     "StochasticGradientNoseHooverThermostat",
+    "TransformedTransitionKernel",
     "MomentumSGLD",
     "AdamSGLD",
     "AdaMaxSGLD",
@@ -189,6 +194,7 @@ __all__ = [
     "heuristic",
     "sample",
     "to_arviz",
+    "JointPosterior",
 ]
 
 
@@ -229,9 +235,11 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
         StructuredDropoutEstimator,
         StructuredEstimator,
         SVRGEstimator,
+        TransformedEstimator,
         find_map,
     )
     from tfp_sgmcmc.export import to_arviz
+    from tfp_sgmcmc.joint import JointPosterior
     from tfp_sgmcmc.kernels import (
         ASGLD,
         BADODAB,
@@ -254,6 +262,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
         StochasticGradientHamiltonianMonteCarlo,
         StochasticGradientLangevinDynamics,
         StochasticGradientNoseHooverThermostat,
+        TransformedTransitionKernel,
     )
     from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
     from tfp_sgmcmc.schedules import (

@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.data import BatchState, DataSource, InMemoryData
@@ -37,7 +36,7 @@ from tfp_sgmcmc.estimators.base import (
     GradientEstimator,
     value_and_gradient_parts,
 )
-from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, cast_param, check_positive
+from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, cast_param, check_int, check_positive
 
 __all__ = ["MinibatchEstimator", "NoisyGradientEstimator"]
 
@@ -86,10 +85,7 @@ class MinibatchEstimator(GradientEstimator):
         if not isinstance(data, DataSource):
             data = InMemoryData(data)
         data.prepare(batch_size)
-        if not isinstance(full_data_chunk_size, (int, np.integer)) or full_data_chunk_size < 1:
-            raise ValueError(
-                f"`full_data_chunk_size` must be a positive int, got {full_data_chunk_size!r}."
-            )
+        full_data_chunk_size = check_int(full_data_chunk_size, "full_data_chunk_size", 1)
         self._log_likelihood_fn = log_likelihood_fn
         self._log_prior_fn = log_prior_fn
         self._data = data

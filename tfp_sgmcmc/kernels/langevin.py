@@ -10,8 +10,8 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 from tfp_sgmcmc.transforms import DriftTransform, RMSPreconditioner
 
 __all__ = [
@@ -22,7 +22,7 @@ __all__ = [
 
 
 class SGLDKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "SGLDKernelResults",
         [
