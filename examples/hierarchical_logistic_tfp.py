@@ -37,8 +37,7 @@ import json
 import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
+import _cli  # noqa: F401  (first: quiet TensorFlow start-up)
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402

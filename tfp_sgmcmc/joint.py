@@ -147,12 +147,18 @@ class JointPosterior:
     #### Examples
 
     ```python
+    import numpy as np, tensorflow as tf, tensorflow_probability as tfp
+    import tfp_sgmcmc as sg
+    from tfp_sgmcmc.joint import JointPosterior
+
+    tfd = tfp.distributions
+    y = np.random.default_rng(0).normal(1.0, 2.0, 1_000).astype("float32")
     prior = tfd.JointDistributionNamedAutoBatched(
         dict(mu=tfd.Normal(0., 10.), sigma=tfd.HalfNormal(5.)))
     lik = lambda p, y: tfd.Normal(p["mu"][..., None], p["sigma"][..., None])
     post = JointPosterior(prior, lik, y, batch_size=100)
     kernel = sg.SGLD(post.estimator, step_size=1e-4)
-    z = tfp.mcmc.sample_chain(1000, post.initial_state(4, seed=1), kernel=kernel,
+    z = tfp.mcmc.sample_chain(100, post.initial_state(4, seed=1), kernel=kernel,
                               trace_fn=None, seed=(1, 2))
     draws = post.constrain(z)          # {"mu": ..., "sigma": ...}, sigma > 0
     ```

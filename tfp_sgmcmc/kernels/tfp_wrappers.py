@@ -127,11 +127,14 @@ class TransformedTransitionKernel(tfp.mcmc.TransformedTransitionKernel):
     #### Examples
 
     ```python
-    import tensorflow_probability as tfp
+    import tensorflow as tf, tensorflow_probability as tfp
     import tfp_sgmcmc as sg
+
+    # A positive scale sigma with log-density -sigma (an Exponential(1) target).
+    estimator = sg.NoisyGradientEstimator(lambda s: -tf.reduce_sum(s, -1), 0.0)
     kernel = sg.TransformedTransitionKernel(
         sg.SGLD(estimator, step_size=1e-3), bijector=tfp.bijectors.Softplus())
-    sigmas = tfp.mcmc.sample_chain(1000, tf.ones([4]), kernel=kernel, trace_fn=None,
+    sigmas = tfp.mcmc.sample_chain(100, tf.ones([4, 1]), kernel=kernel, trace_fn=None,
                                    seed=(1, 2))   # positive, in the model's space
     ```
     """
