@@ -134,8 +134,16 @@ class ControlVariateEstimator(GradientEstimator):
         b = self._base
         # Two minibatch gradients on one batch: at θ (with the prior) and at θ̂.
         value, grads = value_and_gradient_parts(lambda s: b.log_prob_on_batch(s, batch), state)
+        centre = self._centre
+        chain_shape = estimator_state.position.shape.as_list()
+        if b.independent_chains and chain_shape:
+            # Per-chain batches: θ̂ is evaluated on each chain's own rows.
+            centre = restructure(
+                [tf.broadcast_to(c, [*chain_shape, *c.shape]) for c in as_parts(centre)],
+                centre,
+            )
         value_hat, grads_hat = value_and_gradient_parts(
-            lambda s: b.log_prob_on_batch(s, batch), self._centre
+            lambda s: b.log_prob_on_batch(s, batch), centre
         )
         out_value = value - value_hat + self._centre_log_prob
         out_grads = [g - gh + c for g, gh, c in zip(grads, grads_hat, self._centre_grad)]
