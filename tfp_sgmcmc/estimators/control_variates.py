@@ -124,6 +124,20 @@ class ControlVariateEstimator(GradientEstimator):
             centering_log_prob=self._centre_log_prob,
         )
 
+    @property
+    def independent_chains(self) -> bool:
+        """Whether each chain draws its own minibatch (the base estimator's setting)."""
+        return self._base.independent_chains
+
+    def with_independent_chains(self, independent_chains: bool = True) -> ControlVariateEstimator:
+        """The same estimator with per-chain (or shared) minibatches."""
+        return ControlVariateEstimator(
+            self._base.with_independent_chains(independent_chains),
+            self._centre,
+            centering_gradient=self._centre_grad,
+            centering_log_prob=self._centre_log_prob,
+        )
+
     def bootstrap(self, state: Any) -> BatchState:
         return self._base.bootstrap(state)
 

@@ -60,7 +60,14 @@ from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
 from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult
 from tfp_sgmcmc.tuning.runner import ArmRunner, RunOutput
 
-__all__ = ["MAMBA", "mamba", "evaluate_metric", "resolve_make_kernel", "as_budget"]
+__all__ = [
+    "MAMBA",
+    "mamba",
+    "evaluate_metric",
+    "evaluate_metric_with_se",
+    "resolve_make_kernel",
+    "as_budget",
+]
 
 
 def resolve_make_kernel(
@@ -91,24 +98,59 @@ def as_budget(budget: Budget | float | int) -> Budget:
 def evaluate_metric(
     metric: Callable[..., float], out: RunOutput, estimator: Any
 ) -> tuple[float, float, str]:
-    """``(value, seconds, note)``; non-finite input/output or an exception → ``+inf``."""
+    """``(value, seconds, note)``; non-finite input/output or an exception → ``+inf``.
+
+    With ``C = out.num_chains > 1`` independent chains the value is the mean of
+    the chains' metrics and its standard error ``sd(chain values)/√C`` is
+    stored in ``out.extras["metric_se"]`` (``nan`` for one chain).
+    """
+    value, se, dt, note = evaluate_metric_with_se(metric, out, estimator)
+    out.extras["metric_se"] = se
+    return value, dt, note
+
+
+def evaluate_metric_with_se(
+    metric: Callable[..., float], out: RunOutput, estimator: Any
+) -> tuple[float, float, float, str]:
+    """``(value, standard error, seconds, note)`` of an arm's round (see :func:`evaluate_metric`).
+
+    The chains of an arm are independent runs of the same arm, so their
+    metrics are i.i.d. draws of the one-chain metric at this budget: their
+    mean estimates its expectation with standard error ``s_C/√C`` (``s_C``
+    the sample standard deviation over the ``C`` chains).
+    """
     t0 = time.perf_counter()
+    nan = math.nan
     if out.diverged:
-        return math.inf, 0.0, "diverged"
+        return math.inf, nan, 0.0, "diverged"
     if out.samples[0].shape[0] == 0:
-        return math.inf, 0.0, "no thinned sample (budget too small for this arm)"
+        return math.inf, nan, 0.0, "no thinned sample (budget too small for this arm)"
     if not all(np.all(np.isfinite(s)) for s in out.samples):
-        return math.inf, 0.0, "non-finite samples"
+        return math.inf, nan, 0.0, "non-finite samples"
+    chains = int(getattr(out, "num_chains", 1))
     try:
-        value = float(
-            metric(out.samples, {"target_log_prob": out.target_log_prob}, estimator)
-        )
+        if chains == 1:
+            values = [
+                float(metric(out.samples, {"target_log_prob": out.target_log_prob}, estimator))
+            ]
+        else:
+            per_chain = [[s[:, c] for s in out.samples] for c in range(chains)]
+            if hasattr(metric, "per_chain"):
+                # One scoring pass over every chain's samples (larger compiled blocks).
+                values = [float(v) for v in metric.per_chain(per_chain, estimator)]
+            else:
+                values = [
+                    float(metric(x, {"target_log_prob": out.target_log_prob[:, c]}, estimator))
+                    for c, x in enumerate(per_chain)
+                ]
     except Exception as e:  # a failing metric prunes the arm, never the run
-        return math.inf, time.perf_counter() - t0, f"metric failed: {type(e).__name__}: {e}"
+        return math.inf, nan, time.perf_counter() - t0, f"metric failed: {type(e).__name__}: {e}"
     dt = time.perf_counter() - t0
-    if not math.isfinite(value):
-        return math.inf, dt, "non-finite metric"
-    return value, dt, ""
+    if not all(math.isfinite(v) for v in values):
+        return math.inf, nan, dt, "non-finite metric"
+    value = float(np.mean(values))
+    se = float(np.std(values, ddof=1) / math.sqrt(chains)) if chains > 1 else nan
+    return value, se, dt, ""
 
 
 class MAMBA:
@@ -144,6 +186,13 @@ class MAMBA:
       program_cache: dict of compiled programs shared with other runs of the
         same ``make_kernel`` (see :class:`~tfp_sgmcmc.tuning.runner.ArmRunner`).
         Default value: ``None``.
+      chains_per_arm: ``C`` independent chains per arm, run side by side in
+        the arm's budget (one program, leading ``[C]`` state dimension; the
+        estimator must have ``independent_chains=True``). The arm's metric
+        is the mean of its chains' metrics, with standard error
+        ``sd/√C`` (``RoundRecord.metric_se``). Beyond the paper; its measured
+        effect on picking the right arm is in ``docs/tuning.md``. Default
+        value: ``1`` (the paper's one chain per arm).
 
     Raises:
       ValueError: ``eta < 2``, fewer arms than ``eta``, an invalid arm (the
@@ -171,6 +220,7 @@ class MAMBA:
         jit_compile: bool = True,
         progress: bool = True,
         program_cache: dict | None = None,
+        chains_per_arm: int = 1,
     ) -> None:
         arms = list(arms)
         self.budget = as_budget(budget)
@@ -190,7 +240,9 @@ class MAMBA:
             max_steps_per_call=max_steps_per_call,
             jit_compile=jit_compile,
             program_cache=program_cache,
+            chains_per_arm=chains_per_arm,
         )
+        self.chains_per_arm = self.runner.chains_per_arm
         self.estimator = estimator if estimator is not None else self.runner.reference_estimator
         self.progress = progress
         if self.budget.deterministic:
@@ -231,8 +283,9 @@ class MAMBA:
                     arm_index=idx,
                     arm=self.arms[idx],
                     metric=value,
+                    metric_se=float(out.extras.get("metric_se", math.nan)),
                     steps=out.steps,
-                    samples=int(out.samples[0].shape[0]),
+                    samples=int(out.samples[0].shape[0]) * int(out.num_chains),
                     sampling_seconds=out.sampling_seconds,
                     compile_seconds=out.compile_seconds,
                     metric_seconds=mt,
@@ -278,6 +331,7 @@ class MAMBA:
             num_programs=self._num_programs(),
             single_part=self._single_part(),
             round_seconds=round_seconds,
+            chains_per_arm=self.chains_per_arm,
         )
 
     # -- execution hooks (overridden by the Ray backend) -------------------- #

@@ -177,6 +177,25 @@ class KSDMetric:
         s = [tf.constant(g, tf.float64) for g in scores]
         return float(kernel_stein_discrepancy(x, s, c=self.c, beta=self.beta))
 
+    def per_chain(self, chains: list[list[np.ndarray]], estimator: Any) -> list[float]:
+        """The KSD of each chain's samples (``max_samples`` per chain).
+
+        Every chain's samples are scored in one pass (blocks of
+        ``score_block_size`` across chain boundaries), then each chain's KSD
+        uses its own samples and scores only.
+        """
+        chains = [_subsample(x, self.max_samples) for x in chains]
+        sizes = [x[0].shape[0] for x in chains]
+        pooled = [np.concatenate([x[i] for x in chains]) for i in range(len(chains[0]))]
+        scores = self.scores(pooled, estimator)
+        out, start = [], 0
+        for m in sizes:
+            x = [tf.constant(p[start : start + m], tf.float64) for p in pooled]
+            g = [tf.constant(p[start : start + m], tf.float64) for p in scores]
+            out.append(float(kernel_stein_discrepancy(x, g, c=self.c, beta=self.beta)))
+            start += m
+        return out
+
     def __repr__(self) -> str:
         return f"KSDMetric(c={self.c}, beta={self.beta})"
 
