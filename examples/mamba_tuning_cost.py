@@ -69,12 +69,17 @@ def main() -> None:
     ap.add_argument("--samplers", nargs="+", default=None,
                     help="from SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="MAMBA seeds (6)")
-    ap.add_argument("--budget", type=float, default=None, help="MAMBA's T in seconds (10)")
+    ap.add_argument("--unit", default="gradient_evaluations",
+                    choices=["seconds", "gradient_evaluations"],
+                    help="budget unit (gradient_evaluations: deterministic, unaffected by "
+                         "the machine's load)")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="MAMBA's T (default 1.5e8 gradient evaluations, or 10 s)")
     ap.add_argument("--chains", type=int, default=4, help="chains per arm C (4)")
-    ap.add_argument("--max-samples", type=int, default=25,
-                    help="thinned samples per chain the KSD uses (25)")
-    ap.add_argument("--no-paper", action="store_true",
-                    help="skip the paper's one-chain MAMBA (halves the MAMBA time)")
+    ap.add_argument("--max-samples", type=int, default=80,
+                    help="thinned samples (pooled over an arm's chains) the KSD uses (80)")
+    ap.add_argument("--paper-seeds", type=int, nargs="*", default=None,
+                    help="seeds of the paper's one-chain MAMBA (default: the first three)")
     ap.add_argument("--out", required=True, help="output directory")
     args = ap.parse_args()
     samplers = args.samplers or (["SGLD"] if args.quick else SAMPLERS)
@@ -85,7 +90,13 @@ def main() -> None:
     if args.chains < 2:
         raise ValueError("`--chains` must be >= 2 (the yardstick needs a standard error).")
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2, 3, 4, 5])
-    budget = args.budget or (3.0 if args.quick else 10.0)
+    if args.unit == "seconds":
+        budget = args.budget or (3.0 if args.quick else 10.0)
+        make_budget = tuning.seconds
+    else:
+        budget = args.budget or (3e7 if args.quick else 1.5e8)
+        make_budget = tuning.gradient_evaluations
+    paper_seeds = seeds[:3] if args.paper_seeds is None else args.paper_seeds
     if args.quick:
         arms = tuning.grid(step_size=[1e-5, 1e-6, 1e-7], batch_fraction=[0.01, 0.001])
     else:
@@ -100,17 +111,16 @@ def main() -> None:
                           independent_chains=True)
     theta_map = sg.find_map(base, tf.zeros([prob.num_features], tf.float32)).position
     cv = sg.ControlVariateEstimator(base, theta_map)
-    ksd = tuning.KSDMetric(max_samples=args.max_samples)
-    variants = [("C chains", args.chains)] + ([] if args.no_paper else [("paper", 1)])
+    ksd = tuning.KSDMetric(max_samples=args.max_samples, score_block_size=128)
     # Algorithm 1's survivor runs R = Σ_i r_i; every grid arm gets the same R.
-    r_total = sum(tuning.per_arm_budgets(len(arms), 3, tuning.seconds(budget)))
+    r_total = sum(tuning.per_arm_budgets(len(arms), 3, make_budget(budget)))
     rows = []
     for name in samplers:
         cls, kw = KERNELS[name.split("-")[0]]
         factory = tuning.KernelFactory(cls, cv if name.endswith("-CV") else base, kw)
         cache: dict = {}
         grid = tuning.grid_search(arms, theta_map, make_kernel=factory, estimator=base,
-                                  budget_per_arm=tuning.seconds(r_total), metric=ksd,
+                                  budget_per_arm=make_budget(r_total), metric=ksd,
                                   chains_per_arm=args.chains, program_cache=cache,
                                   seed=10_000, progress=False)
         table = {r.arm_index: (r.metric, r.metric_se) for r in grid.records}
@@ -118,12 +128,16 @@ def main() -> None:
         print(f"{name}: grid best {tuning.arm_label(grid.best_arm)} KSD {best[0]:.4g} ± "
               f"{best[1]:.2g} ({grid.total_sampling_seconds:.1f} s sampling)", flush=True)
         for s in seeds:
+            variants = [("C chains", args.chains)] + ([("paper", 1)] if s in paper_seeds else [])
             for variant, chains in variants:
                 m = tuning.mamba(arms, theta_map, make_kernel=factory, estimator=base,
-                                 budget=tuning.seconds(budget), metric=ksd, seed=s,
+                                 budget=make_budget(budget), metric=ksd, seed=s,
                                  chains_per_arm=chains, program_cache=cache, progress=False)
                 chosen = table[m.best_index]
                 tr = m.total_sampling_seconds / grid.total_sampling_seconds
+                # The criterion's cost ratio is in the budget's unit: MAMBA's total spend over
+                # the grid's (sampling seconds measured on a shared machine move with its load).
+                cost = m.budget_used / grid.budget_used
                 row = {
                     "sampler": name, "seed": s, "variant": variant, "chains": chains,
                     "arm": tuning.arm_label(m.best_arm), "mamba_ksd": m.best_metric,
@@ -132,7 +146,8 @@ def main() -> None:
                     "best_se": best[1], "ratio": chosen[0] / best[0],
                     "z": (chosen[0] - best[0]) / math.hypot(chosen[1], best[1])
                     if chosen[0] != best[0] else 0.0,
-                    "time_ratio": tr, "ok": success(chosen, best, tr),
+                    "time_ratio": tr, "cost_ratio": cost, "unit": args.unit,
+                    "ok": success(chosen, best, cost),
                     "grid_seconds": grid.total_sampling_seconds,
                     "mamba_seconds": m.total_sampling_seconds,
                 }
@@ -141,38 +156,40 @@ def main() -> None:
                     f.write(json.dumps(row) + "\n")
                 print(f"{name} seed {s} [{variant}]: {row['arm']} -> grid KSD "
                       f"{chosen[0]:.4g} ± {chosen[1]:.2g}; ratio {row['ratio']:.2f}, "
-                      f"{row['z']:.1f} SE; time ratio {tr:.2f}; "
+                      f"{row['z']:.1f} SE; cost ratio {cost:.2f}, time ratio {tr:.2f}; "
                       f"{'OK' if row['ok'] else 'miss'}", flush=True)
     write_report(rows, args, budget, len(arms), time.time() - t0)
 
 
 def report_lines(rows: list[dict], cmd: str, budget: float, num_arms: int, chains: int,
-                 max_samples: int, wall: float) -> list[str]:
+                 max_samples: int, wall: float, unit: str) -> list[str]:
     """The markdown report of the study's rows (also used to merge separate runs)."""
     lines = [
         "# MAMBA-KSD against exhaustive grid search with KSD: tuning cost",
         "",
         f"Command: `{cmd}` (wall time {wall:.0f} s on a shared 2-core machine).",
         "",
-        f"M = {num_arms} arms, η = 3, T = {budget:g} s; KSD on at most {max_samples} thinned "
-        f"samples per chain (thin 10). Yardstick: grid search runs every arm for R (the "
-        f"sampling time of MAMBA's survivor) with C = {chains} independent chains side by side "
-        "and reports each arm's mean KSD ± its standard error. \"grid KSD of MAMBA's arm\" is "
-        "the yardstick's value of the arm MAMBA chose; ratio = that / the grid's best; z = the "
-        "gap in standard errors. A run succeeds (OK) when ratio ≤ 1.10 or z ≤ 2, at time "
-        "ratio ≤ 1/3 (MAMBA's total sampling time / the grid's; compilation and metric time "
-        "excluded from both).",
+        f"M = {num_arms} arms, η = 3, T = {budget:g} {unit.replace('_', ' ')}; KSD on at most "
+        f"{max_samples} thinned samples (thin 10) pooled over an arm's chains, ± its jackknife "
+        "standard error over the chains (over 4 blocks for one chain). Yardstick: grid search "
+        f"runs every arm for R (what MAMBA's survivor gets) split over C = {chains} independent "
+        "chains (repeats) and reports each arm's KSD ± standard error. \"grid KSD of MAMBA's "
+        "arm\" is the yardstick's value of the arm MAMBA chose; ratio = that / the grid's best; "
+        "z = the gap in standard errors. A run succeeds (OK) when ratio ≤ 1.10 or z ≤ 2, at a "
+        "cost ratio ≤ 1/3 (MAMBA's total budget spent / the grid's, in the budget's unit). The "
+        "time ratio is the measured sampling-time ratio (compilation and metric excluded; it "
+        "moves with the shared machine's load).",
         "",
         "| sampler | seed | MAMBA | MAMBA's arm | grid KSD of MAMBA's arm | grid's best arm "
-        "| grid's best KSD | ratio | z | time ratio | OK |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| grid's best KSD | ratio | z | cost ratio | time ratio | OK |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         label = f"C = {r['chains']}" if r["chains"] > 1 else "paper (1 chain)"
         lines.append(
             f"| {r['sampler']} | {r['seed']} | {label} | {r['arm']} | {r['grid_ksd']:.4g} ± "
             f"{r['grid_se']:.2g} | {r['best_arm']} | {r['best_ksd']:.4g} ± {r['best_se']:.2g} "
-            f"| {r['ratio']:.2f} | {r['z']:.1f} | {r['time_ratio']:.2f} | "
+            f"| {r['ratio']:.2f} | {r['z']:.1f} | {r['cost_ratio']:.2f} | {r['time_ratio']:.2f} | "
             f"{'yes' if r['ok'] else 'no'} |"
         )
     lines += ["", "Seeds × samplers (OK / runs):", "",
@@ -190,7 +207,8 @@ def report_lines(rows: list[dict], cmd: str, budget: float, num_arms: int, chain
 
 def write_report(rows, args, budget, num_arms, wall) -> None:
     cmd = ("python examples/mamba_tuning_cost.py " + " ".join(sys.argv[1:])).strip()
-    lines = report_lines(rows, cmd, budget, num_arms, args.chains, args.max_samples, wall)
+    lines = report_lines(rows, cmd, budget, num_arms, args.chains, args.max_samples, wall,
+                         args.unit)
     path = os.path.join(args.out, "mamba_tuning_cost.md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -107,7 +107,7 @@ def run_fixed(
         spent = (
             out.sampling_seconds
             if budget.unit == "seconds"
-            else float(out.steps * (1 if budget.unit == "steps" else runner.costs[i]))
+            else float(out.steps * (out.num_chains if budget.unit == "steps" else runner.costs[i]))
         )
         records.append(
             RoundRecord(0, i, runner.arms[i], value, out.steps,

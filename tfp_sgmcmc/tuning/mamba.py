@@ -95,29 +95,44 @@ def as_budget(budget: Budget | float | int) -> Budget:
     raise ValueError(f"`budget` must be a Budget or a number of seconds, got {budget!r}.")
 
 
+#: Contiguous blocks a single chain is split into for the metric's standard error.
+SE_BLOCKS = 4
+
+
 def evaluate_metric(
     metric: Callable[..., float], out: RunOutput, estimator: Any
 ) -> tuple[float, float, str]:
     """``(value, seconds, note)``; non-finite input/output or an exception → ``+inf``.
 
-    With ``C = out.num_chains > 1`` independent chains the value is the mean of
-    the chains' metrics and its standard error ``sd(chain values)/√C`` is
-    stored in ``out.extras["metric_se"]`` (``nan`` for one chain).
+    The metric's standard error (see :func:`evaluate_metric_with_se`) is
+    stored in ``out.extras["metric_se"]``.
     """
     value, se, dt, note = evaluate_metric_with_se(metric, out, estimator)
     out.extras["metric_se"] = se
     return value, dt, note
 
 
+def _groups(out: RunOutput) -> list[list[np.ndarray]]:
+    """The arm's chains, or (one chain) :data:`SE_BLOCKS` contiguous blocks of it."""
+    if out.num_chains > 1:
+        return [[s[:, c] for s in out.samples] for c in range(out.num_chains)]
+    m = out.samples[0].shape[0]
+    edges = np.linspace(0, m, min(SE_BLOCKS, m) + 1).round().astype(int)
+    return [[s[a:b] for s in out.samples] for a, b in zip(edges[:-1], edges[1:])]
+
+
 def evaluate_metric_with_se(
     metric: Callable[..., float], out: RunOutput, estimator: Any
 ) -> tuple[float, float, float, str]:
-    """``(value, standard error, seconds, note)`` of an arm's round (see :func:`evaluate_metric`).
+    """``(value, standard error, seconds, note)`` of an arm's round.
 
-    The chains of an arm are independent runs of the same arm, so their
-    metrics are i.i.d. draws of the one-chain metric at this budget: their
-    mean estimates its expectation with standard error ``s_C/√C`` (``s_C``
-    the sample standard deviation over the ``C`` chains).
+    * A metric with ``value_and_se(groups, estimator)`` (the KSD) is computed
+      on the pooled samples of the arm's ``C`` independent chains -- or of
+      its one chain, unchanged -- and its standard error is the jackknife
+      over the chains (over :data:`SE_BLOCKS` contiguous blocks of one chain).
+    * Any other metric: with ``C > 1`` chains, the mean of the chains' values
+      with standard error ``sd/√C`` (the chains are i.i.d. runs of the arm);
+      with one chain, the value and ``nan``.
     """
     t0 = time.perf_counter()
     nan = math.nan
@@ -127,30 +142,34 @@ def evaluate_metric_with_se(
         return math.inf, nan, 0.0, "no thinned sample (budget too small for this arm)"
     if not all(np.all(np.isfinite(s)) for s in out.samples):
         return math.inf, nan, 0.0, "non-finite samples"
-    chains = int(getattr(out, "num_chains", 1))
+    chains = int(out.num_chains)
     try:
-        if chains == 1:
-            values = [
-                float(metric(out.samples, {"target_log_prob": out.target_log_prob}, estimator))
-            ]
+        if hasattr(metric, "value_and_se"):
+            value, se = metric.value_and_se(_groups(out), estimator)
+        elif chains == 1:
+            value = float(
+                metric(out.samples, {"target_log_prob": out.target_log_prob}, estimator)
+            )
+            se = nan
         else:
-            per_chain = [[s[:, c] for s in out.samples] for c in range(chains)]
-            if hasattr(metric, "per_chain"):
-                # One scoring pass over every chain's samples (larger compiled blocks).
-                values = [float(v) for v in metric.per_chain(per_chain, estimator)]
-            else:
-                values = [
-                    float(metric(x, {"target_log_prob": out.target_log_prob[:, c]}, estimator))
-                    for c, x in enumerate(per_chain)
-                ]
+            values = [
+                float(
+                    metric(
+                        [s[:, c] for s in out.samples],
+                        {"target_log_prob": out.target_log_prob[:, c]},
+                        estimator,
+                    )
+                )
+                for c in range(chains)
+            ]
+            value = float(np.mean(values))
+            se = float(np.std(values, ddof=1) / math.sqrt(chains))
     except Exception as e:  # a failing metric prunes the arm, never the run
         return math.inf, nan, time.perf_counter() - t0, f"metric failed: {type(e).__name__}: {e}"
     dt = time.perf_counter() - t0
-    if not all(math.isfinite(v) for v in values):
+    if not math.isfinite(value):
         return math.inf, nan, dt, "non-finite metric"
-    value = float(np.mean(values))
-    se = float(np.std(values, ddof=1) / math.sqrt(chains)) if chains > 1 else nan
-    return value, se, dt, ""
+    return float(value), float(se), dt, ""
 
 
 class MAMBA:
@@ -189,8 +208,9 @@ class MAMBA:
       chains_per_arm: ``C`` independent chains per arm, run side by side in
         the arm's budget (one program, leading ``[C]`` state dimension; the
         estimator must have ``independent_chains=True``). The arm's metric
-        is the mean of its chains' metrics, with standard error
-        ``sd/√C`` (``RoundRecord.metric_se``). Beyond the paper; its measured
+        is computed on the chains' pooled samples with a jackknife standard
+        error over the chains (``RoundRecord.metric_se``; see
+        :func:`evaluate_metric_with_se`). Beyond the paper; its measured
         effect on picking the right arm is in ``docs/tuning.md``. Default
         value: ``1`` (the paper's one chain per arm).
 
@@ -247,10 +267,12 @@ class MAMBA:
         self.progress = progress
         if self.budget.deterministic:
             r0 = self.per_arm_budgets[0]
-            worst = min(self.runner.steps_for(i, r0, self.budget) for i in range(len(arms)))
-            if worst < 1:
+            most = max(self.runner.steps_for(i, r0, self.budget) for i in range(len(arms)))
+            if most < 1:
+                # (An arm that cannot afford one step -- e.g. a full batch -- just gets an
+                # infinite metric, as a too-slow arm does under a wall-clock budget.)
                 raise ValueError(
-                    f"`budget` {self.budget} gives some arm 0 steps in round 0 (r_0 = {r0:g} "
+                    f"`budget` {self.budget} gives every arm 0 steps in round 0 (r_0 = {r0:g} "
                     f"{self.budget.unit}); increase it."
                 )
 
@@ -361,7 +383,7 @@ class MAMBA:
         if self.budget.unit == "seconds":
             return out.sampling_seconds
         if self.budget.unit == "steps":
-            return float(out.steps)
+            return float(out.steps * out.num_chains)
         return float(out.steps * self._cost(idx))
 
 

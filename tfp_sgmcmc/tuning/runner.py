@@ -262,7 +262,9 @@ class ArmRunner:
             except ValueError as e:
                 raise ValueError(f"`arms[{i}]` = {arm}: {e}") from e
             self.kernels.append(kernel)
-            self.costs.append(gradient_cost_per_step(kernel))
+            # Deterministic budgets count every chain's work: C chains split an arm's
+            # budget, as C repeats would.
+            self.costs.append(gradient_cost_per_step(kernel) * int(chains_per_arm))
         self.reference_estimator = _estimator_of(self.kernels[0])
         if self.chains_per_arm > 1:
             for i, kernel in enumerate(self.kernels):
@@ -319,9 +321,13 @@ class ArmRunner:
         return tf.constant([int(st.seed[0]) * 7919 + st.calls, int(st.seed[1])], tf.int32)
 
     def steps_for(self, index: int, amount: float, budget: Budget) -> int:
-        """Steps an arm runs for a per-arm amount in a deterministic unit."""
+        """Steps an arm runs for a per-arm amount in a deterministic unit.
+
+        Chain-steps and per-example gradients are counted over all
+        ``chains_per_arm`` chains, so ``C`` chains each run ``1/C`` of the amount.
+        """
         if budget.unit == "steps":
-            return int(np.floor(amount))
+            return int(np.floor(amount / self.chains_per_arm))
         return int(np.floor(amount / self.costs[index]))
 
     def run(self, index: int, amount: float, budget: Budget) -> RunOutput:
