@@ -80,7 +80,7 @@ def run_fixed(
 
     With ``chains_per_arm = C > 1`` every arm runs ``C`` independent chains
     side by side in its budget (the same total per arm, split into ``C``
-    repeats) and its metric is their mean with standard error ``sd/√C``.
+    repeats) and its metric comes with a standard error over them.
     """
     budget = as_budget(budget_per_arm)
     metric_fn = resolve_metric(metric)
@@ -166,9 +166,11 @@ def grid_search(
       arms: as :class:`~tfp_sgmcmc.tuning.mamba.MAMBA`; so are ``init_state``,
         ``make_kernel``, ``kernel_class``, ``estimator``, ``kernel_kwargs``,
         ``metric``, ``thin``, ``seed``, ``jit_compile``, ``progress``,
-        ``max_steps_per_call``, ``program_cache`` and ``chains_per_arm``. With ``chains_per_arm = C > 1`` each arm's
-        metric is the mean over ``C`` independent repeats (chains run side by
-        side in the arm's budget) with its standard error.
+        ``max_steps_per_call``, ``program_cache`` and ``chains_per_arm``. With
+        ``chains_per_arm = C > 1`` each arm runs ``C`` independent repeats
+        (chains side by side in the arm's budget) and its metric comes with a
+        standard error over them (see
+        :func:`~tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se`).
       budget_per_arm: a :class:`~tfp_sgmcmc.tuning.budget.Budget` whose
         ``amount`` each configuration runs (e.g. ``steps(5000)``), or seconds.
         Default value: ``1.`` (1 s each, the journal's grid search with KSD).
