@@ -55,7 +55,11 @@ def make_run(estimator: sg.MinibatchEstimator, num_steps: int):
     @tf.function(jit_compile=True)
     def run(init: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
         return tfp.mcmc.sample_chain(
-            num_steps, init, kernel=kernel, trace_fn=None, seed=seed,
+            num_steps,
+            init,
+            kernel=kernel,
+            trace_fn=None,
+            seed=seed,
             num_burnin_steps=0,
         )[-1]
 
@@ -75,8 +79,13 @@ def main() -> None:
     schemes = ["random_window"] if args.quick else ["random_window", "epoch"]
     x, y = make_data(n_total, 10)
     data = (tf.constant(x), tf.constant(y))
-    out = {"environment": environment(), "load_start": load_average(), "steps": steps,
-           "num_examples": n_total, "results": []}
+    out = {
+        "environment": environment(),
+        "load_start": load_average(),
+        "steps": steps,
+        "num_examples": n_total,
+        "results": [],
+    }
     for scheme in schemes:
         source = sg.InMemoryData(data, scheme=scheme)
         for frac in fractions:
@@ -99,7 +108,9 @@ def main() -> None:
                     t_one.append(timed_call(one, tf.zeros([10]), seed)[0] / steps)
                 ratios = [a / b for a, b in zip(times["independent"], times["shared"])]
                 row = {
-                    "scheme": scheme, "batch_fraction": frac, "batch_size": n,
+                    "scheme": scheme,
+                    "batch_fraction": frac,
+                    "batch_size": n,
                     "chains": chains,
                     "shared_us_per_step": 1e6 * median(times["shared"]),
                     "independent_us_per_step": 1e6 * median(times["independent"]),

@@ -54,8 +54,12 @@ class CachedKSD(tuning.KSDMetric):
 
 def spread(values: list[float]) -> dict:
     v = np.asarray(values, np.float64)
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)),
-            "cv": float(v.std(ddof=1) / abs(v.mean())), "repeats": len(v)}
+    return {
+        "mean": float(v.mean()),
+        "sd": float(v.std(ddof=1)),
+        "cv": float(v.std(ddof=1) / abs(v.mean())),
+        "repeats": len(v),
+    }
 
 
 def main() -> None:
@@ -71,8 +75,9 @@ def main() -> None:
     steps = max(10 * max(ms), 100 * max(thins))
 
     prob = logistic_regression()
-    base = prob.estimator(prob.batch_size_from_fraction(0.01), scheme="random_window",
-                          independent_chains=True)
+    base = prob.estimator(
+        prob.batch_size_from_fraction(0.01), scheme="random_window", independent_chains=True
+    )
     theta_map = sg.find_map(base, tf.zeros([prob.num_features], tf.float32)).position
     kernel = sg.SGLD(base, step_size=1e-6)
     init = tf.broadcast_to(theta_map, [reps, prob.num_features])
@@ -85,14 +90,22 @@ def main() -> None:
     draws = run(tf.constant([3, 4], tf.int32)).numpy()  # [steps, R, d]
     ksd = CachedKSD(max_samples=None, score_block_size=128)
     # Score every sample any configuration uses once, in one pass.
-    need = sorted({i for t in thins for i in range(t - 1, 100 * t, t)}
-                  | set(range(9, 10 * max(ms), 10)))
+    need = sorted(
+        {i for t in thins for i in range(t - 1, 100 * t, t)} | set(range(9, 10 * max(ms), 10))
+    )
     rows = draws[need].reshape(-1, draws.shape[-1])
     log(f"scoring {rows.shape[0]} samples")
     ksd.fill(rows, tuning.KSDMetric(score_block_size=128).scores([rows], base)[0])
-    out = {"environment": environment(), "load_start": load_average(), "arm":
-           {"sampler": "SGLD", "step_size": 1e-6, "batch_fraction": 0.01}, "steps": steps,
-           "repeats": reps, "by_samples": [], "by_thinning": [], "by_chains": []}
+    out = {
+        "environment": environment(),
+        "load_start": load_average(),
+        "arm": {"sampler": "SGLD", "step_size": 1e-6, "batch_fraction": 0.01},
+        "steps": steps,
+        "repeats": reps,
+        "by_samples": [],
+        "by_thinning": [],
+        "by_chains": [],
+    }
 
     def thinned(chain: int, thin: int, m: int) -> np.ndarray:
         return draws[thin - 1 : thin * m : thin, chain]
@@ -107,11 +120,21 @@ def main() -> None:
             vals.append(v)
             ses.append(se)
             scores = ksd.scores([x], base)  # cached
-            res = sg.fssd_opt(tf.constant(x, tf.float64), tf.constant(scores[0], tf.float64),
-                              mode="mamba", seed=(r, 1))
+            res = sg.fssd_opt(
+                tf.constant(x, tf.float64),
+                tf.constant(scores[0], tf.float64),
+                mode="mamba",
+                seed=(r, 1),
+            )
             fssd.append(float(res.value))
-        row = {"m": m, "thin": 10, "chains": 1, "ksd": spread(vals),
-               "ksd_mean_jackknife_se": float(np.mean(ses)), "fssd": spread(fssd)}
+        row = {
+            "m": m,
+            "thin": 10,
+            "chains": 1,
+            "ksd": spread(vals),
+            "ksd_mean_jackknife_se": float(np.mean(ses)),
+            "fssd": spread(fssd),
+        }
         log(str(row))
         out["by_samples"].append(row)
     # Metric vs thinning at m = 100 (one chain per value).
@@ -130,8 +153,13 @@ def main() -> None:
             v, se = ksd.value_and_se(groups, base)
             vals.append(v)
             ses.append(se)
-        row = {"m": 100, "thin": 10, "chains": c, "ksd": spread(vals),
-               "ksd_mean_jackknife_se": float(np.mean(ses))}
+        row = {
+            "m": 100,
+            "thin": 10,
+            "chains": c,
+            "ksd": spread(vals),
+            "ksd_mean_jackknife_se": float(np.mean(ses)),
+        }
         log(str(row))
         out["by_chains"].append(row)
     out["load_end"] = load_average()

@@ -66,20 +66,39 @@ def success(chosen: tuple[float, float], best: tuple[float, float], time_ratio: 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="6 arms, T = 3 s, SGLD, one seed")
-    ap.add_argument("--samplers", nargs="+", default=None,
-                    help="from SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV")
+    ap.add_argument(
+        "--samplers",
+        nargs="+",
+        default=None,
+        help="from SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV",
+    )
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="MAMBA seeds (6)")
-    ap.add_argument("--unit", default="gradient_evaluations",
-                    choices=["seconds", "gradient_evaluations"],
-                    help="budget unit (gradient_evaluations: deterministic, unaffected by "
-                         "the machine's load)")
-    ap.add_argument("--budget", type=float, default=None,
-                    help="MAMBA's T (default 1.5e8 gradient evaluations, or 10 s)")
+    ap.add_argument(
+        "--unit",
+        default="gradient_evaluations",
+        choices=["seconds", "gradient_evaluations"],
+        help="budget unit (gradient_evaluations: deterministic, unaffected by the machine's load)",
+    )
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="MAMBA's T (default 1.5e8 gradient evaluations, or 10 s)",
+    )
     ap.add_argument("--chains", type=int, default=4, help="chains per arm C (4)")
-    ap.add_argument("--max-samples", type=int, default=80,
-                    help="thinned samples (pooled over an arm's chains) the KSD uses (80)")
-    ap.add_argument("--paper-seeds", type=int, nargs="*", default=None,
-                    help="seeds of the paper's one-chain MAMBA (default: the first three)")
+    ap.add_argument(
+        "--max-samples",
+        type=int,
+        default=80,
+        help="thinned samples (pooled over an arm's chains) the KSD uses (80)",
+    )
+    ap.add_argument(
+        "--paper-seeds",
+        type=int,
+        nargs="*",
+        default=None,
+        help="seeds of the paper's one-chain MAMBA (default: the first three)",
+    )
     ap.add_argument("--out", required=True, help="output directory")
     args = ap.parse_args()
     samplers = args.samplers or (["SGLD"] if args.quick else SAMPLERS)
@@ -100,15 +119,17 @@ def main() -> None:
     if args.quick:
         arms = tuning.grid(step_size=[1e-5, 1e-6, 1e-7], batch_fraction=[0.01, 0.001])
     else:
-        arms = tuning.grid(step_size=tuning.log10_grid(-1, -7.5, 0.5),
-                           batch_fraction=[1.0, 0.1, 0.01, 0.001])
+        arms = tuning.grid(
+            step_size=tuning.log10_grid(-1, -7.5, 0.5), batch_fraction=[1.0, 0.1, 0.01, 0.001]
+        )
     os.makedirs(args.out, exist_ok=True)
     jsonl = os.path.join(args.out, "mamba_tuning_cost.jsonl")
 
     t0 = time.time()
     prob = logistic_regression()
-    base = prob.estimator(prob.batch_size_from_fraction(0.01), scheme="random_window",
-                          independent_chains=True)
+    base = prob.estimator(
+        prob.batch_size_from_fraction(0.01), scheme="random_window", independent_chains=True
+    )
     theta_map = sg.find_map(base, tf.zeros([prob.num_features], tf.float32)).position
     cv = sg.ControlVariateEstimator(base, theta_map)
     ksd = tuning.KSDMetric(max_samples=args.max_samples, score_block_size=128)
@@ -119,34 +140,64 @@ def main() -> None:
         cls, kw = KERNELS[name.split("-")[0]]
         factory = tuning.KernelFactory(cls, cv if name.endswith("-CV") else base, kw)
         cache: dict = {}
-        grid = tuning.grid_search(arms, theta_map, make_kernel=factory, estimator=base,
-                                  budget_per_arm=make_budget(r_total), metric=ksd,
-                                  chains_per_arm=args.chains, program_cache=cache,
-                                  seed=10_000, progress=False)
+        grid = tuning.grid_search(
+            arms,
+            theta_map,
+            make_kernel=factory,
+            estimator=base,
+            budget_per_arm=make_budget(r_total),
+            metric=ksd,
+            chains_per_arm=args.chains,
+            program_cache=cache,
+            seed=10_000,
+            progress=False,
+        )
         table = {r.arm_index: (r.metric, r.metric_se) for r in grid.records}
         best = table[grid.best_index]
-        print(f"{name}: grid best {tuning.arm_label(grid.best_arm)} KSD {best[0]:.4g} ± "
-              f"{best[1]:.2g} ({grid.total_sampling_seconds:.1f} s sampling)", flush=True)
+        print(
+            f"{name}: grid best {tuning.arm_label(grid.best_arm)} KSD {best[0]:.4g} ± "
+            f"{best[1]:.2g} ({grid.total_sampling_seconds:.1f} s sampling)",
+            flush=True,
+        )
         for s in seeds:
             variants = [("C chains", args.chains)] + ([("paper", 1)] if s in paper_seeds else [])
             for variant, chains in variants:
-                m = tuning.mamba(arms, theta_map, make_kernel=factory, estimator=base,
-                                 budget=make_budget(budget), metric=ksd, seed=s,
-                                 chains_per_arm=chains, program_cache=cache, progress=False)
+                m = tuning.mamba(
+                    arms,
+                    theta_map,
+                    make_kernel=factory,
+                    estimator=base,
+                    budget=make_budget(budget),
+                    metric=ksd,
+                    seed=s,
+                    chains_per_arm=chains,
+                    program_cache=cache,
+                    progress=False,
+                )
                 chosen = table[m.best_index]
                 tr = m.total_sampling_seconds / grid.total_sampling_seconds
                 # The criterion's cost ratio is in the budget's unit: MAMBA's total spend over
                 # the grid's (sampling seconds measured on a shared machine move with its load).
                 cost = m.budget_used / grid.budget_used
                 row = {
-                    "sampler": name, "seed": s, "variant": variant, "chains": chains,
-                    "arm": tuning.arm_label(m.best_arm), "mamba_ksd": m.best_metric,
-                    "grid_ksd": chosen[0], "grid_se": chosen[1],
-                    "best_arm": tuning.arm_label(grid.best_arm), "best_ksd": best[0],
-                    "best_se": best[1], "ratio": chosen[0] / best[0],
+                    "sampler": name,
+                    "seed": s,
+                    "variant": variant,
+                    "chains": chains,
+                    "arm": tuning.arm_label(m.best_arm),
+                    "mamba_ksd": m.best_metric,
+                    "grid_ksd": chosen[0],
+                    "grid_se": chosen[1],
+                    "best_arm": tuning.arm_label(grid.best_arm),
+                    "best_ksd": best[0],
+                    "best_se": best[1],
+                    "ratio": chosen[0] / best[0],
                     "z": (chosen[0] - best[0]) / math.hypot(chosen[1], best[1])
-                    if chosen[0] != best[0] else 0.0,
-                    "time_ratio": tr, "cost_ratio": cost, "unit": args.unit,
+                    if chosen[0] != best[0]
+                    else 0.0,
+                    "time_ratio": tr,
+                    "cost_ratio": cost,
+                    "unit": args.unit,
                     "ok": success(chosen, best, cost),
                     "grid_seconds": grid.total_sampling_seconds,
                     "mamba_seconds": m.total_sampling_seconds,
@@ -154,15 +205,26 @@ def main() -> None:
                 rows.append(row)
                 with open(jsonl, "a") as f:
                     f.write(json.dumps(row) + "\n")
-                print(f"{name} seed {s} [{variant}]: {row['arm']} -> grid KSD "
-                      f"{chosen[0]:.4g} ± {chosen[1]:.2g}; ratio {row['ratio']:.2f}, "
-                      f"{row['z']:.1f} SE; cost ratio {cost:.2f}, time ratio {tr:.2f}; "
-                      f"{'OK' if row['ok'] else 'miss'}", flush=True)
+                print(
+                    f"{name} seed {s} [{variant}]: {row['arm']} -> grid KSD "
+                    f"{chosen[0]:.4g} ± {chosen[1]:.2g}; ratio {row['ratio']:.2f}, "
+                    f"{row['z']:.1f} SE; cost ratio {cost:.2f}, time ratio {tr:.2f}; "
+                    f"{'OK' if row['ok'] else 'miss'}",
+                    flush=True,
+                )
     write_report(rows, args, budget, len(arms), time.time() - t0)
 
 
-def report_lines(rows: list[dict], cmd: str, budget: float, num_arms: int, chains: int,
-                 max_samples: int, wall: float, unit: str) -> list[str]:
+def report_lines(
+    rows: list[dict],
+    cmd: str,
+    budget: float,
+    num_arms: int,
+    chains: int,
+    max_samples: int,
+    wall: float,
+    unit: str,
+) -> list[str]:
     """The markdown report of the study's rows (also used to merge separate runs)."""
     lines = [
         "# MAMBA-KSD against exhaustive grid search with KSD: tuning cost",
@@ -192,9 +254,13 @@ def report_lines(rows: list[dict], cmd: str, budget: float, num_arms: int, chain
             f"| {r['ratio']:.2f} | {r['z']:.1f} | {r['cost_ratio']:.2f} | {r['time_ratio']:.2f} | "
             f"{'yes' if r['ok'] else 'no'} |"
         )
-    lines += ["", "Seeds × samplers (OK / runs):", "",
-              "| MAMBA | " + " | ".join(dict.fromkeys(r["sampler"] for r in rows)) + " |",
-              "|---|" + "---|" * len(dict.fromkeys(r["sampler"] for r in rows))]
+    lines += [
+        "",
+        "Seeds × samplers (OK / runs):",
+        "",
+        "| MAMBA | " + " | ".join(dict.fromkeys(r["sampler"] for r in rows)) + " |",
+        "|---|" + "---|" * len(dict.fromkeys(r["sampler"] for r in rows)),
+    ]
     for chains_label in dict.fromkeys(r["chains"] for r in rows):
         cells = []
         for name in dict.fromkeys(r["sampler"] for r in rows):
@@ -207,8 +273,9 @@ def report_lines(rows: list[dict], cmd: str, budget: float, num_arms: int, chain
 
 def write_report(rows, args, budget, num_arms, wall) -> None:
     cmd = ("python examples/mamba_tuning_cost.py " + " ".join(sys.argv[1:])).strip()
-    lines = report_lines(rows, cmd, budget, num_arms, args.chains, args.max_samples, wall,
-                         args.unit)
+    lines = report_lines(
+        rows, cmd, budget, num_arms, args.chains, args.max_samples, wall, args.unit
+    )
     path = os.path.join(args.out, "mamba_tuning_cost.md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

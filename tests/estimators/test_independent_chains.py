@@ -54,13 +54,14 @@ def _noise_draws(est, x, num_chains, num_draws, seed):
 
     @tf.function(jit_compile=True)
     def draws(seed):
-        state = est.bootstrap(theta)
-        seeds = tfp.random.split_seed(seed, n=num_draws)
-        out = []
-        for k in range(num_draws):
-            g, state = est(theta, state, seeds[k])
-            out.append(g.grads_target_log_prob[0])
-        return tf.stack(out)
+        def body(carry, k):
+            state, _ = carry
+            g, state = est(theta, state, tf.stack([seed[0] + k, seed[1]]))
+            return state, g.grads_target_log_prob[0]
+
+        init = (est.bootstrap(theta), tf.zeros([num_chains], tf.float64))
+        _, out = tf.scan(body, tf.range(num_draws), initializer=init)
+        return out
 
     return draws(tf.constant([seed, 7], tf.int32)).numpy() - full
 
@@ -111,8 +112,13 @@ def _between_chain_variance(est, x, step_size, num_chains, seed):
     @tf.function(jit_compile=True)
     def run(seed):
         return tfp.mcmc.sample_chain(
-            30, init, kernel=kernel, num_burnin_steps=50, num_steps_between_results=19,
-            trace_fn=None, seed=seed,
+            30,
+            init,
+            kernel=kernel,
+            num_burnin_steps=50,
+            num_steps_between_results=19,
+            trace_fn=None,
+            seed=seed,
         )
 
     draws = run(tf.constant([seed, 11], tf.int32)).numpy()  # [snapshots, chains]
@@ -160,12 +166,17 @@ def test_control_variates_with_independent_chains(rng, seed):
 def test_single_chain_and_bad_input(rng):
     est, x = _estimator(rng, "epoch", independent=True)
     # One chain (no chain dimension): the shared path, same batch law.
-    g, st = est(tf.constant(0.0, tf.float64), est.bootstrap(tf.constant(0.0, tf.float64)),
-                tf.constant([1, 2], tf.int32))
+    g, st = est(
+        tf.constant(0.0, tf.float64),
+        est.bootstrap(tf.constant(0.0, tf.float64)),
+        tf.constant([1, 2], tf.int32),
+    )
     assert g.grads_target_log_prob[0].shape == ()
     assert st.position.shape == ()
     with pytest.raises(ValueError, match="independent_chains"):
         sg.MinibatchEstimator(_gauss_ll, x, BATCH, independent_chains="yes")
-    ds = sg.DatasetData(tf.data.Dataset.from_tensor_slices(x).repeat().batch(BATCH), N)
+    ds = sg.DatasetData(
+        tf.data.Dataset.from_tensor_slices(x).repeat().batch(BATCH, drop_remainder=True), N
+    )
     with pytest.raises(ValueError, match="InMemoryData"):
         sg.MinibatchEstimator(_gauss_ll, ds, BATCH, independent_chains=True)

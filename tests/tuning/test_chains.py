@@ -57,13 +57,27 @@ def test_mamba_with_chains_per_arm(rng):
 def test_chains_per_arm_needs_independent_batches(rng):
     est, _ = _problem(rng, independent=False)
     with pytest.raises(ValueError, match="independent_chains=True"):
-        tu.MAMBA(tu.grid(step_size=[1e-3, 1e-2]), tf.zeros([D], tf.float64),
-                 kernel_class=sg.SGLD, estimator=est, budget=tu.steps(400), eta=2,
-                 chains_per_arm=2, progress=False)
+        tu.MAMBA(
+            tu.grid(step_size=[1e-3, 1e-2]),
+            tf.zeros([D], tf.float64),
+            kernel_class=sg.SGLD,
+            estimator=est,
+            budget=tu.steps(400),
+            eta=2,
+            chains_per_arm=2,
+            progress=False,
+        )
     with pytest.raises(ValueError, match="chains_per_arm"):
-        tu.MAMBA(tu.grid(step_size=[1e-3, 1e-2]), tf.zeros([D], tf.float64),
-                 kernel_class=sg.SGLD, estimator=est, budget=tu.steps(400), eta=2,
-                 chains_per_arm=0, progress=False)
+        tu.MAMBA(
+            tu.grid(step_size=[1e-3, 1e-2]),
+            tf.zeros([D], tf.float64),
+            kernel_class=sg.SGLD,
+            estimator=est,
+            budget=tu.steps(400),
+            eta=2,
+            chains_per_arm=0,
+            progress=False,
+        )
 
 
 def test_ksd_jackknife_matches_leave_one_group_out(rng):
@@ -78,8 +92,9 @@ def test_ksd_jackknife_matches_leave_one_group_out(rng):
         return float(kernel_stein_discrepancy(tf.constant(s), tf.constant(scores)))
 
     assert value == pytest.approx(ksd(pooled), rel=1e-10)
-    loo = np.array([ksd(np.concatenate([g[0] for j, g in enumerate(groups) if j != k]))
-                    for k in range(3)])
+    loo = np.array(
+        [ksd(np.concatenate([g[0] for j, g in enumerate(groups) if j != k])) for k in range(3)]
+    )
     expected = math.sqrt(2 / 3 * np.sum((loo - loo.mean()) ** 2))
     assert se == pytest.approx(expected, rel=1e-8)
 
