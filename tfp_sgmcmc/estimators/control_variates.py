@@ -149,8 +149,8 @@ class ControlVariateEstimator(GradientEstimator):
         # Two minibatch gradients on one batch: at θ (with the prior) and at θ̂.
         value, grads = value_and_gradient_parts(lambda s: b.log_prob_on_batch(s, batch), state)
         centre = self._centre
-        chain_shape = estimator_state.position.shape.as_list()
-        if b.independent_chains and chain_shape:
+        chain_shape = estimator_state.position.shape.as_list() if b.independent_chains else []
+        if chain_shape:
             # Per-chain batches: θ̂ is evaluated on each chain's own rows.
             centre = restructure(
                 [tf.broadcast_to(c, [*chain_shape, *c.shape]) for c in as_parts(centre)],

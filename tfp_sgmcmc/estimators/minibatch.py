@@ -259,8 +259,10 @@ class MinibatchEstimator(GradientEstimator):
         Per-chain batches are drawn when ``independent_chains`` is set and the
         estimator state carries chain dimensions ``B`` (from :meth:`bootstrap`).
         """
+        if not self._independent:
+            return self._data.sample_batch(self._batch_size, estimator_state, seed)
         chain_shape = estimator_state.position.shape.as_list()
-        if not (self._independent and chain_shape):
+        if not chain_shape:
             return self._data.sample_batch(self._batch_size, estimator_state, seed)
         num_chains = int(np.prod(chain_shape, dtype=np.int64))
         flat_state = BatchState(
