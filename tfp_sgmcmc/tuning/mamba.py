@@ -353,7 +353,8 @@ class MAMBA:
             num_programs=self._num_programs(),
             single_part=self._single_part(),
             round_seconds=round_seconds,
-            chains_per_arm=self.chains_per_arm,
+            # (Backends that do not build an ArmRunner here run one chain per arm.)
+            chains_per_arm=getattr(self, "chains_per_arm", 1),
         )
 
     # -- execution hooks (overridden by the Ray backend) -------------------- #
