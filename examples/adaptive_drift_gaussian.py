@@ -2,7 +2,7 @@
 
 Target N(0, Σ), Σ = [[1, .9], [.9, 1]], stochastic gradient = exact gradient +
 e, e ~ N(0, I) (:class:`~tfp_sgmcmc.NoisyGradientEstimator`). Settings of the
-paper (ALGORITHMS.md §14.2): ε = 0.1, τ = 1 for all; MSGLD a = 0.01, β1 = 0.9;
+paper (docs/algorithms.md#exp-gaussian): ε = 0.1, τ = 1 for all; MSGLD a = 0.01, β1 = 0.9;
 ASGLD a = 0.1, β1 = 0.9, β2 = 0.999. Every sampler runs ``--chains``
 independent chains from θ0 = 0; the error at iteration t is the mean over the
 4 entries of |Ĉ_t − Σ|, Ĉ_t the sample covariance of θ_1..θ_t of one chain,
@@ -144,7 +144,8 @@ Command: `{command_line()}` ({steps:,} iterations, {chains} independent chains p
 sampler, θ0 = 0, float64, XLA).
 
 Target N(0, Σ) with Σ = [[1, 0.9], [0.9, 1]]; stochastic gradient = exact
-gradient + N(0, I) noise. Paper settings (ALGORITHMS.md §14.2): ε = 0.1, τ = 1;
+gradient + N(0, I) noise. Paper settings ([algorithms reference](../algorithms.md#exp-gaussian)): ε
+= 0.1, τ = 1;
 MSGLD a = 0.01, β1 = 0.9; ASGLD a = 0.1, β1 = 0.9, β2 = 0.999. Error = mean over
 the four entries of |Ĉ_t − Σ| for the sample covariance of one chain's first t
 iterates, averaged over chains (± 2 standard errors across chains).

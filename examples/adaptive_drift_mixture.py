@@ -2,7 +2,7 @@
 
 Target π(θ) ∝ Σ_i exp(−‖θ − μ_i‖²) (each component N(μ_i, ½ I), equal
 weights), μ = (−3,−3), (−3,0), (0,0), (3,0), (3,3); stochastic gradient =
-exact gradient + N(0, I). Paper settings (ALGORITHMS.md §14.3): ε = 0.05, τ = 1;
+exact gradient + N(0, I). Paper settings (docs/algorithms.md#exp-mixture): ε = 0.05, τ = 1;
 MSGLD a = 10, β1 = 0.9; ASGLD a = 1, β1 = 0.9, β2 = 0.999 (SGLD ε = 0.05 as
 the baseline; the paper's NGVI baseline is not reproduced). Each sampler runs
 ``--chains`` chains from θ0 = (0, 0) (the central mode); a sample is assigned
@@ -129,7 +129,8 @@ Command: `{command_line()}` ({steps:,} iterations × {chains} chains per sampler
 all chains start at the central mode (0, 0), float64, XLA).
 
 π(θ) ∝ Σ_i exp(−‖θ − μ_i‖²), μ = (−3,−3), (−3,0), (0,0), (3,0), (3,3);
-gradient noise N(0, I). Paper settings (ALGORITHMS.md §14.3): ε = 0.05, τ = 1;
+gradient noise N(0, I). Paper settings ([algorithms reference](../algorithms.md#exp-mixture)): ε =
+0.05, τ = 1;
 MSGLD a = 10, β1 = 0.9; ASGLD a = 1, β1 = 0.9, β2 = 0.999; SGLD with the same ε.
 Occupancy = fraction of iterations whose nearest centre is μ_i (mean over
 chains ± 2 s.e. across chains); the "target" row is the exact mixture's mass of

@@ -4,7 +4,7 @@ Model: y = f_θ(x) + e, e ~ N(0, 1), x ~ Unif[−2, 4],
 f_θ(x) = (x − 1)² + 2 sin(θ1 x) + θ1/30 + cos(θ2 x − 1) − θ2/20, true θ = (20, 10);
 five simulated data sets of N = 10,000; prior θ1, θ2 ~ N(0, 1); minibatch
 n = 100; 30,000 iterations, the first 10,000 discarded; the posterior mean is
-the average of the last 20,000 iterates (paper's protocol, ALGORITHMS.md §14.4).
+the average of the last 20,000 iterates (paper's protocol, docs/algorithms.md#exp-ravines).
 
 The paper's Table 1 is NOT reproducible as written (θ0, τ and the gradient
 scaling are not given, and with N/n-scaled gradients ε = 1e-4 is beyond the
@@ -21,7 +21,7 @@ explicit scheme's stability limit). Our choices, all stated in the output:
   a = 1000, β1 = 0.9, β2 = 0.999, λ = 1e-5; MSGLD 1e-4, a = 10, β1 = 0.99);
 * τ = 1 (``--temperature``), no step decay.
 
-SGHMC is the SGD-with-momentum form (ALGORITHMS §5.3): our SGHMC with
+SGHMC is the SGD-with-momentum form (docs/algorithms.md#sghmc-momentum-form): our SGHMC with
 friction 1 − 0.9 = 0.1, one update per sample, no momentum refresh.
 
 Usage::
@@ -196,7 +196,8 @@ def main() -> None:
 
 Command: `{command_line()}`.
 
-**Our setup (the paper's is not reproducible as written, ALGORITHMS.md §14.4):**
+**Our setup (the paper's is not reproducible as written,
+[algorithms reference](../algorithms.md#exp-ravines)):**
 gradient scaling `{args.scaling}` ({scaling_text}),
 θ0 = ({theta0[0]:g}, {theta0[1]:g}) for every run, step sizes = {args.step_scale:g} × the
 paper's (SGLD/pSGLD/ASGLD/MSGLD ε = {1e-4 * args.step_scale:.1e},
@@ -222,8 +223,9 @@ not) is {verdict} by this configuration. The likelihood makes a long
 ravine along θ − (20, 10) ∝ (3, 2) (from the linear terms θ1/30 − θ2/20) riddled
 with local modes of the oscillating terms, and the N(0, 1) prior pulls along
 the ravine towards the origin; which basin a chain ends in depends on the start,
-the step and the scaling, none of which the paper states. See
-ALGORITHMS.md §14.4 and `docs/samplers/adaptive_drift.md`.
+the step and the scaling, none of which the paper states. See the
+[algorithms reference](../algorithms.md#exp-ravines) and
+[adaptive-drift samplers](../samplers/adaptive_drift.md).
 """
     path = write_study(quick_suffix(args.name, args.quick), text)
     print("wrote", path, fig_path)

@@ -156,7 +156,7 @@ def main() -> None:
 
 
 def _checks(rows: list, samplers: list[str]) -> list[str]:
-    """The paper's qualitative claims (ALGORITHMS.md §14.1), checked on our table."""
+    """The paper's qualitative claims (docs/algorithms.md#exp-logistic), checked on our table."""
     ksd = {(r[0], r[1]): r[3] for r in rows}
     out = []
     pairs = [(s, s + "-CV") for s in ("SGLD", "SGHMC", "SGNHT")

@@ -1,6 +1,6 @@
 """Sparse Bayesian neural network on scikit-learn's diabetes data: SGHMC-SA vs SGHMC.
 
-The UCI study of Deng et al. (2019), supplement Table 2 (``ALGORITHMS.md`` §14.8),
+The UCI study of Deng et al. (2019), supplement Table 2 (``docs/algorithms.md#exp-uci``),
 on the regression data set bundled with scikit-learn (442 rows, 10 features; the
 UCI files are not available offline): an MLP with one hidden layer of 50 ReLU
 units written in plain TF ops (state parts ``[W1, b1, W2, b2]``), random 90/10

@@ -1,7 +1,7 @@
 """Shared pieces of the sparse (SGLD-SA / SGHMC-SA) examples.
 
 * :func:`toeplitz_design` — rows ``x ~ N_p(0, Σ)``, ``Σ_ij = r^{|i−j|}`` (Deng et al.'s
-  large-p-small-n simulations, ``ALGORITHMS.md`` §14.6–14.7);
+  large-p-small-n simulations, ``docs/algorithms.md#exp-sparse-linear``, ``#exp-sparse-logistic``);
 * :func:`run_chain` — runs a kernel in compiled chunks (XLA) with a tqdm bar,
   keeping every ``thin``-th state;
 * :func:`markdown_table` — the studies' table form.

@@ -1,6 +1,6 @@
 """Large-p-small-n linear regression: SGLD-SA vs SGLD-EM vs SGLD (Deng et al. 2019).
 
-Reproduces ``ALGORITHMS.md`` §14.6 (the authors' R notebook): ``n = 100``,
+Reproduces ``docs/algorithms.md#exp-sparse-linear`` (the authors' R notebook): ``n = 100``,
 ``p = 1000``, ``x ~ N_p(0, Σ)``, ``Σ_ij = 0.6^{|i−j|}``, ``β = (β1, β2, β3, 0, …)``
 with ``β1..3 ~ N((3, 2, 1), 0.2²)`` drawn once per data set, ``y = Xβ + η``,
 ``η ~ N(0, 3 I)``; test set of 50 new rows. SSGL prior ``v0 = 0.1, v1 = 10,
@@ -178,7 +178,7 @@ def plot_beta123(beta123, true123, path, title):
 def write_study(table, steps, thin, n_data, v0, cmd, beta123, true123):
     post = {m: s.mean(0) for m, s in beta123.items()}
     lines = [
-        "# Sparse linear regression, large p small n (Deng et al. 2019; ALGORITHMS.md §14.6)",
+        "# Sparse linear regression, large p small n (Deng et al. 2019)",
         "",
         f"Command: `{cmd}` (about {steps:,} iterations per run, every {thin}th kept, first 20 % "
         f"discarded; {n_data} simulated data sets; v0 = {v0}).",

@@ -1,6 +1,7 @@
 """Large-p-small-n logistic regression: SGLD-SA vs SGLD-EM vs SGLD over (v0, σ_init).
 
-Reproduces the supplement's Table 1 of Deng et al. (2019) (``ALGORITHMS.md`` §14.7):
+Reproduces the supplement's Table 1 of Deng et al. (2019)
+(``docs/algorithms.md#exp-sparse-logistic``):
 ``n = 500``, ``p = 1000``, ``Σ_ij = 0.3^{|i−j|}``, ``β = (β1, β2, β3, 0, …)`` with
 ``β1..3 ~ N((3, 2, 1), 0.2²)``, ``y ~ Bernoulli(1/(1 + exp(−Xβ − η)))`` with
 ``η ~ N(0, I/2)``; ``ε_k = 0.001 k^{−1/3}`` for all three algorithms,
@@ -163,7 +164,7 @@ def main() -> None:
         post = {m: [round(float(a), 3) for a in s.mean(0)] for m, s in beta123.items()}
         lines = [
             "# Sparse logistic regression, large p small n (Deng et al. 2019 supplement Table 1;"
-            " ALGORITHMS.md §14.7)",
+            ")",
             "",
             f"Command: `{cmd} --steps {steps} --datasets {n_data}` ({steps:,} iterations per run, "
             f"every {thin}th kept, first 20 % discarded; {n_data} simulated data set(s); full-data "

@@ -1,6 +1,6 @@
 """The SSGL prior: validation, E-step in log space, latent targets, SA fixed point.
 
-Closed forms are those of Deng et al. (2019), eqs. (12)–(15) (``ALGORITHMS.md`` §8),
+Closed forms are those of Deng et al. (2019), eqs. (12)–(15) (``docs/algorithms.md#sgld-sa``),
 evaluated here independently in NumPy (float64) at hand-chosen points,
 including points where the naive density ratio of the reference code is 0/0.
 """

@@ -1,4 +1,6 @@
-"""Unit tests of the adaptive-bias drift transforms (ALGORITHMS.md §7), eager and fast."""
+"""Unit tests of the adaptive-bias drift transforms, eager and fast.
+
+Update rules: docs/algorithms.md#adaptive-drift."""
 
 from __future__ import annotations
 

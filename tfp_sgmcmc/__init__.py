@@ -1,15 +1,16 @@
 """tfp-sgmcmc: stochastic-gradient MCMC for TensorFlow Probability.
 
-* Samplers are ``tfp.mcmc.TransitionKernel``s (:mod:`tfp_sgmcmc.kernels`) driven by a
-  gradient estimator that owns the data (:mod:`tfp_sgmcmc.estimators`,
-  :mod:`tfp_sgmcmc.data`).
+* Samplers are ``tfp.mcmc.TransitionKernel``s ([`tfp_sgmcmc.kernels`][tfp_sgmcmc.kernels]) driven
+  by a
+  gradient estimator that owns the data ([`tfp_sgmcmc.estimators`][tfp_sgmcmc.estimators],
+  [`tfp_sgmcmc.data`][tfp_sgmcmc.data]).
 * Stein discrepancies and chain-quality metrics, as functions and as
-  ``tfp.experimental.mcmc`` reducers: :mod:`tfp_sgmcmc.diagnostics`.
-* The MAMBA tuner and its baselines: :mod:`tfp_sgmcmc.tuning` (Keras 3 models
-  through :mod:`tfp_sgmcmc.keras`, imported on demand).
-* Sparse priors with stochastic-approximation latents: :mod:`tfp_sgmcmc.priors`.
-* Long, resumable runs streamed to HDF5 and ArviZ export: :mod:`tfp_sgmcmc.driver`,
-  :func:`tfp_sgmcmc.to_arviz`.
+  ``tfp.experimental.mcmc`` reducers: [`tfp_sgmcmc.diagnostics`][tfp_sgmcmc.diagnostics].
+* The MAMBA tuner and its baselines: [`tfp_sgmcmc.tuning`][tfp_sgmcmc.tuning] (Keras 3 models
+  through [`tfp_sgmcmc.keras`][tfp_sgmcmc.keras], imported on demand).
+* Sparse priors with stochastic-approximation latents: [`tfp_sgmcmc.priors`][tfp_sgmcmc.priors].
+* Long, resumable runs streamed to HDF5 and ArviZ export: [`tfp_sgmcmc.driver`][tfp_sgmcmc.driver],
+  [`tfp_sgmcmc.to_arviz`][tfp_sgmcmc.to_arviz].
 
 See ``docs/index.md`` for the guide; every sampler's docstring gives its update rule
 and the paper it comes from.

@@ -8,17 +8,17 @@ tfp-sgmcmc tune     --model logistic_regression --kernel sgld \
                     --step-sizes 1e-6,1e-5,1e-4 --budget-steps 3000 --plot tune.png
 ```
 
-Models follow the protocol of :mod:`tfp_sgmcmc.driver.model` (a Python file
+Models follow the protocol of [`tfp_sgmcmc.driver.model`][tfp_sgmcmc.driver.model] (a Python file
 whose ``build(**kwargs)`` returns a ``ModelSpec(estimator, init_state)``, or a
 ``models/`` name); ``--model-arg name=value`` passes keyword arguments.
-``sample`` runs :func:`tfp_sgmcmc.driver.sample` (chunked, streamed to HDF5,
+``sample`` runs [`tfp_sgmcmc.driver.sample`][tfp_sgmcmc.driver.sample] (chunked, streamed to HDF5,
 resumable bit for bit); the model and kernel arguments are stored in the run's
 config, so ``--resume`` needs only ``--run-dir``. ``diagnose`` computes, on an
 evenly thinned subset of the draws, full-data scores from the model's
 estimator and the IMQ kernel Stein discrepancy [1], the FSSD [2] at test
 locations drawn from the samples, and the ESS of every parameter (all draws)
 [3]; it writes them to ``diagnostics.json`` in the run directory (read by
-:func:`tfp_sgmcmc.export.to_arviz`). ``tune`` runs MAMBA [4] over a grid of
+[`tfp_sgmcmc.export.to_arviz`][tfp_sgmcmc.export.to_arviz]). ``tune`` runs MAMBA [4] over a grid of
 step sizes (and batch sizes), prints the round table and writes the plot.
 
 Errors the user can fix (a missing model, bad hyperparameters, an existing or

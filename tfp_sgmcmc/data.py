@@ -3,7 +3,8 @@
 Two sources share one small protocol (``num_examples``, ``float_dtype``,
 ``init_batch_state``, ``sample_batch``, ``full_batches``):
 
-* :class:`InMemoryData` holds tensors and draws each minibatch from the seed the
+* [`InMemoryData`][tfp_sgmcmc.data.InMemoryData] holds tensors and draws each minibatch from the
+  seed the
   kernel passes. It is pure (the same seed gives the same batch), runs under
   ``tf.function(jit_compile=True)``, and offers three schemes:
 
@@ -34,7 +35,8 @@ Two sources share one small protocol (``num_examples``, ``float_dtype``,
 
   When ``n == N`` every scheme returns the whole data set without gathering.
 
-* :class:`DatasetData` adapts a ``tf.data.Dataset`` for data that does not fit
+* [`DatasetData`][tfp_sgmcmc.data.DatasetData] adapts a ``tf.data.Dataset`` for data that does not
+  fit
   in memory. Its iterator cannot be compiled by XLA (``IteratorGetNext`` has
   no XLA kernel): use it under ``tf.function`` without ``jit_compile``. It is
   reproducible only if the dataset itself is seeded.
@@ -415,7 +417,8 @@ class DatasetData(DataSource):
     The dataset must yield batches of exactly the estimator's batch size
     (``dataset.batch(n, drop_remainder=True)``); it is repeated forever. Use it
     under ``tf.function`` **without** ``jit_compile`` (tf.data iterators have no
-    XLA kernel), or pull batches in Python and feed an :class:`InMemoryData`
+    XLA kernel), or pull batches in Python and feed an
+    [`InMemoryData`][tfp_sgmcmc.data.InMemoryData]
     chunk to a compiled sampler. Draws are reproducible only if the dataset's
     own shuffling is seeded; the kernel's seed does not reach it.
 

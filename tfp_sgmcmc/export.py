@@ -1,7 +1,7 @@
 """Export of SG-MCMC runs to ArviZ (``arviz.InferenceData``).
 
 ``to_arviz`` builds the standard groups from a run directory written by
-:func:`tfp_sgmcmc.driver.sample` (or from arrays):
+[`tfp_sgmcmc.driver.sample`][tfp_sgmcmc.driver.sample] (or from arrays):
 
 * ``posterior``: one variable per state part, dims ``(chain, draw, *event)``;
   the state's leading batch (chain) dimensions are flattened into ``chain``;
@@ -16,7 +16,8 @@
   FSSD, ...), the latter also as attributes.
 
 ArviZ is an optional dependency (``pip install tfp-sgmcmc[arviz]``), imported
-only inside :func:`to_arviz`. Note that ArviZ's ``ess`` is the rank-normalized
+only inside [`to_arviz`][tfp_sgmcmc.export.to_arviz]. Note that ArviZ's ``ess`` is the
+rank-normalized
 split-chain estimator of Vehtari et al. [1], ``tfp.mcmc.effective_sample_size``
 the Geyer initial-positive-sequence estimator [2]: both estimate the same
 quantity but differ by Monte Carlo error.
@@ -44,7 +45,8 @@ import numpy as np
 
 __all__ = ["to_arviz", "DIAGNOSTICS_FILE"]
 
-#: Written by ``tfp-sgmcmc diagnose`` in the run directory; read by :func:`to_arviz`.
+#: Written by ``tfp-sgmcmc diagnose`` in the run directory; read by
+# [`to_arviz`][tfp_sgmcmc.export.to_arviz].
 DIAGNOSTICS_FILE = "diagnostics.json"
 
 _STAT_NAMES = {"target_log_prob": "lp"}
@@ -108,7 +110,7 @@ def to_arviz(
     """An ``arviz.InferenceData`` of a run (see the module docstring for the groups).
 
     Args:
-      run_or_samples: a :class:`~tfp_sgmcmc.driver.SamplingRun`, a run directory
+      run_or_samples: a [`SamplingRun`][tfp_sgmcmc.driver.SamplingRun], a run directory
         path, or samples: an array ``[draws, *batch, *event]`` or a list of them.
       trace: for raw samples, per-draw traced values (``target_log_prob``,
         ``step_size``, ``diverged``, ...). Ignored for a run (read from it).

@@ -32,11 +32,11 @@ def langevin_step(
     noise: tf.Tensor,
     preconditioner: tf.Tensor | None = None,
 ) -> tf.Tensor:
-    """Preconditioned Euler-Maruyama step of overdamped Langevin dynamics.
+    r"""Preconditioned Euler-Maruyama step of overdamped Langevin dynamics.
 
-    ```none
-    θ' = θ + ε G ⊙ d + √(2 ε T G) ⊙ ξ
-    ```
+    $$
+    \theta' = \theta + \varepsilon G \odot d + \sqrt{2 \varepsilon T G} \odot \xi
+    $$
 
     with ``d`` the drift (the stochastic score for SGLD; score plus an adaptive
     bias for MSGLD/ASGLD), ``G`` a diagonal preconditioner (``1`` for SGLD; the
@@ -58,11 +58,11 @@ def sghmc_momentum_step(
     temperature: tf.Tensor,
     noise: tf.Tensor,
 ) -> tf.Tensor:
-    """SGHMC momentum update of Chen, Fox & Guestrin (2014), eq. (15).
+    r"""SGHMC momentum update of Chen, Fox & Guestrin (2014), eq. (15).
 
-    ```none
-    v' = v + η ∇log π̃ − α v + √(2 (α − β̂) η T) ξ
-    ```
+    $$
+    v' = v + \eta \nabla \log \tilde\pi - \alpha v + \sqrt{2 (\alpha - \hat\beta) \eta T}\, \xi
+    $$
 
     ``η = step_size`` (learning rate), ``α = friction``, ``β̂ = noise_estimate``
     (requires ``α ≥ β̂``); the position update ``θ' = θ + v`` is a plain sum.
@@ -80,11 +80,11 @@ def sgnht_momentum_step(
     temperature: tf.Tensor,
     noise: tf.Tensor,
 ) -> tf.Tensor:
-    """SGNHT momentum update (Ding et al. 2014 as in the MAMBA paper, App. D.2).
+    r"""SGNHT momentum update (Ding et al. 2014 as in the MAMBA paper, App. D.2).
 
-    ```none
-    v' = v − α v + h ∇log π̃ + √(2 a h T) ξ
-    ```
+    $$
+    v' = v - \alpha v + h \nabla \log \tilde\pi + \sqrt{2 a h T}\, \xi
+    $$
 
     ``α = thermostat`` (broadcast over the part's event dimensions),
     ``h = step_size``, ``a = diffusion``. The position update is ``θ' = θ + v'``.

@@ -11,9 +11,9 @@ The chain state is the list of trainable weights (one state part per
 weight tensor); the network is evaluated with
 ``model.stateless_call(weights, non_trainable, x)`` so the weights are plain
 tensors the kernels can differentiate and move (``model(x)`` reads Keras
-variables and gives ``None`` gradients, see ``deps-notes.md``). Data come as
-arrays (an :class:`~tfp_sgmcmc.data.InMemoryData`, XLA-compilable) or as a
-batched ``tf.data.Dataset`` (a :class:`~tfp_sgmcmc.data.DatasetData`; graph
+variables and gives ``None`` gradients, as Keras 3 does). Data come as
+arrays (an [`InMemoryData`][tfp_sgmcmc.data.InMemoryData], XLA-compilable) or as a
+batched ``tf.data.Dataset`` (a [`DatasetData`][tfp_sgmcmc.data.DatasetData]; graph
 mode only, ``jit_compile=False``).
 
 Likelihoods: ``"categorical"`` (softmax logits), ``"bernoulli"`` (one logit),
@@ -54,7 +54,7 @@ class KerasPosterior:
 
     Args:
       model: a built Keras 3 model (TF backend).
-      data: ``(x, y)`` arrays, an :class:`~tfp_sgmcmc.data.InMemoryData`, or a
+      data: ``(x, y)`` arrays, an [`InMemoryData`][tfp_sgmcmc.data.InMemoryData], or a
         batched ``tf.data.Dataset`` of ``(x, y)``.
       likelihood: ``"categorical"``, ``"bernoulli"``, ``"gaussian"`` or a
         callable ``(y, outputs) -> [n]``. Default value: ``"categorical"``.
@@ -174,7 +174,7 @@ class KerasPosterior:
         return -0.5 * total / s2
 
     def estimator(self, batch_size: int | None = None) -> MinibatchEstimator:
-        """A :class:`~tfp_sgmcmc.MinibatchEstimator` of this posterior."""
+        """A [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator] of this posterior."""
         if batch_size is None:
             batch_size = getattr(self.data, "batch_size", None)
             if batch_size is None:
@@ -195,7 +195,7 @@ def predictive_probabilities(
     """Per-sample predictive probabilities ``[S, n, K]`` (softmax / sigmoid of the outputs).
 
     Args:
-      posterior: the :class:`KerasPosterior`.
+      posterior: the [`KerasPosterior`][tfp_sgmcmc.keras.KerasPosterior].
       samples: list of weight parts, each ``[S, ...]``.
       x: inputs ``[n, ...]``.
       batch_size: rows per forward pass. Default value: ``2048``.
@@ -235,10 +235,13 @@ def posterior_predictive_metrics(
     ``p̄(y|x) = (1/S) Σ_s p(y | x, W_s)`` (``method="arithmetic"``, the
     Bayesian model average) or the MAMBA code's geometric average; ECE/MCE
     with ``num_bins`` equal-width bins on [0, 1] (Guo et al. 2017), from
-    :mod:`tfp_sgmcmc.diagnostics`.
+    [`tfp_sgmcmc.diagnostics`][tfp_sgmcmc.diagnostics].
 
     Args:
-      posterior, samples, x, y: model, weight samples ``[S, ...]``, test data.
+      posterior: the model.
+      samples: weight samples ``[S, ...]``.
+      x: test inputs.
+      y: test labels.
       num_bins: calibration bins. Default value: ``10``.
       method: ``"arithmetic"`` or ``"geometric"``. Default value: ``"arithmetic"``.
       max_samples: evenly thin the samples to at most this many.

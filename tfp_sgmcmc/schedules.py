@@ -3,19 +3,22 @@
 Every schedule keeps its parameters as tensors and is evaluated inside the
 compiled chain, so giving new values (as ``tf.Tensor`` arguments of a
 ``tf.function``) never retraces. A kernel accepts either a schedule or a plain
-scalar (promoted to :class:`ConstantStepSize`).
+scalar (promoted to [`ConstantStepSize`][tfp_sgmcmc.schedules.ConstantStepSize]).
 
-* :class:`ConstantStepSize`: ``ε_t = ε``.
-* :class:`PolynomialDecay`: ``ε_t = a (b + t)^(−γ)`` (Welling & Teh 2011 [1];
+* [`ConstantStepSize`][tfp_sgmcmc.schedules.ConstantStepSize]: ``ε_t = ε``.
+* [`PolynomialDecay`][tfp_sgmcmc.schedules.PolynomialDecay]: ``ε_t = a (b + t)^(−γ)`` (Welling &
+  Teh 2011 [1];
   γ = 0.55 is their default; Deng et al. use ``0.001·k^(−1/3)``).
-* :class:`CyclicalStepSize`: ``ε_k = (ε_0/2) [cos(π·mod(k−1, ⌈K/M⌉)/⌈K/M⌉) + 1]``
+* [`CyclicalStepSize`][tfp_sgmcmc.schedules.CyclicalStepSize]: ``ε_k = (ε_0/2)
+  [cos(π·mod(k−1, ⌈K/M⌉)/⌈K/M⌉) + 1]``
   with the 1-based ``k = t + 1`` (Zhang et al. 2020 [2]), so the very first step
   uses the largest step size (SGMCMCJax evaluates it at ``k = 0`` and starts at
   almost the smallest, an off-by-one we do not copy).
-* :class:`SAStepSize`: the stochastic-approximation step
+* [`SAStepSize`][tfp_sgmcmc.schedules.SAStepSize]: the stochastic-approximation step
   ``ω_k = min(cap, A (k + B)^(−α))``, ``α ∈ (0, 1]``, 1-based ``k = t + 1``
   (Deng et al. 2019 [3], supplement eq. (8)).
-* :class:`GeometricAnnealing`: the *temperature* ``T_t = 1/τ_t`` of simulated
+* [`GeometricAnnealing`][tfp_sgmcmc.schedules.GeometricAnnealing]: the *temperature* ``T_t =
+  1/τ_t`` of simulated
   annealing with inverse temperature ``τ_t = τ_0 c^t`` (Deng et al. [3] §4).
 
 #### References
@@ -150,7 +153,7 @@ class CyclicalStepSize(StepSizeSchedule):
       num_cycles: ``M ≥ 1``, the number of cycles.
       exploration_fraction: ``β`` in [0, 1): the first fraction of each cycle is
         "exploration" (the paper runs an optimiser there). Exposed through
-        :meth:`is_exploration` so a driver can discard those samples.
+        `is_exploration` so a driver can discard those samples.
         Default value: ``0.``.
     """
 
@@ -263,7 +266,7 @@ class GeometricAnnealing(StepSizeSchedule):
     kernels' ``temperature`` ``T`` *multiplies* the noise variance, so
     ``T = 1/τ``: this schedule evaluates to ``T_t = τ_0^{-1} c^{-t}``
     (computed as ``exp(−log τ_0 − t log c)``, no overflow of ``c^t``), and is
-    passed as any kernel's ``temperature=``. :meth:`inverse_temperature`
+    passed as any kernel's ``temperature=``. `inverse_temperature`
     returns Deng's ``τ_t``.
 
     Args:
@@ -299,8 +302,9 @@ class GeometricAnnealing(StepSizeSchedule):
 def check_sa_schedule(schedule: Any, name: str = "sa_step_size") -> StepSizeSchedule:
     """Validate a stochastic-approximation step ``ω_k`` that must decay to 0.
 
-    Accepted: :class:`SAStepSize` (decaying by construction) and
-    :class:`PolynomialDecay` with ``γ ∈ (0, 1]`` (the same family). Constants
+    Accepted: [`SAStepSize`][tfp_sgmcmc.schedules.SAStepSize] (decaying by construction) and
+    [`PolynomialDecay`][tfp_sgmcmc.schedules.PolynomialDecay] with ``γ ∈ (0,
+    1]`` (the same family). Constants
     (including SGLD-EM's ``ω ≡ 1``) and other schedules are rejected, because
     the SA convergence theory (Deng et al. 2019, supplement Assumption 1)
     needs ``ω_k → 0`` and ``Σ ω_k = ∞``.
@@ -329,7 +333,8 @@ ScalarOrSchedule = float | tf.Tensor | tf.Variable | StepSizeSchedule
 def as_schedule(
     step_size: ScalarOrSchedule, name: str = "step_size", allow_zero: bool = False
 ) -> StepSizeSchedule:
-    """Promote a scalar to :class:`ConstantStepSize`; validate statically known values.
+    """Promote a scalar to [`ConstantStepSize`][tfp_sgmcmc.schedules.ConstantStepSize]; validate
+    statically known values.
 
     Any per-step scalar (step size, temperature, SA step ω) uses this: the
     schedule is evaluated at the step counter inside the compiled chain.

@@ -1,12 +1,12 @@
-"""Drift and preconditioner transforms for the Langevin kernel (optax style).
+r"""Drift and preconditioner transforms for the Langevin kernel (optax style).
 
 A transform turns the stochastic score ``g_t = ∇ log π̃(θ_t)`` into the drift
 ``d_t`` and an optional diagonal preconditioner ``G_t`` used by
-:func:`~tfp_sgmcmc.integrators.langevin_step`:
+[`langevin_step`][tfp_sgmcmc.integrators.langevin_step]:
 
-```none
-θ_{t+1} = θ_t + ε G_t ⊙ d_t + √(2 ε T G_t) ⊙ ξ
-```
+$$
+\theta_{t+1} = \theta_t + \varepsilon G_t \odot d_t + \sqrt{2 \varepsilon T G_t} \odot \xi
+$$
 
 Its state (moment accumulators) lives in the kernel results, so kernels stay
 pure. Plain SGLD uses no transform (``d = g``, ``G = 1``).
@@ -82,15 +82,15 @@ class DriftTransform(abc.ABC):
 
 
 class RMSPreconditioner(DriftTransform):
-    """The RMSprop diagonal preconditioner of pSGLD (Li, Chen, Carlson & Carin 2016).
+    r"""The RMSprop diagonal preconditioner of pSGLD (Li, Chen, Carlson & Carin 2016).
 
-    ```none
-    V_t = α V_{t−1} + (1 − α) g_t ⊙ g_t        (V_0 = 0; updated before use)
-    G_t = 1 ⊘ (λ + √V_t),   d_t = g_t
-    ```
+    $$
+    V_t = \alpha V_{t-1} + (1 - \alpha)\, g_t \odot g_t \quad (V_0 = 0;\ \text{updated before use}),
+    \qquad G_t = 1 \oslash (\lambda + \sqrt{V_t}), \qquad d_t = g_t
+    $$
 
     The divergence correction Γ(θ) is dropped, as in Li et al.'s experiments,
-    SGMCMCJax and both seed papers that use pSGLD: it vanishes as α → 1 and
+    SGMCMCJax, Kim et al. and Alexos et al.'s code: it vanishes as α → 1 and
     leaves a small bias otherwise. ``V`` accumulates the full N-scaled
     stochastic gradient (SGMCMCJax and Kim et al.), so ``λ`` is on that scale;
     Li et al.'s Matlab code uses the per-datum average gradient, which
@@ -131,7 +131,7 @@ class RMSPreconditioner(DriftTransform):
 
 
 # --------------------------------------------------------------------------- #
-# Adaptive drifts (Kim, Song & Liang; ALGORITHMS.md §7)
+# Adaptive drifts (Kim, Song & Liang; docs/algorithms.md#adaptive-drift)
 # --------------------------------------------------------------------------- #
 
 
@@ -145,14 +145,14 @@ def _check_unit_interval(x: Any, name: str) -> None:
 
 
 class AdaptiveBias(DriftTransform):
-    """Base class of the adaptive-bias drifts ``d_t = g_t + a A_t`` (no preconditioner).
+    r"""Base class of the adaptive-bias drifts ``d_t = g_t + a A_t`` (no preconditioner).
 
     Kim, Song & Liang's general form (their eq. 1, in our ascent sign
     ``g = ∇ log π̃``):
 
-    ```none
-    θ_{t+1} = θ_t + ε (g_t + a A_t) + √(2 ε T) ξ_t
-    ```
+    $$
+    \theta_{t+1} = \theta_t + \varepsilon (g_t + a A_t) + \sqrt{2 \varepsilon T}\, \xi_t
+    $$
 
     ``A_t`` is built from the past stochastic gradients ``g_0 … g_{t−1}`` only
     (the paper's index convention: the accumulators are advanced with ``g_t``
@@ -201,12 +201,12 @@ class AdaptiveBias(DriftTransform):
 
 
 class MomentumBias(AdaptiveBias):
-    """The momentum bias of MSGLD (Kim, Song & Liang, Algorithm 1).
+    r"""The momentum bias of MSGLD (Kim, Song & Liang, Algorithm 1).
 
-    ```none
-    A_t = m_t,   m_{t+1} = β1 m_t + (1 − β1) g_t,   m_0 = 0
-    d_t = g_t + a m_t
-    ```
+    $$
+    A_t = m_t, \qquad m_{t+1} = \beta_1 m_t + (1 - \beta_1) g_t, \qquad m_0 = 0,
+    \qquad d_t = g_t + a m_t
+    $$
 
     ``m_t`` holds the gradients up to ``θ_{t−1}`` only (the paper writes
     ``m_t = β1 m_{t−1} + (1−β1) ∇Ũ(θ_{t−1})``), so step 0 is plain SGLD; no
@@ -252,20 +252,25 @@ class MomentumBias(AdaptiveBias):
 
 
 class AdamBias(AdaptiveBias):
-    """The Adam bias of ASGLD (Kim, Song & Liang, Algorithm 2).
+    r"""The Adam bias of ASGLD (Kim, Song & Liang, Algorithm 2).
 
-    ```none
-    A_t = m_t ⊘ D_t,   D_t = √V_t + λ  (default)  or  √(V_t + λ)  ("inside")
-    m_{t+1} = β1 m_t + (1 − β1) g_t,   V_{t+1} = β2 V_t + (1 − β2) g_t ⊙ g_t
-    m_0 = V_0 = 0,   d_t = g_t + a A_t
-    ```
+    $$
+    \begin{aligned}
+    A_t &= m_t \oslash D_t, \qquad D_t = \sqrt{V_t} + \lambda \ (\text{default})
+        \ \text{or}\ \sqrt{V_t + \lambda} \ (\texttt{"inside"}) \\
+    m_{t+1} &= \beta_1 m_t + (1 - \beta_1) g_t, \qquad
+        V_{t+1} = \beta_2 V_t + (1 - \beta_2)\, g_t \odot g_t \\
+    m_0 &= V_0 = 0, \qquad d_t = g_t + a A_t
+    \end{aligned}
+    $$
 
-    Same lag as :class:`MomentumBias` (``m_t``, ``V_t`` hold ``g_{<t}``) and
+    Same lag as [`MomentumBias`][tfp_sgmcmc.transforms.MomentumBias] (``m_t``, ``V_t`` hold
+    ``g_{<t}``) and
     no bias correction, so at ``t = 0`` the bias is ``0 / λ = 0`` and, for
     ``t ≥ 1``, ``|m_t ⊘ √V_t| ≤ C = √((1−β1)² / ((1−β2)(1 − β1²/β2)))``
     elementwise (Kim et al., App. A.2; ``C ≈ 7.27`` at 0.9/0.999), which
     needs ``β1² < β2``. The paper prints ``√V_t + λ1`` without parentheses:
-    ``lambda_placement`` chooses between the two readings (ALGORITHMS.md §7.2).
+    ``lambda_placement`` chooses between the two readings (docs/algorithms.md#asgld).
     ``λ`` is on the scale of the N-scaled stochastic gradient, as in pSGLD.
 
     Args:
@@ -347,16 +352,16 @@ class AdamBias(AdaptiveBias):
 
 
 class AdaMaxBias(AdaptiveBias):
-    """AdaMax-based bias (named in Kim et al. §3.3; the formula is OUR choice).
+    r"""AdaMax-based bias (named in Kim et al. §3.3; the formula is OUR choice).
 
     The paper names an AdaMax bias without a formula; we use Kingma & Ba's
     infinity-norm accumulator with the same lag and no bias correction
-    (ALGORITHMS.md §7.3):
+    (docs/algorithms.md#adaptive-variants):
 
-    ```none
-    A_t = m_t ⊘ (u_t + λ)
-    m_{t+1} = β1 m_t + (1 − β1) g_t,   u_{t+1} = max(β2 u_t, |g_t|),   m_0 = u_0 = 0
-    ```
+    $$
+    A_t = m_t \oslash (u_t + \lambda), \qquad m_{t+1} = \beta_1 m_t + (1 - \beta_1) g_t,
+    \qquad u_{t+1} = \max(\beta_2 u_t, |g_t|), \qquad m_0 = u_0 = 0
+    $$
 
     ``|A_t| ≤ (1 − β1) / (1 − β1/β2)`` elementwise (each ``|g_{t−k}| ≤
     u_t / β2^{k−1}``), which is why we require ``β1 < β2``.
@@ -416,19 +421,22 @@ class AdaMaxBias(AdaptiveBias):
 
 
 class AdadeltaBias(AdaptiveBias):
-    """Adadelta-based bias (named in Kim et al. §3.3; the formula is OUR choice).
+    r"""Adadelta-based bias (named in Kim et al. §3.3; the formula is OUR choice).
 
     Zeiler's unit-correcting ratio applied to the lagged momentum
-    (ALGORITHMS.md §7.3). The "update" whose square Adadelta accumulates is
+    (docs/algorithms.md#adaptive-variants). The "update" whose square Adadelta accumulates is
     taken to be the bias itself, ``Δ_t = A_t`` (the transform never sees the
     step size, and ``ε a A_t`` is the bias displacement):
 
-    ```none
-    A_t = √(E[Δ²]_t + λ) ⊘ √(E[g²]_t + λ) ⊙ m_t
-    m_{t+1}     = β1 m_t + (1 − β1) g_t
-    E[g²]_{t+1} = ρ E[g²]_t + (1 − ρ) g_t ⊙ g_t
-    E[Δ²]_{t+1} = ρ E[Δ²]_t + (1 − ρ) A_t ⊙ A_t          (all start at 0)
-    ```
+    $$
+    \begin{aligned}
+    A_t &= \sqrt{E[\Delta^2]_t + \lambda} \oslash \sqrt{E[g^2]_t + \lambda} \odot m_t \\
+    m_{t+1} &= \beta_1 m_t + (1 - \beta_1) g_t \\
+    E[g^2]_{t+1} &= \rho E[g^2]_t + (1 - \rho)\, g_t \odot g_t \\
+    E[\Delta^2]_{t+1} &= \rho E[\Delta^2]_t + (1 - \rho)\, A_t \odot A_t
+        \qquad (\text{all start at } 0)
+    \end{aligned}
+    $$
 
     All accumulators are lagged like MSGLD's, so step 0 is plain SGLD.
 
@@ -489,23 +497,28 @@ class AdadeltaBias(AdaptiveBias):
 
 
 class PreconditionedBias(DriftTransform):
-    """pSGLD's RMSprop preconditioner combined with an adaptive bias.
+    r"""pSGLD's RMSprop preconditioner combined with an adaptive bias.
 
     Kim et al. (§3.3) say the adaptive bias and an adaptive preconditioner
     "can be used together" without giving a formula; our concrete form
-    (ALGORITHMS.md §7.3, Γ dropped as in pSGLD):
+    (docs/algorithms.md#adaptive-variants, Γ dropped as in pSGLD):
 
-    ```none
-    V_t = α V_{t−1} + (1 − α) g_t ⊙ g_t,   G_t = 1 ⊘ (λ + √V_t)     (pSGLD, not lagged)
-    θ_{t+1} = θ_t + ε G_t ⊙ (g_t + a A_t) + √(2 ε T G_t) ⊙ ξ_t
-    ```
+    $$
+    \begin{aligned}
+    V_t &= \alpha V_{t-1} + (1 - \alpha)\, g_t \odot g_t, \qquad
+        G_t = 1 \oslash (\lambda + \sqrt{V_t}) \qquad (\text{pSGLD, not lagged}) \\
+    \theta_{t+1} &= \theta_t + \varepsilon G_t \odot (g_t + a A_t)
+        + \sqrt{2 \varepsilon T G_t} \odot \xi_t
+    \end{aligned}
+    $$
 
-    with ``A_t`` from ``bias`` (lagged, e.g. :class:`MomentumBias`). The
+    with ``A_t`` from ``bias`` (lagged, e.g. [`MomentumBias`][tfp_sgmcmc.transforms.MomentumBias]).
+    The
     preconditioner keeps pSGLD's convention (updated with ``g_t`` before
     use) so that ``a = 0`` is pSGLD exactly. State: ``(bias_state, V)``.
 
     Args:
-      bias: an :class:`AdaptiveBias`.
+      bias: an [`AdaptiveBias`][tfp_sgmcmc.transforms.AdaptiveBias].
       decay: ``α`` in [0, 1). Default value: ``0.99``.
       epsilon: ``λ > 0`` of the preconditioner. Default value: ``1e-5``.
 

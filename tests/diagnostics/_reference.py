@@ -1,6 +1,6 @@
 """Brute-force float64 NumPy references for the Stein statistics (tests only).
 
-Written term by term from the equations (``ALGORITHMS.md`` §10–11), with
+Written term by term from the equations (``docs/algorithms.md#ksd``, ``#fssd``), with
 explicit pairwise differences ``r = x_i − x_j`` — deliberately unlike the
 matrix-product code under test.
 """

@@ -1,4 +1,6 @@
-"""Exact limits of S-SGLD and Sd-SGLD on a Gaussian posterior (ALGORITHMS.md §9, §14.9).
+"""Exact limits of S-SGLD and Sd-SGLD on a Gaussian posterior.
+
+Derivation: docs/algorithms.md#stationary-structured.
 
 Linear regression with 3 coefficients + bias, known σ² = 1, N(0, 1) priors:
 posterior ``N(μ, Λ^{-1})``, ``Λ = AᵀA + I``, ``A = [X, 1]``. The covariates are

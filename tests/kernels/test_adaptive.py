@@ -1,4 +1,6 @@
-"""Tests of the adaptive-drift kernels (MSGLD, ASGLD and variants; ALGORITHMS.md §7).
+"""Tests of the adaptive-drift kernels (MSGLD, ASGLD and variants).
+
+Update rules: docs/algorithms.md#adaptive-drift.
 
 * exact stationary covariance of MSGLD on the correlated 2-D Gaussian with
   gradient noise (§14.2), from the augmented linear recursion s = (θ, m), for

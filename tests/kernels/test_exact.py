@@ -2,7 +2,7 @@
 
 The kernels draw their noise from stateless, salted seed splits. The replay
 re-draws the same standard normals (``normals_like``) and applies the update
-rules of ALGORITHMS.md §2-§6 written out in NumPy, for several consecutive
+rules of docs/algorithms.md (#sgld to #sgnht) written out in NumPy, for several consecutive
 steps, so state carried in the results (pSGLD's ``V``, SGHMC's and SGNHT's
 momentum, the thermostat) is checked too. The target is a Gaussian with the
 exact score (``NoisyGradientEstimator`` with ``noise_scale = 0``) so the

@@ -1,4 +1,4 @@
-"""Stationary laws of the discretised chains (ALGORITHMS.md §14.2 target).
+"""Stationary laws of the discretised chains (docs/algorithms.md#stationary-laws).
 
 Target: ``N(0, Σ)``, ``Σ = [[1, .9], [.9, 1]]``. Every test runs many
 independent chains in one XLA-compiled ``sample_chain``, keeps ``T`` draws per
@@ -293,7 +293,7 @@ NHT_CHAINS, NHT_BURNIN, NHT_KEEP = 1000, 300, 1000
 
 
 def sgnht_reference(prec, h, a, chains, burnin, keep, rng):
-    """ALGORITHMS.md §6 in NumPy, one thermostat per chain (D = 2), e ~ N(0, I)."""
+    """docs/algorithms.md#sgnht in NumPy, one thermostat per chain (D = 2), e ~ N(0, I)."""
     th = np.zeros((chains, 2))
     v = np.sqrt(h) * rng.standard_normal((chains, 2))  # v₀ ~ N(0, hT), T = 1
     al = np.full((chains, 1), a)

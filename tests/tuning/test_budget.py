@@ -51,7 +51,7 @@ def test_integer_rounds_on_exact_powers():
 
 
 def test_r_parameterisation_of_the_authors_code():
-    # ALGORITHMS.md §12: M = 56, eta = 3, R = 1 s -> K = 3, r = 0.077, 0.239, 0.718 s.
+    # docs/algorithms.md#mamba: M = 56, eta = 3, R = 1 s -> K = 3, r = 0.077, 0.239, 0.718 s.
     r = per_arm_budgets(56, 3, seconds(1.0, per="arm"))
     assert r == pytest.approx([1 / 13, 56 * 3 / 13 / 54, 56 * 3 / 13 / 18])
     assert [round(x, 3) for x in r] == [0.077, 0.239, 0.718]

@@ -5,15 +5,16 @@ the predicted class),
 
 ``ECE = Σ_b (|B_b|/n) |acc(B_b) − conf(B_b)|``,  ``MCE = max_b |acc(B_b) − conf(B_b)|``
 
-(Guo et al. 2017; ``ALGORITHMS.md`` §13). Default: equal-width bins on
+(Guo et al. 2017; ``docs/algorithms.md#metrics``). Default: equal-width bins on
 ``[0, 1]`` (``((b−1)/M, b/M]``, a confidence of exactly 0 joins the first bin),
 empty bins skipped, on the arithmetic Bayesian model average of the
 per-sample class probabilities.
 
 ``paper_compatible=True`` reproduces the MAMBA code (``get_ECE_MCE`` in
-``models/bayesian_NN/NN_model.py`` of ``SGMCMC_bandit_tuning``): the predictive
+the BNN model file of the authors' ``SGMCMC_bandit_tuning`` repository): the predictive
 is ``exp(mean_s log p_s)`` (an unnormalised geometric mean; pass its output of
-:func:`model_averaged_probabilities` with ``method="geometric"``), the bin
+[`model_averaged_probabilities`][tfp_sgmcmc.diagnostics.calibration.model_averaged_probabilities]
+with ``method="geometric"``), the bin
 edges come from ``np.histogram`` over ``[min conf, max conf]``, every bin is
 half-open ``[e_{b−1}, e_b)`` so the largest confidence falls in no bin but
 still counts in ``n``, an empty bin makes ECE NaN, and MCE is Python's
@@ -112,7 +113,8 @@ def calibration_errors(
 
     Args:
       probs: ``[n, K]`` model-averaged class probabilities, or ``[n]`` binary
-        probabilities of class 1 (see :func:`model_averaged_probabilities`).
+        probabilities of class 1 (see
+        [`model_averaged_probabilities`][tfp_sgmcmc.diagnostics.calibration.model_averaged_probabilities]).
       labels: ``[n]`` true class indices or ``[n, K]`` one-hot.
       num_bins: ``M``. Default value: ``10``.
       paper_compatible: the MAMBA code's binning instead of equal-width
@@ -154,7 +156,8 @@ def expected_calibration_error(
 ) -> float:
     """``ECE = Σ_b (|B_b|/n)|acc(B_b) − conf(B_b)|`` (Guo et al. 2017).
 
-    Args and binning as :func:`calibration_errors`.
+    Args and binning as
+    [`calibration_errors`][tfp_sgmcmc.diagnostics.calibration.calibration_errors].
     """
     return calibration_errors(probs, labels, num_bins, paper_compatible)[0]
 
@@ -164,6 +167,7 @@ def maximum_calibration_error(
 ) -> float:
     """``MCE = max_b |acc(B_b) − conf(B_b)|`` over non-empty bins (Guo et al. 2017).
 
-    Args and binning as :func:`calibration_errors`.
+    Args and binning as
+    [`calibration_errors`][tfp_sgmcmc.diagnostics.calibration.calibration_errors].
     """
     return calibration_errors(probs, labels, num_bins, paper_compatible)[1]

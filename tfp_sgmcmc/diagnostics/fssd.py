@@ -8,11 +8,11 @@ unbiased linear-time estimator is
 ``FSSD²_U = (‖Σ_i τ_i‖² − Σ_i ‖τ_i‖²) / (n(n − 1))``  (may be negative),
 
 which needs only ``(n, Σ τ_i, Σ ‖τ_i‖²)``: O(J·d) memory, so it streams
-(:class:`~tfp_sgmcmc.diagnostics.FSSDReducer`). Kernels: Gaussian
+([`FSSDReducer`][tfp_sgmcmc.diagnostics.FSSDReducer]). Kernels: Gaussian
 ``exp(−‖x − v‖²/(2σ²))`` (``σ`` = ``bandwidth``, Jitkrittum's ``gwidth = σ²``)
-and IMQ ``(c² + ‖x − v‖²)^β``. ``ALGORITHMS.md`` §11.
+and IMQ ``(c² + ‖x − v‖²)^β``. ``docs/algorithms.md#fssd``.
 
-:func:`fssd_opt` chooses the locations (and the Gaussian width):
+[`fssd_opt`][tfp_sgmcmc.diagnostics.fssd.fssd_opt] chooses the locations (and the Gaussian width):
 
 * ``mode="jitkrittum"`` (Jitkrittum et al. 2017, code ``kernel-gof``): split the
   sample 20 % / 80 %; on the 20 % draw J locations from a Gaussian fit
@@ -236,7 +236,7 @@ def _flat_locations(locations: Any, x: tf.Tensor) -> tf.Tensor:
 
 
 class FSSDOptResult(NamedTuple):
-    """Result of :func:`fssd_opt`.
+    """Result of [`fssd_opt`][tfp_sgmcmc.diagnostics.fssd.fssd_opt].
 
     Attributes:
       value: ``FSSD²_U`` at the optimised locations (held-out split for
@@ -336,7 +336,7 @@ def fssd_opt(
         eigen-decomposition is O((dJ)³)). Default value: ``2000``.
 
     Returns:
-      :class:`FSSDOptResult`.
+      [`FSSDOptResult`][tfp_sgmcmc.diagnostics.fssd.FSSDOptResult].
 
     Raises:
       ValueError: bad ``mode``, ``kernel``, ``num_locations`` (< 1),

@@ -8,8 +8,9 @@ Given samples ``x_1..x_n`` and scores ``s_i = ∇ log π(x_i)``:
 * **U-statistic**: ``KSD²_U = Σ_{i≠j} k_π(x_i, x_j) / (n(n − 1))`` — unbiased
   for ``KSD²``, may be negative, so its square root is never taken.
 
-``k_π`` is the Langevin–Stein kernel of :mod:`.stein_kernels` (IMQ with
-``c = 1, β = −½`` by default, or RBF). ``ALGORITHMS.md`` §10.
+``k_π`` is the Langevin–Stein kernel of
+[`tfp_sgmcmc.diagnostics.stein_kernels`][tfp_sgmcmc.diagnostics.stein_kernels] (IMQ with
+``c = 1, β = −½`` by default, or RBF). ``docs/algorithms.md#ksd``.
 
 Cost and memory: O(n²d) time, O(b² + nd) memory for block size ``b``. Only
 the blocks ``(I, J)`` with ``I ≤ J`` are formed (``k_π`` is symmetric; an
@@ -157,7 +158,8 @@ def ksd_from_flat(
 
     Rows of weight 0 are ignored (used by the reducer's partly filled buffer)
     but must be finite; ``n`` is then the number of rows of weight 1. Arguments as in
-    :func:`kernel_stein_discrepancy` (no validation here).
+    [`kernel_stein_discrepancy`][tfp_sgmcmc.diagnostics.ksd.kernel_stein_discrepancy] (no
+    validation here).
     """
     if weights is None:
         weights = tf.ones(tf.shape(x)[:1], x.dtype)

@@ -7,7 +7,7 @@
   ``ĉ(τ) = (1/(N−τ)) Σ_{n=1}^{N−τ} (f_n − μ)(f_{n+τ} − μ)`` computed by FFT
   zero-padded to ≥ 2N (no circular wrap), truncated by Sokal's automatic
   window: the smallest ``M`` with ``M ≥ c·τ̂(M)``, ``c = 5``
-  (``ALGORITHMS.md`` §13; the paper gives neither window nor aggregation, so
+  (``docs/algorithms.md#metrics``; the paper gives neither window nor aggregation, so
   we report per parameter and their mean).
 * **Relative std error** ``ξ(σ̂) = ‖σ̂ − σ_ref‖₂ / ‖σ_ref‖₂`` over the vector
   of marginal standard deviations (MAMBA tables show ×100).
@@ -70,7 +70,8 @@ def effective_sample_size(samples: Any, **kwargs: Any) -> Any:
 
 
 class IntegratedAutocorrelationTime(NamedTuple):
-    """Result of :func:`integrated_autocorrelation_time`.
+    """Result of
+    [`integrated_autocorrelation_time`][tfp_sgmcmc.diagnostics.metrics.integrated_autocorrelation_time].
 
     Attributes:
       per_parameter: ``τ̂`` per coordinate, structure and event shape of the
@@ -120,7 +121,7 @@ def integrated_autocorrelation_time(samples: Any, c: float = 5.0) -> IntegratedA
       c: Sokal's window constant. Default value: ``5.``.
 
     Returns:
-      :class:`IntegratedAutocorrelationTime`.
+      [`IntegratedAutocorrelationTime`][tfp_sgmcmc.diagnostics.metrics.IntegratedAutocorrelationTime].
 
     Raises:
       ValueError: ``c <= 0``, fewer than 2 draws, non-finite values (eager).

@@ -7,7 +7,7 @@ Both reducers consume the chain one state at a time inside
 
 **Which score.** By default the score is read from the kernel results
 (``score_getter_fn``; default: the innermost ``grads_target_log_prob``). For
-the kernels of :mod:`tfp_sgmcmc.kernels` this is the *stochastic* (minibatch)
+the kernels of [`tfp_sgmcmc.kernels`][tfp_sgmcmc.kernels] this is the *stochastic* (minibatch)
 score of the state the reducer receives: they evaluate the estimator at the
 new state and cache it (``kernels/base.py``), and ``WithReductions`` hands the
 reducer the results of the step that produced the state. It costs nothing,
@@ -146,14 +146,14 @@ class FSSDReducer(_SteinReducerBase):
 
     State ``(n, Σ τ_i, Σ ‖τ_i‖²)``; ``finalize`` returns
     ``FSSD²_U = (‖Σ τ_i‖² − Σ ‖τ_i‖²)/(n(n−1))`` per chain (equal to
-    :func:`~tfp_sgmcmc.diagnostics.fssd` on the kept states), NaN while
+    `fssd` on the kept states), NaN while
     ``n < 2`` or if a kept state or score was non-finite. See the module
     docstring for the score source. ``finalize`` returns float64 (the sums
     are accumulated in float64 whatever the state dtype).
 
     Args:
       locations: ``[J, d]`` test locations in the flattened state coordinates
-        (e.g. from :func:`~tfp_sgmcmc.diagnostics.fssd_opt` on a pilot run).
+        (e.g. from [`fssd_opt`][tfp_sgmcmc.diagnostics.fssd_opt] on a pilot run).
       kernel: ``"imq"`` or ``"gaussian"``. Default value: ``"imq"``.
       bandwidth: Gaussian ``σ`` (required for ``"gaussian"``). Default value: ``None``.
       c: IMQ scale ``c > 0``. Default value: ``1.``.
@@ -161,7 +161,7 @@ class FSSDReducer(_SteinReducerBase):
       score_fn: optional ``state -> score`` (same structure as the state),
         evaluated on kept states only. Default value: ``None``.
       score_getter_fn: ``kernel_results -> score``. Default value: ``None``
-        (:func:`get_innermost_score`).
+        ([`get_innermost_score`][tfp_sgmcmc.diagnostics.reducers.get_innermost_score]).
       thin: keep every ``thin``-th state. Default value: ``1``.
       chain_ndims: leading batch (chain) dimensions of the state. Default value: ``0``.
       name: name scope. Default value: ``None``.
@@ -285,7 +285,7 @@ class KSDReducer(_SteinReducerBase):
     Every ``thin``-th state and its score enter a ring buffer of ``capacity``
     rows (the oldest is overwritten once it is full), so memory is
     O(capacity·d) and ``finalize`` costs O(capacity²·d): it returns
-    :func:`~tfp_sgmcmc.diagnostics.kernel_stein_discrepancy` of the buffered
+    [`kernel_stein_discrepancy`][tfp_sgmcmc.diagnostics.kernel_stein_discrepancy] of the buffered
     states (V-statistic KSD by default, or KSD²_U), per chain. Read in a
     ``trace_fn`` at every step it gives a moving-window KSD trace. See the
     module docstring for the score source.
@@ -301,7 +301,7 @@ class KSDReducer(_SteinReducerBase):
       score_fn: optional ``state -> score`` evaluated on kept states only.
         Default value: ``None``.
       score_getter_fn: ``kernel_results -> score``. Default value: ``None``
-        (:func:`get_innermost_score`).
+        ([`get_innermost_score`][tfp_sgmcmc.diagnostics.reducers.get_innermost_score]).
       thin: keep every ``thin``-th state. Default value: ``1``.
       chain_ndims: leading batch (chain) dimensions of the state. Default value: ``0``.
       name: name scope. Default value: ``None``.

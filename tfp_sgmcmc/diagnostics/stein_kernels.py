@@ -10,7 +10,7 @@ With ``r = x − y``:
 * **IMQ** ``k = (c² + ‖r‖²)^β`` (``c > 0``, ``β ∈ (−1, 0)``), ``B = c² + ‖r‖²``:
   ``k_π = s_xᵀs_y B^β − 2β B^{β−1} (s_x − s_y)ᵀ r − 2dβ B^{β−1}
   − 4β(β−1) ‖r‖² B^{β−2}``; on the diagonal ``k_π(x, x) = ‖s_x‖² c^{2β} −
-  2dβ c^{2(β−1)}`` (``ALGORITHMS.md`` §10).
+  2dβ c^{2(β−1)}`` (``docs/algorithms.md#ksd``).
 * **RBF** ``k = exp(−‖r‖² / (2h²))``:
   ``k_π = k [s_xᵀs_y + (s_x − s_y)ᵀ r / h² + d/h² − ‖r‖²/h⁴]``; diagonal
   ``‖s_x‖² + d/h²``.

@@ -1,8 +1,10 @@
 """Long sampling runs: compiled chunks streamed to HDF5, atomic checkpoints, resume.
 
-See ``docs/driver.md``. :func:`sample` runs any ``tfp.mcmc`` kernel;
-:class:`SamplingRun` reads a run directory; :class:`ModelSpec` and
-:func:`load_model` define the model-file protocol of the ``tfp-sgmcmc`` CLI.
+See ``docs/driver.md``. [`sample`][tfp_sgmcmc.driver.sample] runs any ``tfp.mcmc`` kernel;
+[`SamplingRun`][tfp_sgmcmc.driver.SamplingRun] reads a run directory;
+[`ModelSpec`][tfp_sgmcmc.driver.ModelSpec] and
+[`load_model`][tfp_sgmcmc.driver.load_model] define the model-file protocol of the ``tfp-sgmcmc``
+CLI.
 """
 
 from tfp_sgmcmc.driver.model import ModelSpec, load_model

@@ -14,7 +14,8 @@ stopped:
   resume into the structure of a freshly bootstrapped template.
 
 It is written to a temporary file in the same directory, fsync'ed and moved
-into place with :func:`os.replace` (atomic on POSIX), so a kill at any moment
+into place with [`os.replace`][tfp_sgmcmc.driver.checkpoint.os.replace] (atomic on POSIX), so a
+kill at any moment
 leaves either the previous or the new checkpoint, never a partial one.
 """
 

@@ -1,7 +1,8 @@
 """The model-file protocol of the ``tfp-sgmcmc`` command-line tool.
 
 A *model file* is a Python file with a function (default name ``build``) that
-takes keyword arguments (all optional) and returns a :class:`ModelSpec`::
+takes keyword arguments (all optional) and returns a
+[`ModelSpec`][tfp_sgmcmc.driver.model.ModelSpec]::
 
     # my_model.py
     import numpy as np, tensorflow as tf
@@ -48,7 +49,7 @@ class ModelSpec:
     """What a model file's ``build`` returns.
 
     Attributes:
-      estimator: the :class:`~tfp_sgmcmc.GradientEstimator` (owns the data; its
+      estimator: the [`GradientEstimator`][tfp_sgmcmc.GradientEstimator] (owns the data; its
         ``full_log_prob_and_gradient`` gives the full-data scores used by
         ``tfp-sgmcmc diagnose``).
       init_state: initial state (tensor or list of parts; leading dimensions are
@@ -164,7 +165,7 @@ def load_model(spec: str, model_args: dict[str, Any] | None = None) -> ModelSpec
       model_args: keyword arguments for the build function. Default value: ``None``.
 
     Returns:
-      A :class:`ModelSpec`.
+      A [`ModelSpec`][tfp_sgmcmc.driver.model.ModelSpec].
 
     Raises:
       ModelError: missing file/function/module, a failing build, or a bad return value.

@@ -24,7 +24,7 @@ deterministic functions of (state, kernel results, reducer states, seed), and
 the checkpoint stores those exactly (bitwise, as NumPy arrays), so a run that is
 killed and resumed produces the same draws, bit for bit, as an uninterrupted
 run with the same seed and the same execution mode (``jit_compile``: XLA and
-graph mode give different numbers, see ``deps-notes.md``). On resume every
+graph mode give different numbers, see ``docs/conventions.md``, Seeds). On resume every
 HDF5 dataset is cut to the checkpointed number of draws, so draws written after
 the last checkpoint are dropped and then produced again: none is lost or
 duplicated.
@@ -315,7 +315,7 @@ def sample(
         kernel arguments, used by the CLI). Default value: ``None``.
 
     Returns:
-      A :class:`SamplingRun` reading the run directory.
+      A [`SamplingRun`][tfp_sgmcmc.driver.sampler.SamplingRun] reading the run directory.
 
     Raises:
       ValueError: bad arguments (named in the message).
@@ -573,7 +573,7 @@ def _repack(template: Any, leaves: list[Any], what: str, run_dir: str) -> Any:
 
 
 class SamplingRun:
-    """Read access to a run directory written by :func:`sample`.
+    """Read access to a run directory written by [`sample`][tfp_sgmcmc.driver.sampler.sample].
 
     Args:
       run_dir: the run directory.
@@ -670,5 +670,6 @@ class SamplingRun:
 
 
 def open_run(run_dir: str) -> SamplingRun:
-    """Opens an existing run directory for reading (see :class:`SamplingRun`)."""
+    """Opens an existing run directory for reading (see
+    [`SamplingRun`][tfp_sgmcmc.driver.sampler.SamplingRun])."""
     return SamplingRun(run_dir)

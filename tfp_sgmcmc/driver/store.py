@@ -16,7 +16,8 @@ and the file then cannot be reopened without ``h5clear``.
 
 The checkpoint (``checkpoint.py``) is the authority on how many draws are
 valid: rows written after the last checkpoint (a kill between the HDF5 flush
-and the checkpoint) are cut by :meth:`SampleStore.truncate` on resume.
+and the checkpoint) are cut by
+[`SampleStore.truncate`][tfp_sgmcmc.driver.store.SampleStore.truncate] on resume.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The gradient-estimator protocol shared by every kernel.
 
 A posterior is ``log π(θ) = log p(θ) + Σ_{i=1..N} log p(x_i | θ)``. A
-:class:`GradientEstimator` owns the data, draws its own minibatch from the seed
+[`GradientEstimator`][tfp_sgmcmc.estimators.base.GradientEstimator] owns the data, draws its own
+minibatch from the seed
 it is given (``tfp.mcmc`` kernels have no batch argument), and returns a
 stochastic estimate of ``log π`` and of its gradient ``∇ log π`` (the score;
 samplers ascend it, TFP's sign convention). Whatever state it needs between
@@ -9,7 +10,7 @@ steps (minibatch position, chain history, ...) it returns, and the kernel
 carries it in its results so that ``sample_chain`` stays pure.
 
 Kernels call an estimator exactly once per step (SGHMC: once per leapfrog
-step); :attr:`GradientEstimator.num_calls` counts Python-side calls so tests can
+step); `GradientEstimator.num_calls` counts Python-side calls so tests can
 assert it at trace time.
 """
 

@@ -1,13 +1,15 @@
-"""Control-variate gradient estimator (SG*-CV) and the MAP helper that centres it.
+r"""Control-variate gradient estimator (SG*-CV) and the MAP helper that centres it.
 
 With a centring value ``θ̂`` (usually the MAP) and its full-data score
 ``∇ log π(θ̂)`` computed once, every step draws one minibatch ``S`` and uses it
 for both terms (Baker, Fearnhead, Fox & Nemeth 2019 [1]; MAMBA paper App. D.3):
 
-```none
-∇ log π̂(θ) = ∇ log π(θ̂) + ∇ log p(θ) − ∇ log p(θ̂)
-            + (N/n) Σ_{i∈S} [∇ log p(x_i|θ) − ∇ log p(x_i|θ̂)]
-```
+$$
+\nabla \log \hat\pi(\theta) = \nabla \log \pi(\hat\theta) + \nabla \log p(\theta)
+    - \nabla \log p(\hat\theta)
+    + \frac{N}{n} \sum_{i \in S} \big[\nabla \log p(x_i \mid \theta)
+        - \nabla \log p(x_i \mid \hat\theta)\big]
+$$
 
 (the prior terms appear exactly, so only the likelihood is control-varied);
 the log-density estimate uses the same construction at order zero. At
@@ -44,11 +46,12 @@ class ControlVariateEstimator(GradientEstimator):
     """Minibatch gradients with a control variate centred at ``centering_value``.
 
     Args:
-      base: the :class:`MinibatchEstimator` whose model, data and batch size
+      base: the [`MinibatchEstimator`][tfp_sgmcmc.estimators.control_variates.MinibatchEstimator]
+        whose model, data and batch size
         are used.
       centering_value: ``θ̂``, a state with the structure of the chain state
         but without chain dimensions (one centre shared by all chains).
-        Usually :func:`~tfp_sgmcmc.estimators.find_map`'s result.
+        Usually [`find_map`][tfp_sgmcmc.estimators.find_map]'s result.
       centering_gradient: optional precomputed full-data score at ``θ̂`` (list of
         parts) and ``centering_log_prob``; computed with one full pass if not
         given. Build the estimator outside ``tf.function`` so the pass runs

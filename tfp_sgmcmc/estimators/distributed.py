@@ -1,6 +1,7 @@
-"""Data-parallel minibatch gradients across devices with a ``tf.distribute`` strategy.
+r"""Data-parallel minibatch gradients across devices with a ``tf.distribute`` strategy.
 
-:class:`DistributedMinibatchEstimator` wraps a :class:`MinibatchEstimator` and a
+[`DistributedMinibatchEstimator`][tfp_sgmcmc.estimators.distributed.DistributedMinibatchEstimator]
+wraps a [`MinibatchEstimator`][tfp_sgmcmc.estimators.distributed.MinibatchEstimator] and a
 ``tf.distribute.Strategy`` with ``R`` replicas in sync. Each step it
 
 1. draws the minibatch ``S`` of ``n`` rows exactly as the wrapped estimator
@@ -12,15 +13,20 @@
 3. on every replica (``strategy.run``) evaluates the wrapped estimator's
    shard estimate and its gradient,
    ``ℓ_r(θ) = (N/n_r) Σ_{i∈S_r} log p(x_i | θ)`` (``scaled_log_likelihood``:
-   the N/n scaling stays in :class:`MinibatchEstimator`);
+   the N/n scaling stays in
+   [`MinibatchEstimator`][tfp_sgmcmc.estimators.distributed.MinibatchEstimator]);
 4. all-reduces the ``R`` estimates and gradients with
    ``strategy.reduce(MEAN)`` and adds the prior once, on the host:
 
-```none
-log π̃(θ)   = log p(θ)  + (1/R) Σ_r (N/n_r) Σ_{i∈S_r} log p(x_i | θ)
-           = log p(θ)  + (N/n) Σ_r Σ_{i∈S_r} log p(x_i | θ)
-∇ log π̃(θ) = ∇ log p(θ) + (N/n) Σ_r Σ_{i∈S_r} ∇ log p(x_i | θ)
-```
+$$
+\begin{aligned}
+\log \tilde\pi(\theta) &= \log p(\theta) + \frac{1}{R} \sum_r \frac{N}{n_r}
+    \sum_{i \in S_r} \log p(x_i \mid \theta)
+  = \log p(\theta) + \frac{N}{n} \sum_r \sum_{i \in S_r} \log p(x_i \mid \theta) \\
+\nabla \log \tilde\pi(\theta) &= \nabla \log p(\theta)
+    + \frac{N}{n} \sum_r \sum_{i \in S_r} \nabla \log p(x_i \mid \theta)
+\end{aligned}
+$$
 
 which is the single-device minibatch estimator of Welling & Teh [1] on the
 same batch ``S = ∪_r S_r``: each shard estimate is itself unbiased (every row
@@ -84,25 +90,28 @@ def _tracing_under_xla() -> bool:
 
 
 class DistributedMinibatchEstimator(GradientEstimator):
-    """A :class:`MinibatchEstimator` whose batch gradient is computed data-parallel.
+    r"""A [`MinibatchEstimator`][tfp_sgmcmc.estimators.distributed.MinibatchEstimator] whose batch
+    gradient is computed data-parallel.
 
     With ``R`` replicas and the batch ``S`` of ``n`` rows cut into shards
     ``S_r`` of ``n_r = n/R`` rows,
 
-    ```none
-    ∇ log π̃(θ) = ∇ log p(θ) + (1/R) Σ_r (N/n_r) Σ_{i∈S_r} ∇ log p(x_i | θ)
-               = ∇ log p(θ) + (N/n) Σ_{i∈S} ∇ log p(x_i | θ)
-    ```
+    $$
+    \nabla \log \tilde\pi(\theta) = \nabla \log p(\theta)
+        + \frac{1}{R} \sum_r \frac{N}{n_r} \sum_{i \in S_r} \nabla \log p(x_i \mid \theta)
+      = \nabla \log p(\theta) + \frac{N}{n} \sum_{i \in S} \nabla \log p(x_i \mid \theta)
+    $$
 
     (and likewise ``log π̃``): ``base``'s estimate on the same batch, up to
     floating-point summation order (see the module docstring for why it is not
-    bitwise equal). Every :class:`~tfp_sgmcmc.data.InMemoryData` scheme works
+    bitwise equal). Every [`InMemoryData`][tfp_sgmcmc.data.InMemoryData] scheme works
     (the batch is drawn once, on the host, by ``base``); a
-    :class:`~tfp_sgmcmc.data.DatasetData` source also works under
+    [`DatasetData`][tfp_sgmcmc.data.DatasetData] source also works under
     ``tf.function`` without XLA.
 
     Args:
-      base: the :class:`MinibatchEstimator` (model, data, batch size ``n``,
+      base: the [`MinibatchEstimator`][tfp_sgmcmc.estimators.distributed.MinibatchEstimator]
+        (model, data, batch size ``n``,
         prior) to distribute.
       strategy: a ``tf.distribute.Strategy`` with ``R`` replicas in sync, e.g.
         ``tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])`` or, across

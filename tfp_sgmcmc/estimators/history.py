@@ -18,7 +18,7 @@ hence in the kernel results), so ``tfp.mcmc.sample_chain`` stays pure:
 
 Draws: ``index = ⌊u · count⌋`` with ``u ~ U[0, 1)``, i.e. uniform over the valid
 slots (the reference code's ``randint(0, capacity) mod count`` is slightly
-non-uniform until the buffer is full [ALGORITHMS.md §9.1]; we do not copy it).
+non-uniform until the buffer is full [docs/algorithms.md#s-sgmcmc]; we do not copy it).
 
 #### References
 

@@ -27,7 +27,7 @@ __all__ = ["find_map", "MapResult"]
 
 
 class MapResult(NamedTuple):
-    """Result of :func:`find_map`.
+    """Result of [`find_map`][tfp_sgmcmc.estimators.map.find_map].
 
     Attributes:
       position: the MAP state (the structure of ``initial_state``).

@@ -1,14 +1,21 @@
-"""The minibatch estimator: the one place that knows the N/n scaling.
+r"""The minibatch estimator: the one place that knows the N/n scaling.
 
 For a batch ``S`` of ``n`` of the ``N`` examples,
 
-```none
-log π̃(θ) = log p(θ) + (N/n) Σ_{i∈S} log p(x_i | θ)
-∇ log π̃(θ) = ∇ log p(θ) + (N/n) Σ_{i∈S} ∇ log p(x_i | θ)
-```
+$$
+\log \tilde\pi(\theta) = \log p(\theta) + \frac{N}{n} \sum_{i \in S} \log p(x_i \mid \theta),
+\qquad
+\nabla \log \tilde\pi(\theta) = \nabla \log p(\theta)
+    + \frac{N}{n} \sum_{i \in S} \nabla \log p(x_i \mid \theta)
+$$
 
 is unbiased for ``log π(θ)`` and ``∇ log π(θ)`` under every scheme of
-:mod:`tfp_sgmcmc.data` (each example's inclusion probability is ``n/N``).
+[`tfp_sgmcmc.data`][tfp_sgmcmc.data] (each example's inclusion probability is ``n/N``).
+The prior enters exactly once (the MAMBA paper, §2.1, writes the same estimator with the
+prior spread as ``(1/N) log p`` over the examples; the two are identical).
+Temperature is *not* applied here: it is a kernel argument multiplying the
+injected noise variance, so ``temperature = 0`` turns any sampler into its
+optimiser (see ``docs/conventions.md``).
 
 Chains. A state may carry leading chain dimensions ``B``. By default every
 chain sees the same batch ``S`` at a step, so the chains' gradient noises
@@ -22,11 +29,6 @@ what they say. The likelihood is then evaluated per chain with
 ``tf.vectorized_map`` over the flattened chains, so ``log_likelihood_fn``
 keeps its single-chain contract. Cost: ``C × n`` gathered rows instead of
 ``n`` per step (measured in ``docs/estimators.md``).
-The prior enters exactly once (seed 000 writes the same estimator with the
-prior spread as ``(1/N) log p`` over the examples; the two are identical).
-Temperature is *not* applied here: it is a kernel argument multiplying the
-injected noise variance, so ``temperature = 0`` turns any sampler into its
-optimiser (see ``docs/conventions.md``).
 
 #### References
 
@@ -71,8 +73,8 @@ class MinibatchEstimator(GradientEstimator):
         kernel is given (a tensor or a list of parts, with optional leading
         chain dimensions ``batch_shape``) and ``batch`` has the structure of
         the data with leading dimension ``n``.
-      data: an :class:`~tfp_sgmcmc.data.InMemoryData`, a
-        :class:`~tfp_sgmcmc.data.DatasetData`, or arrays (wrapped in
+      data: an [`InMemoryData`][tfp_sgmcmc.data.InMemoryData], a
+        [`DatasetData`][tfp_sgmcmc.data.DatasetData], or arrays (wrapped in
         ``InMemoryData`` with the default ``"epoch"`` scheme).
       batch_size: ``n``, a Python int in ``[1, N]`` (a static shape: a new
         batch size is a new compiled program).

@@ -1,6 +1,7 @@
 """Parameter partitions for structured SG-MCMC: which parameters form a group.
 
-A :class:`Partition` assigns every scalar entry of every state part to one of
+A [`Partition`][tfp_sgmcmc.estimators.partitions.Partition] assigns every scalar entry of every
+state part to one of
 ``M`` groups ``θ_1, …, θ_M`` (Alexos, Boyd & Mandt [1], §4). It stores, for each
 state part, an integer array of group ids with the part's *event* shape (the
 shape of one chain's part, without leading chain dimensions); the structured
@@ -9,16 +10,22 @@ estimators broadcast it over any leading chain dimensions.
 Constructors (all take the state parts of ONE chain, as tensors, arrays or
 shapes):
 
-* :func:`partition_by_part` — one group per state part (e.g. per layer), or per
+* [`partition_by_part`][tfp_sgmcmc.estimators.partitions.partition_by_part] — one group per state
+  part (e.g. per layer), or per
   user-given layer label;
-* :func:`partition_modulo` — flat index (over the concatenated parts) modulo ``M``,
+* [`partition_modulo`][tfp_sgmcmc.estimators.partitions.partition_modulo] — flat index (over the
+  concatenated parts) modulo ``M``,
   the paper's MNIST scheme (§6.1: "evenly distributed into M groups");
-* :func:`partition_random` — ``M`` balanced random groups from a seed;
-* :func:`partition_fully_factorized` — every scalar its own group (``M = |θ|``);
-* :func:`partition_by_neuron` — weight-tensor entries grouped by their index along
+* [`partition_random`][tfp_sgmcmc.estimators.partitions.partition_random] — ``M`` balanced random
+  groups from a seed;
+* [`partition_fully_factorized`][tfp_sgmcmc.estimators.partitions.partition_fully_factorized] —
+  every scalar its own group (``M = |θ|``);
+* [`partition_by_neuron`][tfp_sgmcmc.estimators.partitions.partition_by_neuron] — weight-tensor
+  entries grouped by their index along
   ``axis`` (the output neuron for a ``[in, out]`` dense kernel); parts sharing a
   layer label (a kernel and its bias) share the neuron groups;
-* :func:`partition_from_group_ids` — a user mapping (one int array per part).
+* [`partition_from_group_ids`][tfp_sgmcmc.estimators.partitions.partition_from_group_ids] — a user
+  mapping (one int array per part).
 
 Every constructor validates the result: ``M`` larger than the number of
 parameters, or a group id without any parameter (an empty group), raises a

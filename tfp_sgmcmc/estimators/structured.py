@@ -2,34 +2,39 @@ r"""Structured SG-MCMC energies (S-SGMCMC, Sd-SGMCMC) as gradient-estimator wrap
 
 Alexos, Boyd & Mandt [1] run an ordinary SG-MCMC step on a *modified energy* in
 which each parameter group sees samples of the other groups drawn from the
-chain's own history ``q̂`` (a ring buffer, :mod:`~tfp_sgmcmc.estimators.history`).
+chain's own history ``q̂`` (a ring buffer, [`history`][tfp_sgmcmc.estimators.history]).
 This breaks the posterior correlations between the groups of a
-:class:`~tfp_sgmcmc.estimators.partitions.Partition`; the sampler then targets
+[`Partition`][tfp_sgmcmc.estimators.partitions.Partition]; the sampler then targets
 the optimal factorised approximation ``q(θ) = Π_i q_i(θ_i)`` (their Thm 1).
 Both energies are wrappers around a base estimator, so every kernel (SGLD,
 pSGLD, SGHMC, SGNHT, MSGLD/ASGLD via transforms) gets S- and Sd- variants
 without knowing about them.
 
-**S-SGMCMC** (paper eq. (6), Alg. 2; ALGORITHMS.md §9.1). One minibatch ``D̃``
+**S-SGMCMC** (paper eq. (6), Alg. 2; docs/algorithms.md#s-sgmcmc). One minibatch ``D̃``
 per step; for each group ``i`` one history draw ``θ̃^(i) ~ q̂`` in which *every
 group draws its own time index* (so ``θ̃`` mixes time points across groups, a
 sample of the product of the marginals):
 
-```none
-log π̂^(S)(θ)  = Σ_{i=1..M} ℓ̂([θ_i, θ̃^(i)_{−i}]; D̃) + log p(θ)
-∇ log π̂^(S)   = Σ_i 1_{group i} ⊙ ∇ℓ̂([θ_i, θ̃^(i)_{−i}]; D̃) + ∇ log p(θ)
-```
+$$
+\begin{aligned}
+\log \hat\pi^{(S)}(\theta) &= \sum_{i=1}^{M} \hat\ell\big([\theta_i, \tilde\theta^{(i)}_{-i}];
+    \tilde D\big) + \log p(\theta) \\
+\nabla \log \hat\pi^{(S)} &= \sum_i 1_{\text{group } i} \odot
+    \nabla \hat\ell\big([\theta_i, \tilde\theta^{(i)}_{-i}]; \tilde D\big) + \nabla \log p(\theta)
+\end{aligned}
+$$
 
 with ``ℓ̂(θ; D̃) = (N/n) Σ_{j∈D̃} log p(x_j | θ)`` the base estimator's scaled
 minibatch log-likelihood. Cost: M forward/backward passes per step.
 
-**Sd-SGMCMC** (paper eq. (8), Alg. 3; ALGORITHMS.md §9.2). ``K`` masks
+**Sd-SGMCMC** (paper eq. (8), Alg. 3; docs/algorithms.md#sd-sgmcmc). ``K`` masks
 ``r^(k) ∈ [0, 1]^M`` per step on one minibatch, composites
 ``θ^(k) = r^(k) ⊙ θ + (1 − r^(k)) ⊙ θ̃^(k)`` group-wise, ``θ̃^(k) ~ q̂``:
 
-```none
-log π̂^(Sd)(θ) = M / (K · E[Σ_i r_i]) · Σ_{k=1..K} ℓ̂(θ^(k); D̃) + log p(θ)
-```
+$$
+\log \hat\pi^{(S_d)}(\theta) = \frac{M}{K\, \mathbb{E}\big[\sum_i r_i\big]}
+    \sum_{k=1}^{K} \hat\ell\big(\theta^{(k)}; \tilde D\big) + \log p(\theta)
+$$
 
 Cost: K passes per step, independent of M. ``r_i = 1`` keeps the *live* value
 θ_i (the gradient flows through it); ``r_i = 0`` substitutes the history value.
@@ -49,11 +54,12 @@ composite's prior gradient is a shrunk, shifted version; putting the prior on
 the live θ keeps the prior exact, which we prefer. The *unconditioned* mask law
 is used (the paper's theory conditions on ``Σr > 0``, its code does not); with
 Bernoulli(ρ) masks on a Gaussian posterior ``N(μ, Λ^{-1})`` and scalar groups
-the fixed point has mean μ and precision ``diag(Λ) + ρ·offdiag(Λ)`` [D,
-ALGORITHMS.md §9.2], which ``tests/estimators/test_structured_gaussian.py``
+the fixed point has mean μ and precision ``diag(Λ) + ρ·offdiag(Λ)`` [derived in
+docs/algorithms.md#stationary-structured], which ``tests/estimators/test_structured_gaussian.py``
 checks against the exact law of the discretised chain.
 
-*Control variates.* With a :class:`ControlVariateEstimator` base the CV
+*Control variates.* With a
+[`ControlVariateEstimator`][tfp_sgmcmc.estimators.structured.ControlVariateEstimator] base the CV
 correction is applied to every composite evaluation on the same batch:
 ``ℓ̂_CV(x) = ℓ̂(x) − ℓ̂(θ̂) + ℓ(θ̂)`` (ℓ the full-data log-likelihood, θ̂ the
 centre), i.e. the gradient of composite ``k`` is
@@ -70,7 +76,8 @@ stored states. The ring buffer lives in the estimator state, i.e. in the
 kernel results. Memory: ``(capacity + 1) × |θ| × num_chains`` floats.
 ``tfp.mcmc.sample_chain``'s default ``trace_fn`` returns the whole kernel
 results, so it would copy the buffer at every step: always pass a
-``trace_fn`` (e.g. :func:`trace_without_history`).
+``trace_fn`` (e.g.
+[`trace_without_history`][tfp_sgmcmc.estimators.structured.trace_without_history]).
 
 *Reported value.* ``target_log_prob`` is the structured energy estimate above
 (a sum of M, resp. a scaled sum of K, likelihood evaluations plus the prior),
@@ -519,17 +526,20 @@ class _StructuredEnergy(GradientEstimator):
 class StructuredEstimator(_StructuredEnergy):
     r"""S-SGMCMC energy: each group's gradient at ``[θ_i, θ̃_{−i}]`` on one minibatch.
 
-    ```none
-    ∇ log π̂^(S)(θ) = Σ_{i=1..M} 1_{group i} ⊙ ∇ℓ̂([θ_i, θ̃^(i)_{−i}]; D̃) + ∇ log p(θ)
-    ```
+    $$
+    \nabla \log \hat\pi^{(S)}(\theta) = \sum_{i=1}^{M} 1_{\text{group } i} \odot
+        \nabla \hat\ell\big([\theta_i, \tilde\theta^{(i)}_{-i}]; \tilde D\big)
+        + \nabla \log p(\theta)
+    $$
 
     (Alexos, Boyd & Mandt [1], eq. (6) and Alg. 2; see the module docstring for
     the history, the prior and control variates.) ``θ̃^(i)`` is drawn from the
     history with an independent time index for every group. M passes per step.
 
     Args:
-      base: a :class:`MinibatchEstimator` or :class:`ControlVariateEstimator`.
-      partition: the groups (:mod:`~tfp_sgmcmc.estimators.partitions`).
+      base: a [`MinibatchEstimator`][tfp_sgmcmc.estimators.structured.MinibatchEstimator] or
+        [`ControlVariateEstimator`][tfp_sgmcmc.estimators.structured.ControlVariateEstimator].
+      partition: the groups (`tfp_sgmcmc.estimators.partitions`).
       history_capacity: states kept in the ring buffer (memory: capacity ×
         |θ| × chains floats). Default value: ``1000``.
       thinning: store every ``thinning``-th evaluated state. Default value: ``1``.
@@ -583,30 +593,38 @@ class StructuredEstimator(_StructuredEnergy):
 class StructuredDropoutEstimator(_StructuredEnergy):
     r"""Sd-SGMCMC energy: ``K`` random group masks per step, cost independent of M.
 
-    ```none
-    θ^(k) = r^(k) ⊙ θ + (1 − r^(k)) ⊙ θ̃^(k),   r^(k)_i ~ mask (i.i.d.), θ̃^(k) ~ q̂
-    log π̂^(Sd)(θ) = M / (K · E[Σ_i r_i]) · Σ_k ℓ̂(θ^(k); D̃) + log p(θ)
-    ```
+    $$
+    \begin{aligned}
+    \theta^{(k)} &= r^{(k)} \odot \theta + (1 - r^{(k)}) \odot \tilde\theta^{(k)}, \qquad
+        r^{(k)}_i \sim \text{mask (i.i.d.)}, \quad \tilde\theta^{(k)} \sim \hat q \\
+    \log \hat\pi^{(S_d)}(\theta) &= \frac{M}{K\, \mathbb{E}\big[\sum_i r_i\big]}
+        \sum_k \hat\ell\big(\theta^{(k)}; \tilde D\big) + \log p(\theta)
+    \end{aligned}
+    $$
 
     (Alexos, Boyd & Mandt [1], eq. (8), Alg. 3, App. B–C.) ``E[Σ r] = M·E[r]``
     for the chosen mask, so the factor is ``1/(K·E[r])``: ``1/(Kρ)`` for
     Bernoulli(ρ), ``2/K`` for uniform, ``(α+β)/(Kα)`` for Beta(α, β).
 
     Args:
-      base: a :class:`MinibatchEstimator` or :class:`ControlVariateEstimator`.
+      base: a [`MinibatchEstimator`][tfp_sgmcmc.estimators.structured.MinibatchEstimator] or
+        [`ControlVariateEstimator`][tfp_sgmcmc.estimators.structured.ControlVariateEstimator].
       partition: the groups.
       num_masks: ``K ≥ 1`` masks (composite evaluations) per step. Default
         value: ``1``.
       keep_prob: ``ρ ∈ (0, 1]`` of Bernoulli masks (probability of KEEPING the
         live value); only when ``mask`` is ``None``. Default value: ``None``
         (0.5 if ``mask`` is ``None``).
-      mask: a :class:`MaskDistribution` (:class:`BernoulliMask`,
-        :class:`UniformMask`, :class:`BetaMask`). Default value: ``None``
+      mask: a [`MaskDistribution`][tfp_sgmcmc.estimators.structured.MaskDistribution]
+        ([`BernoulliMask`][tfp_sgmcmc.estimators.structured.BernoulliMask],
+        [`UniformMask`][tfp_sgmcmc.estimators.structured.UniformMask],
+        [`BetaMask`][tfp_sgmcmc.estimators.structured.BetaMask]). Default value: ``None``
         (``BernoulliMask(keep_prob)``).
       history_capacity: states in the ring buffer. Default value: ``1000``.
       thinning: store every ``thinning``-th evaluated state. Default value: ``1``.
       evaluation: ``'vectorized'`` or ``'sequential'`` (see
-        :class:`StructuredEstimator`). Default value: ``'vectorized'``.
+        [`StructuredEstimator`][tfp_sgmcmc.estimators.structured.StructuredEstimator]). Default
+        value: ``'vectorized'``.
 
     Raises:
       ValueError: ``keep_prob`` outside ``(0, 1]``, ``keep_prob`` given together

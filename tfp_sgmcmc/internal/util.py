@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 # Philox is several times faster than the default generator inside XLA on CPU
-# (measured: deps-notes.md, "Random numbers under XLA on CPU").
+# (measured on CPU with TensorFlow 2.21).
 RNG_ALG = "philox"
 
 
@@ -45,7 +45,8 @@ def as_parts(state: Any) -> list[tf.Tensor]:
 
 
 def restructure(parts: Sequence[tf.Tensor], like: Any) -> Any:
-    """Inverse of :func:`as_parts`: give ``parts`` the structure of ``like``."""
+    """Inverse of [`as_parts`][tfp_sgmcmc.internal.util.as_parts]: give ``parts`` the structure of
+    ``like``."""
     if is_list_like(like):
         return list(parts)
     return parts[0]

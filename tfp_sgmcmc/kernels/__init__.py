@@ -3,7 +3,7 @@
 Short aliases follow the papers' names: ``SGLD``, ``PSGLD``, ``SGHMC``, ``SGNHT``,
 ``MSGLD``, ``ASGLD``. ``StochasticApproximation`` wraps any of them (SGLD-SA, SGHMC-SA).
 Control-variate variants (SGLD-CV, ...) are the same kernels given a
-:class:`~tfp_sgmcmc.estimators.ControlVariateEstimator`.
+[`ControlVariateEstimator`][tfp_sgmcmc.estimators.ControlVariateEstimator].
 """
 
 from tfp_sgmcmc.kernels.adaptive import (

@@ -1,20 +1,21 @@
-"""Adaptive-drift SGLD (Kim, Song & Liang): MSGLD, ASGLD and the §3.3 variants.
+r"""Adaptive-drift SGLD (Kim, Song & Liang): MSGLD, ASGLD and the §3.3 variants.
 
-Each kernel is :class:`~tfp_sgmcmc.kernels.langevin.StochasticGradientLangevinDynamics`
-with a fixed drift transform from :mod:`tfp_sgmcmc.transforms` and its
+Each kernel is
+[`StochasticGradientLangevinDynamics`][tfp_sgmcmc.kernels.langevin.StochasticGradientLangevinDynamics]
+with a fixed drift transform from [`tfp_sgmcmc.transforms`][tfp_sgmcmc.transforms] and its
 hyperparameters as constructor arguments, so ``parameters`` are exactly the
 constructor arguments, ``copy(a=..., beta1=...)`` rebuilds it and MAMBA can
 build arms from keyword arguments. Results are
-:class:`~tfp_sgmcmc.kernels.langevin.LangevinKernelResults`; the bias
+[`LangevinKernelResults`][tfp_sgmcmc.kernels.langevin.LangevinKernelResults]; the bias
 accumulators (``m``, ``V``, ...) are in ``transform_state``.
 
 General form (Kim et al. eq. 1, ascent sign ``g_t = ∇ log π̃(θ_t)``):
 
-```none
-θ_{t+1} = θ_t + ε_t (g_t + a A_t) + √(2 ε_t T) ξ_t
-```
+$$
+\theta_{t+1} = \theta_t + \varepsilon_t (g_t + a A_t) + \sqrt{2 \varepsilon_t T}\, \xi_t
+$$
 
-with ``A_t`` built from ``g_0 … g_{t−1}`` only (ALGORITHMS.md §7).
+with ``A_t`` built from ``g_0 … g_{t−1}`` only (docs/algorithms.md#lagged-momentum).
 """
 
 from __future__ import annotations
@@ -65,21 +66,23 @@ class _FixedTransformSGLD(StochasticGradientLangevinDynamics):
 class MomentumSGLD(_FixedTransformSGLD):
     r"""Momentum SGLD (MSGLD; Kim, Song & Liang, Algorithm 1).
 
-    ```none
-    θ_{t+1} = θ_t + ε_t (g_t + a m_t) + √(2 ε_t T) ξ_t
-    m_{t+1} = β1 m_t + (1 − β1) g_t,     m_0 = 0
-    ```
+    $$
+    \begin{aligned}
+    \theta_{t+1} &= \theta_t + \varepsilon_t (g_t + a m_t) + \sqrt{2 \varepsilon_t T}\, \xi_t \\
+    m_{t+1} &= \beta_1 m_t + (1 - \beta_1) g_t, \qquad m_0 = 0
+    \end{aligned}
+    $$
 
     ``g_t = ∇ log π̃(θ_t)`` is the stochastic score (one estimator call per
     step, reused for ``m`` without re-evaluation). The momentum used at step
     ``t`` holds gradients up to ``θ_{t−1}`` only (the paper's convention), so
     step 0 is plain SGLD; no bias correction. ``a = 0`` gives SGLD exactly
     (same seed, same chain). The lag matters: on the 2-D Gaussian of
-    ALGORITHMS.md §14.2 it changes the stationary covariance and the stability
+    docs/algorithms.md#stationary-adaptive it changes the stationary covariance and the stability
     region (``tests/kernels/test_adaptive.py``).
 
     Args:
-      estimator: a :class:`~tfp_sgmcmc.estimators.GradientEstimator`.
+      estimator: a [`GradientEstimator`][tfp_sgmcmc.estimators.GradientEstimator].
       step_size: ``ε > 0`` (scalar, tensor or schedule).
       a: bias factor ``a ≥ 0`` (paper: 1 "or slightly larger").
         Default value: ``1.``.
@@ -93,6 +96,9 @@ class MomentumSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "msgld"
@@ -113,11 +119,16 @@ class MomentumSGLD(_FixedTransformSGLD):
 class AdamSGLD(_FixedTransformSGLD):
     r"""Adam SGLD (ASGLD; Kim, Song & Liang, Algorithm 2).
 
-    ```none
-    θ_{t+1} = θ_t + ε_t (g_t + a m_t ⊘ D_t) + √(2 ε_t T) ξ_t
-    m_{t+1} = β1 m_t + (1 − β1) g_t,   V_{t+1} = β2 V_t + (1 − β2) g_t ⊙ g_t
-    D_t = √V_t + λ  (lambda_placement="outside")  or  √(V_t + λ)  ("inside")
-    ```
+    $$
+    \begin{aligned}
+    \theta_{t+1} &= \theta_t + \varepsilon_t (g_t + a\, m_t \oslash D_t)
+        + \sqrt{2 \varepsilon_t T}\, \xi_t \\
+    m_{t+1} &= \beta_1 m_t + (1 - \beta_1) g_t, \qquad
+    V_{t+1} = \beta_2 V_t + (1 - \beta_2)\, g_t \odot g_t \\
+    D_t &= \sqrt{V_t} + \lambda \ (\texttt{lambda\_placement="outside"})
+        \quad\text{or}\quad \sqrt{V_t + \lambda} \ (\texttt{"inside"})
+    \end{aligned}
+    $$
 
     ``m_0 = V_0 = 0``, lagged like MSGLD (the bias at ``t = 0`` is
     ``0 / λ = 0``), no bias correction; ``|m_t / √V_t| ≤ C =
@@ -141,6 +152,9 @@ class AdamSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "asgld"
@@ -175,12 +189,15 @@ class AdamSGLD(_FixedTransformSGLD):
 class AdaMaxSGLD(_FixedTransformSGLD):
     r"""SGLD with an AdaMax bias (named in Kim et al. §3.3; formula is OUR choice).
 
-    ```none
-    θ_{t+1} = θ_t + ε_t (g_t + a m_t ⊘ (u_t + λ)) + √(2 ε_t T) ξ_t
-    m_{t+1} = β1 m_t + (1 − β1) g_t,   u_{t+1} = max(β2 u_t, |g_t|)
-    ```
+    $$
+    \begin{aligned}
+    \theta_{t+1} &= \theta_t + \varepsilon_t \big(g_t + a\, m_t \oslash (u_t + \lambda)\big)
+        + \sqrt{2 \varepsilon_t T}\, \xi_t \\
+    m_{t+1} &= \beta_1 m_t + (1 - \beta_1) g_t, \qquad u_{t+1} = \max(\beta_2 u_t, |g_t|)
+    \end{aligned}
+    $$
 
-    See :class:`~tfp_sgmcmc.transforms.AdaMaxBias` (lagged, no bias
+    See [`AdaMaxBias`][tfp_sgmcmc.transforms.AdaMaxBias] (lagged, no bias
     correction, ``β1 < β2``).
 
     Args:
@@ -198,6 +215,9 @@ class AdaMaxSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "adamax_sgld"
@@ -230,12 +250,15 @@ class AdaMaxSGLD(_FixedTransformSGLD):
 class AdadeltaSGLD(_FixedTransformSGLD):
     r"""SGLD with an Adadelta bias (named in Kim et al. §3.3; formula is OUR choice).
 
-    ```none
-    θ_{t+1} = θ_t + ε_t (g_t + a A_t) + √(2 ε_t T) ξ_t
-    A_t = √(E[Δ²]_t + λ) ⊘ √(E[g²]_t + λ) ⊙ m_t,   Δ_t = A_t
-    ```
+    $$
+    \begin{aligned}
+    \theta_{t+1} &= \theta_t + \varepsilon_t (g_t + a A_t) + \sqrt{2 \varepsilon_t T}\, \xi_t \\
+    A_t &= \sqrt{E[\Delta^2]_t + \lambda} \oslash \sqrt{E[g^2]_t + \lambda} \odot m_t,
+        \qquad \Delta_t = A_t
+    \end{aligned}
+    $$
 
-    See :class:`~tfp_sgmcmc.transforms.AdadeltaBias` for the accumulators
+    See [`AdadeltaBias`][tfp_sgmcmc.transforms.AdadeltaBias] for the accumulators
     (all lagged).
 
     Args:
@@ -253,6 +276,9 @@ class AdadeltaSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "adadelta_sgld"
@@ -285,11 +311,15 @@ class AdadeltaSGLD(_FixedTransformSGLD):
 class PreconditionedMomentumSGLD(_FixedTransformSGLD):
     r"""pSGLD plus the MSGLD momentum bias (Kim et al. §3.3; formula is OUR choice).
 
-    ```none
-    V_t = α V_{t−1} + (1 − α) g_t ⊙ g_t,   G_t = 1 ⊘ (λ_G + √V_t)
-    θ_{t+1} = θ_t + ε_t G_t ⊙ (g_t + a m_t) + √(2 ε_t T G_t) ⊙ ξ_t
-    m_{t+1} = β1 m_t + (1 − β1) g_t
-    ```
+    $$
+    \begin{aligned}
+    V_t &= \alpha V_{t-1} + (1 - \alpha)\, g_t \odot g_t, \qquad
+    G_t = 1 \oslash (\lambda_G + \sqrt{V_t}) \\
+    \theta_{t+1} &= \theta_t + \varepsilon_t G_t \odot (g_t + a m_t)
+        + \sqrt{2 \varepsilon_t T G_t} \odot \xi_t \\
+    m_{t+1} &= \beta_1 m_t + (1 - \beta_1) g_t
+    \end{aligned}
+    $$
 
     ``V`` follows pSGLD (updated before use), ``m`` follows MSGLD (lagged);
     Γ is dropped. ``a = 0`` is pSGLD exactly.
@@ -309,6 +339,9 @@ class PreconditionedMomentumSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "psgld_momentum"
@@ -341,9 +374,11 @@ class PreconditionedMomentumSGLD(_FixedTransformSGLD):
 class PreconditionedAdamSGLD(_FixedTransformSGLD):
     r"""pSGLD plus the ASGLD Adam bias (Kim et al. §3.3; formula is OUR choice).
 
-    ```none
-    θ_{t+1} = θ_t + ε_t G_t ⊙ (g_t + a m_t ⊘ (√V_t + λ)) + √(2 ε_t T G_t) ⊙ ξ_t
-    ```
+    $$
+    \theta_{t+1} = \theta_t
+        + \varepsilon_t G_t \odot \big(g_t + a\, m_t \oslash (\sqrt{V_t} + \lambda)\big)
+        + \sqrt{2 \varepsilon_t T G_t} \odot \xi_t
+    $$
 
     ``G_t`` is pSGLD's RMSprop diagonal (its own ``decay`` α and
     ``precond_epsilon``, updated before use), ``m_t``, ``V_t`` are ASGLD's
@@ -366,6 +401,9 @@ class PreconditionedAdamSGLD(_FixedTransformSGLD):
 
     #### References
 
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
+         Langevin dynamics with adaptive drifts. _Journal of Statistical
+         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "psgld_adam"

@@ -1,6 +1,6 @@
 """The base class every SG-MCMC ``tfp.mcmc.TransitionKernel`` is built on.
 
-It holds the contract common to all samplers (``../DESIGN.md``):
+It holds the contract common to all samplers (``docs/contributing.md``):
 
 * ``parameters`` holds exactly the constructor arguments and ``copy()``
   rebuilds the kernel from them;

@@ -50,10 +50,11 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
     its own minibatch. Chen et al.'s eq. (15) (``order="chen"``, default; the
     score is taken at the *new* position, symplectic Euler):
 
-    ```none
-    θ ← θ + v
-    v ← v + η ∇log π̃(θ) − α v + √(2 (α − β̂) η T) ξ
-    ```
+    $$
+    \theta \leftarrow \theta + v, \qquad
+    v \leftarrow v + \eta \nabla \log \tilde\pi(\theta) - \alpha v
+        + \sqrt{2 (\alpha - \hat\beta) \eta T}\, \xi
+    $$
 
     ``order="explicit"`` reproduces SGMCMCJax (and hence the MAMBA paper's
     numbers): both updates use the score at the position *before* the move.

@@ -44,29 +44,32 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
 
     Update (ε form, as SGMCMCJax and the MAMBA paper's tables):
 
-    ```none
-    θ_{t+1} = θ_t + ε_t G_t ⊙ d_t + √(2 ε_t T G_t) ⊙ ξ_t,   ξ_t ~ N(0, I)
-    ```
+    $$
+    \theta_{t+1} = \theta_t + \varepsilon_t G_t \odot d_t
+        + \sqrt{2 \varepsilon_t T G_t} \odot \xi_t, \qquad \xi_t \sim \mathcal{N}(0, I)
+    $$
 
-    with ``d_t = g_t = ∇ log π̃(θ_t)`` (the minibatch score, computed by
-    ``estimator``) and ``G_t = 1`` for plain SGLD; a ``transform`` may replace
-    the drift and preconditioner (pSGLD, MSGLD, ASGLD). The Welling-Teh ``h``
-    form ``θ + (h/2)∇log π̃ + √h ξ`` is the same with ``h = 2ε``. ``T =
-    temperature`` multiplies the noise variance: the chain targets
-    ``π^{1/T}``, ``T = 0`` is stochastic gradient ascent.
+    with $d_t = g_t = \nabla \log \tilde\pi(\theta_t)$ (the minibatch score, computed by
+    ``estimator``) and $G_t = 1$ for plain SGLD; a ``transform`` may replace
+    the drift and preconditioner (pSGLD, MSGLD, ASGLD). The Welling-Teh $h$
+    form $\theta + \frac{h}{2}\nabla\log\tilde\pi + \sqrt{h}\,\xi$ is the same with
+    $h = 2\varepsilon$.
+    $T$ = ``temperature`` multiplies the noise variance: the chain targets
+    $\pi^{1/T}$, and $T = 0$ is stochastic gradient ascent
+    (docs/algorithms.md#sgld).
 
     Uncalibrated: with a constant step the stationary law differs from the
-    target by O(ε) (on a Gaussian, exactly the solution of a discrete Lyapunov
-    equation; see ``tests/kernels/test_statistical.py``), and explicit Euler
-    is unstable when ``ε λ_max(−∇² log π) > 2``.
+    target by $O(\varepsilon)$ (on a Gaussian, exactly the solution of a discrete Lyapunov
+    equation, docs/algorithms.md#stationary-sgld), and explicit Euler
+    is unstable when $\varepsilon \lambda_{\max}(-\nabla^2 \log \pi) > 2$.
 
     Args:
-      estimator: a :class:`~tfp_sgmcmc.estimators.GradientEstimator`.
+      estimator: a [`GradientEstimator`][tfp_sgmcmc.estimators.GradientEstimator].
       step_size: ``ε > 0``: scalar, tensor, ``tf.Variable`` or a
-        :class:`~tfp_sgmcmc.schedules.StepSizeSchedule` of the step counter.
+        [`StepSizeSchedule`][tfp_sgmcmc.schedules.StepSizeSchedule] of the step counter.
       temperature: ``T ≥ 0``, a scalar or a schedule of the step (annealing).
         Default value: ``1.``.
-      transform: optional :class:`~tfp_sgmcmc.transforms.DriftTransform`.
+      transform: optional [`DriftTransform`][tfp_sgmcmc.transforms.DriftTransform].
         Default value: ``None`` (plain SGLD).
       name: name scope. Default value: ``None`` (``'sgld'``).
 
@@ -147,10 +150,14 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
 class PreconditionedStochasticGradientLangevinDynamics(StochasticGradientLangevinDynamics):
     r"""pSGLD: SGLD with the RMSprop diagonal preconditioner (Li et al. 2016).
 
-    ```none
-    V_t = α V_{t−1} + (1−α) g_t ⊙ g_t,    G_t = 1 ⊘ (λ + √V_t)
-    θ_{t+1} = θ_t + ε G_t ⊙ g_t + √(2 ε T G_t) ⊙ ξ_t
-    ```
+    $$
+    V_t = \alpha V_{t-1} + (1 - \alpha)\, g_t \odot g_t, \qquad
+    G_t = 1 \oslash (\lambda + \sqrt{V_t})
+    $$
+
+    $$
+    \theta_{t+1} = \theta_t + \varepsilon G_t \odot g_t + \sqrt{2 \varepsilon T G_t} \odot \xi_t
+    $$
 
     (Li et al.'s Algorithm 1 in the ε form, ``h = 2ε``; the Γ correction term is
     dropped as in their experiments). ``V`` starts at 0 and is updated with the

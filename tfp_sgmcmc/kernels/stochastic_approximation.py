@@ -3,16 +3,21 @@ r"""Stochastic-approximation SG-MCMC (SGLD-SA, SGHMC-SA) with the SSGL prior.
 Deng, Zhang, Liang & Lin (2019) sample the weights ``β`` of a sparse model with
 an SG sampler while the latent variables ``θ = (ρ, κ0, κ1, δ, σ)`` of the
 spike-and-slab group-lasso prior follow a stochastic-approximation (SA)
-recursion (``../ALGORITHMS.md`` §8.3; supplement §2.1, eqs. (3)–(4)):
+recursion (``docs/algorithms.md#sgld-sa-iteration``; supplement §2.1, eqs. (3)–(4)):
 
-```none
-β_{k+1} = inner SG step on Q̃1(β; θ_k)                (SGLD: β + ε∇Q̃1 + √(2εT) ξ)
-θ_{k+1} = (1 − ω_{k+1}) θ_k + ω_{k+1} g_{θ_k}(β_{k+1})   (ρ, κ, δ, σ² in this order; eqs. (12)–(15))
-```
+$$
+\begin{aligned}
+\beta_{k+1} &= \text{inner SG step on } \tilde Q_1(\beta; \theta_k)
+    \qquad (\text{SGLD: } \beta + \varepsilon \nabla \tilde Q_1 + \sqrt{2 \varepsilon T}\, \xi) \\
+\theta_{k+1} &= (1 - \omega_{k+1})\, \theta_k + \omega_{k+1}\, g_{\theta_k}(\beta_{k+1})
+    \qquad (\rho, \kappa, \delta, \sigma^2 \text{ in this order; eqs. (12)–(15)})
+\end{aligned}
+$$
 
-:class:`StochasticApproximation` is a ``tfp.mcmc.TransitionKernel`` that wraps
+[`StochasticApproximation`][tfp_sgmcmc.kernels.stochastic_approximation.StochasticApproximation] is
+a ``tfp.mcmc.TransitionKernel`` that wraps
 **any** of our SG kernels (SGLD, pSGLD, SGHMC, SGNHT, ...) built on an
-:class:`~tfp_sgmcmc.priors.SSGLEstimator`:
+[`SSGLEstimator`][tfp_sgmcmc.priors.SSGLEstimator]:
 
 * **How the energy sees the latents.** ``θ`` lives in the estimator state
   (``inner_results.estimator_state.latents``), which every SG kernel already
@@ -27,7 +32,7 @@ recursion (``../ALGORITHMS.md`` §8.3; supplement §2.1, eqs. (3)–(4)):
   latents, as in the authors' code. The residual sum of squares ``I`` of the σ
   update (14) comes from the same minibatch.
 * **Settings, one argument apart.** ``sa_step_size`` is ω: an
-  :class:`~tfp_sgmcmc.schedules.SAStepSize` ``A(k + B)^(−α)`` gives SGLD-SA /
+  [`SAStepSize`][tfp_sgmcmc.schedules.SAStepSize] ``A(k + B)^(−α)`` gives SGLD-SA /
   SGHMC-SA; ``ω ≡ 1`` gives SGLD-EM / SGHMC-EM (θ jumps to ``g_θ(β)`` every
   step); ``ω ≡ 0`` freezes θ at its initial value, which with the estimator's
   initial ``κ0 = κ1 = σ = 1`` is the paper's vanilla SGLD baseline (a fixed
@@ -35,17 +40,18 @@ recursion (``../ALGORITHMS.md`` §8.3; supplement §2.1, eqs. (3)–(4)):
   convex combination (ρ, δ stay probabilities).
 * **Temperature.** The inner kernel's ``temperature`` ``T`` multiplies the noise
   variance; Deng's ``τ`` is an inverse temperature, ``T = 1/τ``; simulated
-  annealing ``τ_k = τ_0 c^k`` is :class:`~tfp_sgmcmc.schedules.GeometricAnnealing`
+  annealing ``τ_k = τ_0 c^k`` is [`GeometricAnnealing`][tfp_sgmcmc.schedules.GeometricAnnealing]
   (passed as the inner kernel's ``temperature``).
 * **SGHMC-SA.** Deng et al. use the "SGD with momentum" form of SGHMC
-  (``../ALGORITHMS.md`` §5.3): ``v ← μv + η∇Q̃1(β) + N(0, 2η(α − β̂)/τ)``,
+  (``docs/algorithms.md#sghmc-momentum-form``): ``v ← μv + η∇Q̃1(β) + N(0, 2η(α − β̂)/τ)``,
   ``β ← β + v``, ``α = 1 − μ``, ``β̂ = ½Vη``, no momentum resampling. Our
-  :class:`~tfp_sgmcmc.kernels.SGHMC` with ``order="chen"``,
+  [`SGHMC`][tfp_sgmcmc.kernels.StochasticGradientHamiltonianMonteCarlo] with ``order="chen"``,
   ``momentum_refresh=False``, ``num_leapfrog_steps=1`` is the same recursion
   (``β_{k+1} = β_k + v_k``, ``v_{k+1} = (1 − α)v_k + η∇Q̃1(β_{k+1}) + noise``)
   with ``step_size = η``, ``friction = 1 − μ``, ``noise_estimate = β̂``,
   ``temperature = 1/τ``; only the first step differs (our momentum starts
-  at ``N(0, ηT)`` instead of 0). :func:`deng_sghmc` builds it.
+  at ``N(0, ηT)`` instead of 0).
+  [`deng_sghmc`][tfp_sgmcmc.kernels.stochastic_approximation.deng_sghmc] builds it.
 
 #### References
 
@@ -98,18 +104,24 @@ class StochasticApproximationKernelResults(
 class StochasticApproximation(tfp.mcmc.TransitionKernel):
     r"""SG sampler on ``β`` alternated with the SA update of the SSGL latents.
 
-    One step (Deng et al. 2019, Algorithm 1; ``../ALGORITHMS.md`` §8.3):
+    One step (Deng et al. 2019, Algorithm 1; ``docs/algorithms.md#sgld-sa-iteration``):
 
-    ```none
-    β_{k+1} = inner_kernel.one_step(β_k)           (score ∇Q̃1(β; θ_k), one minibatch)
-    ρ ← (1−ω)ρ + ω ρ̃(β_{k+1}),  κ ← (1−ω)κ + ω κ̃(ρ),  δ ← (1−ω)δ + ω δ̃(ρ),
-    σ² ← (1−ω)σ² + ω σ̃²(β_{k+1}, κ, I)            ω = ω_{k+1} = sa_step_size(k)
-    ```
+    $$
+    \begin{aligned}
+    \beta_{k+1} &= \texttt{inner\_kernel.one\_step}(\beta_k)
+        \qquad (\text{score } \nabla \tilde Q_1(\beta; \theta_k), \text{ one minibatch}) \\
+    \rho &\leftarrow (1-\omega)\rho + \omega \tilde\rho(\beta_{k+1}), \quad
+    \kappa \leftarrow (1-\omega)\kappa + \omega \tilde\kappa(\rho), \quad
+    \delta \leftarrow (1-\omega)\delta + \omega \tilde\delta(\rho), \\
+    \sigma^2 &\leftarrow (1-\omega)\sigma^2 + \omega \tilde\sigma^2(\beta_{k+1}, \kappa, I),
+    \qquad \omega = \omega_{k+1} = \texttt{sa\_step\_size}(k)
+    \end{aligned}
+    $$
 
     Args:
-      inner_kernel: an :class:`~tfp_sgmcmc.kernels.SGMCMCKernel` whose
-        ``estimator`` is an :class:`~tfp_sgmcmc.priors.SSGLEstimator`.
-      sa_step_size: ω: a schedule (e.g. :class:`~tfp_sgmcmc.schedules.SAStepSize`)
+      inner_kernel: an [`SGMCMCKernel`][tfp_sgmcmc.kernels.SGMCMCKernel] whose
+        ``estimator`` is an [`SSGLEstimator`][tfp_sgmcmc.priors.SSGLEstimator].
+      sa_step_size: ω: a schedule (e.g. [`SAStepSize`][tfp_sgmcmc.schedules.SAStepSize])
         or a scalar in ``[0, 1]`` (``1.`` = SGLD-EM, ``0.`` = fixed latents,
         i.e. plain SGLD with the initial κ, σ).
       require_decay: if ``True``, ``sa_step_size`` must be a decaying SA
@@ -279,17 +291,22 @@ def deng_sghmc(
     temperature: Any = 1.0,
     name: str | None = None,
 ) -> StochasticGradientHamiltonianMonteCarlo:
-    r"""SGHMC in the "SGD with momentum" form used by Deng et al. (``../ALGORITHMS.md`` §5.3).
+    r"""SGHMC in the "SGD with momentum" form used by Deng et al.
+    (``docs/algorithms.md#sghmc-momentum-form``).
 
-    ```none
-    v ← μ v + η ∇Q̃1(β) + N(0, 2η(α − β̂) T),   β ← β + v,   α = 1 − μ,   β̂ = ½ V η
-    ```
+    $$
+    v \leftarrow \mu v + \eta \nabla \tilde Q_1(\beta)
+        + \mathcal{N}\big(0, 2\eta(\alpha - \hat\beta) T\big),
+    \quad \beta \leftarrow \beta + v, \quad \alpha = 1 - \mu, \quad \hat\beta = \tfrac12 V \eta
+    $$
 
-    returned as our :class:`~tfp_sgmcmc.kernels.SGHMC` with ``step_size = η``,
+    returned as our [`SGHMC`][tfp_sgmcmc.kernels.StochasticGradientHamiltonianMonteCarlo] with
+    ``step_size = η``,
     ``friction = 1 − μ``, ``noise_estimate = β̂``, ``momentum_refresh=False``,
     ``order="chen"``, one leapfrog step (the two recursions coincide after the
     first step; see the module docstring). ``T = temperature = 1/τ`` (Deng's
-    inverse temperature ``τ``; pass a :class:`~tfp_sgmcmc.schedules.GeometricAnnealing`
+    inverse temperature ``τ``; pass a
+    [`GeometricAnnealing`][tfp_sgmcmc.schedules.GeometricAnnealing]
     for the annealed "A-" variants).
 
     Args:

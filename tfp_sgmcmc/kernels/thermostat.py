@@ -41,12 +41,14 @@ class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
     The MAMBA paper's App. D.2 form (with its typo ``x_{n+1} = x_{n+1} + v_n``
     corrected to the code's ``θ_{k+1} = θ_k + v_{k+1}``):
 
-    ```none
-    v_0 ~ N(0, h T I) (drawn at the first step),   α_0 = a
-    v_{k+1} = v_k − α_k v_k + h ∇log π̃(θ_k) + √(2 a h T) ξ_k
-    θ_{k+1} = θ_k + v_{k+1}
-    α_{k+1} = α_k + v_{k+1}ᵀ v_{k+1} / D − h T
-    ```
+    $$
+    \begin{aligned}
+    v_0 &\sim \mathcal{N}(0, h T I) \text{ (drawn at the first step)}, \qquad \alpha_0 = a \\
+    v_{k+1} &= v_k - \alpha_k v_k + h \nabla \log \tilde\pi(\theta_k) + \sqrt{2 a h T}\, \xi_k \\
+    \theta_{k+1} &= \theta_k + v_{k+1} \\
+    \alpha_{k+1} &= \alpha_k + v_{k+1}^\top v_{k+1} / D - h T
+    \end{aligned}
+    $$
 
     ``h = step_size``, ``a = diffusion`` (the MAMBA paper fixes 0.01),
     ``T = temperature`` (the thermostat then drives the kinetic energy per

@@ -2,7 +2,7 @@
 
 ``x ∈ [0, 1]^64`` (pixels / 16), 10 classes, 1,797 images split 75/25
 (stratified, seeded). Network: 64 → ``hidden`` (tanh) → 10 logits, Keras 3
-model sampled through :class:`tfp_sgmcmc.keras.KerasPosterior` with a
+model sampled through [`tfp_sgmcmc.keras.KerasPosterior`][tfp_sgmcmc.keras.KerasPosterior] with a
 categorical likelihood and an ``N(0, 1)`` prior on every weight, as the MAMBA
 paper's MNIST BNN (which uses 784-100-10; the digits set is what ships
 offline). Nothing is downloaded.

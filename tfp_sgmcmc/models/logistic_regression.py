@@ -1,14 +1,17 @@
-"""The MAMBA paper's Bayesian logistic regression (N = 10⁶, d = 10).
+r"""The MAMBA paper's Bayesian logistic regression (N = 10⁶, d = 10).
 
-Data generation follows the authors' code exactly (ALGORITHMS.md §14.1):
+Data generation follows the authors' code exactly (docs/algorithms.md#exp-logistic):
 
-```none
-θ_true ~ N(0, 10 I_d)
-u      = 2ρU − ρ,  U ~ Uniform(0, 1) drawn ONCE,  ρ = 0.4
-Σ_X[i, j] = u^{|i−j|}
-Z      ~ N(0, 1)^{N×d} iid,   X = Z · chol(Σ_X)   (chol lower-triangular)
-y_i    ~ Bernoulli(σ(θ_trueᵀ x_i))
-```
+$$
+\begin{aligned}
+\theta_{\text{true}} &\sim \mathcal{N}(0, 10 I_d) \\
+u &= 2\rho U - \rho, \quad U \sim \mathrm{Uniform}(0, 1) \text{ drawn once}, \quad \rho = 0.4 \\
+\Sigma_X[i, j] &= u^{|i-j|} \\
+Z &\sim \mathcal{N}(0, 1)^{N \times d} \text{ iid}, \quad
+    X = Z \cdot \mathrm{chol}(\Sigma_X) \quad (\text{lower-triangular}) \\
+y_i &\sim \mathrm{Bernoulli}\big(\sigma(\theta_{\text{true}}^\top x_i)\big)
+\end{aligned}
+$$
 
 so the rows of ``X`` have covariance ``chol(Σ_X)ᵀ chol(Σ_X)`` (not exactly ``Σ_X``,
 as in the authors' code). The first 80% of the rows are the training set, the
@@ -149,7 +152,7 @@ class LogisticRegression:
         return int(self.x_train.shape[1])
 
     def data(self, scheme: str = "epoch"):
-        """The training set as an :class:`~tfp_sgmcmc.InMemoryData` (cached per scheme)."""
+        """The training set as an [`InMemoryData`][tfp_sgmcmc.InMemoryData] (cached per scheme)."""
         from tfp_sgmcmc.data import InMemoryData
 
         key = ("data", scheme)
@@ -158,7 +161,7 @@ class LogisticRegression:
         return self._cache[key]
 
     def estimator(self, batch_size: int, scheme: str = "epoch", independent_chains: bool = False):
-        """A :class:`~tfp_sgmcmc.MinibatchEstimator` on the training set.
+        """A [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator] on the training set.
 
         ``independent_chains=True`` draws one minibatch per chain (see
         ``docs/estimators.md``).
@@ -194,7 +197,7 @@ class LogisticRegression:
     def predictive_accuracy(self, samples: np.ndarray, max_samples: int = 1000) -> float:
         """The authors' accuracy: per test point exponentiate the average log σ(θ_sᵀx) and round.
 
-        (A geometric model average, as the paper's code, ALGORITHMS.md §13.)
+        (A geometric model average, as the paper's code, docs/algorithms.md#metrics.)
         """
         samples = _subsample(np.asarray(samples), max_samples)
         mean_log_p1 = self.test_log_prob_class1(samples).mean(axis=0)
@@ -239,7 +242,7 @@ def logistic_regression(
       dtype: dtype of the stored arrays. Default value: ``np.float32``.
 
     Returns:
-      A :class:`LogisticRegression`.
+      A [`LogisticRegression`][tfp_sgmcmc.models.logistic_regression.LogisticRegression].
     """
     if not 0.0 < train_fraction < 1.0:
         raise ValueError(f"`train_fraction` must be in (0, 1), got {train_fraction}.")

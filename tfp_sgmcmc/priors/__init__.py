@@ -1,10 +1,12 @@
 """Sparse priors whose hyper-latents are adapted during sampling.
 
-* :class:`SpikeAndSlabGroupLasso` — the SSGL prior of Deng et al. (2019):
+* [`SpikeAndSlabGroupLasso`][tfp_sgmcmc.priors.SpikeAndSlabGroupLasso] — the SSGL prior of Deng et
+  al. (2019):
   E-step in log space, latent targets (12)–(15) and the SA recursion.
-* :class:`SSGLEstimator` — the gradient estimator of ``Q1(β)`` whose prior
+* [`SSGLEstimator`][tfp_sgmcmc.priors.SSGLEstimator] — the gradient estimator of ``Q1(β)`` whose
+  prior
   reads the latents from its estimator state (used by
-  :class:`~tfp_sgmcmc.kernels.stochastic_approximation.StochasticApproximation`).
+  [`StochasticApproximation`][tfp_sgmcmc.kernels.stochastic_approximation.StochasticApproximation]).
 """
 
 from tfp_sgmcmc.priors.estimator import SSGLEstimator, SSGLEstimatorState

@@ -1,7 +1,7 @@
 r"""A gradient estimator for ``Q1(β)`` whose prior reads the SSGL latents from its state.
 
 The inner SG kernel of the SA samplers (``kernels/stochastic_approximation.py``)
-samples ``β`` from ``Q1(β)`` (``../ALGORITHMS.md`` §8.2), whose prior part depends
+samples ``β`` from ``Q1(β)`` (``docs/algorithms.md#ssgl-objective``), whose prior part depends
 on the latent variables ``θ = (ρ, κ0, κ1, δ, σ)`` that change every step. So that
 new latent values flow into the energy **without retracing** and with **one
 gradient evaluation per step**, this estimator keeps ``θ`` in its estimator
@@ -20,9 +20,11 @@ estimate(β) = lik(β; σ) + log_prior_SSGL(β_sparse; θ) + log N(β_dense; 0, 
   minibatch;
 * classification (``log_likelihood_fn`` given): ``lik = (N/n) Σ_{i∈B} log p(y_i | x_i, β)``.
 
-The N/n scaling is done by an internal :class:`~tfp_sgmcmc.estimators.MinibatchEstimator`
+The N/n scaling is done by an internal
+[`MinibatchEstimator`][tfp_sgmcmc.estimators.MinibatchEstimator]
 (the only place that knows it). After the SA wrapper has updated ``θ`` it calls
-:meth:`SSGLEstimator.refresh`, which re-assembles the estimate at the same ``β``
+[`SSGLEstimator.refresh`][tfp_sgmcmc.priors.estimator.SSGLEstimator.refresh], which re-assembles
+the estimate at the same ``β``
 and the same minibatch from the cached likelihood pieces and the closed-form
 prior gradient: no new likelihood gradient is computed, and the score the inner
 kernel caches for its next move is exactly ``∇Q̃1(β_{k+1}; θ_{k+1})`` (the order
@@ -80,7 +82,7 @@ class SSGLEstimator(GradientEstimator):
     ``log_likelihood_fn`` (any other likelihood; classification form of (14)).
 
     Args:
-      prior: a :class:`~tfp_sgmcmc.priors.SpikeAndSlabGroupLasso`; its
+      prior: a [`SpikeAndSlabGroupLasso`][tfp_sgmcmc.priors.SpikeAndSlabGroupLasso]; its
         ``sigma_form`` must match the likelihood given.
       data: arrays, an ``InMemoryData`` or a ``DatasetData``.
       batch_size: ``n`` in ``[1, N]``.

@@ -1,37 +1,49 @@
 r"""The spike-and-slab group-lasso (SSGL) prior and its latent-variable updates.
 
 Hierarchical prior of Deng, Zhang, Liang & Lin (2019) for a weight ``β_lj`` of a
-*sparse* state part ``l`` (``p_l`` weights per chain; ``../ALGORITHMS.md`` §8.1):
+*sparse* state part ``l`` (``p_l`` weights per chain; ``docs/algorithms.md#ssgl-prior``):
 
-```none
-β_lj | σ², γ_lj ~ (1 − γ_lj) Laplace(0, σ v0) + γ_lj N(0, σ² v1)      (spike, slab)
-γ_lj | δ_l     ~ Bernoulli(δ_l),     δ_l ~ Beta(a, b),     σ² ~ InvGamma(ν/2, νλ/2)
-```
+$$
+\begin{aligned}
+\beta_{lj} \mid \sigma^2, \gamma_{lj} &\sim (1 - \gamma_{lj})\, \mathrm{Laplace}(0, \sigma v_0)
+    + \gamma_{lj}\, \mathcal{N}(0, \sigma^2 v_1) \qquad (\text{spike, slab}) \\
+\gamma_{lj} \mid \delta_l &\sim \mathrm{Bernoulli}(\delta_l), \qquad
+    \delta_l \sim \mathrm{Beta}(a, b), \qquad \sigma^2 \sim \mathrm{InvGamma}(\nu/2, \nu\lambda/2)
+\end{aligned}
+$$
 
 The stochastic-approximation (SA) samplers integrate ``γ`` out through the
 latent variables ``θ = (ρ, κ0, κ1, δ, σ)`` and sample ``β`` from (§8.2)
 
-```none
-Q1(β) = (N/n) log π(B | β, σ) − Σ_{sparse} [κ0 |β| / σ + κ1 β² / (2σ²)]
-        − ((p + ν + 2)/2) log σ² − νλ/(2σ²)    (+ the dense parts' N(0, σ0²) prior)
-```
+$$
+Q_1(\beta) = \frac{N}{n} \log \pi(B \mid \beta, \sigma)
+    - \sum_{\text{sparse}}
+        \Big[\frac{\kappa_0 |\beta|}{\sigma} + \frac{\kappa_1 \beta^2}{2\sigma^2}\Big]
+    - \frac{p + \nu + 2}{2} \log \sigma^2 - \frac{\nu\lambda}{2\sigma^2}
+    \quad (+ \text{the dense parts' } \mathcal{N}(0, \sigma_0^2) \text{ prior})
+$$
 
 Given a new ``β``, the latent targets ``g_θ(β)`` are (main paper eqs. (12)–(15)):
 
-```none
-(12) ρ̃_lj = a_lj / (a_lj + b_lj),
-          a_lj = δ_l N(β_lj; 0, σ² v1),   b_lj = (1 − δ_l) Laplace(β_lj; 0, σ v0)
-(13) κ̃1_lj = ρ_lj / v1,   κ̃0_lj = (1 − ρ_lj) / v0
-(14) σ̃ = (R_b + √(R_b² + 4 R_a R_c)) / (2 R_a),   R_b = Σ κ0 |β|,   J = Σ κ1 β²
-       regression:     R_a = N + p + ν,  R_c = I + J + νλ,  I = (N/n) Σ_{i∈B} (y_i − f(x_i))²
-       classification: C_a = p + ν + 2,  C_c = J + νλ
-(15) δ̃_l = (Σ_j ρ_lj + a − 1) / (a + b + p_l − 2)
-```
+$$
+\begin{aligned}
+&(12) & \tilde\rho_{lj} &= \frac{a_{lj}}{a_{lj} + b_{lj}}, \quad
+    a_{lj} = \delta_l\, \mathcal{N}(\beta_{lj}; 0, \sigma^2 v_1), \quad
+    b_{lj} = (1 - \delta_l)\, \mathrm{Laplace}(\beta_{lj}; 0, \sigma v_0) \\
+&(13) & \tilde\kappa_{1,lj} &= \rho_{lj} / v_1, \quad \tilde\kappa_{0,lj} = (1 - \rho_{lj}) / v_0 \\
+&(14) & \tilde\sigma &= \frac{R_b + \sqrt{R_b^2 + 4 R_a R_c}}{2 R_a}, \quad
+    R_b = \textstyle\sum \kappa_0 |\beta|, \quad J = \textstyle\sum \kappa_1 \beta^2 \\
+& & & \text{regression: } R_a = N + p + \nu, \ R_c = I + J + \nu\lambda, \
+    I = \tfrac{N}{n} \textstyle\sum_{i \in B} (y_i - f(x_i))^2 \\
+& & & \text{classification: } C_a = p + \nu + 2, \ C_c = J + \nu\lambda \\
+&(15) & \tilde\delta_l &= \frac{\sum_j \rho_{lj} + a - 1}{a + b + p_l - 2}
+\end{aligned}
+$$
 
 and each latent moves by ``x ← (1 − ω) x + ω x̃`` in the order of the authors' R
 code: ρ, then κ from the *updated* ρ, then δ from the updated ρ, then σ from the
 updated κ, with the SA average taken on ``σ²`` (``σ = √((1 − ω)σ² + ω σ̃²)``, the
-R code; the poster averages σ: ``../ALGORITHMS.md`` §8.3, §15.6).
+R code; the poster averages σ: ``docs/algorithms.md#discrepancies``).
 
 The E-step (12) is computed in **log space**, ``ρ̃ = sigmoid(log a − log b)``:
 the reference code forms the densities themselves, and for ``|β| ≫ σ v0`` the
@@ -41,13 +53,13 @@ Laplace density underflows (and for large ``|β|`` both do), giving ``0/0``.
 
 Note on (14): maximising ``Q1`` over ``σ`` exactly gives ``R_a = N + p + ν + 2``;
 the paper states ``N + p + ν`` for regression and ``p + ν + 2`` for
-classification. We follow the paper (``../ALGORITHMS.md`` §8.3).
+classification. We follow the paper (``docs/algorithms.md#sgld-sa-iteration``).
 
 #### References
 
 [1]: Wei Deng, Xiao Zhang, Faming Liang and Guang Lin. An Adaptive Empirical
      Bayesian Method for Sparse Deep Learning. In _NeurIPS_, 2019.
-     https://arxiv.org/abs/1910.10791 (supplementary material: seed paper 003).
+     https://arxiv.org/abs/1910.10791 (with supplementary material).
 [2]: Veronika Ročková and Edward I. George. The Spike-and-Slab LASSO. _Journal
      of the American Statistical Association_, 113(521), 2018.
 """

@@ -1,7 +1,7 @@
 """Tuning SG-MCMC samplers: MAMBA (successive halving), grid search and the
 heuristic baseline, with budgets in seconds, steps or gradient evaluations.
 See ``docs/tuning.md``. (Keras models enter through
-:mod:`tfp_sgmcmc.keras`, imported on demand: it is the only module that
+[`tfp_sgmcmc.keras`][tfp_sgmcmc.keras], imported on demand: it is the only module that
 imports Keras.)
 """
 

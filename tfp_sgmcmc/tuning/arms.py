@@ -4,7 +4,7 @@ An arm is a ``dict`` of hyperparameters (``step_size``, ``batch_size`` or
 ``batch_fraction``, ``num_leapfrog_steps``, ``friction``, ``diffusion``, drift
 factors ...). A kernel is built from an arm either by a user function
 ``make_kernel(**arm)`` or by a kernel class plus base keyword arguments and a
-base estimator (:class:`KernelFactory`).
+base estimator ([`KernelFactory`][tfp_sgmcmc.tuning.arms.KernelFactory]).
 
 Hyperparameters split into
 
@@ -15,7 +15,7 @@ Hyperparameters split into
   program as tensors, so a new step size never retraces.
 
 By default a key is structural if any of its grid values is not a float, or
-if it is one of :data:`STRUCTURAL_KEYS`.
+if it is one of [`STRUCTURAL_KEYS`][tfp_sgmcmc.tuning.arms.STRUCTURAL_KEYS].
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The MAMBA paper's baselines: grid search and the step-size heuristic.
 
-* **Grid search** [1, App. B.1/C; ALGORITHMS.md §12.1]: every configuration
+* **Grid search** [1, App. B.1/C; docs/algorithms.md#mamba-baselines]: every configuration
   runs the same fixed budget (the paper: 10% batch, 5,000 iterations for the
   logistic regression, from the MAP plus noise) and the one with the lowest
   metric wins. The paper's metric is a predictive one (test log-loss /
@@ -163,20 +163,20 @@ def grid_search(
     """Exhaustive grid search: every arm runs ``budget_per_arm``; lowest metric wins.
 
     Args:
-      arms: as :class:`~tfp_sgmcmc.tuning.mamba.MAMBA`; so are ``init_state``,
+      arms: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA]; so are ``init_state``,
         ``make_kernel``, ``kernel_class``, ``estimator``, ``kernel_kwargs``,
         ``metric``, ``thin``, ``seed``, ``jit_compile``, ``progress``,
         ``max_steps_per_call``, ``program_cache`` and ``chains_per_arm``. With
         ``chains_per_arm = C > 1`` each arm runs ``C`` independent repeats
         (chains side by side in the arm's budget) and its metric comes with a
         standard error over them (see
-        :func:`~tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se`).
-      budget_per_arm: a :class:`~tfp_sgmcmc.tuning.budget.Budget` whose
+        [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se]).
+      budget_per_arm: a [`Budget`][tfp_sgmcmc.tuning.budget.Budget] whose
         ``amount`` each configuration runs (e.g. ``steps(5000)``), or seconds.
         Default value: ``1.`` (1 s each, the journal's grid search with KSD).
 
     Returns:
-      A :class:`~tfp_sgmcmc.tuning.results.TuningResult` (one round).
+      A [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult] (one round).
     """
     return run_fixed("grid search", arms, init_state, make_kernel, kernel_class, estimator,
                      kernel_kwargs, budget_per_arm, metric, thin, seed, jit_compile, progress,
@@ -200,10 +200,11 @@ def heuristic(
     progress: bool = False,
     program_cache: dict | None = None,
 ) -> TuningResult:
-    """Run the heuristic arm (:func:`heuristic_arm`) for ``budget`` and score it.
+    """Run the heuristic arm ([`heuristic_arm`][tfp_sgmcmc.tuning.baselines.heuristic_arm]) for
+    ``budget`` and score it.
 
     Returns:
-      A one-arm :class:`~tfp_sgmcmc.tuning.results.TuningResult` (metric ``inf`` if
+      A one-arm [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult] (metric ``inf`` if
       the heuristic diverges, as heuristic SGHMC does on the paper's logistic
       regression).
     """

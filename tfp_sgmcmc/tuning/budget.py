@@ -1,17 +1,17 @@
-"""Budgets of the MAMBA tuner and the round schedule of Algorithm 1.
+r"""Budgets of the MAMBA tuner and the round schedule of Algorithm 1.
 
 MAMBA (Coullon, South & Nemeth, Algorithm 1 [1]) with ``M`` arms and pruning
 rate ``η`` runs ``K = ⌊log_η M⌋`` rounds. Round ``i`` runs each of the
 ``|S_i|`` surviving arms for
 
-```none
-r_i = T / (|S_i| · K)
-```
+$$
+r_i = \frac{T}{|S_i| \cdot K}
+$$
 
 (seconds, steps or gradient evaluations), then keeps the ``⌊|S_i|/η⌋`` best.
 The authors' code is parameterised by ``R``, the total running time of the
 arm that survives every round: ``r_0 = R / Σ_{i<K} η^i`` and ``T = r_0 · M · K``
-(ALGORITHMS.md §12). Both parameterisations are offered (``per="total"``
+(docs/algorithms.md#mamba). Both parameterisations are offered (``per="total"``
 gives ``T``, ``per="arm"`` gives ``R``).
 
 ``K`` is computed in integer arithmetic: the authors' ``int(log(M)/log(η))``

@@ -1,6 +1,6 @@
 """MAMBA: the Multi-Armed MCMC Bandit Algorithm (successive halving over SG samplers).
 
-Algorithm 1 of Coullon, South & Nemeth [1] (ALGORITHMS.md §12): with ``M``
+Algorithm 1 of Coullon, South & Nemeth [1] (docs/algorithms.md#mamba): with ``M``
 arms (hyperparameter settings of one SG sampler), pruning rate ``η`` and
 budget ``T``,
 
@@ -22,7 +22,7 @@ Implementation details that follow the authors' code [1, App. B/C]:
 * every round starts a *fresh* sampler state (momentum, thermostat, minibatch
   position) from the arm's last θ;
 * the metric uses this round's samples only, thinned by 10, with full-data
-  scores (:class:`~tfp_sgmcmc.tuning.metrics.KSDMetric`); its computation time
+  scores ([`KSDMetric`][tfp_sgmcmc.tuning.metrics.KSDMetric]); its computation time
   is not charged to the budget;
 * a NaN/Inf metric (or a diverged chain) becomes ``+∞``;
 * ties keep grid order (stable sort).
@@ -76,7 +76,8 @@ def resolve_make_kernel(
     estimator: Any,
     kernel_kwargs: dict[str, Any] | None,
 ) -> Callable[..., Any]:
-    """``make_kernel`` as given, or a :class:`KernelFactory` for a kernel class."""
+    """``make_kernel`` as given, or a [`KernelFactory`][tfp_sgmcmc.tuning.mamba.KernelFactory] for
+    a kernel class."""
     if (make_kernel is None) == (kernel_class is None):
         raise ValueError("Give exactly one of `make_kernel` and `kernel_class`.")
     if make_kernel is not None:
@@ -177,7 +178,7 @@ class MAMBA:
 
     Args:
       arms: list of hyperparameter dicts (e.g. from
-        :func:`~tfp_sgmcmc.tuning.arms.grid`).
+        [`grid`][tfp_sgmcmc.tuning.arms.grid]).
       init_state: the initial state of every arm (tensor or list of parts).
       make_kernel: ``make_kernel(**arm) -> kernel``. Float hyperparameters
         arrive as tensors inside the compiled program; ints/bools/strings
@@ -190,7 +191,7 @@ class MAMBA:
         whose full-data score the Stein metrics use. Default value: ``None``
         (the first arm's estimator).
       kernel_kwargs: fixed kernel arguments for ``kernel_class``.
-      budget: a :class:`~tfp_sgmcmc.tuning.budget.Budget`, or a number of
+      budget: a [`Budget`][tfp_sgmcmc.tuning.budget.Budget], or a number of
         seconds ``T``. Default value: ``Budget(60.)`` (60 s of sampling).
       eta: pruning rate ``η``, an int ≥ 2. Default value: ``3``.
       metric: ``"ksd"``, ``"fssd"`` or a callable ``metric(samples, trace,
@@ -203,7 +204,7 @@ class MAMBA:
       jit_compile: XLA-compile the sampling programs. Default value: ``True``.
       progress: show a tqdm bar per round. Default value: ``True``.
       program_cache: dict of compiled programs shared with other runs of the
-        same ``make_kernel`` (see :class:`~tfp_sgmcmc.tuning.runner.ArmRunner`).
+        same ``make_kernel`` (see `ArmRunner`).
         Default value: ``None``.
       chains_per_arm: ``C`` independent chains per arm, run side by side in
         the arm's budget (one program, leading ``[C]`` state dimension; the
@@ -281,7 +282,8 @@ class MAMBA:
         return self.runner.arms
 
     def run(self) -> TuningResult:
-        """Runs Algorithm 1 and returns a :class:`~tfp_sgmcmc.tuning.results.TuningResult`."""
+        """Runs Algorithm 1 and returns a
+        [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult]."""
         survivors = list(range(len(self.arms)))
         records: list[RoundRecord] = []
         last_samples: dict[int, list[np.ndarray]] = {}
@@ -389,7 +391,7 @@ class MAMBA:
 
 
 def mamba(*args: Any, **kwargs: Any) -> TuningResult:
-    """``MAMBA(*args, **kwargs).run()`` (see :class:`MAMBA`)."""
+    """``MAMBA(*args, **kwargs).run()`` (see [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA])."""
     return MAMBA(*args, **kwargs).run()
 
 

@@ -12,10 +12,12 @@ metric(samples, trace, estimator) -> float
 * ``estimator``: a gradient estimator of the target (the first arm's), whose
   full-data score ``∇ log π`` the Stein metrics use.
 
-:class:`KSDMetric` (the default, as the MAMBA paper [1]) computes the IMQ
+[`KSDMetric`][tfp_sgmcmc.tuning.metrics.KSDMetric] (the default, as the MAMBA paper [1]) computes
+the IMQ
 kernel Stein discrepancy ``KSD = √(Σ_{i,j} k_π(θ_i, θ_j)) / m`` (V-statistic,
 ``c = 1``, ``β = −½``) with **full-data** scores at the thinned samples.
-:class:`FSSDMetric` is the paper's "FSSD-opt" (``fssd_opt(mode="mamba")``: 10
+[`FSSDMetric`][tfp_sgmcmc.tuning.metrics.FSSDMetric] is the paper's "FSSD-opt"
+(``fssd_opt(mode="mamba")``: 10
 locations from a Gaussian fit, Adam on ``FSSD²_U``; the value is ``FSSD²_U``,
 which may be negative). Any user metric (held-out log-loss, ECE, ...) plugs
 in the same way. The tuner turns a NaN/Inf metric, or an exception raised by
@@ -139,7 +141,8 @@ class KSDMetric:
     """IMQ kernel Stein discrepancy with full-data scores (the MAMBA default).
 
     ``KSD = √(Σ_{i,j} k_π(θ_i, θ_j)) / m`` (module docstring), computed in
-    float64 from :func:`tfp_sgmcmc.diagnostics.kernel_stein_discrepancy`.
+    float64 from
+    [`tfp_sgmcmc.diagnostics.kernel_stein_discrepancy`][tfp_sgmcmc.diagnostics.kernel_stein_discrepancy].
 
     Args:
       c: IMQ scale. Default value: ``1.``.
@@ -296,7 +299,8 @@ def _subsample(samples: list[np.ndarray], max_samples: int | None) -> list[np.nd
 
 
 def resolve_metric(metric: Any) -> Metric:
-    """``"ksd"`` → :class:`KSDMetric`, ``"fssd"`` → :class:`FSSDMetric`, a callable as is.
+    """``"ksd"`` → [`KSDMetric`][tfp_sgmcmc.tuning.metrics.KSDMetric], ``"fssd"`` →
+    [`FSSDMetric`][tfp_sgmcmc.tuning.metrics.FSSDMetric], a callable as is.
 
     Raises:
       ValueError: an unknown name or a non-callable.

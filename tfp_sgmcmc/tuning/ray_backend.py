@@ -1,7 +1,7 @@
 """MAMBA with its arms run in parallel on Ray (a local machine or a cluster).
 
 The tuner is Algorithm 1 of Coullon, South & Nemeth [1] unchanged
-(ALGORITHMS.md §12, :mod:`tfp_sgmcmc.tuning.mamba`): ``K = ⌊log_η M⌋``
+(docs/algorithms.md#mamba, [`tfp_sgmcmc.tuning.mamba`][tfp_sgmcmc.tuning.mamba]): ``K = ⌊log_η M⌋``
 rounds; round ``i`` runs each surviving arm for ``r_i = T/(|S_i| K)``
 (seconds, steps or gradient evaluations), scores it by the metric of this
 round's thinned samples, and keeps the ``⌊|S_i|/η⌋`` best (stable sort). Only
@@ -20,7 +20,7 @@ actor.run(j, chain, r):  continue arm j's chain for r with ArmRunner,
 
 Every actor builds the problem once (from a picklable *factory*, since data,
 estimators and compiled programs live in its own process), holds one
-:class:`~tfp_sgmcmc.tuning.runner.ArmRunner` with all the arms (so its
+`ArmRunner` with all the arms (so its
 structural keys, seeds and program cache are exactly the sequential ones) and
 compiles each structural key once. It runs an arm with the very code of the
 sequential tuner and evaluates the metric where the samples are (the
@@ -50,8 +50,8 @@ while time-sharing two cores.)
 Wall-clock budgets: each actor spends its per-arm per-round budget ``r_i`` of
 sampling time, measured in its own process (the arms of a round then run
 concurrently, so a round takes about ``|S_i| r_i / workers`` seconds plus
-compilation and metrics); :attr:`TuningResult.round_seconds` gives the wall
-time of each round and :attr:`TuningResult.total_sampling_seconds` the sum
+compilation and metrics); `TuningResult.round_seconds` gives the wall
+time of each round and `TuningResult.total_sampling_seconds` the sum
 over arms.
 
 Floating point: the actors run TensorFlow with 1 thread (by default), the
@@ -108,7 +108,7 @@ class TuningProblem:
     """What a problem factory returns: how to build a kernel from an arm.
 
     Exactly one of ``make_kernel`` and ``kernel_class`` (as for
-    :class:`~tfp_sgmcmc.tuning.mamba.MAMBA`).
+    [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA]).
 
     Args:
       make_kernel: ``make_kernel(**arm) -> kernel``. Default value: ``None``.
@@ -144,7 +144,9 @@ def _build_problem(factory: Callable[[], Any]) -> tuple[Callable[..., Any], Any]
 
 
 class _DriverMakeKernel:
-    """``make_kernel`` for :meth:`TuningResult.kernel` on the driver, built on first use."""
+    """``make_kernel`` for
+    [`TuningResult.kernel`][tfp_sgmcmc.tuning.ray_backend.TuningResult.kernel] on the driver, built
+    on first use."""
 
     def __init__(self, factory: Callable[[], Any]) -> None:
         self.factory = factory
@@ -164,9 +166,9 @@ class ArmWorker:
 
     Built inside the actor's process: it limits TensorFlow's thread pools
     first (before any TensorFlow op runs there), then calls the factory and
-    builds an :class:`~tfp_sgmcmc.tuning.runner.ArmRunner` over *all* arms.
+    builds an `ArmRunner` over *all* arms.
     Construction never raises (Ray would only report a dead actor):
-    :meth:`describe` returns the error instead.
+    `describe` returns the error instead.
     """
 
     def __init__(
@@ -228,8 +230,9 @@ class ArmWorker:
 class RayMAMBA(MAMBA):
     """MAMBA (Algorithm 1 of [1]) with each round's arms run in parallel on Ray.
 
-    Same algorithm, budgets, seeding and :class:`~tfp_sgmcmc.tuning.results
-    .TuningResult` as :class:`~tfp_sgmcmc.tuning.mamba.MAMBA` (module
+    Same algorithm, budgets, seeding and
+    [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult] as
+    [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA] (module
     docstring); the kernel is described by a picklable factory because every
     actor builds its own copy of the data, estimator and compiled programs.
 
@@ -241,7 +244,7 @@ class RayMAMBA(MAMBA):
         Build data and estimators *inside* it.
       arms: list of hyperparameter dicts.
       init_state: the initial state of every arm (array/tensor or list of parts).
-      budget: a :class:`~tfp_sgmcmc.tuning.budget.Budget`, or a number of
+      budget: a [`Budget`][tfp_sgmcmc.tuning.budget.Budget], or a number of
         seconds ``T``. Default value: ``60.``.
       eta: pruning rate ``η``. Default value: ``3``.
       metric: ``"ksd"``, ``"fssd"`` or a picklable callable ``metric(samples,
@@ -270,7 +273,7 @@ class RayMAMBA(MAMBA):
 
     Raises:
       ImportError: Ray is not installed.
-      ValueError: as :class:`~tfp_sgmcmc.tuning.mamba.MAMBA` (``eta``, too few
+      ValueError: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA] (``eta``, too few
         arms, an invalid arm, an unknown metric, a deterministic budget too
         small); a ``problem`` or ``metric`` that cannot be pickled, or a
         ``problem`` that is not callable or fails to build; bad
@@ -411,7 +414,7 @@ class RayMAMBA(MAMBA):
         return len(self._alive)
 
     def run(self) -> TuningResult:
-        """Runs Algorithm 1 on the actors, then releases them (see :meth:`shutdown`)."""
+        """Runs Algorithm 1 on the actors, then releases them (see `shutdown`)."""
         try:
             return super().run()
         finally:
@@ -478,7 +481,7 @@ class RayMAMBA(MAMBA):
 
     # -- lifecycle ---------------------------------------------------------- #
     def shutdown(self) -> None:
-        """Kills the actors (frees their CPUs and memory). :meth:`run` calls it."""
+        """Kills the actors (frees their CPUs and memory). `run` calls it."""
         ray = self._ray
         for w in self._workers:
             try:
@@ -496,7 +499,8 @@ class RayMAMBA(MAMBA):
 
 
 def ray_mamba(*args: Any, **kwargs: Any) -> TuningResult:
-    """``RayMAMBA(*args, **kwargs).run()`` (see :class:`RayMAMBA`)."""
+    """``RayMAMBA(*args, **kwargs).run()`` (see
+    [`RayMAMBA`][tfp_sgmcmc.tuning.ray_backend.RayMAMBA])."""
     return RayMAMBA(*args, **kwargs).run()
 
 

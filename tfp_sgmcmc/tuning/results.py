@@ -62,7 +62,7 @@ class TuningResult:
       method: ``"MAMBA"``, ``"grid search"`` or ``"heuristic"``.
       best_arm, best_index: the chosen hyperparameters and their grid index.
       arms: the whole grid.
-      records: one :class:`RoundRecord` per arm and round.
+      records: one [`RoundRecord`][tfp_sgmcmc.tuning.results.RoundRecord] per arm and round.
       samples: the best arm's thinned samples of its last round (list of parts).
       final_states: last state of every arm (list of parts; ``None`` if diverged).
       metric_name: the reward metric's name.
@@ -71,7 +71,7 @@ class TuningResult:
       num_rounds: ``K``.
       round_sizes: ``|S_i|`` for each round.
       per_arm_budgets: ``r_i`` for each round.
-      make_kernel: the kernel factory; :meth:`kernel` builds the best arm's kernel.
+      make_kernel: the kernel factory; `kernel` builds the best arm's kernel.
       round_seconds: wall-clock seconds of each round (sampling, compilation,
         metric and dispatch: with parallel arms, less than the sum of the
         arms' sampling seconds).

@@ -1,8 +1,8 @@
 """The execution engine shared by MAMBA and the grid-search baseline.
 
-One :class:`ArmRunner` owns the compiled programs. A program is built per
+One `ArmRunner` owns the compiled programs. A program is built per
 *structural key* (batch size, leapfrog steps, ... -- see
-:mod:`tfp_sgmcmc.tuning.arms`); float hyperparameters (step size, friction,
+[`tfp_sgmcmc.tuning.arms`][tfp_sgmcmc.tuning.arms]); float hyperparameters (step size, friction,
 ...) are arguments of that program, so the kernel is rebuilt *inside* the
 trace from tensors and every arm with the same structure reuses one compiled
 program. The program runs ``num_steps`` (a tensor) sampler steps in one
