@@ -85,7 +85,7 @@ class MinibatchEstimator(GradientEstimator):
         ``100_000``.
       independent_chains: draw one minibatch per chain (module docstring), so
         chains in one program are independent. Needs an
-        :class:`~tfp_sgmcmc.data.InMemoryData` source. Default value:
+        [`InMemoryData`][tfp_sgmcmc.data.InMemoryData] source. Default value:
         ``False`` (one batch shared by all chains: cheaper, and enough for a
         single chain).
 

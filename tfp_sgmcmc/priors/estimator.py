@@ -104,7 +104,7 @@ class SSGLEstimator(GradientEstimator):
       initial_sigma: initial scale σ. Default value: ``1.`` (these defaults are
         the authors' R code's).
       independent_chains: one minibatch per chain (see
-        :class:`~tfp_sgmcmc.estimators.MinibatchEstimator`), so chains with
+        [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator]), so chains with
         leading batch dimensions are independent. Default value: ``False``.
 
     Raises:

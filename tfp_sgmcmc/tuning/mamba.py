@@ -105,7 +105,7 @@ def evaluate_metric(
 ) -> tuple[float, float, str]:
     """``(value, seconds, note)``; non-finite input/output or an exception → ``+inf``.
 
-    The metric's standard error (see :func:`evaluate_metric_with_se`) is
+    The metric's standard error (see [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se]) is
     stored in ``out.extras["metric_se"]``.
     """
     value, se, dt, note = evaluate_metric_with_se(metric, out, estimator)
@@ -114,7 +114,7 @@ def evaluate_metric(
 
 
 def _groups(out: RunOutput) -> list[list[np.ndarray]]:
-    """The arm's chains, or (one chain) :data:`SE_BLOCKS` contiguous blocks of it."""
+    """The arm's chains, or (one chain) ``SE_BLOCKS`` contiguous blocks of it."""
     if out.num_chains > 1:
         return [[s[:, c] for s in out.samples] for c in range(out.num_chains)]
     m = out.samples[0].shape[0]
@@ -130,7 +130,7 @@ def evaluate_metric_with_se(
     * A metric with ``value_and_se(groups, estimator)`` (the KSD) is computed
       on the pooled samples of the arm's ``C`` independent chains -- or of
       its one chain, unchanged -- and its standard error is the jackknife
-      over the chains (over :data:`SE_BLOCKS` contiguous blocks of one chain).
+      over the chains (over ``SE_BLOCKS`` contiguous blocks of one chain).
     * Any other metric: with ``C > 1`` chains, the mean of the chains' values
       with standard error ``sd/√C`` (the chains are i.i.d. runs of the arm);
       with one chain, the value and ``nan``.
@@ -211,7 +211,7 @@ class MAMBA:
         estimator must have ``independent_chains=True``). The arm's metric
         is computed on the chains' pooled samples with a jackknife standard
         error over the chains (``RoundRecord.metric_se``; see
-        :func:`evaluate_metric_with_se`). Beyond the paper; its measured
+        [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se]). Beyond the paper; its measured
         effect on picking the right arm is in ``docs/tuning.md``. Default
         value: ``1`` (the paper's one chain per arm).
 
