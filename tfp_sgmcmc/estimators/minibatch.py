@@ -259,7 +259,7 @@ class MinibatchEstimator(GradientEstimator):
         """This step's minibatch: ``[n, ...]`` rows, or ``B + [n, ...]`` per chain.
 
         Per-chain batches are drawn when ``independent_chains`` is set and the
-        estimator state carries chain dimensions ``B`` (from :meth:`bootstrap`).
+        estimator state carries chain dimensions ``B`` (from ``bootstrap``).
         """
         if not self._independent:
             return self._data.sample_batch(self._batch_size, estimator_state, seed)

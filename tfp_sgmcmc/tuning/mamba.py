@@ -105,8 +105,9 @@ def evaluate_metric(
 ) -> tuple[float, float, str]:
     """``(value, seconds, note)``; non-finite input/output or an exception → ``+inf``.
 
-    The metric's standard error (see [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se]) is
-    stored in ``out.extras["metric_se"]``.
+    The metric's standard error (see
+    [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se])
+    is stored in ``out.extras["metric_se"]``.
     """
     value, se, dt, note = evaluate_metric_with_se(metric, out, estimator)
     out.extras["metric_se"] = se
@@ -211,9 +212,10 @@ class MAMBA:
         estimator must have ``independent_chains=True``). The arm's metric
         is computed on the chains' pooled samples with a jackknife standard
         error over the chains (``RoundRecord.metric_se``; see
-        [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se]). Beyond the paper; its measured
-        effect on picking the right arm is in ``docs/tuning.md``. Default
-        value: ``1`` (the paper's one chain per arm).
+        [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se]).
+        Beyond the paper; its measured effect on picking the right arm is in
+        ``docs/studies/mamba_tuning_cost.md``. Default value: ``1`` (the
+        paper's one chain per arm).
 
     Raises:
       ValueError: ``eta < 2``, fewer arms than ``eta``, an invalid arm (the

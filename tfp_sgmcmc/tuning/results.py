@@ -108,7 +108,7 @@ class TuningResult:
 
     @property
     def best_metric_se(self) -> float:
-        """Standard error of :attr:`best_metric` (``nan`` with one chain per arm)."""
+        """Standard error of ``best_metric`` (``nan`` with one chain per arm)."""
         last = [r for r in self.records if r.arm_index == self.best_index]
         return last[-1].metric_se if last else math.nan
 
