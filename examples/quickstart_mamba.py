@@ -74,9 +74,6 @@ def main() -> None:
     print(result.to_markdown())
     print()
     print(result.summary())
-    # How sure the pick is: the winner's KSD against the runner-up's, each ± its
-    # jackknife standard error over 4 blocks of the arm's chain (docs/tuning.md).
-    print(f"  how sure: {result.pick_confidence()}")
     print(f"  budget honesty (sampling time / allotted, non-diverged arms): "
           f"{result.budget_honesty():.3f}")
     samples = np.asarray(result.best_samples)
