@@ -91,6 +91,14 @@ def log_likelihood(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) -> tf.T
     return -tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logits)
 
 
+def log_likelihood_chains(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    """The same with leading chain dimensions (replica exchange's replicas)."""
+    x, y = batch
+    logits = tf.einsum("nd,...d->...n", x, theta)
+    return -tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.broadcast_to(y, tf.shape(logits)),
+                                                    logits=logits)
+
+
 def log_prior(theta: tf.Tensor) -> tf.Tensor:
     return -0.5 * tf.reduce_sum(tf.square(theta), axis=-1) / PRIOR_VARIANCE
 
@@ -283,12 +291,44 @@ def build_group(
         "psgld": (sg.PSGLD(est, 1e-4), steps),
         "sghmc_L5": (sg.SGHMC(est, 1e-7, num_leapfrog_steps=5), hmc_steps),
         "sgnht": (sg.SGNHT(est, 1e-7), steps),
+        # BlackJAX's scheme: one minibatch per trajectory of L = 5 leapfrog steps.
+        "sghmc_L5_traj": (
+            sg.SGHMC(est, 1e-7, num_leapfrog_steps=5, minibatch_per_trajectory=True),
+            hmc_steps,
+        ),
+        "sgld_svrg": (sg.SGLD(sg.SVRGEstimator(est, update_rate=1000), sgld_eps), steps),
+        # Physical time step h with h²/2 = ε of SGLD.
+        "baoab": (sg.BAOAB(est, 1.4e-3, friction=1.0), steps),
+        "badodab": (sg.BADODAB(est, 1.4e-3, diffusion=1.0), steps),
+        # BlackJAX's benchmark settings: 512 partitions of Δu = 10 from −log π(MAP) − 1000.
+        "csgld": (
+            sg.ContourSGLD(
+                est,
+                sgld_eps,
+                num_partitions=512,
+                energy_gap=10.0,
+                min_energy=float(-centre_full.target_log_prob) - 1000.0,
+                zeta=1.0,
+                sa_step_size=1e-3,
+            ),
+            steps,
+        ),
+        # Two replicas: samples/s counts samples of the cold chain (2 gradients each).
+        "resgld_K2": (
+            sg.ReplicaExchangeSGLD(
+                sg.MinibatchEstimator(log_likelihood_chains, est.data, n, log_prior),
+                sgld_eps,
+                num_replicas=2,
+            ),
+            steps,
+        ),
     }
     out: dict[str, dict[str, Any]] = {}
     for name, (k, k_steps) in kernels.items():
         if only and name not in only:
             continue
         grads = k.gradient_evaluations_per_step * k.estimator.gradient_evaluations_per_call
+        grads *= getattr(k, "num_replicas", 1)
         out[name] = {"fn": make_chain(k, k_steps), "steps": k_steps, "grads_per_step": grads}
     out["hand_sgld"] = {
         "fn": make_hand_sgld(scheme, x, y, n, sgld_eps, steps),
@@ -352,7 +392,10 @@ def run_group(
     return results
 
 
-OURS = ("sgld", "sgld_cv", "psgld", "sghmc_L5", "sgnht")
+OURS = (
+    "sgld", "sgld_cv", "psgld", "sghmc_L5", "sgnht", "sghmc_L5_traj",
+    "sgld_svrg", "baoab", "badodab", "csgld", "resgld_K2",
+)
 PEER_ROWS = {
     "sgld": ["sgmcmcjax_sgld"],
     "sgld_cv": ["sgmcmcjax_sgld_cv"],
@@ -451,7 +494,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     p.add_argument(
         "--configs", nargs="+", default=None,
-        help="subset of sgld sgld_cv psgld sghmc_L5 sgnht (hand_sgld, gradient_floor always run)",
+        help="subset of sgld sgld_cv psgld sghmc_L5 sghmc_L5_traj sgnht sgld_svrg baoab "
+        "badodab csgld resgld_K2 (hand_sgld, gradient_floor always run)",
     )
     p.add_argument("--repeats", type=int, default=None, help="timed calls per config (>= 3)")
     p.add_argument(
@@ -459,6 +503,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="target seconds per timed call (sets the steps from the quoted speeds)",
     )
     p.add_argument("--output", default=None, help="also write the JSON here")
+    p.add_argument(
+        "--peer-command", default=None,
+        help="a peer benchmark to run in the same process tree after ours (a shell command "
+        "printing one '@@JSON@@{...}' line with logreg runs, e.g. a BlackJAX timing script "
+        "run by its own venv's python); its samples/s and our/peer ratios go into the JSON",
+    )
     p.add_argument(
         "--render", default=None, metavar="JSON",
         help="print the markdown tables of a saved report (no benchmark is run)",
@@ -564,8 +614,57 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ),
         "total_seconds": round(time.perf_counter() - t0, 1),
     }
+    if args.peer_command:
+        report["peer_run"] = run_peer(args.peer_command, groups)
     dump_json(report, args.output)
     return report
+
+
+#: Our configuration name -> the peer benchmark's sampler name.
+PEER_NAMES = {
+    "csgld": "csgld",
+    "sghmc_L5": "sghmc_L5",
+    "sghmc_L5_traj": "sghmc_L5",
+    "sgld": "sgld",
+    "sgnht": "sgnht",
+}
+
+
+def run_peer(command: str, groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run a peer benchmark (same machine, right after ours) and pair its samples/s with ours."""
+    import shlex
+    import subprocess
+
+    log(f"peer benchmark: {command}")
+    t0 = time.perf_counter()
+    proc = subprocess.run(shlex.split(command), capture_output=True, text=True, check=False)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("@@JSON@@")), None)
+    if proc.returncode != 0 or line is None:
+        return {"command": command, "error": proc.stderr[-2000:], "returncode": proc.returncode}
+    peer = json.loads(line[len("@@JSON@@"):])
+    runs = peer.get("logreg", {}).get("runs", [])
+    pairs = []
+    for g in groups:
+        for ours, theirs in PEER_NAMES.items():
+            if ours not in g["results"]:
+                continue
+            for r in runs:
+                if r["sampler"] == theirs and int(r["batch"]) == int(g["batch_size"]):
+                    mine = g["results"][ours]["steps_per_s"]
+                    pairs.append({
+                        "scheme": g["scheme"], "batch_size": g["batch_size"], "ours": ours,
+                        "peer": theirs, "ours_samples_per_s": mine,
+                        "peer_samples_per_s": round(r["samples_per_s"], 1),
+                        "ratio_ours_over_peer": round(mine / r["samples_per_s"], 3),
+                    })
+    return {
+        "command": command,
+        "library": peer.get("library"),
+        "version": peer.get("version"),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "pairs": pairs,
+        "runs": runs,
+    }
 
 
 if __name__ == "__main__":

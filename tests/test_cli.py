@@ -118,20 +118,20 @@ def test_errors_are_one_line(model, tmp_path, capsys):
     # Bad hyperparameters: the constructors' ValueError, naming the argument.
     args = _sample_args(model, run_dir)
     args[args.index("--step-size") + 1] = "-1"
-    _one_line_error(capsys, main(args), "`step_size`")
+    _one_line_error(capsys, main(args), "`--step-size`")
     args = _sample_args(model, run_dir, "--kernel-arg", "num_leapfrog_steps=0")
     args[args.index("--kernel") + 1] = "sghmc"
     code = main(args)
-    _one_line_error(capsys, code, "`num_leapfrog_steps`")
+    _one_line_error(capsys, code, "`--kernel-arg num_leapfrog_steps`")
     args = _sample_args(model, run_dir)
     args[args.index("--kernel") + 1] = "hmc9"
     _one_line_error(capsys, main(args), "unknown kernel")
     args = _sample_args(model, run_dir)
     args[args.index("--num-samples") + 1] = "0"
-    _one_line_error(capsys, main(args), "`num_samples`")
+    _one_line_error(capsys, main(args), "`--num-samples`")
     # Never overwrite a run without being asked; corrupted run directories.
     assert main(_sample_args(model, run_dir)) == 0
-    _one_line_error(capsys, main(_sample_args(model, run_dir)), "overwrite")
+    _one_line_error(capsys, main(_sample_args(model, run_dir)), "--overwrite")
     _one_line_error(capsys, main(_sample_args(model, run_dir, "--resume", "--thin", "3")), "thin")
     with open(os.path.join(run_dir, "checkpoint.npz"), "wb") as f:
         f.write(b"garbage")
@@ -228,3 +228,128 @@ def test_ctrl_c_in_a_real_process_then_resume(model, tmp_path):
     ref_args[ref_args.index("--run-dir") + 1] = ref_dir
     assert main(ref_args) == 0
     np.testing.assert_array_equal(open_run(run_dir).samples(), open_run(ref_dir).samples())
+
+
+def test_kernel_arg_typo_is_one_line_naming_the_flag(model, tmp_path, capsys):
+    """``--kernel-arg frictoin=0.1`` gave a full traceback and exit status 1."""
+    args = _sample_args(model, str(tmp_path / "run"), "--kernel-arg", "frictoin=0.1")
+    args[args.index("--kernel") + 1] = "sghmc"
+    code = main(args)
+    _one_line_error(capsys, code, "`--kernel-arg frictoin=...`")
+    capsys.readouterr()
+    code = main(args)
+    err = capsys.readouterr().err
+    assert "did you mean 'friction'" in err and "Traceback" not in err
+    tune = ["tune", "--model", model, "--kernel", "sghmc", "--step-sizes", "1e-5,1e-4",
+            "--budget-steps", "100", "--eta", "2", "--kernel-arg", "frictoin=0.1", "--no-progress"]
+    _one_line_error(capsys, main(tune), "`--kernel-arg frictoin=...`")
+    # A bad value of a flag that reaches a constructor names the flag, not the argument.
+    bad = ["tune", "--model", model, "--kernel", "sgld", "--step-sizes", "1e-5,1e-4",
+           "--budget-steps", "100", "--eta", "1", "--no-progress"]
+    code = main(bad)
+    err = capsys.readouterr().err
+    assert code == 2 and "`--eta`" in err and "`eta`" not in err, err
+    # Python argument names never leak into the messages.
+    run_dir = str(tmp_path / "run2")
+    assert main(_sample_args(model, run_dir)) == 0
+    capsys.readouterr()
+    main(_sample_args(model, run_dir))
+    err = capsys.readouterr().err
+    assert "--resume" in err and "--overwrite" in err and "=True" not in err, err
+
+
+def test_a_failing_model_build_is_one_line(tmp_path, capsys):
+    path = tmp_path / "broken.py"
+    path.write_text("def build(**kw):\n    raise RuntimeError('no data here')\n")
+    code = main(_sample_args(str(path), str(tmp_path / "run")))
+    _one_line_error(capsys, code, "broken.py: building the model failed: RuntimeError: no data")
+
+
+def _cpu_seconds_of(cmd):
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out, cpu
+
+
+@pytest.mark.parametrize("sub", [[], ["sample"], ["diagnose"], ["tune"]])
+def test_help_is_fast_and_does_not_import_tensorflow(sub):
+    """``--help`` took ~7 s because the package imported TensorFlow first."""
+    out, cpu = _cpu_seconds_of([sys.executable, "-m", "tfp_sgmcmc.cli", *sub, "--help"])
+    assert out.returncode == 0 and "usage: tfp-sgmcmc" in out.stdout, out.stderr
+    # CPU seconds of the child (not wall time: the test machine may be shared).
+    assert cpu < 1.0, cpu
+    probe = (
+        "import sys; from tfp_sgmcmc.cli import build_parser; build_parser().format_help(); "
+        "print('tensorflow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+def _docs_model_source(root=None):
+    import pathlib
+    import re
+
+    root = pathlib.Path(root or pathlib.Path(__file__).resolve().parents[1])
+    text = (root / "docs" / "cli.md").read_text()
+    return re.search(r"```python\n(# my_model.py\n.*?)```", text, re.S).group(1)
+
+
+def test_documented_model_runs_without_autograph_warnings_and_tunes(tmp_path, capsys):
+    """The docs model's lambda prior made AutoGraph ask to 'report this to the TensorFlow
+    team'; its 4 chains broke `tune` (reshape error) unless --model-arg num_chains=1."""
+    import logging
+
+    path = tmp_path / "my_model.py"
+    path.write_text(_docs_model_source())
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("tensorflow")
+    logger.addHandler(handler)
+    try:
+        assert main(_sample_args(str(path), str(tmp_path / "r"))) == 0
+        code = main(
+            ["tune", "--model", str(path), "--kernel", "sgld", "--step-sizes", "1e-6,1e-5",
+             "--budget-steps", "100", "--eta", "2", "--thin", "2", "--plot", "",
+             "--no-xla", "--no-progress"]
+        )
+    finally:
+        logger.removeHandler(handler)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "num_chains=1" in captured.out and "best arm" in captured.out
+    assert "gradient-noise ratio" in captured.out  # MAMBA's result reports it
+    messages = [r.getMessage() for r in records]
+    assert not [m for m in messages if "AutoGraph" in m or "report this" in m], messages
+
+
+def test_tune_with_fixed_chains_is_one_clear_line(tmp_path, capsys):
+    path = tmp_path / "fixed_chains.py"
+    fixed = "def build(n=2000, batch_size=100, d=2):\n    num_chains = 4"
+    old = "def build(n=2000, batch_size=100, num_chains=2, d=2):"
+    path.write_text(MODEL_SRC.replace(old, fixed))
+    code = main(["tune", "--model", str(path), "--kernel", "sgld", "--step-sizes", "1e-5,1e-4",
+                 "--budget-steps", "100", "--eta", "2", "--plot", "", "--no-xla", "--no-progress"])
+    _one_line_error(capsys, code, "tune runs one chain per arm")
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["sample", "--run-dir", "r", "--step-size", "abc"], "--step-size"),
+        (["sample", "--run-dir", "r", "--thin", "1.5"], "--thin"),
+        (["tune", "--model", "m", "--kernel", "sgld", "--step-sizes", "1e-5",
+          "--budget-steps", "1", "--metric", "kds"], "--metric"),
+    ],
+)
+def test_bad_flag_values_are_one_line(argv, flag, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert e.value.code == 2 and len(lines) == 1 and flag in lines[0], err

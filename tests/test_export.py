@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import sys
 
@@ -100,9 +101,34 @@ def test_raw_samples_list_state_and_errors(monkeypatch):
     single = to_arviz(a, batch_ndims=0, var_names=["w"], include_ess=False)
     assert single.posterior["w"].shape == (1, 100, 2, 3)
     with pytest.raises(ValueError, match="`var_names`"):
-        to_arviz([a, b], var_names=["x"])
+        to_arviz([a, b], var_names=["x"], batch_ndims=1)
     with pytest.raises(ValueError, match="`step`"):
         to_arviz(a, step=0)
     monkeypatch.setitem(sys.modules, "arviz", None)
     with pytest.raises(ImportError, match=r"tfp-sgmcmc\[arviz\]"):
-        to_arviz(a)
+        to_arviz(a, batch_ndims=1)
+
+
+def test_raw_samples_of_four_chains_are_never_one_chain():
+    """``[draws, 4]`` from 4 chains became one chain of a 4-vector (R-hat lost), silently."""
+    rng = np.random.default_rng(1)
+    draws = rng.normal(size=(200, 4))  # 4 chains of a scalar
+    with pytest.raises(ValueError, match="cannot tell the chains.*batch_ndims"):
+        to_arviz(draws)
+    by_arg = to_arviz(draws, batch_ndims=1, include_ess=False)
+    assert by_arg.posterior["theta"].shape == (4, 200)
+    # From the final kernel results of the run (one target_log_prob per chain) ...
+    results = collections.namedtuple("R", ["target_log_prob"])(np.zeros(4))
+    wrapped = collections.namedtuple("W", ["inner_results"])(results)
+    for kr in (results, wrapped):
+        idata = to_arviz(draws, kernel_results=kr, include_ess=False)
+        assert idata.posterior["theta"].shape == (4, 200)
+    # ... or from the traced log-density (one per draw and chain).
+    idata = to_arviz(draws, trace={"target_log_prob": np.zeros((200, 4))}, include_ess=False)
+    assert idata.posterior["theta"].shape == (4, 200)
+    # One chain of a vector must be said so; contradictions are refused.
+    assert to_arviz(draws, batch_ndims=0, include_ess=False).posterior["theta"].shape == (1, 200, 4)
+    with pytest.raises(ValueError, match="disagree"):
+        to_arviz(draws, batch_ndims=0, kernel_results=results)
+    # [draws] alone is unambiguous.
+    assert to_arviz(draws[:, 0], include_ess=False).posterior["theta"].shape == (1, 200)

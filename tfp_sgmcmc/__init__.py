@@ -16,68 +16,84 @@ See ``docs/index.md`` for the guide; every sampler's docstring gives its update 
 and the paper it comes from.
 """
 
-from tfp_sgmcmc import (
-    data,
-    diagnostics,
-    driver,
-    estimators,
-    integrators,
-    kernels,
-    priors,
-    schedules,
-    transforms,
-    tuning,
+# The package imports TensorFlow only when a name is first used (PEP 562): the
+# command line's ``--help`` and ``import tfp_sgmcmc.cli`` stay fast, and
+# ``import tfp_sgmcmc as sg; sg.SGLD`` works as before.
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_SUBMODULES = (
+    "data",
+    "diagnostics",
+    "driver",
+    "estimators",
+    "integrators",
+    "kernels",
+    "priors",
+    "schedules",
+    "transforms",
+    "tuning",
 )
-from tfp_sgmcmc.data import DatasetData, InMemoryData
-from tfp_sgmcmc.diagnostics import (
-    FSSDReducer,
-    KSDReducer,
-    effective_sample_size,
-    expected_calibration_error,
-    fssd,
-    fssd_opt,
-    integrated_autocorrelation_time,
-    kernel_stein_discrepancy,
-    maximum_calibration_error,
-    relative_std_error,
-)
-from tfp_sgmcmc.driver import sample
-from tfp_sgmcmc.estimators import (
-    ControlVariateEstimator,
-    DistributedMinibatchEstimator,
-    GradientEstimate,
-    GradientEstimator,
-    MinibatchEstimator,
-    NoisyGradientEstimator,
-    StructuredDropoutEstimator,
-    StructuredEstimator,
-    find_map,
-)
-from tfp_sgmcmc.export import to_arviz
-from tfp_sgmcmc.kernels import (
-    ASGLD,
-    MSGLD,
-    PSGLD,
-    SGHMC,
-    SGLD,
-    SGNHT,
-    AdamSGLD,
-    MomentumSGLD,
-    PreconditionedStochasticGradientLangevinDynamics,
-    StochasticApproximation,
-    StochasticGradientHamiltonianMonteCarlo,
-    StochasticGradientLangevinDynamics,
-    StochasticGradientNoseHooverThermostat,
-)
-from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
-from tfp_sgmcmc.schedules import (
-    ConstantStepSize,
-    CyclicalStepSize,
-    GeometricAnnealing,
-    PolynomialDecay,
-    SAStepSize,
-)
-from tfp_sgmcmc.tuning import MAMBA, RayMAMBA, grid_search, heuristic, mamba
+
+#: Public name -> the module that defines it (imported on first access).
+_EXPORTS = {
+    "DatasetData": "tfp_sgmcmc.data",
+    "InMemoryData": "tfp_sgmcmc.data",
+    "FSSDReducer": "tfp_sgmcmc.diagnostics",
+    "KSDReducer": "tfp_sgmcmc.diagnostics",
+    "effective_sample_size": "tfp_sgmcmc.diagnostics",
+    "expected_calibration_error": "tfp_sgmcmc.diagnostics",
+    "fssd": "tfp_sgmcmc.diagnostics",
+    "fssd_opt": "tfp_sgmcmc.diagnostics",
+    "integrated_autocorrelation_time": "tfp_sgmcmc.diagnostics",
+    "kernel_stein_discrepancy": "tfp_sgmcmc.diagnostics",
+    "maximum_calibration_error": "tfp_sgmcmc.diagnostics",
+    "relative_std_error": "tfp_sgmcmc.diagnostics",
+    "sample": "tfp_sgmcmc.driver",
+    "ControlVariateEstimator": "tfp_sgmcmc.estimators",
+    "DistributedMinibatchEstimator": "tfp_sgmcmc.estimators",
+    "GradientEstimate": "tfp_sgmcmc.estimators",
+    "GradientEstimator": "tfp_sgmcmc.estimators",
+    "MinibatchEstimator": "tfp_sgmcmc.estimators",
+    "NoisyGradientEstimator": "tfp_sgmcmc.estimators",
+    "StructuredDropoutEstimator": "tfp_sgmcmc.estimators",
+    "StructuredEstimator": "tfp_sgmcmc.estimators",
+    "SVRGEstimator": "tfp_sgmcmc.estimators",
+    "find_map": "tfp_sgmcmc.estimators",
+    "to_arviz": "tfp_sgmcmc.export",
+    "ASGLD": "tfp_sgmcmc.kernels",
+    "MSGLD": "tfp_sgmcmc.kernels",
+    "PSGLD": "tfp_sgmcmc.kernels",
+    "SGHMC": "tfp_sgmcmc.kernels",
+    "SGLD": "tfp_sgmcmc.kernels",
+    "SGNHT": "tfp_sgmcmc.kernels",
+    "AdamSGLD": "tfp_sgmcmc.kernels",
+    "MomentumSGLD": "tfp_sgmcmc.kernels",
+    "PreconditionedStochasticGradientLangevinDynamics": "tfp_sgmcmc.kernels",
+    "StochasticApproximation": "tfp_sgmcmc.kernels",
+    "StochasticGradientHamiltonianMonteCarlo": "tfp_sgmcmc.kernels",
+    "StochasticGradientLangevinDynamics": "tfp_sgmcmc.kernels",
+    "StochasticGradientNoseHooverThermostat": "tfp_sgmcmc.kernels",
+    "BAOAB": "tfp_sgmcmc.kernels",
+    "BADODAB": "tfp_sgmcmc.kernels",
+    "ContourSGLD": "tfp_sgmcmc.kernels",
+    "ReplicaExchangeSGLD": "tfp_sgmcmc.kernels",
+    "SpikeAndSlabGroupLasso": "tfp_sgmcmc.priors",
+    "SSGLEstimator": "tfp_sgmcmc.priors",
+    "ConstantStepSize": "tfp_sgmcmc.schedules",
+    "CyclicalStepSize": "tfp_sgmcmc.schedules",
+    "GeometricAnnealing": "tfp_sgmcmc.schedules",
+    "PolynomialDecay": "tfp_sgmcmc.schedules",
+    "SAStepSize": "tfp_sgmcmc.schedules",
+    "MAMBA": "tfp_sgmcmc.tuning",
+    "RayMAMBA": "tfp_sgmcmc.tuning",
+    "grid_search": "tfp_sgmcmc.tuning",
+    "heuristic": "tfp_sgmcmc.tuning",
+    "mamba": "tfp_sgmcmc.tuning",
+}
 
 __version__ = "0.1.0.dev0"
 
@@ -102,6 +118,7 @@ __all__ = [
     "MinibatchEstimator",
     "NoisyGradientEstimator",
     "ControlVariateEstimator",
+    "SVRGEstimator",
     "StructuredEstimator",
     "StructuredDropoutEstimator",
     "find_map",
@@ -119,6 +136,10 @@ __all__ = [
     "SGNHT",
     "MSGLD",
     "ASGLD",
+    "BAOAB",
+    "BADODAB",
+    "ContourSGLD",
+    "ReplicaExchangeSGLD",
     # priors and schedules
     "SpikeAndSlabGroupLasso",
     "SSGLEstimator",
@@ -147,3 +168,88 @@ __all__ = [
     "sample",
     "to_arviz",
 ]
+
+
+if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
+    from tfp_sgmcmc import (
+        data,
+        diagnostics,
+        driver,
+        estimators,
+        integrators,
+        kernels,
+        priors,
+        schedules,
+        transforms,
+        tuning,
+    )
+    from tfp_sgmcmc.data import DatasetData, InMemoryData
+    from tfp_sgmcmc.diagnostics import (
+        FSSDReducer,
+        KSDReducer,
+        effective_sample_size,
+        expected_calibration_error,
+        fssd,
+        fssd_opt,
+        integrated_autocorrelation_time,
+        kernel_stein_discrepancy,
+        maximum_calibration_error,
+        relative_std_error,
+    )
+    from tfp_sgmcmc.driver import sample
+    from tfp_sgmcmc.estimators import (
+        ControlVariateEstimator,
+        DistributedMinibatchEstimator,
+        GradientEstimate,
+        GradientEstimator,
+        MinibatchEstimator,
+        NoisyGradientEstimator,
+        StructuredDropoutEstimator,
+        StructuredEstimator,
+        SVRGEstimator,
+        find_map,
+    )
+    from tfp_sgmcmc.export import to_arviz
+    from tfp_sgmcmc.kernels import (
+        ASGLD,
+        BADODAB,
+        BAOAB,
+        MSGLD,
+        PSGLD,
+        SGHMC,
+        SGLD,
+        SGNHT,
+        AdamSGLD,
+        ContourSGLD,
+        MomentumSGLD,
+        PreconditionedStochasticGradientLangevinDynamics,
+        ReplicaExchangeSGLD,
+        StochasticApproximation,
+        StochasticGradientHamiltonianMonteCarlo,
+        StochasticGradientLangevinDynamics,
+        StochasticGradientNoseHooverThermostat,
+    )
+    from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
+    from tfp_sgmcmc.schedules import (
+        ConstantStepSize,
+        CyclicalStepSize,
+        GeometricAnnealing,
+        PolynomialDecay,
+        SAStepSize,
+    )
+    from tfp_sgmcmc.tuning import MAMBA, RayMAMBA, grid_search, heuristic, mamba
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"tfp_sgmcmc.{name}")
+    elif name in _EXPORTS:
+        module = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'tfp_sgmcmc' has no attribute {name!r}")
+    globals()[name] = module  # cache: __getattr__ runs once per name
+    return module
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -55,6 +55,10 @@ KERNELS = {
     "psgld": "PreconditionedStochasticGradientLangevinDynamics",
     "sghmc": "StochasticGradientHamiltonianMonteCarlo",
     "sgnht": "StochasticGradientNoseHooverThermostat",
+    "baoab": "BAOAB",
+    "badodab": "BADODAB",
+    "csgld": "ContourSGLD",
+    "resgld": "ReplicaExchangeSGLD",
 }
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -100,9 +104,17 @@ def _kernel_args(p: argparse.ArgumentParser, required: bool) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``tfp-sgmcmc: error: argument --x: ...``), status 2."""
+
+    def error(self, message: str) -> Any:  # argparse's signature: never returns
+        msg = " ".join(message.split())
+        self.exit(EXIT_USAGE, f"tfp-sgmcmc: error: {msg} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``tfp-sgmcmc``."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tfp-sgmcmc", description="Stochastic-gradient MCMC for TensorFlow Probability."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -158,6 +170,73 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- #
 # Helpers
 # --------------------------------------------------------------------------- #
+#: Python argument names of the driver, the tuner and the kernels -> the flag that sets them.
+_FLAGS = {
+    "step_size": "--step-size",
+    "temperature": "--temperature",
+    "num_samples": "--num-samples",
+    "thin": "--thin",
+    "num_burnin_steps": "--burnin",
+    "chunk_size": "--chunk-size",
+    "seed": "--seed",
+    "run_dir": "--run-dir",
+    "resume": "--resume",
+    "overwrite": "--overwrite",
+    "eta": "--eta",
+    "metric": "--metric",
+    "budget": "--budget-steps/--budget-seconds",
+    "arms": "--step-sizes/--batch-sizes",
+    "model": "--model",
+}
+
+
+def _flag_message(msg: str, kernel_args: Sequence[str] = ()) -> str:
+    """Rewrites Python argument names in ``msg`` as the flags that set them.
+
+    The library's errors name their Python arguments (`` `step_size` ``,
+    ``resume=True``); a command-line user needs the flag (``--step-size``,
+    ``--resume``).
+    """
+    for name in kernel_args:
+        msg = msg.replace(f"`{name}`", f"`--kernel-arg {name}`")
+    for name, flag in _FLAGS.items():
+        msg = msg.replace(f"`{name}`", f"`{flag}`")
+        msg = msg.replace(f"{name}=True", flag)
+    return msg
+
+
+def _check_kernel_args(cls: type, kernel_args: dict[str, Any]) -> None:
+    """Refuses a ``--kernel-arg`` the kernel does not take (e.g. a typo), naming it."""
+    import inspect
+
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [n for n in params if n not in ("self", "estimator", "step_size", "temperature")]
+    for name in kernel_args:
+        if name in ("step_size", "temperature"):
+            raise CLIError(
+                f"`--kernel-arg {name}=...`: use `--{name.replace('_', '-')}` instead."
+            )
+        if name not in accepted:
+            import difflib
+
+            close = difflib.get_close_matches(name, accepted, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise CLIError(
+                f"`--kernel-arg {name}=...`: {cls.__name__} has no argument {name!r}{hint}; "
+                f"it takes {', '.join(accepted) or 'none'}."
+            )
+
+
+def _make_kernel(cls: type, estimator: Any, kernel_args: dict[str, Any], **kwargs: Any) -> Any:
+    _check_kernel_args(cls, kernel_args)
+    try:
+        return cls(estimator, **kwargs, **kernel_args)
+    except (ValueError, TypeError) as e:
+        raise CLIError(_flag_message(str(e), list(kernel_args))) from e
+
+
 def _kernel_class(name: str) -> type:
     import tfp_sgmcmc.kernels as kernels
 
@@ -214,12 +293,33 @@ def _chains_estimator(estimator: Any, init_state: Any, shared: bool) -> tuple[An
         return estimator, False
 
 
+def _accepts(model: str | None, name: str) -> bool:
+    """Whether the build function of ``--model`` takes a keyword argument ``name``."""
+    import inspect
+
+    from tfp_sgmcmc.driver.model import ModelError, resolve_build
+
+    if not model:
+        return False
+    try:
+        params = inspect.signature(resolve_build(model)).parameters
+    except (ModelError, TypeError, ValueError):
+        return False  # _load reports a missing or broken model
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
 def _load(model: str | None, model_args: dict[str, Any]) -> Any:
-    from tfp_sgmcmc.driver.model import load_model
+    from tfp_sgmcmc.driver.model import ModelError, load_model
 
     if not model:
         raise CLIError("`--model` is required (path/to/model.py[:function] or a models/ name).")
-    return load_model(model, model_args)
+    try:
+        return load_model(model, model_args)
+    except ModelError as e:
+        raise CLIError(f"--model {model}: {e}") from e
+    except Exception as e:  # the user's build function failed: one line, naming the flag
+        msg = f"{type(e).__name__}: {e}"
+        raise CLIError(f"--model {model}: building the model failed: {msg}") from e
 
 
 # --------------------------------------------------------------------------- #
@@ -265,7 +365,9 @@ def _cmd_sample(a: argparse.Namespace) -> int:
     estimator, independent = _chains_estimator(
         spec.estimator, spec.init_state, bool(getattr(a, "shared_batches", False))
     )
-    kernel = cls(estimator, step_size=step_size, temperature=temperature, **kernel_args)
+    kernel = _make_kernel(
+        cls, estimator, kernel_args, step_size=step_size, temperature=temperature
+    )
     metadata = {
         "independent_chains": independent,
         "cli": True,
@@ -410,9 +512,30 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
         else None,
         "num_diverged": int(tr["diverged"].sum()) if "diverged" in tr else 0,
     }
+    # The KSD beside that of as many i.i.d. draws of the Laplace approximation.
+    from tfp_sgmcmc.diagnostics import laplace_ksd_reference
+
+    ref = laplace_ksd_reference(
+        spec.estimator,
+        [p.reshape((-1,) + p.shape[2:]).mean(0) for p in flat],
+        int(pooled[0].shape[0]),
+        seed=a.seed,
+    )
+    result["ksd_reference_laplace"] = None if ref is None else ref.ksd
+    noise = _gradient_noise(spec, meta, [p[-1] for p in flat], run.batch_shape, a.seed)
+    result["gradient_noise"] = None if noise is None else noise.to_dict()
+    ref_text = "n/a (d too large or no Laplace approximation)" if ref is None else f"{ref.ksd:.6g}"
     rows = [
         ("draws x chains", f"{draws} x {chains}"),
         (f"KSD (IMQ, {result['ksd_num_samples']} samples, full-data scores)", f"{ksd:.6g}"),
+        ("KSD of as many i.i.d. Laplace draws (reference)", ref_text),
+        (
+            "gradient-noise ratio r max / median (last draw)",
+            "n/a (kernel not supported)"
+            if noise is None
+            else f"{noise.max:.3g} / {noise.median:.3g}"
+            + (" (too large)" if noise.violated else ""),
+        ),
         (f"FSSD² (Gaussian, {result['fssd_num_locations']} locations)", f"{fssd_value:.6g}"),
         ("ESS min / median", f"{result['ess_min']:.1f} / {result['ess_median']:.1f}"),
         ("diverged draws", str(result["num_diverged"])),
@@ -423,7 +546,31 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
     _write_json(os.path.join(a.run_dir, DIAGNOSTICS_FILE), result)
     if a.json:
         _write_json(a.json, result)
+    if noise is not None and noise.violated:
+        print(f"tfp-sgmcmc: warning: {noise.message()}", file=sys.stderr)
     return 0
+
+
+def _gradient_noise(
+    spec: Any, meta: dict[str, Any], last: list[Any], batch_shape: list[int], seed: int
+) -> Any:
+    """The gradient-noise ratio of the run's kernel at its last draw (``None`` if unknown)."""
+    import numpy as np
+
+    from tfp_sgmcmc.diagnostics import gradient_noise_ratio
+
+    if not meta.get("kernel") or meta.get("step_size") is None:
+        return None  # not written by `tfp-sgmcmc sample`: the kernel is unknown
+    cls = _kernel_class(meta["kernel"])
+    kernel = _make_kernel(
+        cls,
+        spec.estimator,
+        dict(meta.get("kernel_args", {})),
+        step_size=meta["step_size"],
+        temperature=meta.get("temperature", 1.0),
+    )
+    state = [np.reshape(p, tuple(batch_shape) + p.shape[1:]) for p in last]
+    return gradient_noise_ratio(kernel, state if len(state) > 1 else state[0], seed=seed)
 
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
@@ -439,30 +586,55 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     except ImportError as e:  # pragma: no cover - the tuning package ships with us
         raise CLIError(f"the tuning package is unavailable: {e}") from e
 
-    spec = _load(a.model, _parse_kv(a.model_arg, "--model-arg"))
+    model_args = _parse_kv(a.model_arg, "--model-arg")
+    if "num_chains" not in model_args and _accepts(a.model, "num_chains"):
+        # MAMBA runs one chain per arm; a model file's default may build several.
+        model_args["num_chains"] = 1
+        print("tune: MAMBA runs one chain per arm: building the model with num_chains=1.")
+    spec = _load(a.model, model_args)
     cls = _kernel_class(a.kernel)
     axes: dict[str, list[Any]] = {"step_size": _float_list(a.step_sizes, "--step-sizes")}
     if a.batch_sizes:
-        axes["batch_size"] = [int(x) for x in _float_list(a.batch_sizes, "--batch-sizes")]
+        sizes = _float_list(a.batch_sizes, "--batch-sizes")
+        if any(b != int(b) or b < 1 for b in sizes):
+            raise CLIError(f"`--batch-sizes` must be positive integers, got {a.batch_sizes!r}.")
+        axes["batch_size"] = [int(b) for b in sizes]
     kernel_kwargs = _parse_kv(a.kernel_arg, "--kernel-arg")
+    _check_kernel_args(cls, kernel_kwargs)
     if a.temperature is not None:
         kernel_kwargs["temperature"] = a.temperature
+    for flag, value in (("--budget-steps", a.budget_steps), ("--budget-seconds", a.budget_seconds)):
+        if value is not None and not value > 0:
+            raise CLIError(f"`{flag}` must be > 0, got {value!r}.")
     budget = steps(a.budget_steps) if a.budget_steps is not None else seconds(a.budget_seconds)
-    tuner = MAMBA(
-        grid(**axes),
-        spec.init_state,
-        kernel_class=cls,
-        estimator=spec.estimator,
-        kernel_kwargs=kernel_kwargs,
-        budget=budget,
-        eta=a.eta,
-        metric=a.metric,
-        thin=a.thin,
-        seed=a.seed,
-        jit_compile=not a.no_xla,
-        progress=not a.no_progress,
-    )
-    result = tuner.run()
+    try:
+        tuner = MAMBA(
+            grid(**axes),
+            spec.init_state,
+            kernel_class=cls,
+            estimator=spec.estimator,
+            kernel_kwargs=kernel_kwargs,
+            budget=budget,
+            eta=a.eta,
+            metric=a.metric,
+            thin=a.thin,
+            seed=a.seed,
+            jit_compile=not a.no_xla,
+            progress=not a.no_progress,
+        )
+    except (ValueError, TypeError) as e:
+        raise CLIError(_flag_message(str(e), list(kernel_kwargs))) from e
+    try:
+        result = tuner.run()
+    except ValueError as e:
+        if "reshape" not in str(e).lower():
+            raise
+        # MAMBA's programs hold one chain; a state with chain dimensions fails to trace.
+        raise CLIError(
+            f"tune runs one chain per arm, but --model {a.model} builds a state with chain "
+            "dimensions: make its build function return a single chain (e.g. a `num_chains` "
+            "argument, which tune sets to 1)."
+        ) from e
     print(result.to_markdown())
     print(result.summary())
     if a.plot:
@@ -490,8 +662,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("tfp-sgmcmc: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (CLIError, RunDirectoryError, ValueError, FileNotFoundError) as e:
-        # ValueError: our constructors name the bad argument (house rule); one line.
+        # ValueError: our constructors name the bad argument (house rule); one line,
+        # with the Python argument names rewritten as the flags that set them (a
+        # CLIError is worded for the command line already).
         msg = " ".join(str(e).split()) or type(e).__name__
+        if not isinstance(e, CLIError):
+            msg = _flag_message(msg)
         print(f"tfp-sgmcmc: error: {msg}", file=sys.stderr)
         return EXIT_USAGE
 

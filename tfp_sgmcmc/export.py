@@ -4,7 +4,10 @@
 [`tfp_sgmcmc.driver.sample`][tfp_sgmcmc.driver.sample] (or from arrays):
 
 * ``posterior``: one variable per state part, dims ``(chain, draw, *event)``;
-  the state's leading batch (chain) dimensions are flattened into ``chain``;
+  the state's leading batch (chain) dimensions are flattened into ``chain``.
+  For raw arrays the chain dimensions come from ``batch_ndims``, the final
+  ``kernel_results`` or a traced ``target_log_prob``; an array ``[draws, k]``
+  with none of them is refused (k chains or one k-vector?), never guessed;
 * ``sample_stats``: ``lp`` (the **stochastic** minibatch log-density
   ``log π̃(θ_t)`` the sampler saw, not the exact log posterior), ``step_size``
   (the ε of each step, broadcast over chains), ``diverged`` (non-finite state,
@@ -88,6 +91,50 @@ def _stat(x: np.ndarray, batch_shape: Sequence[int], name: str) -> np.ndarray:
     return _to_chain_draw(x, nb, name)
 
 
+def _innermost_target_log_prob(results: Any) -> Any:
+    """``target_log_prob`` of the outermost results level that has it (wrappers nest)."""
+    while results is not None:
+        if hasattr(results, "target_log_prob"):
+            return results.target_log_prob
+        results = getattr(results, "inner_results", None)
+    return None
+
+
+def _raw_batch_ndims(
+    parts: list[np.ndarray],
+    trace: Mapping[str, Any],
+    kernel_results: Any,
+    batch_ndims: int | None,
+) -> int:
+    """The number of chain dimensions of raw samples, inferred or checked; never guessed."""
+    inferred: dict[str, int] = {}
+    if kernel_results is not None:
+        tlp = _innermost_target_log_prob(kernel_results)
+        if tlp is None:
+            raise ValueError("`kernel_results` has no `target_log_prob` to read the chains from.")
+        inferred["kernel_results"] = int(np.ndim(tlp))
+    if trace.get("target_log_prob") is not None:
+        inferred['trace["target_log_prob"]'] = max(int(np.ndim(trace["target_log_prob"])) - 1, 0)
+    if batch_ndims is not None:
+        if not isinstance(batch_ndims, int) or isinstance(batch_ndims, bool) or batch_ndims < 0:
+            raise ValueError(f"`batch_ndims` must be an int >= 0, got {batch_ndims!r}.")
+        inferred["batch_ndims"] = batch_ndims
+    if len(set(inferred.values())) > 1:
+        said = ", ".join(f"{k} says {v}" for k, v in inferred.items())
+        raise ValueError(f"the chain dimensions of the samples disagree: {said}.")
+    if inferred:
+        return next(iter(inferred.values()))
+    if all(p.ndim == 1 for p in parts):
+        return 0  # [draws]: one chain of a scalar, nothing else it could be
+    shapes = [p.shape for p in parts]
+    raise ValueError(
+        f"cannot tell the chains from the samples' shapes {shapes}: [draws, k, ...] may be k "
+        "chains or one chain of a k-vector. Pass `batch_ndims` (1 for [draws, chains, "
+        "*event], 0 for one chain), or `kernel_results` / `trace={'target_log_prob': ...}` "
+        "from the run."
+    )
+
+
 def _var_names(n: int, names: Sequence[str] | None) -> list[str]:
     if names is not None:
         names = list(names)
@@ -106,6 +153,7 @@ def to_arviz(
     burn: int = 0,
     step: int = 1,
     include_ess: bool = True,
+    kernel_results: Any = None,
 ) -> Any:
     """An ``arviz.InferenceData`` of a run (see the module docstring for the groups).
 
@@ -118,21 +166,31 @@ def to_arviz(
       var_names: names of the state parts. Default value: ``None`` (the run's
         ``metadata["param_names"]`` if any, else ``theta`` / ``theta_i``).
       batch_ndims: leading chain dimensions of the samples (raw samples only).
-        Default value: ``None`` (a run's stored batch shape; for raw samples the
-        rank of ``trace["target_log_prob"]`` minus one, else ``0``).
+        Default value: ``None``: a run's stored batch shape; for raw samples
+        the rank of ``kernel_results.target_log_prob`` (one value per chain),
+        else of ``trace["target_log_prob"]`` minus one (one per draw and
+        chain), else ``0`` when every part is ``[draws]``. Raw samples with
+        more dimensions and nothing to infer the chains from are refused:
+        ``[draws, 4]`` may be 4 chains of a scalar or one chain of a 4-vector.
       diagnostics: extra scalar diagnostics to attach. Default value: ``None``
         (a run directory's ``diagnostics.json`` if present).
       burn: leading draws to drop. Default value: ``0``.
       step: keep every ``step``-th draw. Default value: ``1``.
       include_ess: add ``tfp.mcmc.effective_sample_size`` per parameter to
         the ``sgmcmc_diagnostics`` group. Default value: ``True``.
+      kernel_results: for raw samples, the kernel results of the *final* step
+        (``sample_chain(..., return_final_kernel_results=True)`` or
+        ``bootstrap_results``): their ``target_log_prob`` has the chains'
+        batch shape. Default value: ``None``.
 
     Returns:
       ``arviz.InferenceData`` with ``posterior``, ``sample_stats`` and
       ``sgmcmc_diagnostics`` groups.
 
     Raises:
-      ValueError: bad shapes, ``burn``/``step``, or ``var_names``.
+      ValueError: bad shapes, ``burn``/``step``, or ``var_names``; raw samples
+        whose chain dimensions are ambiguous (pass ``batch_ndims``), or a
+        ``batch_ndims`` that contradicts ``trace``/``kernel_results``.
       ImportError: ArviZ is not installed.
     """
     if not isinstance(burn, int) or burn < 0:
@@ -171,11 +229,7 @@ def to_arviz(
         raw = run_or_samples
         parts = [np.asarray(p) for p in (raw if isinstance(raw, (list, tuple)) else [raw])]
         trace = dict(trace or {})
-        if batch_ndims is None:
-            tlp = trace.get("target_log_prob")
-            batch_ndims = max(np.ndim(tlp) - 1, 0) if tlp is not None else 0
-        if not isinstance(batch_ndims, int) or batch_ndims < 0:
-            raise ValueError(f"`batch_ndims` must be an int >= 0, got {batch_ndims!r}.")
+        batch_ndims = _raw_batch_ndims(parts, trace, kernel_results, batch_ndims)
         batch_shape = list(parts[0].shape[1 : 1 + batch_ndims])
     az = _import_arviz()
     import xarray as xr

@@ -21,6 +21,8 @@ __all__ = [
     "sghmc_momentum_step",
     "sgnht_momentum_step",
     "sgnht_thermostat_step",
+    "ornstein_uhlenbeck_step",
+    "adaptive_thermostat_half_step",
 ]
 
 
@@ -114,3 +116,55 @@ def sgnht_thermostat_step(
     sq = tf.square(momentum)
     ke = tf.reduce_mean(sq, axis=axes) if axes else sq
     return thermostat + ke - step_size * temperature
+
+
+def ornstein_uhlenbeck_step(
+    momentum: tf.Tensor,
+    friction: tf.Tensor,
+    noise_rate: tf.Tensor,
+    step_size: tf.Tensor,
+    noise: tf.Tensor,
+) -> tf.Tensor:
+    """Exact solution over time ``h`` of ``dp = −γ p dt + σ dW`` (the "O" of BAOAB/BADODAB).
+
+    ```none
+    p' = e^{−γh} p + σ √((1 − e^{−2γh}) / (2γ)) ξ          (σ √h ξ when γ = 0)
+    ```
+
+    ``γ = friction`` (a constant for BAOAB, the thermostat ``ξ`` for BADODAB,
+    broadcast over the part; any sign), ``σ² = noise_rate``, ``h = step_size``.
+    With ``σ² = 2γT`` (BAOAB) the variance is ``T (1 − e^{−2γh})``
+    (Leimkuhler & Matthews 2013, eq. (9)). The factor ``(1 − e^{−x})/x`` is
+    evaluated with ``expm1`` and its limit ``1`` near ``x = 0``.
+    """
+    x = 2.0 * friction * step_size
+    small = tf.abs(x) < 1e-6
+    x_safe = tf.where(small, tf.ones_like(x), x)
+    phi = tf.where(small, 1.0 - 0.5 * x, -tf.math.expm1(-x_safe) / x_safe)
+    return tf.exp(-friction * step_size) * momentum + tf.sqrt(noise_rate * step_size * phi) * noise
+
+
+def adaptive_thermostat_half_step(
+    thermostat: tf.Tensor,
+    momentum: tf.Tensor,
+    step_size: tf.Tensor,
+    thermostat_mass: tf.Tensor,
+    temperature: tf.Tensor,
+    event_ndims: int,
+) -> tf.Tensor:
+    """Half step of the adaptive-Langevin thermostat (the "D" of BADODAB).
+
+    ```none
+    ξ' = ξ + (h / 2μ) (pᵀp − D T)
+    ```
+
+    (Leimkuhler & Shang 2016, eq. (2.3) with unit mass), ``D`` the number of
+    entries in the part's last ``event_ndims`` axes, ``μ = thermostat_mass``.
+    """
+    axes = list(range(-event_ndims, 0)) if event_ndims else []
+    sq = tf.square(momentum)
+    ke = tf.reduce_sum(sq, axis=axes) if axes else sq
+    size = tf.cast(tf.reduce_prod(tf.shape(momentum)[momentum.shape.rank - event_ndims :]),
+                   momentum.dtype)
+    return thermostat + (0.5 * step_size / thermostat_mass) * (ke - size * temperature)
+

@@ -18,7 +18,11 @@ mode only, ``jit_compile=False``).
 
 Likelihoods: ``"categorical"`` (softmax logits), ``"bernoulli"`` (one logit),
 ``"gaussian"`` (mean, with ``noise_scale``) or a callable
-``(y, outputs) -> per-example log-likelihood``. Prior: isotropic
+``(y, outputs) -> per-example log-likelihood``. The contract (see
+[`KerasPosterior`][tfp_sgmcmc.keras.KerasPosterior]): the model outputs
+**logits** (no final softmax or sigmoid, or ``from_logits=False`` to say it
+outputs probabilities), labels are
+**integer class ids** (one-hot rows are accepted and converted). Prior: isotropic
 ``N(0, prior_scale² I)`` on every weight (the MAMBA BNN uses ``N(0, 1)``) or a
 callable on the list of weights.
 
@@ -42,15 +46,83 @@ from tfp_sgmcmc.estimators import MinibatchEstimator
 
 __all__ = [
     "KerasPosterior",
+    "output_activation",
     "predictive_probabilities",
     "posterior_predictive_metrics",
 ]
 
 _LIKELIHOODS = ("categorical", "bernoulli", "gaussian")
+_PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
+
+
+def output_activation(model: Any) -> str | None:
+    """The activation the model's last layer applies to its output (``"softmax"``,
+    ``"sigmoid"``, another name, or ``None`` for a linear output).
+
+    Looks at ``model.layers[-1]``: a layer with an ``activation`` (``Dense``,
+    ``Conv*``), a ``keras.layers.Softmax``, or a ``keras.layers.Activation``;
+    nested models are followed to their last layer.
+    """
+    layer = model
+    while isinstance(layer, keras.Model) and layer.layers:
+        layer = layer.layers[-1]
+    if isinstance(layer, keras.layers.Softmax):
+        return "softmax"
+    act = getattr(layer, "activation", None)
+    if act is None:
+        return None
+    name = act if isinstance(act, str) else getattr(act, "__name__", type(act).__name__)
+    return None if name == "linear" else name
+
+
+def _class_ids(y: np.ndarray, num_classes: int | None) -> np.ndarray:
+    """Integer class ids ``[N]`` from ids (any int/float dtype holding integers) or one-hot."""
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] > 1:  # one-hot rows -> ids
+        if not (np.all((y == 0) | (y == 1)) and np.all(y.sum(1) == 1)):
+            raise ValueError(
+                f"`data` labels have shape {y.shape}: two-dimensional labels must be one-hot "
+                "rows (a single 1 per row); otherwise pass integer class ids of shape [N]."
+            )
+        y = np.argmax(y, axis=1)
+    y = y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
+    if y.ndim != 1:
+        raise ValueError(f"`data` labels must be class ids [N] or one-hot [N, K], got {y.shape}.")
+    if not np.all(np.isfinite(y.astype(np.float64))) or not np.all(y == np.round(y)):
+        raise ValueError(
+            "`data` labels must be integer class ids (e.g. 0..K-1), got non-integer values; "
+            "probabilistic (soft) labels need a callable `likelihood`."
+        )
+    ids = y.astype(np.int64)
+    if ids.size and (ids.min() < 0 or (num_classes is not None and ids.max() >= num_classes)):
+        raise ValueError(
+            f"`data` labels must lie in [0, {num_classes}) (the model's {num_classes} outputs), "
+            f"got values in [{ids.min()}, {ids.max()}]."
+        )
+    return ids.astype(np.int32)
 
 
 class KerasPosterior:
     """A Keras 3 model + likelihood + prior + data as a target for the kernels.
+
+    The contract:
+
+    * **Outputs are logits.** ``"categorical"`` applies ``log_softmax`` to the
+      model's ``[n, K]`` output and ``"bernoulli"`` reads its ``[n]``/``[n, 1]``
+      output as the logit of ``p(y = 1)``. A model whose last layer already
+      applies ``softmax``/``sigmoid`` (``Dense(K, activation="softmax")``,
+      ``keras.layers.Softmax()``, ``Activation("sigmoid")``) is refused unless
+      ``from_logits=False`` says so: then the outputs are read as probabilities
+      (``log p`` is taken of them, clipped at the float's ``tiny``). Remove the
+      activation for the numerically better path.
+    * **Labels are integer class ids**, ``y`` of shape ``[N]`` (or ``[N, 1]``)
+      in ``0..K-1`` for ``"categorical"`` and in ``{0, 1}`` for
+      ``"bernoulli"``; float arrays holding integers are accepted, and one-hot
+      rows ``[N, K]`` are converted to ids. Anything else (soft labels, ids out
+      of range) is a ``ValueError``. The check runs on in-memory data; a
+      ``tf.data`` dataset must yield ids already.
+    * **Shapes**: ``x`` ``[N, ...]`` (cast to float32), the state is the list
+      of trainable weights, optionally with leading chain dimensions.
 
     Args:
       model: a built Keras 3 model (TF backend).
@@ -58,6 +130,10 @@ class KerasPosterior:
         batched ``tf.data.Dataset`` of ``(x, y)``.
       likelihood: ``"categorical"``, ``"bernoulli"``, ``"gaussian"`` or a
         callable ``(y, outputs) -> [n]``. Default value: ``"categorical"``.
+      from_logits: whether the model outputs logits (``True``) or
+        probabilities (``False``), for ``"categorical"``/``"bernoulli"``.
+        Default value: ``None`` (logits, and a final softmax/sigmoid layer is
+        an error).
       prior_scale: standard deviation of the isotropic Gaussian prior, or a
         callable ``list_of_weights -> log p``. Default value: ``1.``.
       noise_scale: observation noise of the ``"gaussian"`` likelihood.
@@ -67,7 +143,9 @@ class KerasPosterior:
 
     Raises:
       ValueError: a model that is not built, an unknown likelihood, a
-        non-positive ``prior_scale``, a dataset without ``num_examples``.
+        non-positive ``prior_scale``, a dataset without ``num_examples``, a
+        final softmax/sigmoid without ``from_logits=False`` (or with
+        ``from_logits=True``), labels that are not class ids.
     """
 
     def __init__(
@@ -79,6 +157,7 @@ class KerasPosterior:
         noise_scale: float = 1.0,
         num_examples: int | None = None,
         scheme: str = "epoch",
+        from_logits: bool | None = None,
     ) -> None:
         if not isinstance(model, keras.Model):
             raise ValueError(f"`model` must be a Keras 3 model, got {type(model).__name__}.")
@@ -88,6 +167,18 @@ class KerasPosterior:
             raise ValueError(f"`likelihood` must be one of {_LIKELIHOODS} or a callable.")
         if not callable(prior_scale) and not float(prior_scale) > 0:
             raise ValueError(f"`prior_scale` must be > 0 or a callable, got {prior_scale!r}.")
+        classification = likelihood in ("categorical", "bernoulli")
+        activation = output_activation(model) if classification else None
+        if activation in _PROBABILITY_ACTIVATIONS and from_logits is not False:
+            raise ValueError(
+                f"`model`'s last layer applies {activation}, but likelihood={likelihood!r} "
+                "expects logits: remove the activation (e.g. Dense(K) instead of "
+                f"Dense(K, activation={activation!r})) or pass from_logits=False to read the "
+                "outputs as probabilities."
+            )
+        if from_logits is not None and not isinstance(from_logits, bool):
+            raise ValueError(f"`from_logits` must be True, False or None, got {from_logits!r}.")
+        self.from_logits = from_logits is not False
         self.model = model
         self.likelihood = likelihood
         self.prior_scale = prior_scale
@@ -101,9 +192,21 @@ class KerasPosterior:
         else:
             x, y = data
             x = np.asarray(x, np.float32)
-            self.data = InMemoryData((x, np.asarray(y)), scheme=scheme)
+            y = np.asarray(y)
+            if classification:
+                y = self._check_labels(model, x, y, likelihood)
+            self.data = InMemoryData((x, y), scheme=scheme)
         self._non_trainable = [tf.convert_to_tensor(v.value) for v in model.non_trainable_variables]
         self._weight_ranks = [len(v.shape) for v in model.trainable_variables]
+
+    @staticmethod
+    def _check_labels(model: Any, x: np.ndarray, y: np.ndarray, likelihood: str) -> np.ndarray:
+        if y.shape[0] != x.shape[0]:
+            raise ValueError(f"`data`: {x.shape[0]} inputs but {y.shape[0]} labels.")
+        if likelihood == "bernoulli":
+            return _class_ids(y, 2)
+        num_classes = int(model.outputs[0].shape[-1]) if getattr(model, "outputs", None) else None
+        return _class_ids(y, num_classes)
 
     # -- state -------------------------------------------------------------- #
     def init_state(self) -> list[tf.Tensor]:
@@ -137,12 +240,21 @@ class KerasPosterior:
         if callable(lik):
             return lik(y, outputs)
         if lik == "categorical":
-            logp = tf.nn.log_softmax(outputs, axis=-1)
+            if self.from_logits:
+                logp = tf.nn.log_softmax(outputs, axis=-1)
+            else:
+                logp = tf.math.log(tf.maximum(outputs, np.finfo(outputs.dtype.as_numpy_dtype).tiny))
             idx = tf.cast(tf.reshape(y, [-1]), tf.int32)
             return tf.gather(logp, idx, axis=-1, batch_dims=1)
         if lik == "bernoulli":
-            logit = tf.reshape(outputs, [-1])
             yy = tf.cast(tf.reshape(y, [-1]), outputs.dtype)
+            if not self.from_logits:
+                tiny = np.finfo(outputs.dtype.as_numpy_dtype).tiny
+                p1 = tf.reshape(outputs, [-1])
+                return yy * tf.math.log(tf.maximum(p1, tiny)) + (1 - yy) * tf.math.log(
+                    tf.maximum(1 - p1, tiny)
+                )
+            logit = tf.reshape(outputs, [-1])
             return yy * logit - tf.nn.softplus(logit)
         mu = tf.reshape(outputs, [-1])
         yy = tf.cast(tf.reshape(y, [-1]), outputs.dtype)
@@ -189,17 +301,38 @@ class KerasPosterior:
             v.assign(np.asarray(w))
 
 
+def _sample_parts(posterior: KerasPosterior, samples: Any) -> list[np.ndarray]:
+    """Weight samples as NumPy arrays ``[S, *weight shape]`` (tensors, arrays, a lone part)."""
+    parts = list(samples) if isinstance(samples, (list, tuple)) else [samples]
+    parts = [np.asarray(p) for p in parts]
+    ranks = posterior._weight_ranks
+    if len(parts) != len(ranks):
+        raise ValueError(
+            f"`samples` must hold one array per trainable weight ({len(ranks)}), got {len(parts)}."
+        )
+    num = parts[0].shape[0] if parts[0].ndim else 0
+    for p, r in zip(parts, ranks):
+        if p.ndim != r + 1 or p.shape[0] != num:
+            raise ValueError(
+                "`samples` parts must be [S, *weight shape] with the same S (flatten chain "
+                f"dimensions first), got shapes {[q.shape for q in parts]}."
+            )
+    return parts
+
+
 def predictive_probabilities(
-    posterior: KerasPosterior, samples: list[np.ndarray], x: Any, batch_size: int = 2048
+    posterior: KerasPosterior, samples: Any, x: Any, batch_size: int = 2048
 ) -> np.ndarray:
     """Per-sample predictive probabilities ``[S, n, K]`` (softmax / sigmoid of the outputs).
 
     Args:
       posterior: the [`KerasPosterior`][tfp_sgmcmc.keras.KerasPosterior].
-      samples: list of weight parts, each ``[S, ...]``.
+      samples: list of weight parts, each ``[S, ...]`` (NumPy arrays or tensors,
+        e.g. ``sample_chain``'s output).
       x: inputs ``[n, ...]``.
       batch_size: rows per forward pass. Default value: ``2048``.
     """
+    samples = _sample_parts(posterior, samples)
     x = np.asarray(x, np.float32)
     fn = tf.function(lambda ws, xb: posterior.outputs(ws, xb), reduce_retracing=True)
     out = []
@@ -211,7 +344,10 @@ def predictive_probabilities(
             xb = tf.constant(x[start : start + batch_size], ws[0].dtype)
             rows.append(fn(ws, xb).numpy())
         logits = np.concatenate(rows, 0).astype(np.float64)
-        if posterior.likelihood == "bernoulli":
+        if not posterior.from_logits:  # the model outputs probabilities already
+            p = logits.reshape(-1) if posterior.likelihood == "bernoulli" else logits
+            out.append(np.stack([1 - p, p], -1) if posterior.likelihood == "bernoulli" else p)
+        elif posterior.likelihood == "bernoulli":
             p1 = 1.0 / (1.0 + np.exp(-logits.reshape(-1)))
             out.append(np.stack([1 - p1, p1], -1))
         else:
@@ -223,7 +359,7 @@ def predictive_probabilities(
 
 def posterior_predictive_metrics(
     posterior: KerasPosterior,
-    samples: list[np.ndarray],
+    samples: Any,
     x: Any,
     y: Any,
     num_bins: int = 10,
@@ -239,14 +375,15 @@ def posterior_predictive_metrics(
 
     Args:
       posterior: the model.
-      samples: weight samples ``[S, ...]``.
+      samples: weight samples ``[S, ...]`` (arrays or tensors, any ``S``).
       x: test inputs.
-      y: test labels.
+      y: test labels (class ids, or one-hot rows).
       num_bins: calibration bins. Default value: ``10``.
       method: ``"arithmetic"`` or ``"geometric"``. Default value: ``"arithmetic"``.
       max_samples: evenly thin the samples to at most this many.
         Default value: ``100``.
     """
+    samples = _sample_parts(posterior, samples)
     num = samples[0].shape[0]
     if num == 0:
         raise ValueError("`samples` is empty.")
@@ -257,7 +394,9 @@ def posterior_predictive_metrics(
     pbar = model_averaged_probabilities(probs, method=method)
     if method == "geometric":
         pbar = pbar / pbar.sum(-1, keepdims=True)
-    y = np.asarray(y).astype(int).reshape(-1)
+    y = _class_ids(np.asarray(y), pbar.shape[-1]).astype(int)
+    if y.shape[0] != pbar.shape[0]:
+        raise ValueError(f"`y` has {y.shape[0]} labels for {pbar.shape[0]} inputs `x`.")
     ece, mce = calibration_errors(pbar, y, num_bins=num_bins)
     p_true = np.clip(pbar[np.arange(y.size), y], 1e-12, 1.0)
     return {

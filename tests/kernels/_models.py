@@ -2,7 +2,8 @@
 
 ``KERNEL_SPECS`` is the list every contract test is parameterised over: SGLD,
 SGLD with control variates, pSGLD, SGHMC in all eight combinations of
-``L ∈ {1, 3}`` × order × momentum refresh, and SGNHT.
+``L ∈ {1, 3}`` × order × momentum refresh, SGNHT, SGLD-SVRG, BAOAB, BADODAB,
+contour SGLD and replica-exchange SGLD.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ class LinearGaussianModel:
         return sg.ControlVariateEstimator(base, self.init_state(value=centre))
 
     def estimator(self, kind: str, centre: float = 0.1) -> sg.GradientEstimator:
+        if kind == "svrg":
+            return sg.SVRGEstimator(self.minibatch_estimator(), update_rate=2)
         return self.cv_estimator(centre) if kind == "cv" else self.minibatch_estimator()
 
     def init_state(self, chains: list[int] | None = None, value: float = 0.0) -> Any:
@@ -134,6 +137,23 @@ KERNEL_SPECS: list[KernelSpec] = [
     KernelSpec("psgld", "plain", lambda est, eps, **kw: sg.PSGLD(est, eps, **kw), 1),
     *_sghmc_specs(),
     KernelSpec("sgnht", "plain", lambda est, eps, **kw: sg.SGNHT(est, eps, **kw), 1),
+    KernelSpec("sgld-svrg", "svrg", lambda est, eps, **kw: sg.SGLD(est, eps, **kw), 1),
+    KernelSpec("baoab", "plain", lambda est, eps, **kw: sg.BAOAB(est, eps, **kw), 1),
+    KernelSpec("badodab", "plain", lambda est, eps, **kw: sg.BADODAB(est, eps, **kw), 1),
+    KernelSpec(
+        "csgld",
+        "plain",
+        lambda est, eps, **kw: sg.ContourSGLD(
+            est, eps, num_partitions=20, energy_gap=5.0, sa_step_size=0.1, **kw
+        ),
+        1,
+    ),
+    KernelSpec(
+        "resgld",
+        "plain",
+        lambda est, eps, **kw: sg.ReplicaExchangeSGLD(est, eps, num_replicas=3, **kw),
+        1,
+    ),
 ]
 
 

@@ -92,3 +92,89 @@ def test_tf_data_pipeline_in_graph_mode(setup):
         KerasPosterior(model, ds)
     with pytest.raises(ValueError, match="`likelihood`"):
         KerasPosterior(model, (x, y), likelihood="poisson")
+
+
+# --------------------------------------------------------------------------- #
+# The contract: logits, integer labels, any samples (no silent wrong answers)
+# --------------------------------------------------------------------------- #
+def _softmax_model(final):
+    keras.utils.set_random_seed(1)
+    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(5, activation="tanh"), *final])
+
+
+@pytest.mark.parametrize(
+    "final",
+    [
+        [keras.layers.Dense(4, activation="softmax")],
+        [keras.layers.Dense(4), keras.layers.Softmax()],
+        [keras.layers.Dense(4), keras.layers.Activation("softmax")],
+    ],
+    ids=["dense_softmax", "softmax_layer", "activation_layer"],
+)
+def test_final_softmax_is_refused_unless_from_logits_false(setup, final):
+    """A softmax output read as logits gave accuracy 0.96 with ECE 0.75, silently."""
+    x, y, _, ref = setup
+    model = _softmax_model(final)
+    with pytest.raises(ValueError, match="applies softmax.*from_logits=False"):
+        KerasPosterior(model, (x, y))
+    with pytest.raises(ValueError, match="applies softmax"):
+        KerasPosterior(model, (x, y), from_logits=True)
+    post = KerasPosterior(model, (x, y), from_logits=False, prior_scale=2.0)
+    # Same weights without the softmax, read as logits: the same log-density.
+    logits_model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(5, activation="tanh"), keras.layers.Dense(4)]
+    )
+    logits_model.set_weights(model.get_weights())
+    lp = post.estimator(60).full_log_prob_and_gradient(post.init_state()).target_log_prob
+    lp_ref = (
+        KerasPosterior(logits_model, (x, y), prior_scale=2.0)
+        .estimator(60)
+        .full_log_prob_and_gradient(post.init_state())
+        .target_log_prob
+    )
+    np.testing.assert_allclose(lp.numpy(), lp_ref.numpy(), rtol=1e-5)
+    samples = [w[None] for w in post.init_state()]
+    m = posterior_predictive_metrics(post, samples, x, y)
+    m_ref = posterior_predictive_metrics(
+        KerasPosterior(logits_model, (x, y)), samples, x, y
+    )
+    np.testing.assert_allclose(m["log_loss"], m_ref["log_loss"], rtol=1e-5)
+    np.testing.assert_allclose(m["ece"], m_ref["ece"], rtol=1e-5)
+
+
+def test_final_sigmoid_with_bernoulli_is_refused(setup):
+    x, _, _, _ = setup
+    y = (x[:, 0] > 0).astype(np.int32)
+    model = _softmax_model([keras.layers.Dense(1, activation="sigmoid")])
+    with pytest.raises(ValueError, match="applies sigmoid"):
+        KerasPosterior(model, (x, y), likelihood="bernoulli")
+    post = KerasPosterior(model, (x, y), likelihood="bernoulli", from_logits=False)
+    assert np.isfinite(post.estimator(60).full_log_prob_and_gradient(post.init_state())[0])
+
+
+def test_labels_one_hot_converted_others_refused(setup):
+    x, y, model, post = setup
+    one_hot = np.eye(4, dtype=np.float32)[y]
+    lp = post.estimator(60).full_log_prob_and_gradient(post.init_state()).target_log_prob
+    post_oh = KerasPosterior(model, (x, one_hot), prior_scale=2.0)
+    lp_oh = post_oh.estimator(60).full_log_prob_and_gradient(post.init_state()).target_log_prob
+    np.testing.assert_allclose(lp_oh.numpy(), lp.numpy(), rtol=1e-6)
+    KerasPosterior(model, (x, y.astype(np.float64)))  # float ids are ids
+    with pytest.raises(ValueError, match="integer class ids"):
+        KerasPosterior(model, (x, y + 0.5))
+    with pytest.raises(ValueError, match="one-hot"):
+        KerasPosterior(model, (x, one_hot * 0.9))
+    with pytest.raises(ValueError, match=r"in \[0, 4\)"):
+        KerasPosterior(model, (x, y + 4))
+
+
+def test_predictive_metrics_take_tensors_and_many_samples(setup):
+    """sample_chain's tensors with > max_samples draws raised a TypeError."""
+    x, y, _, post = setup
+    ws = post.init_state()
+    samples = [tf.stack([w + 0.01 * i for i in range(150)]) for w in ws]  # tensors, S = 150
+    m = posterior_predictive_metrics(post, samples, x, y)
+    m_np = posterior_predictive_metrics(post, [s.numpy() for s in samples], x, y)
+    assert m == m_np and 0 <= m["accuracy"] <= 1
+    with pytest.raises(ValueError, match="one array per trainable weight"):
+        posterior_predictive_metrics(post, samples[:2], x, y)

@@ -79,11 +79,13 @@ def test_budgets_follow_algorithm_1(result):
 
 
 def test_one_program_for_all_step_sizes(result):
-    # M eager validation builds, then ONE trace of init and chunk for all arms.
+    # M eager validation builds, then ONE trace of init and chunk for all arms, then
+    # the best arm's kernel once more for its gradient-noise ratio.
     assert result.num_programs == 1
     eager = [t for t in TRACES if isinstance(t, float)]
     traced = [t for t in TRACES if tf.is_tensor(t)]
-    assert len(eager) == len(STEPS)
+    assert len(eager) == len(STEPS) + 1
+    assert eager[-1] == result.best_arm["step_size"]
     assert len(traced) == 2
     assert all(t.dtype == tf.float64 for t in traced)
 

@@ -10,6 +10,12 @@ from tfp_sgmcmc.diagnostics.calibration import (
     model_averaged_probabilities,
 )
 from tfp_sgmcmc.diagnostics.fssd import FSSDOptResult, fssd, fssd_features, fssd_opt
+from tfp_sgmcmc.diagnostics.gradient_noise import (
+    NOISE_RATIO_THRESHOLD,
+    GradientNoiseReport,
+    gradient_noise_ratio,
+    noise_ratio_coefficient,
+)
 from tfp_sgmcmc.diagnostics.ksd import kernel_stein_discrepancy
 from tfp_sgmcmc.diagnostics.metrics import (
     IntegratedAutocorrelationTime,
@@ -23,6 +29,11 @@ from tfp_sgmcmc.diagnostics.reducers import (
     KSDReducer,
     KSDReducerState,
     get_innermost_score,
+)
+from tfp_sgmcmc.diagnostics.reference import (
+    KSDReference,
+    full_data_scores,
+    laplace_ksd_reference,
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import (
     median_heuristic,
@@ -44,6 +55,13 @@ __all__ = [
     "FSSDReducer",
     "FSSDReducerState",
     "get_innermost_score",
+    "laplace_ksd_reference",
+    "KSDReference",
+    "full_data_scores",
+    "gradient_noise_ratio",
+    "noise_ratio_coefficient",
+    "GradientNoiseReport",
+    "NOISE_RATIO_THRESHOLD",
     "effective_sample_size",
     "integrated_autocorrelation_time",
     "IntegratedAutocorrelationTime",

@@ -54,6 +54,7 @@ from tfp_sgmcmc.diagnostics._inputs import (
     flatten_samples_and_scores,
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import median_heuristic
+from tfp_sgmcmc.internal.util import stateless_seed
 
 __all__ = [
     "FSSD_KERNELS",
@@ -368,7 +369,7 @@ def fssd_opt(
     s = tf.cast(s, tf.float64)
     n = int(x.shape[0])
     seed_split, seed_locs, seed_null = tf.unstack(
-        tfp.random.split_seed(tfp.random.sanitize_seed(seed), n=3, salt="fssd_opt")
+        tfp.random.split_seed(stateless_seed(seed), n=3, salt="fssd_opt")
     )
     if mode == "mamba":
         if n < 2:

@@ -11,7 +11,8 @@ takes keyword arguments (all optional) and returns a
 
     def build(batch_size=100, num_chains=4):
         x = np.random.default_rng(0).normal(1.0, 1.0, size=(10_000, 1)).astype("float32")
-        loglik = lambda theta, batch: -0.5 * tf.reduce_sum((batch[..., None, :] - theta) ** 2, -1)
+        def loglik(theta, batch):  # a def: AutoGraph cannot convert every lambda
+            return -0.5 * tf.reduce_sum((tf.expand_dims(theta, -2) - batch) ** 2, -1)
         ...
         return ModelSpec(estimator=est, init_state=tf.zeros([num_chains, 1]))
 
@@ -37,7 +38,14 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimator
 
-__all__ = ["ModelSpec", "ModelError", "load_model", "parse_model_args", "BUILTIN_MODELS"]
+__all__ = [
+    "ModelSpec",
+    "ModelError",
+    "load_model",
+    "resolve_build",
+    "parse_model_args",
+    "BUILTIN_MODELS",
+]
 
 
 class ModelError(ValueError):
@@ -108,8 +116,114 @@ def _build_logistic_regression(
     )
 
 
+def _as_bool(value: Any, name: str) -> bool:
+    """``True``/``False`` from a Python bool or the words true/false/1/0 (CLI model args)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise ModelError(f"model argument `{name}` must be true or false, got {value!r}.")
+
+
+def _check_chains(num_chains: Any) -> None:
+    if int(num_chains) < 1:
+        raise ModelError(f"model argument `num_chains` must be >= 1, got {num_chains!r}.")
+
+
+def _tile_chains(parts: list[tf.Tensor], num_chains: int) -> list[tf.Tensor]:
+    _check_chains(num_chains)
+    if int(num_chains) == 1:
+        return parts
+    return [tf.tile(p[None], [int(num_chains)] + [1] * p.shape.rank) for p in parts]
+
+
+def _batch_size(problem: Any, batch_size: Any, batch_fraction: Any) -> int:
+    if batch_size is not None:
+        return int(batch_size)
+    return problem.batch_size_from_fraction(float(batch_fraction))
+
+
+def _build_pmf(
+    ratings: str | None = None,
+    synthetic: Any = False,
+    batch_size: int | None = None,
+    batch_fraction: float = 0.01,
+    num_chains: int = 1,
+    latent_dim: int = 20,
+    split_seed: int = 0,
+    data_seed: int = 0,
+    seed: int = 0,
+) -> ModelSpec:
+    """Bayesian PMF (``tfp_sgmcmc/models/pmf.py``) on a MovieLens file or the stand-in.
+
+    ``ratings=PATH`` (``u.data`` or ``ratings.csv``) or ``synthetic=true``;
+    never both, never neither (no silent fallback).
+    """
+    from tfp_sgmcmc.models.pmf import PARAM_NAMES, pmf
+
+    synthetic = _as_bool(synthetic, "synthetic")
+    _check_chains(num_chains)
+    if ratings is None and not synthetic:
+        raise ModelError(
+            "model pmf needs `--model-arg ratings=PATH` (a MovieLens u.data or ratings.csv) "
+            "or `--model-arg synthetic=true` for the offline stand-in.")
+    problem = pmf(ratings=None if synthetic else str(ratings), synthetic=synthetic,
+                  latent_dim=int(latent_dim), split_seed=int(split_seed),
+                  data_seed=int(data_seed))
+    n = _batch_size(problem, batch_size, batch_fraction)
+    return ModelSpec(
+        estimator=problem.estimator(n),
+        init_state=_tile_chains(problem.init_state(seed=int(seed)), num_chains),
+        name="pmf",
+        param_names=list(PARAM_NAMES),
+        info={"source": problem.data.source, "num_users": problem.num_users,
+              "num_items": problem.num_items, "num_train": problem.num_train,
+              "batch_size": n, "mean_rating": problem.mean_rating},
+    )
+
+
+def _build_mnist_bnn(
+    path: str | None = None,
+    synthetic: Any = False,
+    batch_size: int | None = None,
+    batch_fraction: float = 0.01,
+    num_chains: int = 1,
+    seed: int = 0,
+) -> ModelSpec:
+    """The 784-100-10 BNN (``tfp_sgmcmc/models/mnist_bnn.py``) on MNIST files or the stand-in.
+
+    ``path=DIR`` (the four IDX files, gzipped or not, or ``mnist.npz``; or the
+    ``.npz`` itself) or ``synthetic=true``; never both, never neither.
+    """
+    from tfp_sgmcmc.models.mnist_bnn import PARAM_NAMES, init_state, mnist_bnn
+
+    synthetic = _as_bool(synthetic, "synthetic")
+    _check_chains(num_chains)
+    if path is None and not synthetic:
+        raise ModelError(
+            "model mnist_bnn needs `--model-arg path=DIR` (MNIST IDX files or mnist.npz) "
+            "or `--model-arg synthetic=true` for the offline stand-in.")
+    problem = mnist_bnn(path=None if synthetic else str(path), synthetic=synthetic,
+                        seed=int(seed))
+    n = _batch_size(problem, batch_size, batch_fraction)
+    return ModelSpec(
+        estimator=problem.estimator(n),
+        init_state=_tile_chains(init_state(seed=int(seed)), num_chains),
+        name="mnist_bnn",
+        param_names=list(PARAM_NAMES),
+        info={"source": problem.source, "num_train": problem.num_train, "batch_size": n},
+    )
+
+
 #: Builders for ``tfp_sgmcmc.models`` modules that have no ``build`` function of their own.
-BUILTIN_MODELS = {"logistic_regression": _build_logistic_regression}
+BUILTIN_MODELS = {
+    "logistic_regression": _build_logistic_regression,
+    "pmf": _build_pmf,
+    "mnist_bnn": _build_mnist_bnn,
+}
 
 
 def _load_file(path: str, func: str) -> Any:
@@ -155,6 +269,17 @@ def _resolve(spec: str) -> Any:
     if spec in BUILTIN_MODELS:
         return BUILTIN_MODELS[spec]
     raise ModelError(f"tfp_sgmcmc.models.{spec} has no `build` function.")
+
+
+def resolve_build(spec: str) -> Any:
+    """The build function named by ``spec`` (imports the file or module; does not call it).
+
+    Raises:
+      ModelError: missing file, function or module.
+    """
+    if not isinstance(spec, str) or not spec:
+        raise ModelError(f"`model` must be a non-empty string, got {spec!r}.")
+    return _resolve(spec)
 
 
 def load_model(spec: str, model_args: dict[str, Any] | None = None) -> ModelSpec:

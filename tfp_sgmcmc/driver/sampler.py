@@ -76,6 +76,8 @@ __all__ = [
 ]
 
 CONFIG_FILE = "config.json"
+#: The gradient-noise ratio at the run's last state (``docs/diagnostics.md``).
+GRADIENT_NOISE_FILE = "gradient_noise.json"
 #: Kernel-results fields traced by default (taken from the innermost results that have them).
 TRACED_FIELDS = ("target_log_prob", "step_size", "diverged")
 _FORMAT_VERSION = 1
@@ -86,6 +88,7 @@ _OUR_FILES = (
     SAMPLES_FILE,
     CONFIG_FILE,
     "diagnostics.json",
+    GRADIENT_NOISE_FILE,
 )
 
 
@@ -480,7 +483,38 @@ def sample(
             RuntimeWarning,
             stacklevel=2,
         )
+    _report_gradient_noise(kernel, state, run_dir, run_seed, total_steps)
     return SamplingRun(run_dir)
+
+
+def _report_gradient_noise(
+    kernel: Any, state: Any, run_dir: str, run_seed: Any, step: int
+) -> None:
+    """Writes the gradient-noise ratio at the last state; warns when it is too large.
+
+    A run can look healthy (R-hat 1, large ESS, no divergence) and still be
+    wrong because its minibatch noise swamps the injected noise; the ratio
+    ``r = ε²Var(ĝ)/(2εT)`` ([`gradient_noise_ratio`][tfp_sgmcmc.diagnostics.gradient_noise_ratio])
+    says so. Kernels it is not derived for are skipped.
+    """
+    from tfp_sgmcmc.diagnostics.gradient_noise import gradient_noise_ratio
+
+    if getattr(kernel, "estimator", None) is None:
+        return
+    try:
+        report = gradient_noise_ratio(
+            kernel, state, seed=[int(x) for x in np.asarray(run_seed).ravel()[:2]], step=step
+        )
+    except ValueError:  # a non-finite state: the divergence warning already said so
+        return
+    if report is None:
+        return
+    path = os.path.join(run_dir, GRADIENT_NOISE_FILE)
+    with open(path + ".tmp", "w") as f:
+        json.dump(report.to_dict(), f, indent=2)
+    os.replace(path + ".tmp", path)
+    if report.violated:
+        warnings.warn(report.message(), RuntimeWarning, stacklevel=3)
 
 
 def _write_config(run_dir: str, config: dict[str, Any]) -> None:
@@ -652,6 +686,15 @@ class SamplingRun:
         """Finalized reducer outputs (flat leaves) after the last completed chunk."""
         self._check_store()
         return self.store.read_reductions()
+
+    @property
+    def gradient_noise(self) -> dict[str, Any] | None:
+        """The gradient-noise ratio at the last state (``None`` if not computed)."""
+        path = os.path.join(self.run_dir, GRADIENT_NOISE_FILE)
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return json.load(f)
 
     def final_state(self) -> Any:
         """The chain state at the last checkpoint."""

@@ -28,6 +28,7 @@ from tfp_sgmcmc.estimators.structured import (
     UniformMask,
     trace_without_history,
 )
+from tfp_sgmcmc.estimators.svrg import SVRGEstimator, SVRGEstimatorState
 
 __all__ = [
     "GradientEstimate",
@@ -35,6 +36,8 @@ __all__ = [
     "MinibatchEstimator",
     "NoisyGradientEstimator",
     "ControlVariateEstimator",
+    "SVRGEstimator",
+    "SVRGEstimatorState",
     "DistributedMinibatchEstimator",
     "find_map",
     "MapResult",

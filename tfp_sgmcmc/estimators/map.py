@@ -21,7 +21,13 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.estimators.base import GradientEstimator
-from tfp_sgmcmc.internal.util import as_parts, check_positive, restructure, split_seed
+from tfp_sgmcmc.internal.util import (
+    as_parts,
+    check_positive,
+    restructure,
+    split_seed,
+    stateless_seed,
+)
 
 __all__ = ["find_map", "MapResult"]
 
@@ -137,7 +143,7 @@ def find_map(
         (out,) = tf.while_loop(lambda s: s.t < num_steps, body, (init,))
         return out.x
 
-    x = run(parts, tfp.random.sanitize_seed(seed))
+    x = run(parts, stateless_seed(seed))
     pos = restructure(list(x), initial_state)
     try:
         lp = estimator.full_log_prob_and_gradient(pos).target_log_prob

@@ -18,6 +18,7 @@ __all__ = [
     "as_parts",
     "restructure",
     "split_seed",
+    "stateless_seed",
     "static_value",
     "check_positive",
     "check_in_interval",
@@ -52,9 +53,32 @@ def restructure(parts: Sequence[tf.Tensor], like: Any) -> Any:
     return parts[0]
 
 
+def stateless_seed(seed: Any, salt: str | None = None) -> tf.Tensor:
+    """An ``int32[2]`` stateless seed; a Python int maps to one deterministically.
+
+    ``tfp.random.sanitize_seed`` treats a Python ``int`` as a *stateful* seed: it
+    draws the pair with ``tf.random.uniform(seed=int)``, and inside a
+    ``tf.function`` (XLA or not) that op returns a new pair on every call, so
+    ``run(42)`` would give a different chain each time. Here an int ``s ≥ 0``
+    becomes the constant pair ``[s >> 31, s & (2³¹ − 1)]`` (the split of
+    ``tfp_sgmcmc.sample``'s run seed), so the same int gives the same chain.
+    A seed tensor or pair is passed to ``sanitize_seed`` unchanged, and ``None``
+    keeps TFP's meaning (fresh randomness).
+
+    Raises:
+      ValueError: a negative int.
+    """
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        s = int(seed)
+        if s < 0:
+            raise ValueError(f"`seed` must be a non-negative int or an int32 pair, got {seed!r}.")
+        seed = tf.constant([(s >> 31) & 0x7FFFFFFF, s & 0x7FFFFFFF], tf.int32)
+    return tfp.random.sanitize_seed(seed, salt=salt)
+
+
 def split_seed(seed: Any, n: int, salt: str) -> list[tf.Tensor]:
-    """Sanitize ``seed`` and split it into ``n`` independent stateless seeds."""
-    seed = tfp.random.sanitize_seed(seed)
+    """Sanitize ``seed`` (``stateless_seed``) and split it into ``n`` stateless seeds."""
+    seed = stateless_seed(seed)
     return list(tfp.random.split_seed(seed, n=n, salt=salt))
 
 

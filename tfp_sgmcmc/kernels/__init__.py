@@ -17,6 +17,7 @@ from tfp_sgmcmc.kernels.adaptive import (
     PreconditionedMomentumSGLD,
 )
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.contour import ContourSGLD, ContourSGLDKernelResults, importance_weights
 from tfp_sgmcmc.kernels.hamiltonian import (
     SGHMCKernelResults,
     StochasticGradientHamiltonianMonteCarlo,
@@ -25,6 +26,17 @@ from tfp_sgmcmc.kernels.langevin import (
     LangevinKernelResults,
     PreconditionedStochasticGradientLangevinDynamics,
     StochasticGradientLangevinDynamics,
+)
+from tfp_sgmcmc.kernels.replica_exchange import (
+    ReplicaExchangeSGLD,
+    ReplicaExchangeSGLDKernelResults,
+    estimate_energy_variance,
+)
+from tfp_sgmcmc.kernels.splitting import (
+    BADODAB,
+    BAOAB,
+    BADODABKernelResults,
+    BAOABKernelResults,
 )
 from tfp_sgmcmc.kernels.stochastic_approximation import (
     StochasticApproximation,
@@ -40,6 +52,8 @@ SGLD = StochasticGradientLangevinDynamics
 PSGLD = PreconditionedStochasticGradientLangevinDynamics
 SGHMC = StochasticGradientHamiltonianMonteCarlo
 SGNHT = StochasticGradientNoseHooverThermostat
+CSGLD = ContourSGLD
+RESGLD = ReplicaExchangeSGLD
 
 __all__ = [
     "SGMCMCKernel",
@@ -65,4 +79,16 @@ __all__ = [
     "StochasticApproximation",
     "StochasticApproximationKernelResults",
     "deng_sghmc",
+    "BAOAB",
+    "BADODAB",
+    "BAOABKernelResults",
+    "BADODABKernelResults",
+    "ContourSGLD",
+    "ContourSGLDKernelResults",
+    "importance_weights",
+    "ReplicaExchangeSGLD",
+    "ReplicaExchangeSGLDKernelResults",
+    "estimate_energy_variance",
+    "CSGLD",
+    "RESGLD",
 ]

@@ -16,7 +16,12 @@ It holds the contract common to all samplers (``docs/contributing.md``):
   ``step_size`` (the ε used by this step), ``diverged`` (per chain: the new
   state, its score or log-density is non-finite) and ``seed``;
 * seeds are stateless: ``one_step`` sanitizes its seed and splits it with
-  salts, so the same seed gives the same chain.
+  salts, so the same seed gives the same chain. A Python ``int`` seed given
+  to ``one_step`` maps to a fixed stateless pair
+  (``tfp_sgmcmc.internal.util.stateless_seed``), unlike TFP's stateful
+  reading of ints; ``tfp.mcmc.sample_chain(seed=int)`` converts the int
+  statefully *before* the kernel sees it, so pass ``sample_chain`` a seed
+  tensor (``tf.constant([0, 42])``, see ``docs/conventions.md``).
 
 Because TFP's ``bootstrap_results`` takes no seed, the first minibatch (at the
 initial state) is drawn from a fixed seed unless ``bootstrap_results`` is given
@@ -31,7 +36,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
-from tfp_sgmcmc.internal.util import RNG_ALG, all_finite, as_parts, restructure
+from tfp_sgmcmc.internal.util import RNG_ALG, all_finite, as_parts, restructure, stateless_seed
 from tfp_sgmcmc.schedules import StepSizeSchedule, as_schedule
 
 __all__ = ["SGMCMCKernel", "BOOTSTRAP_SEED"]
@@ -122,7 +127,7 @@ class SGMCMCKernel(tfp.mcmc.TransitionKernel):
             parts = as_parts(init_state)
             state = restructure(parts, init_state)
             est_state = self.estimator.bootstrap(state)
-            seed = tfp.random.sanitize_seed(BOOTSTRAP_SEED if seed is None else seed)
+            seed = stateless_seed(BOOTSTRAP_SEED if seed is None else seed)
             est, est_state = self.estimator(state, est_state, seed)
             dtype = parts[0].dtype
             return self._results_type(
@@ -146,7 +151,9 @@ class SGMCMCKernel(tfp.mcmc.TransitionKernel):
           ``current_state``.
         """
         with tf.name_scope(f"{self.name}/one_step"):
-            seed = tfp.random.sanitize_seed(seed)
+            # A Python int is a deterministic stateless seed here (TFP would draw it
+            # statefully: a new chain on every call of a compiled function).
+            seed = stateless_seed(seed)
             parts = as_parts(current_state)
             dtype = parts[0].dtype
             prev = previous_kernel_results

@@ -84,6 +84,21 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
       order: ``"chen"`` or ``"explicit"``. Default value: ``"chen"``.
       temperature: ``T ≥ 0``, a scalar or a schedule of the step (annealing).
         Default value: ``1.``.
+      minibatch_per_trajectory: if ``True``, the ``L`` leapfrog steps of one
+        sample share one minibatch (BlackJAX's scheme) instead of drawing one
+        each (Chen et al., SGMCMCJax): every call of the trajectory gets the
+        same seed and the estimator state of the trajectory's start, and the
+        state advances once per sample. Statistically the gradient noise of
+        the ``L`` steps is then perfectly correlated instead of independent,
+        so it accumulates coherently along a trajectory and, for the same
+        ``η``, the stationary law moves further from the target (on a
+        Gaussian, both laws are exact Lyapunov solutions:
+        ``tests/kernels/test_sghmc_minibatch.py``).
+        Under XLA the identical batch draws are computed once, so a sample
+        costs one batch gather instead of ``L``. Needs an estimator whose batch
+        is a function of its state and seed (every in-memory scheme; not
+        ``DatasetData``). With ``order="explicit"`` the first update still uses
+        the previous sample's score. Default value: ``False``.
       name: Default value: ``None`` (``'sghmc'``).
 
     Raises:
@@ -109,8 +124,14 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
         momentum_refresh: bool = True,
         order: str = "chen",
         temperature: Any = 1.0,
+        minibatch_per_trajectory: bool = False,
         name: str | None = None,
     ) -> None:
+        if not isinstance(minibatch_per_trajectory, bool):
+            raise ValueError(
+                "`minibatch_per_trajectory` must be a bool, got "
+                f"{type(minibatch_per_trajectory).__name__}."
+            )
         if (
             not isinstance(num_leapfrog_steps, int)
             or isinstance(num_leapfrog_steps, bool)
@@ -150,6 +171,7 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
             noise_estimate=noise_estimate,
             momentum_refresh=bool(momentum_refresh),
             order=order,
+            minibatch_per_trajectory=minibatch_per_trajectory,
         )
 
     @property
@@ -182,11 +204,19 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
 
         theta, grads = list(parts), list(prev.grads_target_log_prob)
         est_state, est = prev.estimator_state, None
+        per_trajectory = p["minibatch_per_trajectory"]
+        start_state = prev.estimator_state
+
+        def estimate(theta, est_state, l):
+            if per_trajectory:  # the same batch for every leapfrog step of this sample
+                return self._estimate(theta, like, start_state, seeds[2])
+            return self._estimate(theta, like, est_state, seeds[2 + 2 * l])
+
         for l in range(big_l):
             noise = self._normals(theta, seeds[1 + 2 * l], "xi")
             if p["order"] == "chen":
                 theta = [t + vi for t, vi in zip(theta, v)]
-                est, est_state = self._estimate(theta, like, est_state, seeds[2 + 2 * l])
+                est, est_state = estimate(theta, est_state, l)
                 grads = est.grads_target_log_prob
                 v = [
                     sghmc_momentum_step(vi, g, step_size, alpha, beta, temp, xi)
@@ -199,6 +229,6 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
                     for vi, g, xi in zip(v, grads, noise)
                 ]
                 theta = new_theta
-                est, est_state = self._estimate(theta, like, est_state, seeds[2 + 2 * l])
+                est, est_state = estimate(theta, est_state, l)
                 grads = est.grads_target_log_prob
         return theta, est, est_state, {"momentum": v}

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -338,7 +339,7 @@ class MAMBA:
             for rec in round_records:
                 rec.survived = rec.arm_index in kept
         best = survivors[0]
-        return TuningResult(
+        result = TuningResult(
             method=self.method,
             best_arm=dict(self.arms[best]),
             best_index=best,
@@ -360,6 +361,8 @@ class MAMBA:
             # (Backends that do not build an ArmRunner here run one chain per arm.)
             chains_per_arm=getattr(self, "chains_per_arm", 1),
         )
+        result.gradient_noise = best_arm_gradient_noise(result)
+        return result
 
     # -- execution hooks (overridden by the Ray backend) -------------------- #
     def _run_arms(
@@ -390,6 +393,31 @@ class MAMBA:
         if self.budget.unit == "steps":
             return float(out.steps * out.num_chains)
         return float(out.steps * self._cost(idx))
+
+
+def best_arm_gradient_noise(result: TuningResult, seed: int = 0) -> Any:
+    """The gradient-noise ratio of the best arm at its final state; warns when too large.
+
+    A small KSD ranks arms relative to each other; the ratio
+    ([`gradient_noise_ratio`][tfp_sgmcmc.diagnostics.gradient_noise_ratio]) says
+    whether the winner's minibatch noise is small enough for its posterior to be
+    right at all.
+    """
+    from tfp_sgmcmc.diagnostics import gradient_noise_ratio
+
+    state = result.best_state
+    if state is None or result.make_kernel is None:
+        return None
+    kernel = result.kernel()
+    if getattr(kernel, "estimator", None) is None:
+        return None  # not an SG kernel: no minibatch noise to measure
+    try:
+        report = gradient_noise_ratio(kernel, state, seed=seed)
+    except ValueError:  # a non-finite final state: the arm diverged
+        return None
+    if report is not None and report.violated:
+        warnings.warn(f"MAMBA's best arm: {report.message()}", RuntimeWarning, stacklevel=3)
+    return report
 
 
 def mamba(*args: Any, **kwargs: Any) -> TuningResult:

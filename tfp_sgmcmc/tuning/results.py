@@ -99,6 +99,10 @@ class TuningResult:
     single_part: bool = True
     round_seconds: list[float] = field(default_factory=list)
     chains_per_arm: int = 1
+    #: The gradient-noise ratio of the best arm at its final state (a
+    #: [`GradientNoiseReport`][tfp_sgmcmc.diagnostics.GradientNoiseReport];
+    #: ``None`` if not derived).
+    gradient_noise: Any = field(default=None, repr=False)
 
     # -- derived ------------------------------------------------------------ #
     @property
@@ -231,6 +235,8 @@ class TuningResult:
             f"{self.total_compile_seconds:.2f} s ({self.num_programs} program(s)), metric "
             f"{self.total_metric_seconds:.2f} s, {self.total_steps} steps",
         ]
+        if self.gradient_noise is not None:
+            lines.append("  " + self.gradient_noise.message())
         return "\n".join(lines)
 
     def __repr__(self) -> str:

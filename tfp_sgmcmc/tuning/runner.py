@@ -57,14 +57,17 @@ def _estimator_of(kernel: Any) -> Any:
 def gradient_cost_per_step(kernel: Any) -> int:
     """Per-example gradient evaluations of one step of ``kernel``.
 
-    ``(estimator calls per step) × (gradients per call) × (batch size)``; the
-    batch size is 1 for estimators without data.
+    ``(estimator calls per step) × (gradients per call) × (batch size)``, times
+    the number of replicas for replica exchange; the batch size is 1 for
+    estimators without data.
     """
     est = _estimator_of(kernel)
     calls = int(getattr(kernel, "gradient_evaluations_per_step", 1))
     per_call = int(getattr(est, "gradient_evaluations_per_call", 1)) if est is not None else 1
     batch = int(getattr(est, "batch_size", 1) or 1) if est is not None else 1
-    return calls * per_call * batch
+    # Replica exchange evaluates its K replicas in one estimator call.
+    replicas = int(getattr(kernel, "num_replicas", 1))
+    return calls * per_call * batch * replicas
 
 
 @dataclass
