@@ -351,6 +351,14 @@ class ArmRunner:
             )
             out[4].numpy()  # discard: the chain does not advance
             compile_s = time.perf_counter() - t0
+            have = r.target_log_prob.shape.as_list()
+            if int(np.prod(have, dtype=np.int64)) != self.chains_per_arm:
+                raise ValueError(
+                    f"`init_state` must be one chain (log-density of one element, here of "
+                    f"shape {have}): the "
+                    "tuner starts every arm's chain(s) from it (use `chains_per_arm` for "
+                    "several); reshape it to one chain."
+                )
             prog.compiled = True
         lp_shape = [self.chains_per_arm] if self.chains_per_arm > 1 else []
         if st.diverged:
