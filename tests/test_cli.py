@@ -173,6 +173,7 @@ def test_tune_prints_round_table_and_writes_plot(model, tmp_path, capsys):
     assert plot.exists() and plot.stat().st_size > 1000
 
 
+@pytest.mark.subprocess
 def test_ctrl_c_in_a_real_process_then_resume(model, tmp_path):
     """SIGINT (Ctrl-C) to a ``python -m tfp_sgmcmc.cli sample`` process: exit 130,
     no traceback, the run resumes to the uninterrupted draws."""

@@ -93,6 +93,7 @@ def _child_script(tmp_path, run_dir):
     )
 
 
+@pytest.mark.subprocess
 def test_sigkilled_run_resumes_to_the_uninterrupted_samples(tmp_path):
     mod = _target(tmp_path)
     killed = tmp_path / "killed"

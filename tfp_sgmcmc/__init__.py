@@ -63,7 +63,9 @@ _EXPORTS = {
     "StructuredEstimator": "tfp_sgmcmc.estimators",
     "SVRGEstimator": "tfp_sgmcmc.estimators",
     "find_map": "tfp_sgmcmc.estimators",
+    "TransformedEstimator": "tfp_sgmcmc.estimators",
     "to_arviz": "tfp_sgmcmc.export",
+    "JointPosterior": "tfp_sgmcmc.joint",
     "ASGLD": "tfp_sgmcmc.kernels",
     "MSGLD": "tfp_sgmcmc.kernels",
     "PSGLD": "tfp_sgmcmc.kernels",
@@ -77,6 +79,7 @@ _EXPORTS = {
     "StochasticGradientHamiltonianMonteCarlo": "tfp_sgmcmc.kernels",
     "StochasticGradientLangevinDynamics": "tfp_sgmcmc.kernels",
     "StochasticGradientNoseHooverThermostat": "tfp_sgmcmc.kernels",
+    "TransformedTransitionKernel": "tfp_sgmcmc.kernels",
     "BAOAB": "tfp_sgmcmc.kernels",
     "BADODAB": "tfp_sgmcmc.kernels",
     "ContourSGLD": "tfp_sgmcmc.kernels",
@@ -122,11 +125,13 @@ __all__ = [
     "StructuredEstimator",
     "StructuredDropoutEstimator",
     "find_map",
+    "TransformedEstimator",
     # kernels
     "StochasticGradientLangevinDynamics",
     "PreconditionedStochasticGradientLangevinDynamics",
     "StochasticGradientHamiltonianMonteCarlo",
     "StochasticGradientNoseHooverThermostat",
+    "TransformedTransitionKernel",
     "MomentumSGLD",
     "AdamSGLD",
     "StochasticApproximation",
@@ -167,6 +172,7 @@ __all__ = [
     "heuristic",
     "sample",
     "to_arviz",
+    "JointPosterior",
 ]
 
 
@@ -207,9 +213,11 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
         StructuredDropoutEstimator,
         StructuredEstimator,
         SVRGEstimator,
+        TransformedEstimator,
         find_map,
     )
     from tfp_sgmcmc.export import to_arviz
+    from tfp_sgmcmc.joint import JointPosterior
     from tfp_sgmcmc.kernels import (
         ASGLD,
         BADODAB,
@@ -228,6 +236,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
         StochasticGradientHamiltonianMonteCarlo,
         StochasticGradientLangevinDynamics,
         StochasticGradientNoseHooverThermostat,
+        TransformedTransitionKernel,
     )
     from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
     from tfp_sgmcmc.schedules import (

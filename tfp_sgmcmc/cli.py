@@ -403,31 +403,6 @@ def _cmd_sample(a: argparse.Namespace) -> int:
     return 0
 
 
-def _score_blocks(estimator: Any, parts: list[Any], block: int = 64) -> list[Any]:
-    """Full-data scores of ``parts`` ``[n, *event]`` in blocks of ``block`` rows."""
-    import numpy as np
-    import tensorflow as tf
-
-    single = len(parts) == 1
-
-    @tf.function(autograph=False, reduce_retracing=True)
-    def score(xs):
-        out = estimator.full_log_prob_and_gradient(xs[0] if single else list(xs))
-        return out.grads_target_log_prob
-
-    n = parts[0].shape[0]
-    out: list[list[Any]] = [[] for _ in parts]
-    for start in range(0, n, block):
-        blk = [p[start : start + block] for p in parts]
-        k = blk[0].shape[0]
-        if k < block:  # pad so one trace serves every block
-            blk = [np.concatenate([x, np.repeat(x[-1:], block - k, 0)]) for x in blk]
-        grads = score([tf.constant(x) for x in blk])
-        for i, g in enumerate(grads):
-            out[i].append(g.numpy()[:k])
-    return [np.concatenate(o) for o in out]
-
-
 def _cmd_diagnose(a: argparse.Namespace) -> int:
     import numpy as np
     import tensorflow as tf
@@ -435,6 +410,7 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
     from tfp_sgmcmc.diagnostics import effective_sample_size, fssd, kernel_stein_discrepancy
     from tfp_sgmcmc.driver import open_run
     from tfp_sgmcmc.export import DIAGNOSTICS_FILE
+    from tfp_sgmcmc.tuning.metrics import FullDataScorer
 
     for name in ("max_samples", "num_locations"):
         if getattr(a, name) < 2:
@@ -473,7 +449,7 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
     per_chain = max(1, min(draws, a.max_samples // chains))
     idx = np.unique(np.linspace(0, draws - 1, per_chain).round().astype(int))
     pooled = [p[idx].reshape((-1,) + p.shape[2:]) for p in flat]
-    scores = _score_blocks(spec.estimator, pooled)
+    scores = FullDataScorer(spec.estimator)(pooled)  # the tuner's scorer: one compiled program
     ksd = float(
         kernel_stein_discrepancy(
             pooled if len(pooled) > 1 else pooled[0], scores if len(scores) > 1 else scores[0]

@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from tfp_sgmcmc.internal.util import check_int
+
 __all__ = ["to_arviz", "DIAGNOSTICS_FILE"]
 
 #: Written by ``tfp-sgmcmc diagnose`` in the run directory; read by
@@ -193,10 +195,8 @@ def to_arviz(
         ``batch_ndims`` that contradicts ``trace``/``kernel_results``.
       ImportError: ArviZ is not installed.
     """
-    if not isinstance(burn, int) or burn < 0:
-        raise ValueError(f"`burn` must be an int >= 0, got {burn!r}.")
-    if not isinstance(step, int) or step < 1:
-        raise ValueError(f"`step` must be an int >= 1, got {step!r}.")
+    burn = check_int(burn, "burn", 0)
+    step = check_int(step, "step", 1)
     from tfp_sgmcmc.driver.sampler import SamplingRun  # local: keeps export importable alone
 
     reductions: dict[str, list[np.ndarray]] = {}

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import check_positive, static_value
+from tfp_sgmcmc.internal.util import cast_param, check_positive, static_number, static_value
 
 __all__ = [
     "StepSizeSchedule",
@@ -76,10 +76,6 @@ def _fmt(v: Any) -> str:
     return repr(s.item()) if s is not None and s.ndim == 0 else repr(v)
 
 
-def _cast(x: Any, dtype: tf.DType) -> tf.Tensor:
-    return tf.cast(x, dtype) if isinstance(x, (tf.Tensor, tf.Variable)) else tf.constant(x, dtype)
-
-
 class ConstantStepSize(StepSizeSchedule):
     """``ε_t = step_size`` for every step.
 
@@ -94,7 +90,7 @@ class ConstantStepSize(StepSizeSchedule):
     """
 
     def __init__(self, step_size: Any, allow_zero: bool = False) -> None:
-        check_positive(step_size, "step_size", allow_zero=allow_zero)
+        check_positive(step_size, "step_size", allow_zero=allow_zero, scalar=True)
         self._step_size = step_size
         self._allow_zero = allow_zero
 
@@ -106,7 +102,7 @@ class ConstantStepSize(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         del step
-        return _cast(self._step_size, dtype)
+        return cast_param(self._step_size, dtype)
 
 
 class PolynomialDecay(StepSizeSchedule):
@@ -124,9 +120,9 @@ class PolynomialDecay(StepSizeSchedule):
     """
 
     def __init__(self, a: Any, b: Any = 1.0, gamma: Any = 0.55, one_based: bool = False) -> None:
-        check_positive(a, "a")
-        check_positive(b, "b", allow_zero=True)
-        check_positive(gamma, "gamma", allow_zero=True)
+        check_positive(a, "a", scalar=True)
+        check_positive(b, "b", allow_zero=True, scalar=True)
+        check_positive(gamma, "gamma", allow_zero=True, scalar=True)
         if not one_based:
             bv = static_value(b)
             if bv is not None and float(bv) == 0.0:
@@ -139,7 +135,8 @@ class PolynomialDecay(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         t = tf.cast(step, dtype) + (1.0 if self._one_based else 0.0)
-        return _cast(self._a, dtype) * tf.pow(_cast(self._b, dtype) + t, -_cast(self._gamma, dtype))
+        a, b, gamma = (cast_param(v, dtype) for v in (self._a, self._b, self._gamma))
+        return a * tf.pow(b + t, -gamma)
 
 
 class CyclicalStepSize(StepSizeSchedule):
@@ -164,7 +161,7 @@ class CyclicalStepSize(StepSizeSchedule):
         num_cycles: int,
         exploration_fraction: float = 0.0,
     ) -> None:
-        check_positive(initial_step_size, "initial_step_size")
+        check_positive(initial_step_size, "initial_step_size", scalar=True)
         if not isinstance(num_steps, int) or num_steps < 1:
             raise ValueError(f"`num_steps` must be a positive int, got {num_steps!r}.")
         if not isinstance(num_cycles, int) or not 1 <= num_cycles <= num_steps:
@@ -195,7 +192,7 @@ class CyclicalStepSize(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         r = self._position(step, dtype)
-        return _cast(self._eps0, dtype) / 2 * (tf.cos(math.pi * r) + 1)
+        return cast_param(self._eps0, dtype) / 2 * (tf.cos(math.pi * r) + 1)
 
     def is_exploration(self, step: tf.Tensor) -> tf.Tensor:
         """True while ``step`` lies in the exploration part of its cycle."""
@@ -233,8 +230,8 @@ class SAStepSize(StepSizeSchedule):
     """
 
     def __init__(self, A: Any, B: Any = 0.0, alpha: Any = 0.7, cap: Any = None) -> None:
-        check_positive(A, "A")
-        check_positive(B, "B", allow_zero=True)
+        check_positive(A, "A", scalar=True)
+        check_positive(B, "B", allow_zero=True, scalar=True)
         av = static_value(alpha)
         if av is not None and not (np.isfinite(av).all() and np.all(av > 0) and np.all(av <= 1)):
             raise ValueError(f"`alpha` must lie in (0, 1] (ω_k → 0 with Σ ω_k = ∞), got {av!r}.")
@@ -251,9 +248,10 @@ class SAStepSize(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         k = tf.cast(step, dtype) + 1.0
-        w = _cast(self._A, dtype) * tf.pow(k + _cast(self._B, dtype), -_cast(self._alpha, dtype))
+        big_a, big_b, alpha = (cast_param(v, dtype) for v in (self._A, self._B, self._alpha))
+        w = big_a * tf.pow(k + big_b, -alpha)
         if self._cap is not None:
-            w = tf.minimum(w, _cast(self._cap, dtype))
+            w = tf.minimum(w, cast_param(self._cap, dtype))
         return w
 
 
@@ -281,8 +279,8 @@ class GeometricAnnealing(StepSizeSchedule):
     """
 
     def __init__(self, tau0: Any = 1.0, c: Any = 1.003) -> None:
-        check_positive(tau0, "tau0")
-        check_positive(c, "c")
+        check_positive(tau0, "tau0", scalar=True)
+        check_positive(c, "c", scalar=True)
         self._tau0, self._c = tau0, c
 
     @property
@@ -295,7 +293,8 @@ class GeometricAnnealing(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         t = tf.cast(step, dtype)
-        log_tau = tf.math.log(_cast(self._tau0, dtype)) + t * tf.math.log(_cast(self._c, dtype))
+        tau0, c = cast_param(self._tau0, dtype), cast_param(self._c, dtype)
+        log_tau = tf.math.log(tau0) + t * tf.math.log(c)
         return tf.exp(-log_tau)
 
 
@@ -347,10 +346,10 @@ def as_schedule(
             f"`{name}` must be a scalar or a StepSizeSchedule, got a plain callable; "
             "subclass StepSizeSchedule so its parameters are recorded."
         )
-    v = static_value(step_size)
+    v = static_number(step_size, name)
     if v is not None and v.ndim != 0:
         raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
     try:
         return ConstantStepSize(step_size, allow_zero=allow_zero)
-    except ValueError as e:
-        raise ValueError(str(e).replace("`step_size`", f"`{name}`")) from None
+    except (ValueError, TypeError) as e:
+        raise type(e)(str(e).replace("`step_size`", f"`{name}`")) from None

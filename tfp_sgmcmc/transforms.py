@@ -25,7 +25,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import check_in_interval, check_positive, static_value
+from tfp_sgmcmc.internal.util import (
+    cast_param,
+    check_in_interval,
+    check_positive,
+    static_value,
+)
 
 __all__ = [
     "TransformResult",
@@ -38,12 +43,6 @@ __all__ = [
     "AdadeltaBias",
     "PreconditionedBias",
 ]
-
-
-def _cast(x: Any, dtype: tf.DType) -> tf.Tensor:
-    # tf.cast of a Python float goes through float32 (0.999 -> 0.99900001287):
-    # build constants directly in the target dtype so float64 chains are exact.
-    return tf.cast(x, dtype) if isinstance(x, (tf.Tensor, tf.Variable)) else tf.constant(x, dtype)
 
 
 class TransformResult(NamedTuple):
@@ -108,8 +107,8 @@ class RMSPreconditioner(DriftTransform):
     """
 
     def __init__(self, decay: Any = 0.99, epsilon: Any = 1e-5) -> None:
-        check_in_interval(decay, "decay", 0.0, 1.0, high_open=True)
-        check_positive(epsilon, "epsilon")
+        check_in_interval(decay, "decay", 0.0, 1.0, high_open=True, scalar=True)
+        check_positive(epsilon, "epsilon", scalar=True)
         self._decay = decay
         self._epsilon = epsilon
 
@@ -123,10 +122,10 @@ class RMSPreconditioner(DriftTransform):
     def update(self, grads: list[tf.Tensor], state: list[tf.Tensor]) -> TransformResult:
         new_v, precond = [], []
         for g, v in zip(grads, state):
-            a = _cast(self._decay, g.dtype)
+            a = cast_param(self._decay, g.dtype)
             v = a * v + (1 - a) * tf.square(g)
             new_v.append(v)
-            precond.append(1.0 / (_cast(self._epsilon, g.dtype) + tf.sqrt(v)))
+            precond.append(1.0 / (cast_param(self._epsilon, g.dtype) + tf.sqrt(v)))
         return TransformResult(list(grads), precond, new_v)
 
 
@@ -136,12 +135,12 @@ class RMSPreconditioner(DriftTransform):
 
 
 def _check_bias_factor(a: Any) -> None:
-    check_positive(a, "a", allow_zero=True)
+    check_positive(a, "a", allow_zero=True, scalar=True)
 
 
 def _check_unit_interval(x: Any, name: str) -> None:
     # [0, 1): β = 0 means "no memory"; β = 1 would freeze the accumulator at 0.
-    check_in_interval(x, name, 0.0, 1.0, high_open=True)
+    check_in_interval(x, name, 0.0, 1.0, high_open=True, scalar=True)
 
 
 class AdaptiveBias(DriftTransform):
@@ -196,7 +195,7 @@ class AdaptiveBias(DriftTransform):
 
     def update(self, grads: list[tf.Tensor], state: list[tuple[tf.Tensor, ...]]) -> TransformResult:
         bias = self.bias(state)
-        drift = [g + _cast(self.a, g.dtype) * b for g, b in zip(grads, bias)]
+        drift = [g + cast_param(self.a, g.dtype) * b for g, b in zip(grads, bias)]
         return TransformResult(drift, None, self.advance(grads, state, bias))
 
 
@@ -247,7 +246,7 @@ class MomentumBias(AdaptiveBias):
         return acc[0]
 
     def _advance_part(self, g, acc, bias):
-        b1 = _cast(self._beta1, g.dtype)
+        b1 = cast_param(self._beta1, g.dtype)
         return (b1 * acc[0] + (1 - b1) * g,)
 
 
@@ -307,7 +306,7 @@ class AdamBias(AdaptiveBias):
         _check_bias_factor(a)
         _check_unit_interval(beta1, "beta1")
         _check_unit_interval(beta2, "beta2")
-        check_positive(epsilon, "epsilon")
+        check_positive(epsilon, "epsilon", scalar=True)
         b1, b2 = static_value(beta1), static_value(beta2)
         if b1 is not None and b2 is not None and np.any(np.square(b1) >= b2):
             raise ValueError(
@@ -340,14 +339,14 @@ class AdamBias(AdaptiveBias):
 
     def _bias_part(self, acc):
         m, v = acc
-        lam = _cast(self._epsilon, m.dtype)
+        lam = cast_param(self._epsilon, m.dtype)
         denom = tf.sqrt(v) + lam if self._placement == "outside" else tf.sqrt(v + lam)
         return m / denom
 
     def _advance_part(self, g, acc, bias):
         m, v = acc
-        b1 = _cast(self._beta1, g.dtype)
-        b2 = _cast(self._beta2, g.dtype)
+        b1 = cast_param(self._beta1, g.dtype)
+        b2 = cast_param(self._beta2, g.dtype)
         return (b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * tf.square(g))
 
 
@@ -392,7 +391,7 @@ class AdaMaxBias(AdaptiveBias):
         _check_bias_factor(a)
         _check_unit_interval(beta1, "beta1")
         _check_unit_interval(beta2, "beta2")
-        check_positive(epsilon, "epsilon")
+        check_positive(epsilon, "epsilon", scalar=True)
         b1, b2 = static_value(beta1), static_value(beta2)
         if b1 is not None and b2 is not None and np.any(b1 >= b2):
             raise ValueError(f"`beta1` must be < `beta2`, got beta1={b1!r}, beta2={b2!r}.")
@@ -411,12 +410,12 @@ class AdaMaxBias(AdaptiveBias):
 
     def _bias_part(self, acc):
         m, u = acc
-        return m / (u + _cast(self._epsilon, m.dtype))
+        return m / (u + cast_param(self._epsilon, m.dtype))
 
     def _advance_part(self, g, acc, bias):
         m, u = acc
-        b1 = _cast(self._beta1, g.dtype)
-        b2 = _cast(self._beta2, g.dtype)
+        b1 = cast_param(self._beta1, g.dtype)
+        b2 = cast_param(self._beta2, g.dtype)
         return (b1 * m + (1 - b1) * g, tf.maximum(b2 * u, tf.abs(g)))
 
 
@@ -466,7 +465,7 @@ class AdadeltaBias(AdaptiveBias):
         _check_bias_factor(a)
         _check_unit_interval(beta1, "beta1")
         _check_unit_interval(rho, "rho")
-        check_positive(epsilon, "epsilon")
+        check_positive(epsilon, "epsilon", scalar=True)
         self._a, self._beta1, self._rho, self._epsilon = a, beta1, rho, epsilon
 
     @property
@@ -482,13 +481,13 @@ class AdadeltaBias(AdaptiveBias):
 
     def _bias_part(self, acc):
         m, eg2, ed2 = acc
-        lam = _cast(self._epsilon, m.dtype)
+        lam = cast_param(self._epsilon, m.dtype)
         return tf.sqrt(ed2 + lam) / tf.sqrt(eg2 + lam) * m
 
     def _advance_part(self, g, acc, bias):
         m, eg2, ed2 = acc
-        b1 = _cast(self._beta1, g.dtype)
-        rho = _cast(self._rho, g.dtype)
+        b1 = cast_param(self._beta1, g.dtype)
+        rho = cast_param(self._rho, g.dtype)
         return (
             b1 * m + (1 - b1) * g,
             rho * eg2 + (1 - rho) * tf.square(g),

@@ -48,6 +48,7 @@ def _close(actual: Any, desired: Any, rtol: float = RTOL) -> None:
     np.testing.assert_allclose(np.asarray(actual), desired, rtol=rtol, atol=atol)
 
 
+@pytest.mark.subprocess
 def test_two_replicas_each_get_half_the_batch_on_their_own_device(two_replicas):
     assert two_replicas["logical_cpus"] == 2
     assert two_replicas["replicas"] == 2
@@ -63,6 +64,7 @@ def test_two_replicas_each_get_half_the_batch_on_their_own_device(two_replicas):
 @pytest.mark.parametrize(
     "case", ["epoch", "with_replacement", "random_window", "eager", "full_batch", "dataset"]
 )
+@pytest.mark.subprocess
 def test_gradients_equal_single_device(two_replicas, case):
     """Same seed, same batch state: value and every gradient part agree to 1e-10 (float64)."""
     out = two_replicas["estimates"][case]
@@ -81,28 +83,32 @@ def test_gradients_equal_single_device(two_replicas, case):
 
 
 @pytest.mark.parametrize("case", ["sgld_graph", "sghmc_graph", "sgld_xla"])
+@pytest.mark.subprocess
 def test_chain_under_strategy_reproduces_single_device_chain(two_replicas, case):
     """50 steps, same seed: the traces agree to 1e-10 (rounding only, not bitwise)."""
     out = two_replicas["chains"][case]
-    for single, dist in zip(out["single"], out["distributed"]):
-        single, dist = np.asarray(single), np.asarray(dist)
-        assert single.shape[0] == 50 and np.all(np.isfinite(single))
-        np.testing.assert_allclose(dist, single, rtol=0, atol=1e-10)
-        # The chain moved, so the comparison is not of two constant traces.
-        assert np.max(np.abs(single[-1] - single[0])) > 1e-2
+    _assert_same_moving_traces(out["single"], out["distributed"], 50)
 
 
+@pytest.mark.subprocess
 def test_driver_run_under_strategy_reproduces_single_device_run(two_replicas):
     """``driver.sample(jit_compile=False)``: 20 draws in two chunks, both parts, 1e-10."""
     single, dist = two_replicas["driver"]["single"], two_replicas["driver"]["distributed"]
     assert len(single) == len(dist) == 2
+    _assert_same_moving_traces(single, dist, 20)
+
+
+def _assert_same_moving_traces(single, dist, num_draws: int) -> None:
+    """Part by part: ``num_draws`` finite draws, equal to 1e-10 (rounding only), and the
+    chain moved (so the comparison is not of two constant traces)."""
     for s, d in zip(single, dist):
         s, d = np.asarray(s), np.asarray(d)
-        assert s.shape[0] == 20 and np.all(np.isfinite(s))
+        assert s.shape[0] == num_draws and np.all(np.isfinite(s))
         np.testing.assert_allclose(d, s, rtol=0, atol=1e-10)
         assert np.max(np.abs(s[-1] - s[0])) > 1e-2
 
 
+@pytest.mark.subprocess
 def test_warns_under_xla_only(two_replicas):
     chains = two_replicas["chains"]
     assert chains["sgld_xla"]["warnings_distributed"]
@@ -112,6 +118,7 @@ def test_warns_under_xla_only(two_replicas):
     assert all(c["warnings_single"] == [] for c in chains.values())
 
 
+@pytest.mark.subprocess
 def test_bad_batch_sizes_and_nesting_raise(two_replicas):
     errors = two_replicas["errors"]
     assert errors["indivisible"][0] == "ValueError" and "`batch_size`" in errors["indivisible"][1]
@@ -133,6 +140,7 @@ def _free_ports(k: int) -> list[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_multiworker_strategy_on_two_local_processes():
     """MultiWorkerMirroredStrategy, 2 workers (gRPC on localhost): both hold the same chain,
     equal to the single-device chain to 1e-10."""

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_probability as tfp
+from _stats import Z
 from scipy import stats
 
 import tfp_sgmcmc as sg
@@ -28,8 +29,6 @@ from tfp_sgmcmc.estimators.structured import (
     UniformMask,
     trace_without_history,
 )
-
-Z = stats.norm.ppf(1 - 0.0005)
 
 
 # --------------------------------------------------------------------------- #

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_probability as tfp
-from scipy import stats
+from _stats import Z
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.estimators.partitions import partition_from_group_ids, partition_fully_factorized
@@ -34,7 +34,6 @@ from tfp_sgmcmc.estimators.structured import (
 
 from ._structured_exact import exact_moments, plain_spec, s_spec, sd_bernoulli_spec
 
-Z = stats.norm.ppf(1 - 0.0005)
 EPS = 0.004
 CHAINS = 64
 BURN = 15_000

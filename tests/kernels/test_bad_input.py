@@ -29,25 +29,8 @@ def _raises(arg):
     return pytest.raises(ValueError, match=f"`{arg}`")
 
 
-KERNELS = {
-    "sgld": lambda est, **kw: sg.SGLD(est, **kw),
-    "psgld": lambda est, **kw: sg.PSGLD(est, **kw),
-    "sghmc": lambda est, **kw: sg.SGHMC(est, **kw),
-    "sgnht": lambda est, **kw: sg.SGNHT(est, **kw),
-}
-
-
-@pytest.mark.parametrize("name", KERNELS)
-@pytest.mark.parametrize("step_size", [0.0, -1e-3, float("nan"), np.inf])
-def test_non_positive_or_non_finite_step_size(name, step_size):
-    with _raises("step_size"):
-        KERNELS[name](_est(), step_size=step_size)
-
-
-@pytest.mark.parametrize("name", KERNELS)
-def test_negative_temperature(name):
-    with _raises("temperature"):
-        KERNELS[name](_est(), step_size=1e-3, temperature=-1.0)
+# Non-positive, non-finite step sizes and negative temperatures are checked for every
+# kernel in the contract suite (test_contract.py); here the sampler-specific arguments.
 
 
 def test_non_scalar_step_size():
@@ -143,16 +126,6 @@ def test_unknown_scheme():
     with _raises("scheme"):
         sg.InMemoryData((X, Y)).with_scheme("sorted")
 
-
-@pytest.mark.parametrize("name", KERNELS)
-def test_state_dtype_differs_from_data(name):
-    kernel = KERNELS[name](_est(), step_size=1e-3)
-    with _raises("init_state"):
-        kernel.bootstrap_results(tf.zeros(2, tf.float32))  # data are float64
-    with _raises("init_state"):
-        kernel.bootstrap_results(tf.zeros(2, tf.int32))
-    with _raises("init_state"):
-        kernel.bootstrap_results([tf.zeros(1, tf.float64), tf.zeros(1, tf.float32)])
 
 
 def test_control_variate_centre():

@@ -28,31 +28,22 @@ import scipy.linalg
 import scipy.stats
 import tensorflow as tf
 import tensorflow_probability as tfp
+from _stats import Z, assert_rejects, assert_within, chain_moments, moment_z_scores, two_sample_z
 
 import tfp_sgmcmc as sg
 
 pytestmark = pytest.mark.statistical
 
-Z = 3.3  # two-sided Φ⁻¹(0.9995): 5 entries per test give a ~0.5% false alarm rate
 SIGMA = np.array([[1.0, 0.9], [0.9, 1.0]])
 PREC = np.linalg.inv(SIGMA)
 WRONG_PREC = np.linalg.inv(1.1 * SIGMA)  # a target with a 10% wrong covariance
 I2 = np.eye(2)
 
 
-def _moments(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-chain averages of (θ₀², θ₀θ₁, θ₁², θ₀, θ₁); mean and SE across chains."""
-    x = samples
-    per_chain = np.stack([x[..., 0] ** 2, x[..., 0] * x[..., 1], x[..., 1] ** 2,
-                          x[..., 0], x[..., 1]], -1).mean(0)
-    return per_chain.mean(0), per_chain.std(0, ddof=1) / np.sqrt(per_chain.shape[0])
-
-
 def _z_scores(samples: np.ndarray, cov: np.ndarray) -> np.ndarray:
-    """z-scores of the sample moments against a zero-mean law with covariance ``cov``."""
-    est, se = _moments(samples)
-    want = np.array([cov[0, 0], cov[0, 1], cov[1, 1], 0.0, 0.0])
-    return (est - want) / se
+    """z-scores of (θ₀², θ₀θ₁, θ₁², θ₀, θ₁) against a zero-mean law with covariance ``cov``
+    (Z = Φ⁻¹(0.9995): five entries per test give a ~0.5% false alarm rate)."""
+    return moment_z_scores(samples, cov)
 
 
 def _gaussian_target(prec: tf.Tensor):
@@ -61,9 +52,9 @@ def _gaussian_target(prec: tf.Tensor):
 
 def _check(samples, wrong_samples, cov):
     z = _z_scores(samples, cov)
-    assert np.all(np.abs(z) < Z), f"z-scores {np.round(z, 2)} exceed {Z}"
+    assert_within(z)
     z_wrong = _z_scores(wrong_samples, cov)
-    assert np.max(np.abs(z_wrong[:3])) > Z, f"power check passed wrongly: {np.round(z_wrong, 2)}"
+    assert_rejects(z_wrong[:3])
     return z, z_wrong
 
 
@@ -320,12 +311,7 @@ def _run_sgnht(prec, seed):
 
 def test_sgnht_matches_reference_simulation(rng, seed):
     ref = sgnht_reference(PREC, NHT_H, NHT_A, 2 * NHT_CHAINS, NHT_BURNIN, NHT_KEEP, rng)
-    ref_est, ref_se = _moments(ref)
     samples = _run_sgnht(tf.constant(PREC), tf.constant([seed, 7])).numpy()
     wrong = _run_sgnht(tf.constant(WRONG_PREC), tf.constant([seed, 8])).numpy()
-    est, se = _moments(samples)
-    z = (est - ref_est) / np.hypot(se, ref_se)  # two-sample z on the MCSEs
-    assert np.all(np.abs(z) < Z), f"z-scores {np.round(z, 2)}"
-    west, wse = _moments(wrong)
-    z_wrong = (west - ref_est) / np.hypot(wse, ref_se)
-    assert np.max(np.abs(z_wrong[:3])) > Z, f"power check passed wrongly: {np.round(z_wrong, 2)}"
+    assert_within(two_sample_z(chain_moments(samples), chain_moments(ref)))
+    assert_rejects(two_sample_z(chain_moments(wrong), chain_moments(ref))[:3])

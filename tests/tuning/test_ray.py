@@ -18,6 +18,8 @@ import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning as tu
 from tfp_sgmcmc.tuning.ray_backend import RayMAMBA, TuningProblem
 
+pytestmark = pytest.mark.cluster
+
 D = 2
 # The problem of test_mamba.py: SGLD on N(0, I) from θ0 = 8 (ε-form: stationary
 # variance 1/(1 − ε/2), contraction 1 − ε per step). ε = 0.1 is the best arm,

@@ -9,7 +9,8 @@ from tfp_sgmcmc.diagnostics.calibration import (
     maximum_calibration_error,
     model_averaged_probabilities,
 )
-from tfp_sgmcmc.diagnostics.fssd import FSSDOptResult, fssd, fssd_features, fssd_opt
+from tfp_sgmcmc.diagnostics.fssd import fssd, fssd_features
+from tfp_sgmcmc.diagnostics.fssd_opt import FSSDOptResult, fssd_opt
 from tfp_sgmcmc.diagnostics.gradient_noise import (
     NOISE_RATIO_THRESHOLD,
     GradientNoiseReport,

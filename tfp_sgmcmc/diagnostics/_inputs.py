@@ -142,3 +142,15 @@ def check_imq_parameters(c: Any, beta: Any) -> None:
     b_v = np.asarray(beta, dtype=float)
     if b_v.ndim != 0 or not np.isfinite(b_v) or not (-1.0 < b_v < 0.0):
         raise ValueError(f"`beta` must lie in (-1, 0), got {beta!r}.")
+
+
+def check_finite_result(value: tf.Tensor, what: str) -> tf.Tensor:
+    """Eagerly, raise ``ValueError`` naming the inputs if finite ``samples``/``scores``
+    gave a non-finite statistic (they are too large: the kernel sums overflowed);
+    a huge number must not come back as a silent ``inf``."""
+    if tf.executing_eagerly() and not bool(tf.reduce_all(tf.math.is_finite(value))):
+        raise ValueError(
+            f"`samples`/`scores` too large: the {what} overflowed to {value.numpy()!r} "
+            "(rescale the inputs; `samples_or_std`/`reference_std` for relative errors)."
+        )
+    return value

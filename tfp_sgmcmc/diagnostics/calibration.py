@@ -34,12 +34,17 @@ from typing import Any
 
 import numpy as np
 
+from tfp_sgmcmc.internal.util import check_int
+
 __all__ = [
     "model_averaged_probabilities",
     "expected_calibration_error",
     "maximum_calibration_error",
     "calibration_errors",
 ]
+
+#: Largest ``num_bins`` accepted (the bins are materialised).
+MAX_BINS = 100_000
 
 
 def model_averaged_probabilities(
@@ -92,8 +97,12 @@ def _confidence_and_correct(probs: Any, labels: Any) -> tuple[np.ndarray, np.nda
         p = np.stack([1.0 - p, p], axis=-1)
     if p.ndim != 2 or p.shape[0] == 0:
         raise ValueError(f"`probs` must be [n, K] or [n] with n >= 1, got shape {p.shape}.")
+    if p.shape[1] == 0:
+        raise ValueError(f"`probs` must have at least one class, got shape {p.shape}.")
     if not np.all(np.isfinite(p)):
         raise ValueError("`probs` contains non-finite values (NaN or Inf).")
+    if np.any(p < 0) or np.any(p > 1):
+        raise ValueError("`probs` must lie in [0, 1].")
     if y.ndim == 2:  # one-hot
         y = np.argmax(y, axis=-1)
     if y.shape != (p.shape[0],):
@@ -121,10 +130,11 @@ def calibration_errors(
         ``[0, 1]`` bins. Default value: ``False``.
 
     Raises:
-      ValueError: ``num_bins < 1``, shape mismatch, non-finite ``probs``.
+      ValueError: ``num_bins`` not an int in ``[1, MAX_BINS]``, shape mismatch,
+        non-finite ``probs`` or outside ``[0, 1]``.
     """
-    if not isinstance(num_bins, (int, np.integer)) or num_bins < 1:
-        raise ValueError(f"`num_bins` must be an int >= 1, got {num_bins!r}.")
+    # The bins are materialised (histogram edges): bound them.
+    num_bins = check_int(num_bins, "num_bins", 1, maximum=MAX_BINS)
     conf, correct = _confidence_and_correct(probs, labels)
     n = conf.size
     if paper_compatible:
@@ -141,10 +151,8 @@ def calibration_errors(
     # Bin b holds confidences in ((b-1)/M, b/M]; 0 joins bin 0.
     idx = np.clip(np.ceil(conf * num_bins).astype(int) - 1, 0, num_bins - 1)
     ece, mce = 0.0, 0.0
-    for b in range(num_bins):
+    for b in np.unique(idx):  # only occupied bins contribute
         m = idx == b
-        if not m.any():
-            continue
         gap = abs(correct[m].mean() - conf[m].mean())
         ece += m.sum() / n * gap
         mce = max(mce, gap)

@@ -40,6 +40,7 @@ import tensorflow as tf
 from tfp_sgmcmc.diagnostics._inputs import (
     as_dtype,
     check_finite_eager,
+    check_finite_result,
     flatten_samples_and_scores,
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import (
@@ -137,9 +138,10 @@ def kernel_stein_discrepancy(
             )
         check_finite_eager(x, "samples")
         check_finite_eager(s, "scores")
-        return ksd_from_flat(
+        value = ksd_from_flat(
             x, s, None, kernel, c, beta, bandwidth, statistic, block_size, jit_compile
         )
+        return check_finite_result(value, "KSD")
 
 
 def ksd_from_flat(

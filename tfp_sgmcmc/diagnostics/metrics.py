@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.diagnostics._inputs import check_finite_eager
-from tfp_sgmcmc.internal.util import is_list_like
+from tfp_sgmcmc.diagnostics._inputs import check_finite_eager, check_finite_result
+from tfp_sgmcmc.internal.util import check_positive, is_list_like
 
 __all__ = [
     "effective_sample_size",
@@ -59,7 +59,8 @@ def effective_sample_size(samples: Any, **kwargs: Any) -> Any:
         ``filter_beyond_positive_pairs``, ``cross_chain_dims``, ...).
 
     Returns:
-      ESS with the structure of ``samples`` and shape ``[...]``.
+      ESS with the structure of ``samples`` and shape ``[...]`` (NaN for a
+      constant coordinate: its autocorrelation is undefined).
 
     Raises:
       ValueError: fewer than 2 draws or non-finite values (eager).
@@ -88,15 +89,8 @@ class IntegratedAutocorrelationTime(NamedTuple):
 def _iac_1d(x: tf.Tensor, c: float) -> tuple[tf.Tensor, tf.Tensor]:
     """IAC of every column of ``x`` ``[n, m]`` (float64)."""
     n = tf.shape(x)[0]
-    xc = x - tf.reduce_mean(x, 0)
-    # Zero-pad to a power of two >= 2n: the circular correlation then has no wrap.
-    log2 = tf.math.log(2.0 * tf.cast(n, tf.float64)) / tf.math.log(tf.constant(2.0, tf.float64))
-    nfft = tf.cast(tf.pow(tf.constant(2.0, tf.float64), tf.math.ceil(log2)), tf.int32)
-    f = tf.signal.rfft(tf.transpose(xc), fft_length=[nfft])  # [m, nfft/2+1]
-    acov = tf.signal.irfft(f * tf.math.conj(f), fft_length=[nfft])[:, :n]  # Σ x_t x_{t+τ}
-    lags = tf.cast(tf.range(n), tf.float64)
-    acov = acov / (tf.cast(n, tf.float64) - lags)
-    rho = acov / acov[:, :1]
+    # TFP's FFT estimate, the module docstring's ρ̂: centred, divided by n − τ, over ρ̂(0).
+    rho = tf.transpose(tfp.stats.auto_correlation(x, axis=0))  # [m, n]
     tau_m = 1.0 + 2.0 * tf.cumsum(rho[:, 1:], axis=1)  # τ̂(M), M = 1..n-1
     m_vals = tf.cast(tf.range(1, n), tf.float64)
     ok = m_vals[None, :] >= c * tau_m
@@ -104,7 +98,12 @@ def _iac_1d(x: tf.Tensor, c: float) -> tuple[tf.Tensor, tf.Tensor]:
     first = tf.argmax(tf.cast(ok, tf.int32), axis=1, output_type=tf.int32)
     idx = tf.where(any_ok, first, tf.fill(tf.shape(first), n - 2))
     tau = tf.gather(tau_m, idx, batch_dims=1)
-    tau = tf.where(acov[:, 0] > 0, tau, tf.constant(float("nan"), tf.float64))
+    # Short or anti-correlated series can give τ̂ ≤ 0 (n = 2: τ̂ = 1 + 2ρ̂(1) = −1);
+    # floor it at 1/n so n/τ̂ stays a (capped, ≤ n²) positive ESS.
+    tau = tf.maximum(tau, 1.0 / tf.cast(n, tf.float64))
+    # A constant coordinate has no autocorrelation (ρ̂ is 0/0): NaN, documented.
+    varying = tf.math.reduce_variance(x, 0) > 0
+    tau = tf.where(varying, tau, tf.constant(float("nan"), tf.float64))
     return tau, idx + 1
 
 
@@ -112,8 +111,10 @@ def integrated_autocorrelation_time(samples: Any, c: float = 5.0) -> IntegratedA
     """Integrated autocorrelation time per parameter, FFT + Sokal's window.
 
     ``τ̂ = 1 + 2 Σ_{τ=1}^{M} ρ̂(τ)`` with the smallest ``M ≥ c·τ̂(M)`` (if none,
-    ``M = n − 1``); see the module docstring for ``ρ̂``. ``n / τ̂`` is the
-    corresponding effective sample size.
+    ``M = n − 1``); see the module docstring for ``ρ̂``, computed by
+    ``tfp.stats.auto_correlation``. ``n / τ̂`` is the corresponding effective
+    sample size; ``τ̂`` is floored at ``1/n`` (very short or anti-correlated
+    series) and is NaN for a constant coordinate.
 
     Args:
       samples: ``[n, ...]`` draws (tensor or list of parts); every trailing
@@ -130,8 +131,7 @@ def integrated_autocorrelation_time(samples: Any, c: float = 5.0) -> IntegratedA
 
     1. A. D. Sokal. Monte Carlo methods in statistical mechanics. 1997.
     """
-    if not c > 0:
-        raise ValueError(f"`c` must be > 0, got {c!r}.")
+    check_positive(c, "c", scalar=True)
     parts = _check_samples(samples)
     taus, windows = [], []
     for p in parts:
@@ -168,11 +168,15 @@ def relative_std_error(samples_or_std: Any, reference_std: Any) -> tf.Tensor:
         raise ValueError("`samples_or_std` and `reference_std` must have the same parts.")
     sig, ref = [], []
     for e, r in zip(est_parts, ref_parts):
-        e = tf.cast(tf.convert_to_tensor(e), tf.float64)
-        r = tf.cast(tf.convert_to_tensor(r), tf.float64)
+        e = _as_float64(e, "samples_or_std")
+        r = _as_float64(r, "reference_std")
         check_finite_eager(e, "samples_or_std")
         check_finite_eager(r, "reference_std")
+        if tf.executing_eagerly() and bool(tf.reduce_any(r < 0)):
+            raise ValueError("`reference_std` must be >= 0.")
         if e.shape.rank == r.shape.rank + 1:
+            if e.shape[0] is not None and e.shape[0] < 2:
+                raise ValueError(f"`samples_or_std` must hold at least 2 draws, got {e.shape[0]}.")
             e = tf.math.reduce_std(e, axis=0)
         if not e.shape.is_compatible_with(r.shape):
             raise ValueError(
@@ -186,4 +190,15 @@ def relative_std_error(samples_or_std: Any, reference_std: Any) -> tf.Tensor:
     den = tf.norm(ref_v)
     if tf.executing_eagerly() and float(den) == 0.0:
         raise ValueError("`reference_std` must not be all zeros.")
-    return tf.norm(sig_v - ref_v) / den
+    return check_finite_result(tf.norm(sig_v - ref_v) / den, "relative error")
+
+
+def _as_float64(x: Any, name: str) -> tf.Tensor:
+    """``x`` as a float64 tensor; ``TypeError`` naming ``name`` if it is not numeric."""
+    try:
+        t = tf.convert_to_tensor(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"`{name}` must be numeric, got {x!r}.") from e
+    if not (t.dtype.is_floating or t.dtype.is_integer) or t.dtype == tf.bool:
+        raise TypeError(f"`{name}` must be numeric, got dtype {t.dtype.name}.")
+    return tf.cast(t, tf.float64)

@@ -62,6 +62,7 @@ from tfp_sgmcmc.driver.checkpoint import (
     write_checkpoint,
 )
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
+from tfp_sgmcmc.internal.util import check_int
 
 __all__ = [
     "sample",
@@ -254,12 +255,6 @@ def _spec(x: Any) -> list[Any]:
     return [list(t.shape.as_list()), t.dtype.name]
 
 
-def _check_int(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"`{name}` must be an int >= {minimum}, got {value!r}.")
-    return int(value)
-
-
 def _config_diff(stored: dict[str, Any], new: dict[str, Any]) -> list[str]:
     keys = sorted(set(stored) | set(new))
     return [k for k in keys if stored.get(k) != new.get(k)]
@@ -327,10 +322,10 @@ def sample(
       RunDirectoryError: ``resume`` with a missing, corrupted or mismatching run.
       KeyboardInterrupt: re-raised after Ctrl-C; the last checkpoint is intact.
     """
-    num_samples = _check_int(num_samples, "num_samples", 1)
-    thin = _check_int(thin, "thin", 1)
-    num_burnin_steps = _check_int(num_burnin_steps, "num_burnin_steps", 0)
-    chunk_size = _check_int(chunk_size, "chunk_size", 1)
+    num_samples = check_int(num_samples, "num_samples", 1)
+    thin = check_int(thin, "thin", 1)
+    num_burnin_steps = check_int(num_burnin_steps, "num_burnin_steps", 0)
+    chunk_size = check_int(chunk_size, "chunk_size", 1)
     if resume and overwrite:
         raise ValueError("Give at most one of `resume` and `overwrite`.")
     if not isinstance(run_dir, (str, os.PathLike)):

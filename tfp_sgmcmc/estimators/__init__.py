@@ -29,6 +29,7 @@ from tfp_sgmcmc.estimators.structured import (
     trace_without_history,
 )
 from tfp_sgmcmc.estimators.svrg import SVRGEstimator, SVRGEstimatorState
+from tfp_sgmcmc.estimators.transformed import TransformedEstimator
 
 __all__ = [
     "GradientEstimate",
@@ -49,6 +50,7 @@ __all__ = [
     "UniformMask",
     "BetaMask",
     "trace_without_history",
+    "TransformedEstimator",
     "Partition",
     "partition_by_part",
     "partition_modulo",

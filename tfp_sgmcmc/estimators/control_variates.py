@@ -84,7 +84,18 @@ class ControlVariateEstimator(GradientEstimator):
         self._base = base
         self._centre = restructure(centre_parts, centering_value)
         if centering_gradient is None or centering_log_prob is None:
-            full = base.full_log_prob_and_gradient(self._centre)
+            try:
+                full = base.full_log_prob_and_gradient(self._centre)
+            except (tf.errors.InvalidArgumentError, ValueError) as e:
+                # Usually a centre whose shape the model does not accept: say which input.
+                raise ValueError(
+                    "`centering_value`: the full-data log-likelihood failed at it "
+                    f"(shape {[p.shape.as_list() for p in centre_parts]}): {e}"
+                ) from e
+            # Checked eagerly only (the estimator may be built inside a tf.function).
+            finite = tf.reduce_all(tf.math.is_finite(full.target_log_prob))
+            if tf.executing_eagerly() and not bool(finite):
+                raise ValueError("`centering_value`: the full-data log-density is not finite.")
             centering_log_prob = full.target_log_prob
             centering_gradient = full.grads_target_log_prob
         self._centre_grad = [tf.convert_to_tensor(g) for g in centering_gradient]

@@ -21,8 +21,10 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.estimators.base import GradientEstimator
+from tfp_sgmcmc.internal.adam import AdamState, adam_ascent_step, adam_init
 from tfp_sgmcmc.internal.util import (
     as_parts,
+    check_int,
     check_positive,
     restructure,
     split_seed,
@@ -76,9 +78,8 @@ def find_map(
     """
     if method not in ("lbfgs", "adam"):
         raise ValueError(f"`method` must be 'lbfgs' or 'adam', got {method!r}.")
-    if not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
-        raise ValueError(f"`num_steps` must be a positive int, got {num_steps!r}.")
-    check_positive(learning_rate, "learning_rate")
+    num_steps = check_int(num_steps, "num_steps", 1)
+    check_positive(learning_rate, "learning_rate", scalar=True)
     estimator.validate_state(initial_state, "initial_state")
     parts = as_parts(initial_state)
     shapes = [p.shape for p in parts]
@@ -103,44 +104,27 @@ def find_map(
         return MapResult(pos, -res.objective_value, bool(res.converged), int(res.num_iterations))
 
     lr = tf.constant(learning_rate, parts[0].dtype)
-    b1, b2, eps = 0.9, 0.999, 1e-8
 
-    class _Adam(NamedTuple):
-        t: tf.Tensor
+    class _Loop(NamedTuple):
         x: list
-        m: list
-        v: list
+        adam: AdamState
         est_state: Any
         seed: tf.Tensor
 
     @tf.function(jit_compile=True)
     def run(x0: list, seed0: tf.Tensor) -> list:
-        init = _Adam(
-            tf.constant(0, tf.int32),
-            x0,
-            [tf.zeros_like(p) for p in x0],
-            [tf.zeros_like(p) for p in x0],
-            estimator.bootstrap(restructure(x0, initial_state)),
-            seed0,
+        init = _Loop(
+            x0, adam_init(x0), estimator.bootstrap(restructure(x0, initial_state)), seed0
         )
 
-        def body(s: _Adam) -> tuple[_Adam]:
+        def body(s: _Loop) -> tuple[_Loop]:
             step_seed, next_seed = split_seed(s.seed, 2, "find_map.adam")
             est, est_state = estimator(restructure(s.x, initial_state), s.est_state, step_seed)
-            t = s.t + 1
-            tf_t = tf.cast(t, lr.dtype)
-            new_x, new_m, new_v = [], [], []
-            for x, m, v, g in zip(s.x, s.m, s.v, est.grads_target_log_prob):
-                m = b1 * m + (1 - b1) * g
-                v = b2 * v + (1 - b2) * g * g
-                mhat = m / (1 - b1**tf_t)
-                vhat = v / (1 - b2**tf_t)
-                new_x.append(x + lr * mhat / (tf.sqrt(vhat) + eps))  # ascent on log π
-                new_m.append(m)
-                new_v.append(v)
-            return (_Adam(t, new_x, new_m, new_v, est_state, next_seed),)
+            # Ascent on log π with the minibatch score.
+            x, adam = adam_ascent_step(s.x, est.grads_target_log_prob, s.adam, lr)
+            return (_Loop(x, adam, est_state, next_seed),)
 
-        (out,) = tf.while_loop(lambda s: s.t < num_steps, body, (init,))
+        (out,) = tf.while_loop(lambda s: s.adam.step < num_steps, body, (init,))
         return out.x
 
     x = run(parts, stateless_seed(seed))

@@ -54,6 +54,7 @@ from tfp_sgmcmc.internal.util import (
     RNG_ALG,
     as_parts,
     cast_param,
+    check_int,
     check_positive,
     restructure,
 )
@@ -116,10 +117,7 @@ class MinibatchEstimator(GradientEstimator):
         if not isinstance(data, DataSource):
             data = InMemoryData(data)
         data.prepare(batch_size)
-        if not isinstance(full_data_chunk_size, (int, np.integer)) or full_data_chunk_size < 1:
-            raise ValueError(
-                f"`full_data_chunk_size` must be a positive int, got {full_data_chunk_size!r}."
-            )
+        full_data_chunk_size = check_int(full_data_chunk_size, "full_data_chunk_size", 1)
         self._log_likelihood_fn = log_likelihood_fn
         self._log_prior_fn = log_prior_fn
         self._data = data

@@ -114,7 +114,7 @@ from tfp_sgmcmc.estimators.history import (
 )
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.partitions import Partition
-from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, restructure
+from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, check_int, restructure
 
 __all__ = [
     "MaskDistribution",
@@ -237,12 +237,6 @@ class StructuredEstimatorState(NamedTuple):
     history: History
 
 
-def _check_int(x: Any, name: str, minimum: int) -> int:
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < minimum:
-        raise ValueError(f"`{name}` must be an int >= {minimum}, got {x!r}.")
-    return int(x)
-
-
 class _StructuredEnergy(GradientEstimator):
     """Shared machinery: history draws, composites, vectorised/sequential evaluation."""
 
@@ -282,8 +276,8 @@ class _StructuredEnergy(GradientEstimator):
             )
         self._base = base
         self._partition = partition
-        self._capacity = _check_int(history_capacity, "history_capacity", 1)
-        self._thinning = _check_int(thinning, "thinning", 1)
+        self._capacity = check_int(history_capacity, "history_capacity", 1)
+        self._thinning = check_int(thinning, "thinning", 1)
         if evaluation not in _EVALUATIONS:
             raise ValueError(f"`evaluation` must be one of {_EVALUATIONS}, got {evaluation!r}.")
         self._evaluation = evaluation
@@ -649,7 +643,7 @@ class StructuredDropoutEstimator(_StructuredEnergy):
         evaluation: str = "vectorized",
     ) -> None:
         super().__init__(base, partition, history_capacity, thinning, evaluation)
-        self._num_masks = _check_int(num_masks, "num_masks", 1)
+        self._num_masks = check_int(num_masks, "num_masks", 1)
         if mask is None:
             mask = BernoulliMask(0.5 if keep_prob is None else keep_prob)
         elif keep_prob is not None:

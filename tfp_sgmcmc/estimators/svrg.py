@@ -2,7 +2,7 @@ r"""SVRG gradient estimator: a control variate whose anchor follows the chain.
 
 Stochastic variance-reduced gradients (Johnson & Zhang 2013 [1]; for SG-MCMC,
 Dubey et al. 2016 [2]) keep an anchor ``θ̂`` and its full-data score and use
-the control-variate estimate of :mod:`~tfp_sgmcmc.estimators.control_variates`
+the control-variate estimate of `tfp_sgmcmc.estimators.control_variates`
 around it; unlike SG*-CV, the anchor is **moved to the current state** every
 ``update_rate`` estimator calls, with one full pass over the data:
 
@@ -70,7 +70,7 @@ class SVRGEstimator(GradientEstimator):
     """Control-variate minibatch gradients around an anchor refreshed every ``update_rate`` calls.
 
     Args:
-      base: the :class:`MinibatchEstimator` whose model, data and batch size are used.
+      base: the `MinibatchEstimator` whose model, data and batch size are used.
       update_rate: ``r``, a positive Python int: the anchor moves to the
         current state (one full pass) on calls ``0, r, 2r, ...``.
 

@@ -20,8 +20,10 @@ __all__ = [
     "split_seed",
     "stateless_seed",
     "static_value",
+    "static_number",
     "check_positive",
     "check_in_interval",
+    "check_int",
     "check_finite_tensor",
     "all_finite",
     "cast_param",
@@ -98,9 +100,36 @@ def static_value(x: Any) -> np.ndarray | None:
     return None if v is None else np.asarray(v)
 
 
-def check_positive(x: Any, name: str, allow_zero: bool = False) -> None:
-    """Raise ``ValueError`` naming ``name`` if a statically known ``x`` is not > 0."""
+def static_number(x: Any, name: str, scalar: bool = False) -> np.ndarray | None:
+    """:func:`static_value` as a float array; ``TypeError`` naming ``name`` if it is
+    not a number (a string, a bool, ``None`` inside a list, ...), ``ValueError`` if
+    it is empty or (with ``scalar``) not a scalar.
+
+    Python ints beyond int64 (which NumPy stores as objects) become floats.
+    """
+    if x is None or isinstance(x, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"`{name}` must be a number, got {x!r}.")
     v = static_value(x)
+    if v is None:
+        return None
+    if v.dtype == bool or not (np.issubdtype(v.dtype, np.number) or v.dtype == object):
+        raise TypeError(f"`{name}` must be a number, got {x!r}.")
+    if v.dtype == object or np.issubdtype(v.dtype, np.complexfloating):
+        try:
+            v = v.astype(np.float64)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise TypeError(f"`{name}` must be a real number, got {x!r}.") from e
+    if v.size == 0:
+        raise ValueError(f"`{name}` must not be empty, got {x!r}.")
+    if scalar and v.ndim != 0:
+        raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
+    return v
+
+
+def check_positive(x: Any, name: str, allow_zero: bool = False, scalar: bool = False) -> None:
+    """Raise ``ValueError`` naming ``name`` if a statically known ``x`` is not > 0
+    (or, with ``scalar``, not a scalar); ``TypeError`` if it is not a number."""
+    v = static_number(x, name, scalar)
     if v is None:
         return
     if not np.all(np.isfinite(v)):
@@ -111,6 +140,24 @@ def check_positive(x: Any, name: str, allow_zero: bool = False) -> None:
         raise ValueError(f"`{name}` must be {rel}, got {v!r}.")
 
 
+def check_int(
+    value: Any, name: str, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """``value`` as a Python ``int``; ``ValueError`` naming ``name`` otherwise.
+
+    Python and NumPy integers pass; ``bool`` (an ``int`` subclass), floats, strings
+    and tensors do not, nor values outside ``[minimum, maximum]`` (when given).
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise ValueError(f"`{name}` must be an int{bound}, got {value!r}.")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"`{name}` must be an int >= {minimum}, got {value!r}.")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"`{name}` must be an int <= {maximum}, got {value!r}.")
+    return int(value)
+
+
 def check_in_interval(
     x: Any,
     name: str,
@@ -118,9 +165,11 @@ def check_in_interval(
     high: float,
     low_open: bool = False,
     high_open: bool = False,
+    scalar: bool = False,
 ) -> None:
-    """Raise ``ValueError`` naming ``name`` if a static ``x`` is outside the interval."""
-    v = static_value(x)
+    """Raise ``ValueError`` naming ``name`` if a static ``x`` is outside the interval
+    (or, with ``scalar``, not a scalar); ``TypeError`` if it is not a number."""
+    v = static_number(x, name, scalar)
     if v is None:
         return
     lo_ok = np.all(v > low) if low_open else np.all(v >= low)

@@ -43,6 +43,11 @@ from tfp_sgmcmc.kernels.stochastic_approximation import (
     StochasticApproximationKernelResults,
     deng_sghmc,
 )
+from tfp_sgmcmc.kernels.tfp_wrappers import (
+    SGMCMCResultsMixin,
+    TransformedTransitionKernel,
+    UncalibratedKernelError,
+)
 from tfp_sgmcmc.kernels.thermostat import (
     SGNHTKernelResults,
     StochasticGradientNoseHooverThermostat,
@@ -79,6 +84,9 @@ __all__ = [
     "StochasticApproximation",
     "StochasticApproximationKernelResults",
     "deng_sghmc",
+    "TransformedTransitionKernel",
+    "SGMCMCResultsMixin",
+    "UncalibratedKernelError",
     "BAOAB",
     "BADODAB",
     "BAOABKernelResults",

@@ -46,24 +46,44 @@ __all__ = [
     "ASGLD",
 ]
 
-_KIM = """[1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
-         Langevin dynamics with adaptive drifts. _Journal of Statistical
-         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535"""
+#: Constructor arguments every kernel shares; the rest are the drift's hyperparameters.
+_COMMON_ARGS = ("estimator", "step_size", "temperature", "name")
 
 
-class _FixedTransformSGLD(StochasticGradientLangevinDynamics):
-    """SGLD whose transform is built from the kernel's own hyperparameters."""
+class _AdaptiveSGLD(StochasticGradientLangevinDynamics):
+    """SGLD whose drift transform is built from the kernel's own hyperparameters.
 
-    def _init_transform(self, transform: DriftTransform) -> None:
-        # Validation happens in the transform's constructor (ValueError naming
-        # the argument), before the base class stores anything.
-        self._fixed_transform = transform
+    A variant states its hyperparameters once, in its ``__init__`` signature, and
+    calls ``self._setup(locals())``; ``_make_transform`` maps them to the transform
+    (by default ``_bias(**hyperparameters)``). ``parameters`` are then exactly the
+    constructor arguments, so ``copy(a=..., beta1=...)`` rebuilds the transform.
+    """
+
+    _bias: type[DriftTransform]
+
+    def _setup(self, arguments: dict[str, Any]) -> None:
+        hyper = {k: v for k, v in arguments.items() if k not in (*_COMMON_ARGS, "self")}
+        hyper.pop("__class__", None)
+        # Validation happens in the transform's constructor (ValueError naming the
+        # argument), before the base class stores anything.
+        self._fixed_transform = self._make_transform(**hyper)
+        SGMCMCKernel.__init__(
+            self,
+            arguments["estimator"],
+            arguments["step_size"],
+            arguments["temperature"],
+            arguments["name"],
+            **hyper,
+        )
+
+    def _make_transform(self, **hyper: Any) -> DriftTransform:
+        return self._bias(**hyper)
 
     def _transform(self) -> DriftTransform:
         return self._fixed_transform
 
 
-class MomentumSGLD(_FixedTransformSGLD):
+class MomentumSGLD(_AdaptiveSGLD):
     r"""Momentum SGLD (MSGLD; Kim, Song & Liang, Algorithm 1).
 
     $$
@@ -102,6 +122,7 @@ class MomentumSGLD(_FixedTransformSGLD):
     """
 
     _default_name = "msgld"
+    _bias = MomentumBias
 
     def __init__(
         self,
@@ -112,11 +133,10 @@ class MomentumSGLD(_FixedTransformSGLD):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        self._init_transform(MomentumBias(a, beta1))
-        SGMCMCKernel.__init__(self, estimator, step_size, temperature, name, a=a, beta1=beta1)
+        self._setup(locals())
 
 
-class AdamSGLD(_FixedTransformSGLD):
+class AdamSGLD(_AdaptiveSGLD):
     r"""Adam SGLD (ASGLD; Kim, Song & Liang, Algorithm 2).
 
     $$
@@ -158,6 +178,7 @@ class AdamSGLD(_FixedTransformSGLD):
     """
 
     _default_name = "asgld"
+    _bias = AdamBias
 
     def __init__(
         self,
@@ -171,22 +192,10 @@ class AdamSGLD(_FixedTransformSGLD):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        self._init_transform(AdamBias(a, beta1, beta2, epsilon, lambda_placement))
-        SGMCMCKernel.__init__(
-            self,
-            estimator,
-            step_size,
-            temperature,
-            name,
-            a=a,
-            beta1=beta1,
-            beta2=beta2,
-            epsilon=epsilon,
-            lambda_placement=lambda_placement,
-        )
+        self._setup(locals())
 
 
-class AdaMaxSGLD(_FixedTransformSGLD):
+class AdaMaxSGLD(_AdaptiveSGLD):
     r"""SGLD with an AdaMax bias (named in Kim et al. §3.3; formula is OUR choice).
 
     $$
@@ -221,6 +230,7 @@ class AdaMaxSGLD(_FixedTransformSGLD):
     """
 
     _default_name = "adamax_sgld"
+    _bias = AdaMaxBias
 
     def __init__(
         self,
@@ -233,21 +243,10 @@ class AdaMaxSGLD(_FixedTransformSGLD):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        self._init_transform(AdaMaxBias(a, beta1, beta2, epsilon))
-        SGMCMCKernel.__init__(
-            self,
-            estimator,
-            step_size,
-            temperature,
-            name,
-            a=a,
-            beta1=beta1,
-            beta2=beta2,
-            epsilon=epsilon,
-        )
+        self._setup(locals())
 
 
-class AdadeltaSGLD(_FixedTransformSGLD):
+class AdadeltaSGLD(_AdaptiveSGLD):
     r"""SGLD with an Adadelta bias (named in Kim et al. §3.3; formula is OUR choice).
 
     $$
@@ -282,6 +281,7 @@ class AdadeltaSGLD(_FixedTransformSGLD):
     """
 
     _default_name = "adadelta_sgld"
+    _bias = AdadeltaBias
 
     def __init__(
         self,
@@ -294,21 +294,10 @@ class AdadeltaSGLD(_FixedTransformSGLD):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        self._init_transform(AdadeltaBias(a, beta1, rho, epsilon))
-        SGMCMCKernel.__init__(
-            self,
-            estimator,
-            step_size,
-            temperature,
-            name,
-            a=a,
-            beta1=beta1,
-            rho=rho,
-            epsilon=epsilon,
-        )
+        self._setup(locals())
 
 
-class PreconditionedMomentumSGLD(_FixedTransformSGLD):
+class PreconditionedMomentumSGLD(_AdaptiveSGLD):
     r"""pSGLD plus the MSGLD momentum bias (Kim et al. §3.3; formula is OUR choice).
 
     $$
@@ -357,21 +346,13 @@ class PreconditionedMomentumSGLD(_FixedTransformSGLD):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        self._init_transform(PreconditionedBias(MomentumBias(a, beta1), decay, epsilon))
-        SGMCMCKernel.__init__(
-            self,
-            estimator,
-            step_size,
-            temperature,
-            name,
-            a=a,
-            beta1=beta1,
-            decay=decay,
-            epsilon=epsilon,
-        )
+        self._setup(locals())
+
+    def _make_transform(self, a, beta1, decay, epsilon):  # type: ignore[override]
+        return PreconditionedBias(MomentumBias(a, beta1), decay, epsilon)
 
 
-class PreconditionedAdamSGLD(_FixedTransformSGLD):
+class PreconditionedAdamSGLD(_AdaptiveSGLD):
     r"""pSGLD plus the ASGLD Adam bias (Kim et al. §3.3; formula is OUR choice).
 
     $$
@@ -421,37 +402,15 @@ class PreconditionedAdamSGLD(_FixedTransformSGLD):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        check_positive(precond_epsilon, "precond_epsilon")
-        self._init_transform(
-            PreconditionedBias(AdamBias(a, beta1, beta2, epsilon), decay, precond_epsilon)
-        )
-        SGMCMCKernel.__init__(
-            self,
-            estimator,
-            step_size,
-            temperature,
-            name,
-            a=a,
-            beta1=beta1,
-            beta2=beta2,
-            epsilon=epsilon,
-            decay=decay,
-            precond_epsilon=precond_epsilon,
-        )
+        self._setup(locals())
 
+    def _make_transform(  # type: ignore[override]
+        self, a, beta1, beta2, epsilon, decay, precond_epsilon
+    ):
+        check_positive(precond_epsilon, "precond_epsilon", scalar=True)
+        bias = AdamBias(a, beta1, beta2, epsilon)
+        return PreconditionedBias(bias, decay, precond_epsilon)
 
-# Fill the shared reference into every docstring's References section.
-for _cls in (
-    MomentumSGLD,
-    AdamSGLD,
-    AdaMaxSGLD,
-    AdadeltaSGLD,
-    PreconditionedMomentumSGLD,
-    PreconditionedAdamSGLD,
-):
-    if _cls.__doc__:
-        _cls.__doc__ = _cls.__doc__.rstrip() + "\n\n    " + _KIM + "\n    "
-del _cls
 
 MSGLD = MomentumSGLD
 ASGLD = AdamSGLD

@@ -24,13 +24,13 @@ import tensorflow as tf
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
 from tfp_sgmcmc.internal.util import (
-    PrettyNamedTupleMixin,
     cast_param,
     check_finite_tensor,
     check_in_interval,
     check_positive,
 )
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 from tfp_sgmcmc.schedules import as_schedule
 
 __all__ = ["ContourSGLD", "ContourSGLDKernelResults", "importance_weights"]
@@ -42,7 +42,7 @@ LOG_FLOOR = 1e-30
 
 
 class ContourSGLDKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "ContourSGLDKernelResults",
         [
@@ -87,7 +87,7 @@ class ContourSGLD(SGMCMCKernel):
     grows steeply, which pushes the chain *up* the energy out of a mode. ``θ``
     starts uniform, so the first steps are SGLD; ``ζ = 0`` is SGLD exactly.
     ``ω`` is ``sa_step_size`` (a scalar in ``[0, 1)`` or a schedule of the step,
-    e.g. :class:`~tfp_sgmcmc.schedules.SAStepSize`); ``θ`` stays a probability
+    e.g. `tfp_sgmcmc.schedules.SAStepSize`); ``θ`` stays a probability
     vector (the update conserves ``Σθ = 1``).
 
     **Importance weights.** With ``T = 1`` the samples follow ``ϖ ∝ π/Ψ_θ^ζ(U)``,
@@ -96,7 +96,7 @@ class ContourSGLD(SGMCMCKernel):
     upper edge: the function whose slope is the bracket above). Estimate
     ``E_π f`` by ``Σ_k w_k f(x_k) / Σ_k w_k`` with ``log w_k = ζ log Ψ_θ(U(x_k))``,
     the field ``log_importance_weight`` of the results (computed with the
-    histogram after the step that produced ``x_k``); :func:`importance_weights`
+    histogram after the step that produced ``x_k``); `importance_weights`
     normalises them. The paper's estimator uses the piecewise-constant
     ``θ^ζ(J(x_k))``; the interpolated weight is the exact inverse of the
     flattening the drift applies and removes an ``O(Δu)`` bias within each
@@ -289,7 +289,7 @@ def importance_weights(log_importance_weights: Any, axis: int = 0) -> tf.Tensor:
     """Normalised importance weights ``w_k / Σ_k w_k`` along ``axis`` (the samples).
 
     ``log_importance_weights`` is the traced ``log_importance_weight`` of
-    :class:`ContourSGLD` (shape ``[num_samples] + batch_shape``); the result
+    `ContourSGLD` (shape ``[num_samples] + batch_shape``); the result
     gives ``E_π f ≈ Σ_k w_k f(x_k)``. Computed as a softmax, so large
     ``ζ log θ`` do not overflow.
 

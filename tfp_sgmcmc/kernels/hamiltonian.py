@@ -11,20 +11,23 @@ import tensorflow as tf
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import sghmc_momentum_step
 from tfp_sgmcmc.internal.util import (
-    PrettyNamedTupleMixin,
     cast_param,
+    check_int,
     check_positive,
     static_value,
 )
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 
 __all__ = ["SGHMCKernelResults", "StochasticGradientHamiltonianMonteCarlo"]
 
 ORDERS = ("chen", "explicit")
+#: Largest ``num_leapfrog_steps``: the loop is unrolled when the step is traced.
+MAX_LEAPFROG_STEPS = 1000
 
 
 class SGHMCKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "SGHMCKernelResults",
         [
@@ -103,7 +106,8 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
 
     Raises:
       ValueError: non-positive ``step_size``/``friction``, ``noise_estimate``
-        outside ``[0, friction]``, ``num_leapfrog_steps < 1``, unknown ``order``.
+        outside ``[0, friction]``, ``num_leapfrog_steps`` not an int in
+        ``[1, 1000]``, unknown ``order``.
 
     #### References
 
@@ -132,16 +136,10 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
                 "`minibatch_per_trajectory` must be a bool, got "
                 f"{type(minibatch_per_trajectory).__name__}."
             )
-        if (
-            not isinstance(num_leapfrog_steps, int)
-            or isinstance(num_leapfrog_steps, bool)
-            or num_leapfrog_steps < 1
-        ):
-            raise ValueError(
-                f"`num_leapfrog_steps` must be a positive Python int, got {num_leapfrog_steps!r}."
-            )
-        check_positive(friction, "friction")
-        check_positive(noise_estimate, "noise_estimate", allow_zero=True)
+        # The leapfrog loop is unrolled at trace time: a huge L would never finish tracing.
+        check_int(num_leapfrog_steps, "num_leapfrog_steps", 1, maximum=MAX_LEAPFROG_STEPS)
+        check_positive(friction, "friction", scalar=True)
+        check_positive(noise_estimate, "noise_estimate", allow_zero=True, scalar=True)
         f, b = static_value(friction), static_value(noise_estimate)
         if f is not None and b is not None and float(b) > float(f):
             raise ValueError(

@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 from tfp_sgmcmc.transforms import DriftTransform, RMSPreconditioner
 
 __all__ = [
@@ -21,7 +21,7 @@ __all__ = [
 
 
 class LangevinKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "LangevinKernelResults",
         [

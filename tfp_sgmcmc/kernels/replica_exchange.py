@@ -26,7 +26,6 @@ import tensorflow as tf
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
 from tfp_sgmcmc.internal.util import (
-    PrettyNamedTupleMixin,
     as_parts,
     cast_param,
     check_positive,
@@ -34,6 +33,7 @@ from tfp_sgmcmc.internal.util import (
     static_value,
 )
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 
 __all__ = [
     "ReplicaExchangeSGLD",
@@ -43,7 +43,7 @@ __all__ = [
 
 
 class ReplicaExchangeSGLDKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "ReplicaExchangeSGLDKernelResults",
         [
@@ -95,7 +95,7 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
     factor ``F = 1``): under Gaussian energy noise ``E[S̃] = S``, the exact swap
     rate; ``σ̂² = 0`` is the naive (biased) swap. More precisely the
     correction needs ``½ Var(Ũ(x_k) − Ũ(x_{k+1}))``, which is what
-    :func:`estimate_energy_variance` measures (one value per pair; all replicas
+    `estimate_energy_variance` measures (one value per pair; all replicas
     share a step's minibatch, so their energy errors are correlated and this is
     smaller than the single-estimator variance). A scalar or one value per
     pair ``[K−1]``.
@@ -288,7 +288,7 @@ def estimate_energy_variance(
 ) -> tf.Tensor:
     """``½ Var(Ũ(x) − Ũ(y))`` of the minibatch energy difference, by Monte Carlo.
 
-    The ``energy_variance`` that makes :class:`ReplicaExchangeSGLD`'s swap
+    The ``energy_variance`` that makes `ReplicaExchangeSGLD`'s swap
     unbiased for replicas at ``x`` and ``y`` sharing a minibatch (Deng et al.
     2020's ``σ̂²`` for the estimator actually used). ``lower_states`` and
     ``upper_states`` are states (tensor or list of parts) with a leading

@@ -8,7 +8,7 @@ dq = p dt,   dp = ∇log π(q) dt − γ p dt + √(2γT) dW          (Langevin)
 
 by composing exactly solvable pieces: **B** ``p ← p + (h/2)∇log π̃(q)``,
 **A** ``q ← q + (h/2) p``, **O** the exact Ornstein-Uhlenbeck solution
-(:func:`~tfp_sgmcmc.integrators.ornstein_uhlenbeck_step`) and, for BADODAB, **D**
+(`tfp_sgmcmc.integrators.ornstein_uhlenbeck_step`) and, for BADODAB, **D**
 a half step of an adaptive (Nosé-Hoover) thermostat that replaces ``γ``. One
 step is ``BAOAB`` (or ``BADODAB``); the closing ``B`` uses the stochastic score
 at the new position, which the next step's opening ``B`` reuses, so each step
@@ -34,14 +34,15 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import adaptive_thermostat_half_step, ornstein_uhlenbeck_step
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, cast_param, check_positive
+from tfp_sgmcmc.internal.util import cast_param, check_positive
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 
 __all__ = ["BAOAB", "BADODAB", "BAOABKernelResults", "BADODABKernelResults"]
 
 
 class BAOABKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "BAOABKernelResults",
         [
@@ -60,7 +61,7 @@ class BAOABKernelResults(
 
 
 class BADODABKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "BADODABKernelResults",
         [
@@ -202,7 +203,7 @@ class BADODAB(SGMCMCKernel):
     gradient-noise variance per unit time (``h s²`` for a score with noise
     variance ``s²``, since each step adds ``h g``), i.e. ``⟨ξ⟩ = A`` with exact
     gradients. ``ξ`` starts at ``A``; one thermostat per state part and chain
-    (as :class:`~tfp_sgmcmc.kernels.SGNHT`); the momentum starts at ``N(0, T I)``.
+    (as `tfp_sgmcmc.kernels.SGNHT`); the momentum starts at ``N(0, T I)``.
 
     Relation to SGMCMCJax's ``badodab(dt, a)``: ``dt = h``; its ``a`` is the
     initial thermostat value, its injected noise is ``σ_A = 1`` (``A = 1/(2T)``

@@ -71,9 +71,15 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, as_parts, static_value
+from tfp_sgmcmc.internal.util import (
+    as_parts,
+    check_in_interval,
+    check_positive,
+    static_value,
+)
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.hamiltonian import StochasticGradientHamiltonianMonteCarlo
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 from tfp_sgmcmc.priors.estimator import SSGLEstimator
 from tfp_sgmcmc.priors.ssgl import SSGLLatents
 from tfp_sgmcmc.schedules import StepSizeSchedule, as_schedule, check_sa_schedule
@@ -86,7 +92,7 @@ __all__ = [
 
 
 class StochasticApproximationKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "StochasticApproximationKernelResults",
         [
@@ -322,8 +328,11 @@ def deng_sghmc(
       ValueError: ``momentum`` outside ``(0, 1)``; ``β̂ > α`` (Deng's code
         aborts there too: the injected noise variance would be negative).
     """
-    if not 0.0 < float(momentum) < 1.0:
-        raise ValueError(f"`momentum` must lie in (0, 1), got {momentum!r}.")
+    check_in_interval(momentum, "momentum", 0.0, 1.0, low_open=True, high_open=True, scalar=True)
+    # Validated here, not only by SGHMC: a negative or NaN η would otherwise give a
+    # negative or NaN β̂ and an error about `noise_estimate` instead of this argument.
+    if not isinstance(learning_rate, StepSizeSchedule):
+        check_positive(learning_rate, "learning_rate", scalar=True)
     friction = 1.0 - float(momentum)
     lr = static_value(learning_rate)
     if gradient_noise_variance is None or lr is None or isinstance(learning_rate, StepSizeSchedule):

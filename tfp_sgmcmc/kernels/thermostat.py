@@ -9,14 +9,15 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import sgnht_momentum_step, sgnht_thermostat_step
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, cast_param, check_positive
+from tfp_sgmcmc.internal.util import cast_param, check_positive
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 
 __all__ = ["SGNHTKernelResults", "StochasticGradientNoseHooverThermostat"]
 
 
 class SGNHTKernelResults(
-    PrettyNamedTupleMixin,
+    SGMCMCResultsMixin,
     collections.namedtuple(
         "SGNHTKernelResults",
         [
@@ -92,7 +93,7 @@ class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        check_positive(diffusion, "diffusion")
+        check_positive(diffusion, "diffusion", scalar=True)
         super().__init__(estimator, step_size, temperature, name, diffusion=diffusion)
 
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:

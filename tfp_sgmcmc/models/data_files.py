@@ -1,10 +1,10 @@
 """Readers for the MovieLens and MNIST files a user already has on disk.
 
 Nothing is downloaded: every reader takes a path and either returns arrays or
-raises :class:`DataFileError` (a ``ValueError``) whose one-line message names
+raises `DataFileError` (a ``ValueError``) whose one-line message names
 the file and what was expected.
 
-MovieLens (:func:`load_movielens`)
+MovieLens (`load_movielens`)
     * ``u.data`` of MovieLens 100K: tab-separated ``user item rating timestamp``,
       integer stars 1-5, no header.
     * ``ratings.csv`` of the newer releases (ml-latest, ml-20m, ml-25m, ...):
@@ -19,7 +19,7 @@ MovieLens (:func:`load_movielens`)
     original id of index ``k``), so the sparse ids of the newer releases
     (movie ids up to ~200,000 for ~60,000 movies) cost no empty rows.
 
-MNIST (:func:`load_mnist`)
+MNIST (`load_mnist`)
     * a directory with the four IDX files ``train-images-idx3-ubyte``,
       ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``,
       ``t10k-labels-idx1-ubyte`` (each optionally ``.gz``-compressed; the
@@ -161,7 +161,7 @@ def load_movielens(path: str) -> RatingsData:
       path: the file.
 
     Returns:
-      A :class:`RatingsData` with contiguous 0-based ids.
+      A `RatingsData` with contiguous 0-based ids.
 
     Raises:
       DataFileError: missing file, unknown format, a short or non-numeric line
@@ -353,7 +353,7 @@ def load_mnist(path: str) -> dict[str, np.ndarray]:
       ``int32 [n]``, ``x_test``, ``y_test``, and ``source``.
 
     Raises:
-      DataFileError: as :func:`read_idx`, plus a directory with neither the
+      DataFileError: as `read_idx`, plus a directory with neither the
         IDX files nor ``mnist.npz``, images that are not 28×28, label counts
         that differ from image counts, labels outside 0-9.
     """

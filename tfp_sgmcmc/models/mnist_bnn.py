@@ -11,14 +11,14 @@ with the **softmax hidden activation** of the paper's formula and its code
 weights, pixels scaled to ``[0, 1]`` (/255). Two implementations of the same
 posterior, with the same state layout ``[B, b, A, a]``:
 
-* :func:`log_likelihood` / :func:`log_prior`: plain TensorFlow, chain
+* `log_likelihood` / `log_prior`: plain TensorFlow, chain
   dimensions broadcast through ``einsum`` (used by the studies and the CLI:
   it is the faster one under XLA, see ``docs/models.md``);
-* :func:`keras_posterior`: the same network as a Keras 3 ``Sequential``
-  through :class:`tfp_sgmcmc.keras.KerasPosterior`.
+* `keras_posterior`: the same network as a Keras 3 ``Sequential``
+  through `tfp_sgmcmc.keras.KerasPosterior`.
 
-Data: :func:`tfp_sgmcmc.models.data_files.load_mnist` (the four IDX files or
-``mnist.npz``) or :func:`synthetic_mnist`, an offline stand-in of the same
+Data: `tfp_sgmcmc.models.data_files.load_mnist` (the four IDX files or
+``mnist.npz``) or `synthetic_mnist`, an offline stand-in of the same
 shape (60,000/10,000 images of 28×28 in ``[0, 1]``, ten classes).
 
 #### References
@@ -229,7 +229,7 @@ class MnistBNN:
     def estimator(
         self, batch_size: int, scheme: str = "random_window", full_data_chunk_size: int = 10_000
     ):
-        """A :class:`~tfp_sgmcmc.MinibatchEstimator` of the plain-TF posterior."""
+        """A `tfp_sgmcmc.MinibatchEstimator` of the plain-TF posterior."""
         from tfp_sgmcmc.data import InMemoryData
         from tfp_sgmcmc.estimators import MinibatchEstimator
 
@@ -255,7 +255,7 @@ class MnistBNN:
         """Accuracy, log-loss, ECE and MCE of the model-averaged predictive on the test set.
 
         ``p̄ = (1/S) Σ_s β(θ_s, x)`` (Bayesian model average); ECE/MCE from
-        :func:`tfp_sgmcmc.diagnostics.calibration_errors` with ``num_bins``
+        `tfp_sgmcmc.diagnostics.calibration_errors` with ``num_bins``
         equal-width bins, or the authors' binning (``paper_compatible``).
         """
         from tfp_sgmcmc.diagnostics import calibration_errors
@@ -287,7 +287,7 @@ def keras_posterior(problem: MnistBNN, seed: int = 0, scheme: str = "random_wind
 
     ``Dense(100, activation="softmax")`` then ``Dense(10)``; categorical
     likelihood, ``N(0, 1)`` prior. Its state ``[kernel, bias, kernel, bias]``
-    has the layout of :func:`init_state`.
+    has the layout of `init_state`.
     """
     import keras
 
@@ -314,7 +314,7 @@ def mnist_bnn(
     Args:
       path: a directory with the four IDX files (plain or ``.gz``) or
         ``mnist.npz``, or the ``.npz`` file.
-      synthetic: use :func:`synthetic_mnist` (``seed``) instead; exactly one of
+      synthetic: use `synthetic_mnist` (``seed``) instead; exactly one of
         ``path`` and ``synthetic`` must be given (never a silent fallback).
       seed: seed of the synthetic data. Default value: ``0``.
       num_train: keep only the first ``num_train`` training images (smoke
@@ -322,7 +322,7 @@ def mnist_bnn(
 
     Raises:
       ValueError: both or neither of ``path`` and ``synthetic``;
-        :class:`~tfp_sgmcmc.models.data_files.DataFileError` for bad files.
+        `tfp_sgmcmc.models.data_files.DataFileError` for bad files.
     """
     if (path is None) == (not synthetic):
         raise ValueError(

@@ -27,8 +27,8 @@ log π = Σ_(i,j)∈train −(α/2)(R_ij − r̄ − U_iᵀV_j)²
 The precisions are positive: the chain moves ``z_W = log λ_W`` (the
 ``tfb.Exp`` bijector) and the target gains the log-Jacobian ``Σ_k z_W,k``,
 which is exactly the authors' ``lp_lambda`` (``3 z − 5 e^z + z``). The
-bijector is applied in ONE place, :data:`PRECISION_BIJECTOR` and
-:func:`constrain` (marked below), so it can switch to the library's generic
+bijector is applied in ONE place, `PRECISION_BIJECTOR` and
+`constrain` (marked below), so it can switch to the library's generic
 constrained-parameter support without touching the rest.
 
 State (one part each, leading dimensions are chains):
@@ -39,10 +39,10 @@ log-likelihood gathers only the user's and the item's rows, so a step costs
 ``O(n d)`` for the likelihood plus ``O((N_users + N_items) d)`` for the
 prior and the update, never ``O(N_users × N_items)``.
 
-Data: :func:`synthetic_ratings` (a seeded PMF with MovieLens-100K's shape:
+Data: `synthetic_ratings` (a seeded PMF with MovieLens-100K's shape:
 943 users, 1,682 items, 100,000 integer ratings 1-5, each user ≥ 20
 ratings, long-tailed counts) or a MovieLens file through
-:func:`tfp_sgmcmc.models.data_files.load_movielens`. Split 80/20 at random
+`tfp_sgmcmc.models.data_files.load_movielens`. Split 80/20 at random
 (seeded). Metrics: test RMSE of the posterior-mean prediction clipped to
 the rating scale (as the authors' ``_predict_loss``), and the test
 log-likelihood of the posterior predictive ``log (1/S) Σ_s N(R; r̄ + U_sᵢᵀV_sⱼ, α⁻¹)``.
@@ -179,7 +179,7 @@ def synthetic_ratings(
     and spread close to MovieLens-100K's 3.53 ± 1.13.
 
     Returns:
-      A :class:`~tfp_sgmcmc.models.data_files.RatingsData` (``source="synthetic"``).
+      A `tfp_sgmcmc.models.data_files.RatingsData` (``source="synthetic"``).
     """
     for name, val in (
         ("num_users", num_users),
@@ -259,7 +259,7 @@ class PMF:
     """The PMF problem: split, estimators, initial states and test metrics.
 
     Attributes:
-      data: the full :class:`~tfp_sgmcmc.models.data_files.RatingsData`.
+      data: the full `tfp_sgmcmc.models.data_files.RatingsData`.
       train_idx, test_idx: the split (indices into ``data``).
       latent_dim: ``d``.
       mean_rating: ``r̄``, the training mean subtracted from the ratings.
@@ -301,7 +301,7 @@ class PMF:
         return (d.users[idx], d.items[idx], (d.ratings[idx] - self.mean_rating).astype(self.dtype))
 
     def training_data(self, scheme: str = "with_replacement"):
-        """The training ratings as an :class:`~tfp_sgmcmc.InMemoryData` (cached per scheme)."""
+        """The training ratings as an `tfp_sgmcmc.InMemoryData` (cached per scheme)."""
         from tfp_sgmcmc.data import InMemoryData
 
         key = ("data", scheme)
@@ -312,7 +312,7 @@ class PMF:
     def estimator(
         self, batch_size: int, scheme: str = "with_replacement", full_data_chunk_size: int = 20_000
     ):
-        """A :class:`~tfp_sgmcmc.MinibatchEstimator` over batches of ratings.
+        """A `tfp_sgmcmc.MinibatchEstimator` over batches of ratings.
 
         ``full_data_chunk_size`` bounds the memory of full-data scores of a
         block of samples (``[block, chunk, d]`` gathered rows).
@@ -402,8 +402,8 @@ def pmf(
 
     Args:
       ratings: path of a ``u.data`` or ``ratings.csv`` file, or a
-        :class:`~tfp_sgmcmc.models.data_files.RatingsData`.
-      synthetic: use :func:`synthetic_ratings` (``data_seed``) instead; exactly
+        `tfp_sgmcmc.models.data_files.RatingsData`.
+      synthetic: use `synthetic_ratings` (``data_seed``) instead; exactly
         one of ``ratings`` and ``synthetic`` must be given, so a missing file
         never falls back to synthetic data silently.
       latent_dim: ``d``. Default value: ``20``.
@@ -414,7 +414,7 @@ def pmf(
 
     Raises:
       ValueError: both or neither of ``ratings`` and ``synthetic``; a bad
-        ``latent_dim``; :class:`~tfp_sgmcmc.models.data_files.DataFileError`
+        ``latent_dim``; `tfp_sgmcmc.models.data_files.DataFileError`
         for a missing or malformed file.
     """
     if (ratings is None) == (not synthetic):

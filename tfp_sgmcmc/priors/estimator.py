@@ -52,8 +52,13 @@ from tfp_sgmcmc.estimators.base import (
     value_and_gradient_parts,
 )
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, as_parts, check_positive
-from tfp_sgmcmc.priors.ssgl import SpikeAndSlabGroupLasso, SSGLLatents, _cast
+from tfp_sgmcmc.internal.util import (
+    PrettyNamedTupleMixin,
+    as_parts,
+    cast_param,
+    check_positive,
+)
+from tfp_sgmcmc.priors.ssgl import SpikeAndSlabGroupLasso, SSGLLatents
 
 __all__ = ["SSGLEstimator", "SSGLEstimatorState"]
 
@@ -274,7 +279,7 @@ class SSGLEstimator(GradientEstimator):
             if m:
                 grads.append(g + next(prior_grads))
             elif self._dense_scale is not None:
-                s0 = _cast(self._dense_scale, dtype)
+                s0 = cast_param(self._dense_scale, dtype)
                 value = value - tf.reduce_sum(tf.square(p), list(range(nb, p.shape.rank))) / (
                     2 * s0 * s0
                 )

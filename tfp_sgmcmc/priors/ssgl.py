@@ -74,7 +74,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, static_value
+from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, cast_param, static_value
 
 __all__ = ["SSGLLatents", "SpikeAndSlabGroupLasso", "SIGMA_FORMS"]
 
@@ -98,11 +98,6 @@ class SSGLLatents(
     """The SA latent variables ``θ = (ρ, κ0, κ1, δ, σ)``."""
 
     __slots__ = ()
-
-
-def _cast(x: Any, dtype: tf.DType) -> tf.Tensor:
-    # tf.cast of a Python float goes through float32; build constants in ``dtype``.
-    return tf.cast(x, dtype) if isinstance(x, (tf.Tensor, tf.Variable)) else tf.constant(x, dtype)
 
 
 def _static_pos(x: Any, name: str) -> float | None:
@@ -186,7 +181,7 @@ class SpikeAndSlabGroupLasso:
         return f"SpikeAndSlabGroupLasso({args})"
 
     def _c(self, name: str, dtype: tf.DType) -> tf.Tensor:
-        return _cast(self._params[name], dtype)
+        return cast_param(self._params[name], dtype)
 
     @staticmethod
     def _event_axes(x: tf.Tensor, batch_ndims: int) -> list[int]:
@@ -206,7 +201,7 @@ class SpikeAndSlabGroupLasso:
 
     def _b(self, p_l: int, dtype: tf.DType) -> tf.Tensor:
         b = self._params["b"]
-        return tf.constant(float(p_l), dtype) if b is None else _cast(b, dtype)
+        return tf.constant(float(p_l), dtype) if b is None else cast_param(b, dtype)
 
     # -- log prior term of Q1 --------------------------------------------- #
     def log_prior(
@@ -379,7 +374,7 @@ class SpikeAndSlabGroupLasso:
         batch_shape = tf.shape(sparse_parts[0])[:batch_ndims]
 
         def full(shape: tf.Tensor, v: Any) -> tf.Tensor:
-            return tf.fill(shape, _cast(v, dtype))
+            return tf.fill(shape, cast_param(v, dtype))
 
         return SSGLLatents(
             rho=[full(tf.shape(b), rho) for b in sparse_parts],

@@ -28,6 +28,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tfp_sgmcmc.internal.util import check_int
 from tfp_sgmcmc.tuning.budget import Budget
 from tfp_sgmcmc.tuning.mamba import as_budget, evaluate_metric, resolve_make_kernel
 from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
@@ -50,8 +51,7 @@ def heuristic_arm(
         samplers without leapfrog steps. Default value: ``None``.
       batch_fraction: Default value: ``0.1``.
     """
-    if not isinstance(num_examples, int) or num_examples < 1:
-        raise ValueError(f"`num_examples` must be a positive int, got {num_examples!r}.")
+    num_examples = check_int(num_examples, "num_examples", 1)
     arm: dict[str, Any] = {"step_size": 1.0 / num_examples, "batch_fraction": batch_fraction}
     if num_leapfrog_steps is not None:
         arm["num_leapfrog_steps"] = int(num_leapfrog_steps)

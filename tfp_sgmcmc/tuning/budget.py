@@ -43,6 +43,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tfp_sgmcmc.internal.util import check_int
+
 __all__ = [
     "Budget",
     "UNITS",
@@ -64,8 +66,7 @@ def num_rounds(num_arms: int, eta: int) -> int:
       ValueError: ``num_arms < 1`` or ``eta < 2`` (or not integers).
     """
     _check_eta(eta)
-    if not isinstance(num_arms, int) or isinstance(num_arms, bool) or num_arms < 1:
-        raise ValueError(f"`num_arms` must be a positive int, got {num_arms!r}.")
+    check_int(num_arms, "num_arms", 1)
     k, power = 0, eta
     while power <= num_arms:
         k += 1
@@ -82,8 +83,7 @@ def round_sizes(num_arms: int, eta: int) -> list[int]:
 
 
 def _check_eta(eta: int) -> None:
-    if not isinstance(eta, int) or isinstance(eta, bool) or eta < 2:
-        raise ValueError(f"`eta` (pruning rate) must be an int >= 2, got {eta!r}.")
+    check_int(eta, "eta", 2)  # the pruning rate
 
 
 @dataclass(frozen=True)

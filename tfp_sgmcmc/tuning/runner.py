@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.internal.util import as_parts, restructure
+from tfp_sgmcmc.internal.util import as_parts, check_int, restructure
 from tfp_sgmcmc.tuning.arms import split_arm, structural_keys
 from tfp_sgmcmc.tuning.budget import Budget
 
@@ -228,12 +228,8 @@ class ArmRunner:
         for a in arms:
             if not isinstance(a, dict):
                 raise ValueError(f"`arms` must hold dicts, got {type(a).__name__}.")
-        if not isinstance(thin, int) or thin < 1:
-            raise ValueError(f"`thin` must be an int >= 1, got {thin!r}.")
-        if not isinstance(max_steps_per_call, int) or max_steps_per_call < 2 * thin:
-            raise ValueError(
-                f"`max_steps_per_call` must be an int >= 2*thin, got {max_steps_per_call!r}."
-            )
+        thin = check_int(thin, "thin", 1)
+        max_steps_per_call = check_int(max_steps_per_call, "max_steps_per_call", 2 * thin)
         self.make_kernel = make_kernel
         self.arms = [dict(a) for a in arms]
         self.thin = thin

@@ -1,0 +1,398 @@
+"""Posteriors written the TFP way: a ``tfd.JointDistribution*`` prior and a likelihood.
+
+A TFP model is a prior ``p(θ)`` given as a ``tfd.JointDistribution`` (Named,
+Sequential or Coroutine, auto-batched or not) and a per-example likelihood
+``p(y_i | θ, x_i)`` given as a function returning a ``tfd.Distribution``.
+`JointPosterior` turns the pair plus the data into everything the
+samplers, the tuner, the driver and the diagnostics need:
+
+```none
+log π(θ) = log p(θ) + Σ_{i=1..N} log p(y_i | θ, x_i)                 (model space)
+z = f^{-1}(θ),  f = prior.experimental_default_event_space_bijector()
+log π_z(z) = log π(f(z)) + log |det J_f(z)|                        (sampler space)
+```
+
+* `JointPosterior.estimator` — the minibatch estimate of ``log π_z``
+  and its score (a `tfp_sgmcmc.estimators.TransformedEstimator`
+  around a `tfp_sgmcmc.estimators.MinibatchEstimator`): give it to any
+  kernel, to MAMBA or to the driver; the state is the list of unconstrained
+  parts, in the prior's flattened order (`JointPosterior.names`);
+* `JointPosterior.constrained_estimator` and `JointPosterior.bijector`
+  — the same model in the model space, for
+  `tfp_sgmcmc.kernels.TransformedTransitionKernel` (same chain);
+* `JointPosterior.control_variates` — SGLD-CV & co. on the same model;
+* `JointPosterior.initial_state` — a prior draw or the MAP;
+* `JointPosterior.score_fn` / `JointPosterior.target_log_prob_fn`
+  — full-data scores for KSD/FSSD, and the full-data log-density for TFP's
+  exact kernels (NUTS, HMC, MALA);
+* `JointPosterior.constrain`, `JointPosterior.to_arviz`,
+  `JointPosterior.model_spec` — named, constrained draws for ArviZ, and
+  the ``ModelSpec`` a ``tfp-sgmcmc --model`` file returns.
+
+See ``docs/tfp_models.md``.
+
+#### References
+
+[1]: Dan Piponi, Dave Moore and Joshua V. Dillon. Joint distributions for
+     TensorFlow Probability. _arXiv:2001.11819_, 2020.
+[2]: Max Welling and Yee Whye Teh. Bayesian learning via stochastic gradient
+     Langevin dynamics. In _ICML_, 2011 (the ``N/n``-scaled minibatch estimate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_sgmcmc.data import DataSource
+from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
+from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
+from tfp_sgmcmc.estimators.map import find_map
+from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
+from tfp_sgmcmc.estimators.transformed import TransformedEstimator
+from tfp_sgmcmc.internal.util import as_parts
+
+tfb = tfp.bijectors
+tfd = tfp.distributions
+
+__all__ = ["JointPosterior"]
+
+LikelihoodFn = Callable[[Any, Any], tfd.Distribution]
+
+
+def _part_names(prior: tfd.JointDistribution) -> list[str]:
+    """Names of the prior's parts in ``tf.nest.flatten`` order (sorted keys for Named)."""
+    structure = prior.dtype
+    if isinstance(structure, Mapping):
+        return [str(k) for k in tf.nest.flatten({k: k for k in structure})]
+    if hasattr(structure, "_fields"):  # Coroutine: a StructTuple
+        return [str(f) for f in structure._fields]
+    names = list(prior._flat_resolve_names())  # Sequential: TFP's own argument-name resolution
+    return [str(n) for n in names]
+
+
+class _PerExample(GradientEstimator):
+    """``log π / N`` on the full data: the same maximiser, gradients of order one.
+
+    L-BFGS starts with the identity as inverse Hessian, so its first trial step
+    is the raw gradient; with ``N`` in the thousands that step overshoots by
+    orders of magnitude (in float32, into a flat region where it stalls).
+    """
+
+    def __init__(self, inner: GradientEstimator, num_examples: int) -> None:
+        super().__init__()
+        self._inner = inner
+        self._n = float(num_examples)
+
+    @property
+    def dtype(self) -> tf.DType | None:
+        return self._inner.dtype
+
+    def bootstrap(self, state: Any) -> Any:
+        return self._inner.bootstrap(state)
+
+    def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor):
+        raise NotImplementedError("only the full-data log-density is used (MAP search).")
+
+    def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
+        self._inner.validate_state(state, arg_name)
+
+    def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
+        est = self._inner.full_log_prob_and_gradient(state)
+        scale = tf.constant(1.0 / self._n, est.target_log_prob.dtype)
+        return GradientEstimate(
+            scale * est.target_log_prob, [scale * g for g in est.grads_target_log_prob]
+        )
+
+
+class JointPosterior:
+    """The posterior of a ``tfd.JointDistribution`` prior and a per-example likelihood.
+
+    Args:
+      prior: a ``tfd.JointDistribution`` (``Named``, ``Sequential``,
+        ``Coroutine``, or their ``AutoBatched`` variants) over the parameters.
+        Its ``log_prob`` must return one value per chain for values with a
+        leading chain dimension (true of the auto-batched variants, and of the
+        others when every part's event is declared, e.g. with
+        ``tfd.Sample``/``tfd.Independent``).
+      likelihood_fn: ``(params, batch) -> tfd.Distribution`` over the observed
+        values of the batch: ``params`` has the prior's structure (dict,
+        namedtuple or list) with leading chain dimensions, ``batch`` is a
+        minibatch of ``data`` (leading dimension ``n``); the distribution's
+        ``log_prob(observed)`` must have shape ``chains + [n]`` (e.g.
+        ``tfd.Normal(params["mu"][..., None], params["sigma"][..., None])``).
+      data: the ``N`` examples: an array (the observations), a tuple/list/dict
+        of arrays with a common leading dimension, or a
+        `tfp_sgmcmc.data.DataSource`.
+      batch_size: ``n``, the minibatch size.
+      observed: which part of a batch the likelihood scores: a key/index into
+        the batch, or a callable ``batch -> observed``. Default value: ``None``
+        (the batch itself for a single array, its last element for a tuple or
+        list; required for a dict).
+      bijector: map from the unconstrained space to the prior's support, with
+        the prior's structure. Default value: ``None``
+        (``prior.experimental_default_event_space_bijector()``).
+      full_data_chunk_size: rows per chunk of full-data sums. Default value:
+        ``100_000``.
+
+    Raises:
+      TypeError: ``prior`` is not a JointDistribution or ``likelihood_fn`` is
+        not callable.
+      ValueError: ``observed`` is missing for dict data.
+
+    #### Examples
+
+    ```python
+    prior = tfd.JointDistributionNamedAutoBatched(
+        dict(mu=tfd.Normal(0., 10.), sigma=tfd.HalfNormal(5.)))
+    lik = lambda p, y: tfd.Normal(p["mu"][..., None], p["sigma"][..., None])
+    post = JointPosterior(prior, lik, y, batch_size=100)
+    kernel = sg.SGLD(post.estimator, step_size=1e-4)
+    z = tfp.mcmc.sample_chain(1000, post.initial_state(4, seed=1), kernel=kernel,
+                              trace_fn=None, seed=(1, 2))
+    draws = post.constrain(z)          # {"mu": ..., "sigma": ...}, sigma > 0
+    ```
+    """
+
+    def __init__(
+        self,
+        prior: tfd.JointDistribution,
+        likelihood_fn: LikelihoodFn,
+        data: Any,
+        batch_size: int,
+        observed: Any = None,
+        bijector: tfb.Bijector | None = None,
+        full_data_chunk_size: int = 100_000,
+    ) -> None:
+        if not isinstance(prior, tfd.JointDistribution):
+            raise TypeError(
+                f"`prior` must be a tfd.JointDistribution*, got {type(prior).__name__}."
+            )
+        if not callable(likelihood_fn):
+            raise TypeError("`likelihood_fn` must be callable (params, batch) -> tfd.Distribution.")
+        self._prior = prior
+        self._likelihood_fn = likelihood_fn
+        self._observed = self._resolve_observed(observed, data)
+        self._names = _part_names(prior)
+        n = len(self._names)
+        self._structure = prior.dtype
+        tokens = tf.nest.pack_sequence_as(self._structure, list(range(n)))
+        event_space = (
+            prior.experimental_default_event_space_bijector() if bijector is None else bijector
+        )
+        # Our kernels carry a list of parts; the prior's bijector acts on its own
+        # structure (dict, StructTuple, list): restructure on both sides.
+        self._bijector = tfb.Chain(
+            [
+                tfb.Restructure(list(range(n)), tokens),
+                event_space,
+                tfb.Restructure(tokens, list(range(n))),
+            ]
+        )
+        self._constrained = MinibatchEstimator(
+            self._log_likelihood,
+            data,
+            batch_size,
+            log_prior_fn=self.log_prior,
+            full_data_chunk_size=full_data_chunk_size,
+        )
+        self._estimator = TransformedEstimator(self._constrained, self._bijector)
+
+    @staticmethod
+    def _resolve_observed(observed: Any, data: Any) -> Callable[[Any], Any]:
+        if callable(observed):
+            return observed
+        if observed is not None:
+            return lambda batch: batch[observed]
+        if isinstance(data, Mapping):
+            raise ValueError(
+                "`observed` must name the observed key of dict data (or be a callable "
+                "batch -> observed values)."
+            )
+        if isinstance(data, (tuple, list)):
+            return lambda batch: batch[-1]
+        if isinstance(data, DataSource):
+            return lambda batch: batch[-1] if isinstance(batch, (tuple, list)) else batch
+        return lambda batch: batch
+
+    # -- the model ---------------------------------------------------------- #
+    @property
+    def prior(self) -> tfd.JointDistribution:
+        return self._prior
+
+    @property
+    def names(self) -> list[str]:
+        """Names of the state parts, in the order of the state list."""
+        return list(self._names)
+
+    @property
+    def bijector(self) -> tfb.Bijector:
+        """``f``: list of unconstrained parts -> list of constrained parts."""
+        return self._bijector
+
+    @property
+    def estimator(self) -> TransformedEstimator:
+        """Minibatch estimate of ``log π_z`` and its score (the sampler's space)."""
+        return self._estimator
+
+    @property
+    def constrained_estimator(self) -> MinibatchEstimator:
+        """Minibatch estimate of ``log π(θ)`` in the model's space (a list of parts)."""
+        return self._constrained
+
+    @property
+    def num_examples(self) -> int:
+        return self._constrained.num_examples
+
+    def structure(self, parts: Sequence[Any]) -> Any:
+        """A list of parts in the prior's structure (dict, namedtuple or list)."""
+        return tf.nest.pack_sequence_as(self._structure, list(parts))
+
+    def log_prior(self, parts: Any) -> tf.Tensor:
+        """``log p(θ)`` for a list of constrained parts."""
+        return self._prior.log_prob(self.structure(as_parts(parts)))
+
+    def _log_likelihood(self, parts: Any, batch: Any) -> tf.Tensor:
+        dist = self._likelihood_fn(self.structure(as_parts(parts)), batch)
+        if not isinstance(dist, tfd.Distribution):
+            raise TypeError(
+                f"`likelihood_fn` must return a tfd.Distribution, got {type(dist).__name__}."
+            )
+        return dist.log_prob(self._observed(batch))
+
+    def with_batch_size(self, batch_size: int) -> TransformedEstimator:
+        """`estimator` with another minibatch size (what MAMBA's batch arms use)."""
+        return self._estimator.with_batch_size(batch_size)
+
+    def control_variates(
+        self, centre: Any = None, batch_size: int | None = None
+    ) -> TransformedEstimator:
+        """SGLD-CV & co.: control variates anchored at ``centre``, seen through ``f``.
+
+        Args:
+          centre: unconstrained centre (list of parts, no chain dims). Default
+            value: ``None`` (the MAP, `find_map`).
+          batch_size: minibatch size. Default value: ``None`` (the posterior's).
+        """
+        if centre is None:
+            centre = self.find_map()
+        base = self._constrained
+        if batch_size is not None:
+            base = base.with_batch_size(batch_size)
+        theta = self._estimator.forward(list(as_parts(centre)))
+        return TransformedEstimator(ControlVariateEstimator(base, theta), self._bijector)
+
+    # -- the change of variables ------------------------------------------- #
+    def constrain(self, state: Any, as_dict: bool = True) -> Any:
+        """``θ = f(z)``: a dict ``name -> values`` (or the list of parts)."""
+        parts = [tf.convert_to_tensor(p) for p in as_parts(state)]
+        theta = self._bijector.forward(parts)
+        return dict(zip(self._names, theta)) if as_dict else list(theta)
+
+    def unconstrain(self, values: Any) -> list[tf.Tensor]:
+        """``z = f^{-1}(θ)`` from a dict ``name -> values``, the prior's structure or a list."""
+        if isinstance(values, Mapping) and not isinstance(self._structure, Mapping):
+            values = [values[n] for n in self._names]
+        parts = tf.nest.flatten(values)
+        return list(self._bijector.inverse([tf.convert_to_tensor(p) for p in parts]))
+
+    # -- initial states ----------------------------------------------------- #
+    def initial_state(
+        self, num_chains: int | None = None, seed: Any = None, method: str = "prior", **map_kwargs
+    ) -> list[tf.Tensor]:
+        """An unconstrained initial state: a prior draw, or the MAP (tiled over chains).
+
+        Args:
+          num_chains: leading chain dimension. Default value: ``None`` (none).
+          seed: seed of the prior draw. Default value: ``None``.
+          method: ``"prior"`` or ``"map"``. Default value: ``"prior"``.
+          **map_kwargs: passed to `find_map`.
+        """
+        if method == "prior":
+            shape = [] if num_chains is None else [int(num_chains)]
+            draw = self._prior.sample(shape, seed=seed)
+            return self.unconstrain(tf.nest.flatten(draw))
+        if method == "map":
+            z = self.find_map(**map_kwargs)
+            if num_chains is None:
+                return z
+            return [tf.tile(p[None], [int(num_chains)] + [1] * p.shape.rank) for p in z]
+        raise ValueError(f"`method` must be 'prior' or 'map', got {method!r}.")
+
+    def find_map(self, initial_state: Any = None, **kwargs: Any) -> list[tf.Tensor]:
+        """The MAP of ``θ``, returned unconstrained (``f^{-1}(argmax log π)``).
+
+        Maximises ``log π(f(z))`` *without* the log-det-Jacobian (the Jacobian
+        would move the mode), by L-BFGS on the full data
+        (`tfp_sgmcmc.estimators.find_map`). ``initial_state`` defaults
+        to the origin of the unconstrained space (``θ = f(0)``, e.g. a scale of
+        ``softplus(0)``), Stan's ``init=0``: a prior draw can land where the
+        likelihood is extreme (a tiny scale) and throw L-BFGS off.
+        """
+        if initial_state is None:
+            initial_state = [tf.zeros_like(p) for p in self.initial_state(seed=0)]
+        no_jacobian = _PerExample(
+            TransformedEstimator(self._constrained, self._bijector, include_log_det_jacobian=False),
+            self.num_examples,
+        )
+        return list(as_parts(find_map(no_jacobian, list(initial_state), **kwargs).position))
+
+    # -- full data ----------------------------------------------------------- #
+    def score_fn(self) -> Callable[[Any], list[tf.Tensor]]:
+        """``z -> ∇_z log π_z(z)`` on the full data (for KSD / FSSD)."""
+        return self._estimator.score_fn()
+
+    def target_log_prob_fn(self, *parts: tf.Tensor) -> tf.Tensor:
+        """Full-data ``log π_z(z)`` as a function of the parts (for NUTS/HMC/MALA)."""
+        return self._estimator.full_log_prob_and_gradient(list(parts)).target_log_prob
+
+    # -- outputs --------------------------------------------------------------- #
+    def to_arviz(self, samples: Any, **kwargs: Any) -> Any:
+        """``arviz.InferenceData`` of constrained draws, one variable per prior part.
+
+        Args:
+          samples: unconstrained draws as ``sample_chain`` returns them (list
+            of parts ``[num_draws, *chains, *event]``).
+          **kwargs: passed to `tfp_sgmcmc.to_arviz`.
+        """
+        from tfp_sgmcmc.export import to_arviz
+
+        theta = [np.asarray(t) for t in self.constrain(samples, as_dict=False)]
+        if "batch_ndims" not in kwargs:
+            # [draws, *chains, *event]: the prior's event rank gives the chain dims.
+            event_rank = len(tf.nest.flatten(self._prior.event_shape)[0])
+            kwargs["batch_ndims"] = theta[0].ndim - 1 - event_rank
+        return to_arviz(theta, var_names=self._names, **kwargs)
+
+    def model_spec(
+        self,
+        num_chains: int = 1,
+        seed: Any = 0,
+        init: str = "prior",
+        name: str = "model",
+        **info: Any,
+    ) -> Any:
+        """The `tfp_sgmcmc.driver.ModelSpec` of a ``tfp-sgmcmc --model`` file.
+
+        The driver and the CLI run on the unconstrained parts; their names are
+        ``<name>_unconstrained`` (map draws back with `constrain`).
+        """
+        from tfp_sgmcmc.driver.model import ModelSpec
+
+        return ModelSpec(
+            estimator=self._estimator,
+            init_state=self.initial_state(num_chains, seed=seed, method=init),
+            name=name,
+            param_names=[f"{n}_unconstrained" for n in self._names],
+            info={"num_examples": self.num_examples, "parts": self._names, **info},
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"JointPosterior(prior={type(self._prior).__name__}, parts={self._names}, "
+            f"N={self.num_examples}, batch_size={self._constrained.batch_size})"
+        )
