@@ -98,6 +98,12 @@ def _kernel_args(p: argparse.ArgumentParser, required: bool) -> None:
         help="extra kernel argument, e.g. num_leapfrog_steps=5 (repeatable)",
     )
     p.add_argument("--temperature", type=float, default=None, help="temperature T (default 1)")
+    p.add_argument(
+        "--shared-batches",
+        action="store_true",
+        help="all chains share each step's minibatch (default with >= 2 chains: one "
+        "minibatch per chain, so the chains are independent and R-hat/ESS mean what they say)",
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -266,6 +272,29 @@ def _param_names(spec: Any, init_state: Any) -> list[str]:
     return ["theta"] if n == 1 else [f"theta_{i}" for i in range(n)]
 
 
+def _chains_estimator(estimator: Any, init_state: Any, shared: bool) -> tuple[Any, bool]:
+    """The model's estimator with one minibatch per chain when the run has >= 2 chains.
+
+    Multi-chain diagnostics (R-hat, between-chain variance, multi-chain ESS)
+    assume independent chains; chains sharing a batch have correlated gradient
+    noise (``docs/estimators.md``). Returns ``(estimator, independent)``.
+    """
+    import numpy as np
+
+    already = bool(getattr(estimator, "independent_chains", False))
+    if shared or already or not hasattr(estimator, "with_independent_chains"):
+        return estimator, already
+    base = getattr(estimator, "base", estimator)
+    if not hasattr(base, "chain_shape"):
+        return estimator, False
+    if int(np.prod(base.chain_shape(init_state), dtype=np.int64)) < 2:
+        return estimator, False
+    try:
+        return estimator.with_independent_chains(True), True
+    except ValueError:  # e.g. a tf.data source: one batch per step only
+        return estimator, False
+
+
 def _accepts(model: str | None, name: str) -> bool:
     """Whether the build function of ``--model`` takes a keyword argument ``name``."""
     import inspect
@@ -335,10 +364,14 @@ def _cmd_sample(a: argparse.Namespace) -> int:
 
     spec = _load(model, model_args)
     cls = _kernel_class(kernel_name)
+    estimator, independent = _chains_estimator(
+        spec.estimator, spec.init_state, bool(getattr(a, "shared_batches", False))
+    )
     kernel = _make_kernel(
-        cls, spec.estimator, kernel_args, step_size=step_size, temperature=temperature
+        cls, estimator, kernel_args, step_size=step_size, temperature=temperature
     )
     metadata = {
+        "independent_chains": independent,
         "cli": True,
         "model": model,
         "model_args": model_args,

@@ -129,15 +129,22 @@ def feistel_permutation(x: tf.Tensor, num_items: int, seed: tf.Tensor) -> tf.Ten
     if half_bits > 16:
         raise ValueError(f"`num_items` must be below 2**32, got {num_items}.")
     mask = (1 << half_bits) - 1
-    keys = tf.random.stateless_uniform(
-        [_FEISTEL_ROUNDS], seed=seed, minval=0, maxval=2**31 - 1, dtype=tf.int64, alg=RNG_ALG
-    )
+    seed = tf.convert_to_tensor(seed)
+    if seed.shape.rank is not None and seed.shape.rank > 1:
+        # One key set per leading index of ``seed`` ([..., 2], one permutation per
+        # chain): a vectorised integer hash of each seed, ``[..., 1, rounds]`` so it
+        # broadcasts against ``x`` of shape ``[..., n]``.
+        keys = _hashed_keys(seed)
+    else:
+        keys = tf.random.stateless_uniform(
+            [_FEISTEL_ROUNDS], seed=seed, minval=0, maxval=2**31 - 1, dtype=tf.int64, alg=RNG_ALG
+        )
 
     def once(v: tf.Tensor) -> tf.Tensor:
         left = tf.bitwise.right_shift(v, half_bits)
         right = v & mask
         for r in range(_FEISTEL_ROUNDS):
-            left, right = right, tf.bitwise.bitwise_xor(left, _round_fn(right, keys[r], mask))
+            left, right = right, tf.bitwise.bitwise_xor(left, _round_fn(right, keys[..., r], mask))
         return tf.bitwise.left_shift(left, half_bits) | right
 
     x = tf.cast(x, tf.int64)
@@ -148,6 +155,19 @@ def feistel_permutation(x: tf.Tensor, num_items: int, seed: tf.Tensor) -> tf.Ten
         [y],
     )
     return y[0] if isinstance(y, (list, tuple)) else y
+
+
+def _hashed_keys(seed: tf.Tensor) -> tf.Tensor:
+    """Per-seed Feistel round keys, ``int64[..., 1, rounds]``, from ``int32[..., 2]`` seeds."""
+    s = tf.cast(seed, tf.int64) & 0xFFFFFFFF
+    keys = []
+    for r in range(_FEISTEL_ROUNDS):
+        # Two mixing passes over (seed_0, seed_1, round): distinct seeds or rounds
+        # give unrelated 31-bit keys.
+        h = _round_fn(s[..., 0] + (r + 1) * 0x9E3779B9, s[..., 1], 0xFFFFFFFF)
+        h = _round_fn(h, s[..., 0] * 0x85EBCA6B + r, 0x7FFFFFFF)
+        keys.append(h)
+    return tf.stack(keys, axis=-1)[..., tf.newaxis, :]
 
 
 # --------------------------------------------------------------------------- #
@@ -329,6 +349,59 @@ class InMemoryData(DataSource):
                 epoch_seed, tf.math.floormod(batch_state.position + 1, batches_per_epoch)
             )
         return tf.nest.pack_sequence_as(self._structure, flat), new_state
+
+    def sample_chain_batches(
+        self, batch_size: int, batch_state: BatchState, seed: tf.Tensor
+    ) -> tuple[Any, BatchState]:
+        """One independent minibatch per chain: rows ``[C, n, ...]`` for ``C`` chains.
+
+        ``batch_state`` carries one scheme state per chain (``position`` of
+        shape ``[C]``, ``epoch_seed`` ``[C, 2]``). Every chain's batch has the
+        scheme's law (inclusion probability ``n/N`` per row), and the chains'
+        batches are independent given ``seed``: ``"with_replacement"`` draws
+        ``C × n`` i.i.d. indices, ``"random_window"`` ``C`` i.i.d. offsets, and
+        ``"epoch"`` gives each chain its own keyed permutation per epoch (keys
+        from each chain's own split of ``seed``). Cost: ``C × n`` gathered rows
+        instead of ``n`` (a gather even for ``"random_window"``).
+        """
+        n, big_n = batch_size, self._num_examples
+        num_chains = int(batch_state.position.shape[0])
+        if n == big_n:
+            flat = [tf.broadcast_to(t, [num_chains, *t.shape]) for t in self._flat]
+            return tf.nest.pack_sequence_as(self._structure, flat), batch_state
+        if self._scheme == "with_replacement":
+            idx = tf.random.stateless_uniform(
+                [num_chains, n], seed=seed, minval=0, maxval=big_n, dtype=tf.int32, alg=RNG_ALG
+            )
+            flat = [tf.gather(t, idx) for t in self._flat]
+            new_state = batch_state
+        elif self._scheme == "random_window":
+            start = tf.random.stateless_uniform(
+                [num_chains, 1], seed=seed, minval=0, maxval=big_n, dtype=tf.int32, alg=RNG_ALG
+            )
+            idx = start + tf.range(n, dtype=tf.int32)
+            flat = [tf.gather(t, idx) for t in self._window_copy(n)]
+            new_state = batch_state
+        else:  # epoch: an independent permutation stream per chain
+            batches_per_epoch = big_n // n
+            seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int32), num_chains)
+            new_epoch = tf.equal(batch_state.position, 0)[:, tf.newaxis]
+            epoch_seed = tf.where(new_epoch, seeds, batch_state.epoch_seed)
+            pos = (
+                tf.cast(batch_state.position, tf.int64)[:, tf.newaxis] * n
+                + tf.range(n, dtype=tf.int64)
+            )
+            idx = feistel_permutation(pos, big_n, epoch_seed)
+            flat = [tf.gather(t, idx) for t in self._flat]
+            new_state = BatchState(
+                epoch_seed, tf.math.floormod(batch_state.position + 1, batches_per_epoch)
+            )
+        return tf.nest.pack_sequence_as(self._structure, flat), new_state
+
+    @property
+    def row_ranks(self) -> list[int]:
+        """Rank of each data array (the example axis included)."""
+        return [int(t.shape.rank) for t in self._flat]
 
     def full_batches(self, chunk_size: int | None = None) -> Iterator[Any]:
         """Consecutive chunks covering every example once (for full-data sums)."""

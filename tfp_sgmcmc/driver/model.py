@@ -107,7 +107,8 @@ def _build_logistic_regression(
         dtype=np.dtype(dtype).type,
     )
     return ModelSpec(
-        estimator=problem.estimator(int(batch_size)),
+        # Chains of one run are compared (R-hat, ESS): one minibatch per chain.
+        estimator=problem.estimator(int(batch_size), independent_chains=int(num_chains) > 1),
         init_state=tf.zeros([int(num_chains), problem.num_features], dtype),
         name="logistic_regression",
         param_names=["theta"],

@@ -138,6 +138,20 @@ class ControlVariateEstimator(GradientEstimator):
             centering_log_prob=self._centre_log_prob,
         )
 
+    @property
+    def independent_chains(self) -> bool:
+        """Whether each chain draws its own minibatch (the base estimator's setting)."""
+        return self._base.independent_chains
+
+    def with_independent_chains(self, independent_chains: bool = True) -> ControlVariateEstimator:
+        """The same estimator with per-chain (or shared) minibatches."""
+        return ControlVariateEstimator(
+            self._base.with_independent_chains(independent_chains),
+            self._centre,
+            centering_gradient=self._centre_grad,
+            centering_log_prob=self._centre_log_prob,
+        )
+
     def bootstrap(self, state: Any) -> BatchState:
         return self._base.bootstrap(state)
 
@@ -148,8 +162,16 @@ class ControlVariateEstimator(GradientEstimator):
         b = self._base
         # Two minibatch gradients on one batch: at θ (with the prior) and at θ̂.
         value, grads = value_and_gradient_parts(lambda s: b.log_prob_on_batch(s, batch), state)
+        centre = self._centre
+        chain_shape = estimator_state.position.shape.as_list() if b.independent_chains else []
+        if chain_shape:
+            # Per-chain batches: θ̂ is evaluated on each chain's own rows.
+            centre = restructure(
+                [tf.broadcast_to(c, [*chain_shape, *c.shape]) for c in as_parts(centre)],
+                centre,
+            )
         value_hat, grads_hat = value_and_gradient_parts(
-            lambda s: b.log_prob_on_batch(s, batch), self._centre
+            lambda s: b.log_prob_on_batch(s, batch), centre
         )
         out_value = value - value_hat + self._centre_log_prob
         out_grads = [g - gh + c for g, gh, c in zip(grads, grads_hat, self._centre_grad)]

@@ -230,12 +230,22 @@ class DistributedMinibatchEstimator(GradientEstimator):
         return self._base.bootstrap(state)
 
     def _shards(self, batch: Any) -> Any:
-        """Per-replica values: replica ``r`` gets rows ``[r n_r, (r+1) n_r)`` of ``batch``."""
+        """Per-replica values: replica ``r`` gets rows ``[r n_r, (r+1) n_r)`` of ``batch``.
+
+        With per-chain batches (``base.independent_chains``) the rows axis
+        follows the chain axes: every replica gets its slice of each chain's
+        batch, so chain ``c`` still sees only its own rows.
+        """
         n_r = self.shard_size
+        axis = self._base.chain_ndims_of_batch(batch)
+
+        def rows(t: tf.Tensor, r: int) -> tf.Tensor:
+            index = [slice(None)] * axis + [slice(r * n_r, (r + 1) * n_r)]
+            return t[tuple(index)]
 
         def shard(ctx: tf.distribute.experimental.ValueContext) -> Any:
             r = ctx.replica_id_in_sync_group  # a Python int
-            return tf.nest.map_structure(lambda t: t[r * n_r:(r + 1) * n_r], batch)
+            return tf.nest.map_structure(lambda t: rows(t, r), batch)
 
         return self._strategy.experimental_distribute_values_from_function(shard)
 

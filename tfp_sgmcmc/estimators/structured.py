@@ -265,6 +265,15 @@ class _StructuredEnergy(GradientEstimator):
                 f"`partition` must be a Partition (see partition_by_part & co), got "
                 f"{type(partition).__name__}."
             )
+        inner = getattr(base, "base", base)
+        if getattr(inner, "independent_chains", False):
+            # The composites add a leading [K'] axis ahead of the chains, which the per-chain
+            # batches do not carry: not supported (run the chains' structured estimators
+            # with shared batches, or in separate programs).
+            raise ValueError(
+                "`base` has independent_chains=True, which the structured estimator does not "
+                "support; use a base with shared minibatches."
+            )
         self._base = base
         self._partition = partition
         self._capacity = check_int(history_capacity, "history_capacity", 1)

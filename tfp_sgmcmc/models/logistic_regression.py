@@ -160,12 +160,20 @@ class LogisticRegression:
             self._cache[key] = InMemoryData((self.x_train, self.y_train), scheme=scheme)
         return self._cache[key]
 
-    def estimator(self, batch_size: int, scheme: str = "epoch"):
-        """A [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator] on the training set."""
+    def estimator(self, batch_size: int, scheme: str = "epoch", independent_chains: bool = False):
+        """A [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator] on the training set.
+
+        ``independent_chains=True`` draws one minibatch per chain (see
+        ``docs/estimators.md``).
+        """
         from tfp_sgmcmc.estimators import MinibatchEstimator
 
         return MinibatchEstimator(
-            log_likelihood, self.data(scheme), int(batch_size), log_prior_fn=log_prior
+            log_likelihood,
+            self.data(scheme),
+            int(batch_size),
+            log_prior_fn=log_prior,
+            independent_chains=independent_chains,
         )
 
     def batch_size_from_fraction(self, fraction: float) -> int:

@@ -108,6 +108,9 @@ class SSGLEstimator(GradientEstimator):
       initial_delta: initial sparsity δ. Default value: ``0.5``.
       initial_sigma: initial scale σ. Default value: ``1.`` (these defaults are
         the authors' R code's).
+      independent_chains: one minibatch per chain (see
+        [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator]), so chains with
+        leading batch dimensions are independent. Default value: ``False``.
 
     Raises:
       ValueError: both or neither likelihood given; ``sigma_form`` mismatch;
@@ -129,6 +132,7 @@ class SSGLEstimator(GradientEstimator):
         initial_kappa1: Any = 1.0,
         initial_delta: Any = 0.5,
         initial_sigma: Any = 1.0,
+        independent_chains: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(prior, SpikeAndSlabGroupLasso):
@@ -168,9 +172,13 @@ class SSGLEstimator(GradientEstimator):
                 # Unit-variance Gaussian kernel −r²/2: its (N/n)-scaled sum is −I/2.
                 return -0.5 * tf.square(fn(state, batch))
 
-            self._base = MinibatchEstimator(unit_loglik, data, batch_size)
+            self._base = MinibatchEstimator(
+                unit_loglik, data, batch_size, independent_chains=independent_chains
+            )
         else:
-            self._base = MinibatchEstimator(log_likelihood_fn, data, batch_size)
+            self._base = MinibatchEstimator(
+                log_likelihood_fn, data, batch_size, independent_chains=independent_chains
+            )
         self._prior = prior
         self._sparse = sparse_parts
         self._dense_scale = dense_prior_scale
@@ -204,6 +212,11 @@ class SSGLEstimator(GradientEstimator):
     @property
     def batch_ndims(self) -> int:
         return self._batch_ndims
+
+    @property
+    def independent_chains(self) -> bool:
+        """Whether each chain draws its own minibatch."""
+        return self._base.independent_chains
 
     @property
     def dtype(self) -> tf.DType | None:

@@ -74,14 +74,21 @@ def run_fixed(
     progress: bool = True,
     max_steps_per_call: int = 2000,
     program_cache: dict | None = None,
+    chains_per_arm: int = 1,
 ) -> TuningResult:
-    """Run every arm once for the same budget and pick the lowest metric."""
+    """Run every arm once for the same budget and pick the lowest metric.
+
+    With ``chains_per_arm = C > 1`` every arm runs ``C`` independent chains
+    side by side in its budget (the same total per arm, split into ``C``
+    repeats) and its metric comes with a standard error over them.
+    """
     budget = as_budget(budget_per_arm)
     metric_fn = resolve_metric(metric)
     mk = resolve_make_kernel(make_kernel, kernel_class, estimator, kernel_kwargs)
     runner = ArmRunner(
         mk, list(arms), init_state, thin=thin, seed=seed, jit_compile=jit_compile,
         max_steps_per_call=max_steps_per_call, program_cache=program_cache,
+        chains_per_arm=chains_per_arm,
     )
     est = estimator if estimator is not None else runner.reference_estimator
     amount = float(budget.amount)
@@ -100,12 +107,14 @@ def run_fixed(
         spent = (
             out.sampling_seconds
             if budget.unit == "seconds"
-            else float(out.steps * (1 if budget.unit == "steps" else runner.costs[i]))
+            else float(out.steps * (out.num_chains if budget.unit == "steps" else runner.costs[i]))
         )
         records.append(
-            RoundRecord(0, i, runner.arms[i], value, out.steps, int(out.samples[0].shape[0]),
+            RoundRecord(0, i, runner.arms[i], value, out.steps,
+                        int(out.samples[0].shape[0]) * int(out.num_chains),
                         out.sampling_seconds, out.compile_seconds, mt, amount, out.diverged,
-                        note=note, spent=spent)
+                        note=note, spent=spent,
+                        metric_se=float(out.extras.get("metric_se", math.nan)))
         )
         if bar is not None:
             bar.update(1)
@@ -130,6 +139,7 @@ def run_fixed(
         per_arm_budgets=[amount],
         num_programs=runner.num_programs,
         single_part=not isinstance(runner.like, (list, tuple)),
+        chains_per_arm=runner.chains_per_arm,
     )
 
 
@@ -148,6 +158,7 @@ def grid_search(
     progress: bool = True,
     max_steps_per_call: int = 2000,
     program_cache: dict | None = None,
+    chains_per_arm: int = 1,
 ) -> TuningResult:
     """Exhaustive grid search: every arm runs ``budget_per_arm``; lowest metric wins.
 
@@ -155,7 +166,11 @@ def grid_search(
       arms: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA]; so are ``init_state``,
         ``make_kernel``, ``kernel_class``, ``estimator``, ``kernel_kwargs``,
         ``metric``, ``thin``, ``seed``, ``jit_compile``, ``progress``,
-        ``max_steps_per_call`` and ``program_cache``.
+        ``max_steps_per_call``, ``program_cache`` and ``chains_per_arm``. With
+        ``chains_per_arm = C > 1`` each arm runs ``C`` independent repeats
+        (chains side by side in the arm's budget) and its metric comes with a
+        standard error over them (see
+        [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se]).
       budget_per_arm: a [`Budget`][tfp_sgmcmc.tuning.budget.Budget] whose
         ``amount`` each configuration runs (e.g. ``steps(5000)``), or seconds.
         Default value: ``1.`` (1 s each, the journal's grid search with KSD).
@@ -165,7 +180,7 @@ def grid_search(
     """
     return run_fixed("grid search", arms, init_state, make_kernel, kernel_class, estimator,
                      kernel_kwargs, budget_per_arm, metric, thin, seed, jit_compile, progress,
-                     max_steps_per_call, program_cache)
+                     max_steps_per_call, program_cache, chains_per_arm)
 
 
 def heuristic(

@@ -61,7 +61,14 @@ from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
 from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult
 from tfp_sgmcmc.tuning.runner import ArmRunner, RunOutput
 
-__all__ = ["MAMBA", "mamba", "evaluate_metric", "resolve_make_kernel", "as_budget"]
+__all__ = [
+    "MAMBA",
+    "mamba",
+    "evaluate_metric",
+    "evaluate_metric_with_se",
+    "resolve_make_kernel",
+    "as_budget",
+]
 
 
 def resolve_make_kernel(
@@ -90,27 +97,82 @@ def as_budget(budget: Budget | float | int) -> Budget:
     raise ValueError(f"`budget` must be a Budget or a number of seconds, got {budget!r}.")
 
 
+#: Contiguous blocks a single chain is split into for the metric's standard error.
+SE_BLOCKS = 4
+
+
 def evaluate_metric(
     metric: Callable[..., float], out: RunOutput, estimator: Any
 ) -> tuple[float, float, str]:
-    """``(value, seconds, note)``; non-finite input/output or an exception → ``+inf``."""
+    """``(value, seconds, note)``; non-finite input/output or an exception → ``+inf``.
+
+    The metric's standard error (see
+    [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se])
+    is stored in ``out.extras["metric_se"]``.
+    """
+    value, se, dt, note = evaluate_metric_with_se(metric, out, estimator)
+    out.extras["metric_se"] = se
+    return value, dt, note
+
+
+def _groups(out: RunOutput) -> list[list[np.ndarray]]:
+    """The arm's chains, or (one chain) ``SE_BLOCKS`` contiguous blocks of it."""
+    if out.num_chains > 1:
+        return [[s[:, c] for s in out.samples] for c in range(out.num_chains)]
+    m = out.samples[0].shape[0]
+    edges = np.linspace(0, m, min(SE_BLOCKS, m) + 1).round().astype(int)
+    return [[s[a:b] for s in out.samples] for a, b in zip(edges[:-1], edges[1:])]
+
+
+def evaluate_metric_with_se(
+    metric: Callable[..., float], out: RunOutput, estimator: Any
+) -> tuple[float, float, float, str]:
+    """``(value, standard error, seconds, note)`` of an arm's round.
+
+    * A metric with ``value_and_se(groups, estimator)`` (the KSD) is computed
+      on the pooled samples of the arm's ``C`` independent chains -- or of
+      its one chain, unchanged -- and its standard error is the jackknife
+      over the chains (over ``SE_BLOCKS`` contiguous blocks of one chain).
+    * Any other metric: with ``C > 1`` chains, the mean of the chains' values
+      with standard error ``sd/√C`` (the chains are i.i.d. runs of the arm);
+      with one chain, the value and ``nan``.
+    """
     t0 = time.perf_counter()
+    nan = math.nan
     if out.diverged:
-        return math.inf, 0.0, "diverged"
+        return math.inf, nan, 0.0, "diverged"
     if out.samples[0].shape[0] == 0:
-        return math.inf, 0.0, "no thinned sample (budget too small for this arm)"
+        return math.inf, nan, 0.0, "no thinned sample (budget too small for this arm)"
     if not all(np.all(np.isfinite(s)) for s in out.samples):
-        return math.inf, 0.0, "non-finite samples"
+        return math.inf, nan, 0.0, "non-finite samples"
+    chains = int(out.num_chains)
     try:
-        value = float(
-            metric(out.samples, {"target_log_prob": out.target_log_prob}, estimator)
-        )
+        if hasattr(metric, "value_and_se"):
+            value, se = metric.value_and_se(_groups(out), estimator)
+        elif chains == 1:
+            value = float(
+                metric(out.samples, {"target_log_prob": out.target_log_prob}, estimator)
+            )
+            se = nan
+        else:
+            values = [
+                float(
+                    metric(
+                        [s[:, c] for s in out.samples],
+                        {"target_log_prob": out.target_log_prob[:, c]},
+                        estimator,
+                    )
+                )
+                for c in range(chains)
+            ]
+            value = float(np.mean(values))
+            se = float(np.std(values, ddof=1) / math.sqrt(chains))
     except Exception as e:  # a failing metric prunes the arm, never the run
-        return math.inf, time.perf_counter() - t0, f"metric failed: {type(e).__name__}: {e}"
+        return math.inf, nan, time.perf_counter() - t0, f"metric failed: {type(e).__name__}: {e}"
     dt = time.perf_counter() - t0
     if not math.isfinite(value):
-        return math.inf, dt, "non-finite metric"
-    return value, dt, ""
+        return math.inf, nan, dt, "non-finite metric"
+    return float(value), float(se), dt, ""
 
 
 class MAMBA:
@@ -146,6 +208,15 @@ class MAMBA:
       program_cache: dict of compiled programs shared with other runs of the
         same ``make_kernel`` (see `ArmRunner`).
         Default value: ``None``.
+      chains_per_arm: ``C`` independent chains per arm, run side by side in
+        the arm's budget (one program, leading ``[C]`` state dimension; the
+        estimator must have ``independent_chains=True``). The arm's metric
+        is computed on the chains' pooled samples with a jackknife standard
+        error over the chains (``RoundRecord.metric_se``; see
+        [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se]).
+        Beyond the paper; its measured effect on picking the right arm is in
+        ``docs/studies/mamba_tuning_cost.md``. Default value: ``1`` (the
+        paper's one chain per arm).
 
     Raises:
       ValueError: ``eta < 2``, fewer arms than ``eta``, an invalid arm (the
@@ -173,6 +244,7 @@ class MAMBA:
         jit_compile: bool = True,
         progress: bool = True,
         program_cache: dict | None = None,
+        chains_per_arm: int = 1,
     ) -> None:
         arms = list(arms)
         self.budget = as_budget(budget)
@@ -192,15 +264,19 @@ class MAMBA:
             max_steps_per_call=max_steps_per_call,
             jit_compile=jit_compile,
             program_cache=program_cache,
+            chains_per_arm=chains_per_arm,
         )
+        self.chains_per_arm = self.runner.chains_per_arm
         self.estimator = estimator if estimator is not None else self.runner.reference_estimator
         self.progress = progress
         if self.budget.deterministic:
             r0 = self.per_arm_budgets[0]
-            worst = min(self.runner.steps_for(i, r0, self.budget) for i in range(len(arms)))
-            if worst < 1:
+            most = max(self.runner.steps_for(i, r0, self.budget) for i in range(len(arms)))
+            if most < 1:
+                # (An arm that cannot afford one step -- e.g. a full batch -- just gets an
+                # infinite metric, as a too-slow arm does under a wall-clock budget.)
                 raise ValueError(
-                    f"`budget` {self.budget} gives some arm 0 steps in round 0 (r_0 = {r0:g} "
+                    f"`budget` {self.budget} gives every arm 0 steps in round 0 (r_0 = {r0:g} "
                     f"{self.budget.unit}); increase it."
                 )
 
@@ -234,8 +310,9 @@ class MAMBA:
                     arm_index=idx,
                     arm=self.arms[idx],
                     metric=value,
+                    metric_se=float(out.extras.get("metric_se", math.nan)),
                     steps=out.steps,
-                    samples=int(out.samples[0].shape[0]),
+                    samples=int(out.samples[0].shape[0]) * int(out.num_chains),
                     sampling_seconds=out.sampling_seconds,
                     compile_seconds=out.compile_seconds,
                     metric_seconds=mt,
@@ -281,6 +358,8 @@ class MAMBA:
             num_programs=self._num_programs(),
             single_part=self._single_part(),
             round_seconds=round_seconds,
+            # (Backends that do not build an ArmRunner here run one chain per arm.)
+            chains_per_arm=getattr(self, "chains_per_arm", 1),
         )
         result.gradient_noise = best_arm_gradient_noise(result)
         return result
@@ -312,7 +391,7 @@ class MAMBA:
         if self.budget.unit == "seconds":
             return out.sampling_seconds
         if self.budget.unit == "steps":
-            return float(out.steps)
+            return float(out.steps * out.num_chains)
         return float(out.steps * self._cost(idx))
 
 

@@ -33,6 +33,8 @@ class RoundRecord:
       survived: the arm was kept for the next round (or won the last one).
       note: why the metric is infinite, if it is.
       spent: budget spent, in the budget's unit.
+      metric_se: standard error of ``metric`` over the arm's independent
+        chains (``sd/√C``); ``nan`` with one chain per arm.
     """
 
     round: int
@@ -49,6 +51,7 @@ class RoundRecord:
     survived: bool = False
     note: str = ""
     spent: float = 0.0
+    metric_se: float = math.nan
 
 
 @dataclass
@@ -72,6 +75,9 @@ class TuningResult:
       round_seconds: wall-clock seconds of each round (sampling, compilation,
         metric and dispatch: with parallel arms, less than the sum of the
         arms' sampling seconds).
+      chains_per_arm: independent chains per arm (``samples`` and
+        ``final_states`` then lead with a ``[C]`` chain axis after the draw
+        axis / as their first axis).
     """
 
     method: str
@@ -92,6 +98,7 @@ class TuningResult:
     num_programs: int = 0
     single_part: bool = True
     round_seconds: list[float] = field(default_factory=list)
+    chains_per_arm: int = 1
     #: The gradient-noise ratio of the best arm at its final state (a
     #: [`GradientNoiseReport`][tfp_sgmcmc.diagnostics.GradientNoiseReport];
     #: ``None`` if not derived).
@@ -102,6 +109,44 @@ class TuningResult:
     def best_metric(self) -> float:
         last = [r for r in self.records if r.arm_index == self.best_index]
         return last[-1].metric if last else math.inf
+
+    @property
+    def best_metric_se(self) -> float:
+        """Standard error of ``best_metric`` (``nan`` with one chain per arm)."""
+        last = [r for r in self.records if r.arm_index == self.best_index]
+        return last[-1].metric_se if last else math.nan
+
+    def runner_up(self) -> RoundRecord | None:
+        """The second-best arm of the last round (``None`` if it had one arm)."""
+        last_round = max((r.round for r in self.records), default=0)
+        recs = sorted(
+            (r for r in self.records if r.round == last_round and r.arm_index != self.best_index),
+            key=lambda r: _sort_metric(r.metric),
+        )
+        return recs[0] if recs else None
+
+    def pick_confidence(self) -> str:
+        """How sure the pick is: the winner's metric ± SE against the runner-up's.
+
+        The gap ``d = m_2 − m_1`` between the last round's two best arms has
+        standard error ``√(se_1² + se_2²)`` (independent chains); ``d/se``
+        above 2 means the two are distinguishable at two standard errors.
+        """
+        best = self.best_metric
+        se1 = self.best_metric_se
+        ru = self.runner_up()
+        name = self.metric_name
+        head = f"{name} {_pm(best, se1)}"
+        if ru is None:
+            return head + " (no runner-up)"
+        line = f"{head} vs runner-up {arm_label(ru.arm)}: {_pm(ru.metric, ru.metric_se)}"
+        if not (math.isfinite(se1) and math.isfinite(ru.metric_se) and math.isfinite(ru.metric)):
+            return line + " (standard errors need chains_per_arm >= 2)"
+        gap = ru.metric - best
+        se = math.hypot(se1, ru.metric_se)
+        z = gap / se if se > 0 else math.inf
+        verdict = "distinguishable" if z >= 2 else "NOT distinguishable"
+        return line + f"; gap {gap:.3g} = {z:.1f} SE ({verdict} at 2 SE)"
 
     @property
     def total_sampling_seconds(self) -> float:
@@ -161,7 +206,7 @@ class TuningResult:
         """The per-round table (arm, metric, samples drawn, seconds) as markdown."""
         unit = self.budget_unit
         head = (
-            f"| round | arm | hyperparameters | {self.metric_name} | steps | samples kept | "
+            f"| round | arm | hyperparameters | {self.metric_name} (± SE) | steps | samples kept | "
             "sampling s | compile s | metric s | kept |"
         )
         lines = [head, "|" + "---|" * 10]
@@ -170,7 +215,7 @@ class TuningResult:
             recs = recs[:max_rows]
         for r in recs:
             m = "inf (diverged)" if r.diverged else ("inf" if math.isinf(r.metric) else
-                                                     f"{r.metric:.4g}")
+                                                     _pm(r.metric, r.metric_se))
             lines.append(
                 f"| {r.round} | {r.arm_index} | {arm_label(r.arm)} | {m} | {r.steps} | "
                 f"{r.samples} | {r.sampling_seconds:.3f} | {r.compile_seconds:.2f} | "
@@ -185,7 +230,7 @@ class TuningResult:
             f"budget {self.budget}, metric {self.metric_name}"
             + (f", eta={self.eta}" if self.eta else ""),
             f"  best arm #{self.best_index}: {arm_label(self.best_arm)} "
-            f"({self.metric_name} {self.best_metric:.4g})",
+            f"({self.pick_confidence()})",
             f"  sampling {self.total_sampling_seconds:.2f} s, compile "
             f"{self.total_compile_seconds:.2f} s ({self.num_programs} program(s)), metric "
             f"{self.total_metric_seconds:.2f} s, {self.total_steps} steps",
@@ -257,6 +302,13 @@ class TuningResult:
         if path is not None:
             fig.savefig(path)
         return fig
+
+
+def _pm(value: float, se: float) -> str:
+    """``value ± se`` (just ``value`` when the SE is unknown)."""
+    if not math.isfinite(value):
+        return "inf"
+    return f"{value:.4g} ± {se:.2g}" if math.isfinite(se) else f"{value:.4g}"
 
 
 def _sort_metric(m: float) -> float:

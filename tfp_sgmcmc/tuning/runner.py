@@ -87,13 +87,14 @@ class ArmState:
 class RunOutput:
     """One arm's run for one round."""
 
-    samples: list[np.ndarray]  # thinned, [m, ...] per part
-    target_log_prob: np.ndarray  # stochastic log π̃ at the thinned samples, [m]
+    samples: list[np.ndarray]  # thinned, [m, ...] per part ([m, C, ...] with C chains)
+    target_log_prob: np.ndarray  # stochastic log π̃ at the thinned samples, [m] ([m, C])
     steps: int
     sampling_seconds: float
     compile_seconds: float
     diverged: bool
     extras: dict = field(default_factory=dict)
+    num_chains: int = 1  # C independent chains per arm (axis 1 of the samples if C > 1)
 
 
 class _Program:
@@ -127,7 +128,9 @@ class _Program:
         def chunk_fn(parts, results, seed, num_steps, offset, scalars):
             kernel = build(scalars)
             bufs = [tf.zeros([capacity, *p.shape], p.dtype) for p in parts]
-            lp_buf = tf.zeros([capacity], results.target_log_prob.dtype)
+            lp_buf = tf.zeros(
+                [capacity, *results.target_log_prob.shape], results.target_log_prob.dtype
+            )
 
             def cond(i, parts, results, seed, bufs, lp_buf, div):
                 return tf.logical_and(i < num_steps, tf.logical_not(div))
@@ -145,7 +148,7 @@ class _Program:
                     tf.tensor_scatter_nd_update(b, j, p[tf.newaxis])
                     for b, p in zip(bufs, new_parts)
                 ]
-                lp = tf.reshape(new_results.target_log_prob, [1])
+                lp = new_results.target_log_prob[tf.newaxis]
                 lp_buf = tf.tensor_scatter_nd_update(lp_buf, j, lp)
                 div = tf.reduce_any(new_results.diverged)
                 return i + 1, new_parts, new_results, seed, bufs, lp_buf, div
@@ -185,10 +188,18 @@ class ArmRunner:
         ``make_kernel`` (e.g. MAMBA, grid search and the final evaluation of
         one sampler), so a structural key is compiled once for all of them.
         Default value: ``None`` (private).
+      chains_per_arm: ``C``, independent chains per arm run side by side in
+        one program (the state gets a leading ``[C]`` dimension; every chain
+        starts from ``init_state``). With ``C > 1`` the kernel's estimator
+        must draw one minibatch per chain
+        (``MinibatchEstimator(independent_chains=True)``), or the chains'
+        metrics would be correlated. Default value: ``1``.
 
     Raises:
       ValueError: an arm the kernel rejects (the message names the arm), an
-        empty arm list, ``thin < 1``.
+        empty arm list, ``thin < 1``, ``chains_per_arm < 1``, or
+        ``chains_per_arm > 1`` with an estimator that shares minibatches
+        across chains.
     """
 
     def __init__(
@@ -202,7 +213,14 @@ class ArmRunner:
         max_steps_per_call: int = 2000,
         jit_compile: bool = True,
         program_cache: dict | None = None,
+        chains_per_arm: int = 1,
     ) -> None:
+        if (
+            not isinstance(chains_per_arm, (int, np.integer))
+            or isinstance(chains_per_arm, bool)
+            or chains_per_arm < 1
+        ):
+            raise ValueError(f"`chains_per_arm` must be an int >= 1, got {chains_per_arm!r}.")
         if not callable(make_kernel):
             raise ValueError("`make_kernel` must be callable (**arm) -> kernel.")
         if not arms:
@@ -219,7 +237,14 @@ class ArmRunner:
         parts = [tf.convert_to_tensor(p) for p in as_parts(init_state)]
         self.like = init_state if isinstance(init_state, (list, tuple)) else parts[0]
         self.dtype = parts[0].dtype
+        self.chains_per_arm = int(chains_per_arm)
         self.init_parts = [p.numpy() for p in parts]
+        if self.chains_per_arm > 1:
+            # C copies of the start: the chains differ only through their randomness.
+            self.init_parts = [
+                np.ascontiguousarray(np.broadcast_to(p, (self.chains_per_arm, *p.shape)))
+                for p in self.init_parts
+            ]
         self.static = structural_keys(self.arms, static_keys)
         self.capacity = max_steps_per_call // thin + 1
         self.max_steps_per_call = (self.capacity - 1) * thin
@@ -236,17 +261,41 @@ class ArmRunner:
             except ValueError as e:
                 raise ValueError(f"`arms[{i}]` = {arm}: {e}") from e
             self.kernels.append(kernel)
-            self.costs.append(gradient_cost_per_step(kernel))
+            # Deterministic budgets count every chain's work: C chains split an arm's
+            # budget, as C repeats would.
+            self.costs.append(gradient_cost_per_step(kernel) * int(chains_per_arm))
         self.reference_estimator = _estimator_of(self.kernels[0])
+        if self.chains_per_arm > 1:
+            for i, kernel in enumerate(self.kernels):
+                est = _estimator_of(kernel)
+                if est is not None and getattr(est, "independent_chains", True) is False:
+                    raise ValueError(
+                        f"`chains_per_arm={self.chains_per_arm}` needs independent chains, but "
+                        f"the estimator of `arms[{i}]` shares each minibatch across chains: "
+                        "build it with `independent_chains=True` (or call "
+                        "`.with_independent_chains()`)."
+                    )
         self.arm_states = [
-            ArmState(i, arm, [p.copy() for p in self.init_parts], np.array([seed, i], np.int32))
+            ArmState(
+                i,
+                arm,
+                [p.copy() for p in self.init_parts],
+                np.array([seed, i], np.int32),
+            )
             for i, arm in enumerate(self.arms)
         ]
 
     # ------------------------------------------------------------------ #
     def _program(self, arm: dict[str, Any]) -> tuple[_Program, dict[str, tf.Tensor], tuple]:
         key, scalars = split_arm(arm, self.static)
-        key = (id(self.make_kernel), self.thin, self.capacity, self.jit_compile, key)
+        key = (
+            id(self.make_kernel),
+            self.thin,
+            self.capacity,
+            self.jit_compile,
+            self.chains_per_arm,
+            key,
+        )
         self._used.add(key)
         if key not in self._programs:
             self._programs[key] = _Program(
@@ -271,9 +320,13 @@ class ArmRunner:
         return tf.constant([int(st.seed[0]) * 7919 + st.calls, int(st.seed[1])], tf.int32)
 
     def steps_for(self, index: int, amount: float, budget: Budget) -> int:
-        """Steps an arm runs for a per-arm amount in a deterministic unit."""
+        """Steps an arm runs for a per-arm amount in a deterministic unit.
+
+        Chain-steps and per-example gradients are counted over all
+        ``chains_per_arm`` chains, so ``C`` chains each run ``1/C`` of the amount.
+        """
         if budget.unit == "steps":
-            return int(np.floor(amount))
+            return int(np.floor(amount / self.chains_per_arm))
         return int(np.floor(amount / self.costs[index]))
 
     def run(self, index: int, amount: float, budget: Budget) -> RunOutput:
@@ -294,10 +347,20 @@ class ArmRunner:
             )
             out[4].numpy()  # discard: the chain does not advance
             compile_s = time.perf_counter() - t0
+            have = r.target_log_prob.shape.as_list()
+            if int(np.prod(have, dtype=np.int64)) != self.chains_per_arm:
+                raise ValueError(
+                    f"`init_state` must be one chain (log-density of one element, here of "
+                    f"shape {have}): the "
+                    "tuner starts every arm's chain(s) from it (use `chains_per_arm` for "
+                    "several); reshape it to one chain."
+                )
             prog.compiled = True
+        lp_shape = [self.chains_per_arm] if self.chains_per_arm > 1 else []
         if st.diverged:
             return RunOutput([np.zeros([0, *p.shape], p.dtype) for p in st.state],
-                             np.zeros([0]), 0, 0.0, compile_s, True)
+                             np.zeros([0, *lp_shape]), 0, 0.0, compile_s, True,
+                             num_chains=self.chains_per_arm)
 
         samples: list[list[np.ndarray]] = [[] for _ in parts]
         lps: list[np.ndarray] = []
@@ -375,5 +438,7 @@ class ArmRunner:
             np.concatenate(s, axis=0) if s else np.zeros([0, *p.shape], p.dtype)
             for s, p in zip(samples, st.state)
         ]
-        lp =  np.concatenate(lps) if lps else np.zeros([0])
-        return RunOutput(out_samples, lp, done, elapsed, compile_s, diverged)
+        lp = np.concatenate(lps) if lps else np.zeros([0, *lp_shape])
+        return RunOutput(
+            out_samples, lp, done, elapsed, compile_s, diverged, num_chains=self.chains_per_arm
+        )
