@@ -95,6 +95,8 @@ def _anchors(page: pathlib.Path) -> set[str]:
 
 
 _TRACKED: list[str] = []
+#: Git-ignored folders that examples and runs write into (see .gitignore).
+GENERATED_DIRS = ("out/", "runs/")
 
 
 def _resolve(name: str, citing: str) -> pathlib.Path | None:
@@ -158,6 +160,8 @@ def check_citations(files: list[str]) -> list[str]:
                     path, anchor = m.group(1), m.group(2)
                     if path in seen or "*" in path or path.startswith("_"):
                         continue
+                    if path.startswith(GENERATED_DIRS):
+                        continue  # a file a run writes into a git-ignored folder, not a citation
                     if re.search(r"--out(?:put)?[ =]$", line[: m.start()]):
                         continue  # a file the command writes, not a citation
                     seen.add(path)
