@@ -85,6 +85,10 @@ for name in ("sklearn", "arviz", "ray"):
 import tfp_sgmcmc as sg
 
 assert "site-packages" in sg.__file__, sg.__file__
+# The package imports TensorFlow on first use of a name, with its start-up notices
+# filtered. (A user script that imports TensorFlow itself first sees TensorFlow's own
+# notices: those are not ours to hide.)
+SGLD = sg.SGLD
 import tensorflow as tf
 import tensorflow_probability as tfp
 
