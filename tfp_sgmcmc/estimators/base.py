@@ -25,7 +25,7 @@ import tensorflow_probability as tfp
 
 from tfp_sgmcmc.internal.util import as_parts, restructure
 
-__all__ = ["GradientEstimate", "GradientEstimator", "value_and_gradient_parts"]
+__all__ = ["GradientEstimate", "GradientEstimator", "WrappingEstimator", "value_and_gradient_parts"]
 
 
 class GradientEstimate(NamedTuple):
@@ -129,3 +129,23 @@ class GradientEstimator(abc.ABC):
                 f"`{arg_name}` has dtype {have.name} but the data are {want.name}: cast one "
                 "of them so the state and the data share a dtype."
             )
+
+
+class WrappingEstimator(GradientEstimator):
+    """Base of estimators that wrap another one held in ``self._base`` (control
+    variates, SVRG, the distributed estimator): the data's dtype, the batch size
+    and N come from the wrapped estimator, so each wrapper states only what it adds."""
+
+    _base: Any
+
+    @property
+    def dtype(self) -> tf.DType | None:
+        return self._base.dtype
+
+    @property
+    def batch_size(self) -> int:
+        return self._base.batch_size
+
+    @property
+    def num_examples(self) -> int:
+        return self._base.num_examples

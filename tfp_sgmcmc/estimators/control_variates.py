@@ -35,14 +35,14 @@ from typing import Any
 import tensorflow as tf
 
 from tfp_sgmcmc.data import BatchState
-from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, value_and_gradient_parts
+from tfp_sgmcmc.estimators.base import GradientEstimate, WrappingEstimator, value_and_gradient_parts
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.internal.util import as_parts, check_finite_tensor, restructure
 
 __all__ = ["ControlVariateEstimator"]
 
 
-class ControlVariateEstimator(GradientEstimator):
+class ControlVariateEstimator(WrappingEstimator):
     """Minibatch gradients with a control variate centred at ``centering_value``.
 
     Args:
@@ -117,18 +117,6 @@ class ControlVariateEstimator(GradientEstimator):
     def centering_log_prob(self) -> tf.Tensor:
         """The full-data ``log π(θ̂)`` (used by wrappers such as the structured energies)."""
         return self._centre_log_prob
-
-    @property
-    def dtype(self) -> tf.DType | None:
-        return self._base.dtype
-
-    @property
-    def batch_size(self) -> int:
-        return self._base.batch_size
-
-    @property
-    def num_examples(self) -> int:
-        return self._base.num_examples
 
     def with_batch_size(self, batch_size: int) -> ControlVariateEstimator:
         return ControlVariateEstimator(

@@ -40,9 +40,9 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, value_and_gradient_parts
+from tfp_sgmcmc.estimators.base import GradientEstimate, WrappingEstimator, value_and_gradient_parts
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
-from tfp_sgmcmc.internal.util import as_parts, restructure
+from tfp_sgmcmc.internal.util import as_parts, check_int, restructure
 
 __all__ = ["SVRGEstimator", "SVRGEstimatorState"]
 
@@ -66,7 +66,7 @@ class SVRGEstimatorState(NamedTuple):
     num_calls: tf.Tensor
 
 
-class SVRGEstimator(GradientEstimator):
+class SVRGEstimator(WrappingEstimator):
     """Control-variate minibatch gradients around an anchor refreshed every ``update_rate`` calls.
 
     Args:
@@ -102,10 +102,8 @@ class SVRGEstimator(GradientEstimator):
         super().__init__()
         if not isinstance(base, MinibatchEstimator):
             raise ValueError(f"`base` must be a MinibatchEstimator, got {type(base).__name__}.")
-        if not isinstance(update_rate, int) or isinstance(update_rate, bool) or update_rate < 1:
-            raise ValueError(f"`update_rate` must be a positive Python int, got {update_rate!r}.")
         self._base = base
-        self._update_rate = update_rate
+        self._update_rate = check_int(update_rate, "update_rate", minimum=1)
 
     @property
     def base(self) -> MinibatchEstimator:
@@ -114,18 +112,6 @@ class SVRGEstimator(GradientEstimator):
     @property
     def update_rate(self) -> int:
         return self._update_rate
-
-    @property
-    def dtype(self) -> tf.DType | None:
-        return self._base.dtype
-
-    @property
-    def batch_size(self) -> int:
-        return self._base.batch_size
-
-    @property
-    def num_examples(self) -> int:
-        return self._base.num_examples
 
     def with_batch_size(self, batch_size: int) -> SVRGEstimator:
         return SVRGEstimator(self._base.with_batch_size(batch_size), self._update_rate)
