@@ -11,19 +11,9 @@ CLI. The chunk steps themselves (plan, seeds, compiled programs) are in
 """
 
 from tfp_sgmcmc.driver import memory, sampler
-from tfp_sgmcmc.driver.memory import ChainResult, ChunkedChain
+from tfp_sgmcmc.driver.memory import *  # noqa: F403  (the names in memory.__all__)
 from tfp_sgmcmc.driver.model import ModelSpec, load_model
-from tfp_sgmcmc.driver.sampler import (
-    CONFIG_FILE,
-    TRACED_FIELDS,
-    RunDirectoryError,
-    RunExistsError,
-    SamplingRun,
-    chunk_plan,
-    chunk_seed,
-    open_run,
-    sample,
-)
+from tfp_sgmcmc.driver.sampler import *  # noqa: F403  (the names in sampler.__all__)
 
 # One list of names per module, not a second copy of it here.
 __all__ = sampler.__all__ + memory.__all__ + ["ModelSpec", "load_model"]
