@@ -14,9 +14,11 @@ Measured for each, under ``tf.function(jit_compile=True)``:
   draws in one compiled program and across two calls: no stateful RNG);
 * the law: mean and variance z-scores against the exact ``E[r]``, ``Var[r]`` from
   ``n`` draws (float64), and a Kolmogorov-Smirnov p-value for the continuous laws;
-* speed: one compiled program draws ``steps`` masks of shape ``[K, M, chains]``
-  (float32) in a ``tf.while_loop``, as a sampling chunk would; the median over
-  repeats, per draw; ``tfp_over_handwritten`` is the ratio within this run.
+* cost: one compiled program draws ``steps`` masks of shape ``[K, M, chains]``
+  (float32) in a ``tf.while_loop``, as a sampling chunk would. The two programs are
+  timed in alternation (so both see the same load) and ``tfp_over_handwritten`` is
+  the median of the per-repeat ratios; ``hlo_instructions`` counts the instructions
+  of the optimized HLO, a cost proxy that does not depend on the machine's load.
 
 Prints one JSON document. Reproduce with
 ``nice -n 10 python benchmarks/bench_masks.py --out masks.json``.
@@ -25,6 +27,7 @@ Prints one JSON document. Reproduce with
 from __future__ import annotations
 
 import argparse
+import re
 import time
 
 import numpy as np
@@ -83,7 +86,8 @@ def _xla_and_determinism(fn) -> dict:
         c, _ = twice(tf.constant([4, 2]))
         d, _ = twice(tf.constant([5, 2]))
     except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as err:
-        return {"xla_supported": str(err).splitlines()[0][:200]}
+        ops = sorted(set(re.findall(r"Stateless\w+", str(err)))) or [str(err)[:200]]
+        return {"xla_supported": False, "xla_error_ops": ops}
     return {
         "xla_supported": True,
         "deterministic": bool(np.array_equal(a, b) and np.array_equal(a, c)),
@@ -106,7 +110,9 @@ def _law(fn, law, n: int) -> dict:
     return out
 
 
-def _speed(fn, shape: list[int], steps: int, repeats: int) -> float:
+def _program(fn, shape: list[int], steps: int):
+    """One compiled program drawing ``steps`` masks in a ``tf.while_loop`` (a chunk's shape)."""
+
     @tf.function(jit_compile=True)
     def run(seed):
         def body(k, acc):
@@ -116,12 +122,29 @@ def _speed(fn, shape: list[int], steps: int, repeats: int) -> float:
         return tf.while_loop(lambda k, _: k < steps, body, (0, tf.constant(0.0)))[1]
 
     sync(run(tf.constant([1, 2])))  # compile
-    times = []
+    return run
+
+
+def _hlo_instructions(run) -> int:
+    """Instructions in the optimized HLO of the program (a load-independent cost proxy)."""
+    hlo = run.experimental_get_compiler_ir(tf.constant([1, 2]))(stage="optimized_hlo")
+    return sum(1 for line in hlo.splitlines() if " = " in line)
+
+
+def _paired_speed(runs: dict, steps: int, repeats: int) -> dict:
+    """Seconds per draw of each program, timed in alternation (A B A B ...) so that both
+    see the same machine load; the median over repeats and the median of the ratios."""
+    times: dict = {k: [] for k in runs}
     for r in range(repeats):
-        t0 = time.perf_counter()
-        sync(run(tf.constant([r, 3])))
-        times.append((time.perf_counter() - t0) / steps)
-    return median(times)
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            sync(run(tf.constant([r, 3])))
+            times[name].append((time.perf_counter() - t0) / steps)
+    out = {f"seconds_per_draw_{k}": median(v) for k, v in times.items()}
+    if len(runs) == 2:
+        a, b = (times[k] for k in runs)
+        out["tfp_over_handwritten"] = median([y / x for x, y in zip(a, b)])
+    return out
 
 
 def main() -> None:
@@ -140,17 +163,16 @@ def main() -> None:
     }
     for name, (law, handwritten, tfp_fn) in LAWS.items():
         res: dict = {}
+        runs = {}
         for impl, fn in (("handwritten", handwritten), ("tfp", tfp_fn)):
             log(f"{name}: {impl}")
             r = _xla_and_determinism(fn)
             if r["xla_supported"] is True:
                 r.update(_law(fn, law, a.draws))
-                r["seconds_per_draw"] = _speed(fn, list(a.shape), a.steps, a.repeats)
+                runs[impl] = _program(fn, list(a.shape), a.steps)
+                r["hlo_instructions"] = _hlo_instructions(runs[impl])
             res[impl] = r
-        if "seconds_per_draw" in res["tfp"] and "seconds_per_draw" in res["handwritten"]:
-            res["tfp_over_handwritten"] = (
-                res["tfp"]["seconds_per_draw"] / res["handwritten"]["seconds_per_draw"]
-            )
+        res.update(_paired_speed(runs, a.steps, a.repeats))
         out[name] = res
     out["load_after"] = load_average()
     dump_json(out, a.out)

@@ -25,11 +25,9 @@ import os
 import _cli
 import numpy as np
 import tensorflow as tf
-from sparse_common import markdown_table, toeplitz_design
+from sparse_common import markdown_table, sa_chains, toeplitz_design
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.driver import ChunkedChain
-from tfp_sgmcmc.kernels.stochastic_approximation import StochasticApproximation
 from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
 from tfp_sgmcmc.schedules import PolynomialDecay, SAStepSize
 
@@ -71,20 +69,8 @@ def main() -> None:
     est = SSGLEstimator(prior, np.arange(N_TRAIN, dtype=np.int32), N_TRAIN, residual_fn=residual)
     inner = sg.SGLD(est, step_size=PolynomialDecay(1e-3, 0.0, 1.0 / 3.0, one_based=True))
 
-    def trace_fn(_, r):
-        return r.latents.sigma, r.diverged
-
     # One chunked runner per method: its compiled chunks serve every data set.
-    chains = {
-        m: ChunkedChain(
-            StochasticApproximation(inner, w),
-            chunk_size=chunk // thin,
-            thin=thin,
-            trace_fn=trace_fn,
-            jit_compile=not args.quick,
-        )
-        for m, w in METHODS.items()
-    }
+    chains = sa_chains(inner, METHODS, chunk, thin, jit_compile=not args.quick)
 
     res = {
         m: {"mae": [], "mse": [], "sel": [], "null": [], "sigma": [], "sps": []} for m in METHODS

@@ -24,12 +24,10 @@ from __future__ import annotations
 import _cli
 import numpy as np
 import tensorflow as tf
-from sparse_common import markdown_table, toeplitz_design
+from sparse_common import markdown_table, sa_chains, toeplitz_design
 from sparse_linear_regression import plot_beta123
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.driver import ChunkedChain
-from tfp_sgmcmc.kernels.stochastic_approximation import StochasticApproximation
 from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
 from tfp_sgmcmc.schedules import PolynomialDecay, SAStepSize
 
@@ -83,20 +81,8 @@ def main() -> None:
     )
     inner = sg.SGLD(est, step_size=PolynomialDecay(1e-3, 0.0, 1.0 / 3.0, one_based=True))
 
-    def trace_fn(_, r):
-        return r.latents.sigma, r.diverged
-
     # One chunked runner per method: its compiled chunks serve every data set and grid point.
-    chains = {
-        m: ChunkedChain(
-            StochasticApproximation(inner, w),
-            chunk_size=chunk // thin,
-            thin=thin,
-            trace_fn=trace_fn,
-            jit_compile=not args.quick,
-        )
-        for m, w in METHODS.items()
-    }
+    chains = sa_chains(inner, METHODS, chunk, thin, jit_compile=not args.quick)
 
     res = {(m, g): [] for m in METHODS for g in grid}
     beta123, true123 = {}, None

@@ -21,15 +21,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from tfp_sgmcmc.driver.chunks import (
-    ChunkProgram,
-    as_run_seed,
-    chunk_plan,
-    chunk_seed,
-    chunk_steps,
-    compile_chunk,
-    run_chunk,
-)
+from tfp_sgmcmc.driver import chunks
 from tfp_sgmcmc.internal.util import check_int
 
 __all__ = ["ChunkedChain", "ChainResult"]
@@ -111,14 +103,14 @@ class ChunkedChain:
         self.thin = check_int(thin, "thin", 1)
         self.trace_fn = trace_fn
         self.jit_compile = bool(jit_compile)
-        self._programs: dict[tuple[str, int], ChunkProgram] = {}
+        self._programs: dict[tuple[str, int], chunks.ChunkProgram] = {}
 
-    def _program(self, kind: str, n: int) -> tuple[ChunkProgram, bool]:
+    def _program(self, kind: str, n: int) -> tuple[chunks.ChunkProgram, bool]:
         """The compiled ``(kind, n)`` chunk and whether this call built it."""
         key = (kind, n)
         fresh = key not in self._programs
         if fresh:
-            self._programs[key] = compile_chunk(
+            self._programs[key] = chunks.compile_chunk(
                 self.kernel, kind, n, self.thin, None, self.trace_fn, self.jit_compile
             )
         return self._programs[key], fresh
@@ -153,19 +145,19 @@ class ChunkedChain:
         """
         num_samples = check_int(num_samples, "num_samples", 1)
         num_burnin_steps = check_int(num_burnin_steps, "num_burnin_steps", 0)
-        run_seed = as_run_seed(seed)
+        run_seed = chunks.as_run_seed(seed)
         is_list = isinstance(init_state, (list, tuple))
         if is_list:
             init_state = [tf.convert_to_tensor(p) for p in init_state]
         else:
             init_state = tf.convert_to_tensor(init_state)
-        plan = chunk_plan(num_samples, num_burnin_steps, self.thin, self.chunk_size)
+        plan = chunks.chunk_plan(num_samples, num_burnin_steps, self.thin, self.chunk_size)
         state, results = init_state, self.kernel.bootstrap_results(init_state)
         draws, traces = [], []
         timed_steps, timed_seconds = 0, 0.0
         t_start = time.perf_counter()
         with tqdm(
-            total=sum(chunk_steps(k, n, self.thin) for k, n in plan),
+            total=sum(chunks.chunk_steps(k, n, self.thin) for k, n in plan),
             desc=desc,
             unit="step",
             leave=False,
@@ -175,7 +167,8 @@ class ChunkedChain:
             for index, (kind, n) in enumerate(plan):
                 program, fresh = self._program(kind, n)
                 t0 = time.perf_counter()
-                out = run_chunk(program, state, results, {}, chunk_seed(run_seed, index))
+                seed_i = chunks.chunk_seed(run_seed, index)
+                out = chunks.run_chunk(program, state, results, {}, seed_i)
                 state, results = out.state, out.kernel_results
                 if kind == "sample":
                     # .numpy() waits for the chunk, so the timing below is the chunk's own.
@@ -183,7 +176,7 @@ class ChunkedChain:
                     traces.append(tf.nest.map_structure(lambda x: x.numpy(), out.trace))
                 else:
                     tf.nest.map_structure(lambda x: x.numpy(), state)
-                steps = chunk_steps(kind, n, self.thin)
+                steps = chunks.chunk_steps(kind, n, self.thin)
                 if not fresh:  # a chunk that compiled its program is not a rate sample
                     timed_steps += steps
                     timed_seconds += time.perf_counter() - t0

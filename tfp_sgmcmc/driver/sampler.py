@@ -200,31 +200,47 @@ def _leaves(nest: Any) -> list[np.ndarray | None]:
 # --------------------------------------------------------------------------- #
 @dataclasses.dataclass
 class _Run:
-    """Everything one call of `sample` carries from chunk to chunk."""
+    """Everything one call of `sample` carries from chunk to chunk.
+
+    The run's settings (plan, seed, thinning, execution mode) are read from its
+    config, the one record that is also written to disk and checked on resume.
+    """
 
     run_dir: str
     kernel: Any
     config: dict[str, Any]
-    plan: list[tuple[str, int]]
     store: SampleStore
-    run_seed: np.ndarray
-    thin: int
     reducer: dict[str, Any]
     trace: Callable[[Any, Any], dict[str, tf.Tensor]]
-    jit_compile: bool
-    is_list: bool
     # The chain: carried from chunk to chunk and checkpointed after each.
     state: Any
     kernel_results: Any
     reducer_states: Any
-    chunk_index: int
-    num_written: int
+    chunk_index: int = 0
+    num_written: int = 0
     num_diverged: int = 0
     programs: dict[tuple[str, int], ChunkProgram] = dataclasses.field(default_factory=dict)
 
     @property
+    def thin(self) -> int:
+        return int(self.config["thin"])
+
+    @property
+    def is_list(self) -> bool:
+        return bool(self.config["state_is_list"])
+
+    @property
+    def run_seed(self) -> np.ndarray:
+        return np.asarray(self.config["seed"], np.int32)
+
+    @property
+    def plan(self) -> list[tuple[str, int]]:
+        c = self.config
+        return chunk_plan(c["num_samples"], c["num_burnin_steps"], c["thin"], c["chunk_size"])
+
+    @property
     def total_steps(self) -> int:
-        return sum(chunk_steps(k, n, self.thin) for k, n in self.plan)
+        return self.steps_before(len(self.plan))
 
     def steps_before(self, index: int) -> int:
         return sum(chunk_steps(k, n, self.thin) for k, n in self.plan[:index])
@@ -257,10 +273,10 @@ def _open_run(
     init_state = list(init_parts) if is_list else init_parts[0]
     trace = _make_trace_fn(trace_fn)
 
-    template_results = kernel.bootstrap_results(init_state)
-    template_reducer = {k: r.initialize(init_state, template_results) for k, r in reducer.items()}
-    trace0 = trace(init_state, template_results)
-    batch_shape = _find_field(template_results, "target_log_prob")
+    results = kernel.bootstrap_results(init_state)
+    reducer_states = {k: r.initialize(init_state, results) for k, r in reducer.items()}
+    trace0 = trace(init_state, results)
+    batch_shape = _find_field(results, "target_log_prob")
     batch_shape = [] if batch_shape is None else tf.convert_to_tensor(batch_shape).shape.as_list()
 
     config = {
@@ -279,39 +295,19 @@ def _open_run(
         "reducers": sorted(reducer),
         "kernel_results_spec": [
             None if x is None else _spec(x)
-            for x in tf.nest.flatten(template_results, expand_composites=True)
+            for x in tf.nest.flatten(results, expand_composites=True)
         ],
         "metadata": metadata,
     }
     store = SampleStore(os.path.join(run_dir, SAMPLES_FILE))
-    run = _Run(
-        run_dir=run_dir,
-        kernel=kernel,
-        config=config,
-        plan=chunk_plan(num_samples, num_burnin_steps, thin, chunk_size),
-        store=store,
-        run_seed=run_seed,
-        thin=thin,
-        reducer=reducer,
-        trace=trace,
-        jit_compile=jit_compile,
-        is_list=is_list,
-        state=init_state,
-        kernel_results=template_results,
-        reducer_states=template_reducer,
-        chunk_index=0,
-        num_written=0,
-    )
+    run = _Run(run_dir, kernel, config, store, reducer, trace, init_state, results, reducer_states)
     if resume:
         ckpt = _load_for_resume(run_dir, config, store)
         state_parts = [tf.constant(x) for x in ckpt.state]
         run.state = list(state_parts) if is_list else state_parts[0]
-        run.kernel_results = _repack(
-            template_results, ckpt.kernel_results, "kernel results", run_dir
-        )
-        run.reducer_states = _repack(
-            template_reducer, ckpt.reducer_states, "reducer states", run_dir
-        )
+        # The bootstrapped results and reducer states are the templates the leaves fill.
+        run.kernel_results = _repack(results, ckpt.kernel_results, "kernel results", run_dir)
+        run.reducer_states = _repack(reducer_states, ckpt.reducer_states, "reducer states", run_dir)
         run.chunk_index, run.num_written = ckpt.chunk_index, ckpt.num_written
         return run
     _prepare_new_run_dir(run_dir, overwrite)
@@ -331,7 +327,7 @@ def _compile_chunk(run: _Run, kind: str, n: int) -> ChunkProgram:
     key = (kind, n)
     if key not in run.programs:
         run.programs[key] = compile_chunk(
-            run.kernel, kind, n, run.thin, run.reducer, run.trace, run.jit_compile
+            run.kernel, kind, n, run.thin, run.reducer, run.trace, run.config["jit_compile"]
         )
     return run.programs[key]
 
@@ -567,17 +563,22 @@ def _prepare_new_run_dir(run_dir: str, overwrite: bool) -> None:
     os.makedirs(run_dir, exist_ok=True)
 
 
-def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -> Checkpoint:
-    if not os.path.isdir(run_dir):
-        raise RunDirectoryError(f"{run_dir} does not exist: there is no run to resume.")
+def _read_run_checkpoint(run_dir: str) -> Checkpoint:
+    """The run's checkpoint; a missing or unreadable one is a `RunDirectoryError`."""
     try:
-        ckpt = read_checkpoint(run_dir)
+        return read_checkpoint(run_dir)
     except FileNotFoundError as e:
         raise RunDirectoryError(
             f"{run_dir} has no {CHECKPOINT_FILE}: not a run directory, or a corrupted one."
         ) from e
     except ValueError as e:
         raise RunDirectoryError(f"corrupted run directory: {e}") from e
+
+
+def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -> Checkpoint:
+    if not os.path.isdir(run_dir):
+        raise RunDirectoryError(f"{run_dir} does not exist: there is no run to resume.")
+    ckpt = _read_run_checkpoint(run_dir)
     diff = _config_diff(ckpt.config, config)
     if diff:
         details = "; ".join(
@@ -650,14 +651,7 @@ class SamplingRun:
         self.run_dir = os.fspath(run_dir)
         if not os.path.isdir(self.run_dir):
             raise RunDirectoryError(f"{self.run_dir} does not exist.")
-        try:
-            self._ckpt = read_checkpoint(self.run_dir)
-        except FileNotFoundError as e:
-            raise RunDirectoryError(
-                f"{self.run_dir} has no {CHECKPOINT_FILE}: not a run directory."
-            ) from e
-        except ValueError as e:
-            raise RunDirectoryError(f"corrupted run directory: {e}") from e
+        self._ckpt = _read_run_checkpoint(self.run_dir)
         self.store = SampleStore(os.path.join(self.run_dir, SAMPLES_FILE))
         if not self.store.exists() and self.num_written:
             raise RunDirectoryError(f"{self.run_dir}: {SAMPLES_FILE} is missing.")

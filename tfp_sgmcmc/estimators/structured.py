@@ -104,7 +104,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, value_and_gradient_parts
+from tfp_sgmcmc.estimators.base import (
+    GradientEstimate,
+    GradientEstimator,
+    WrappingEstimator,
+    value_and_gradient_parts,
+)
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.history import (
     History,
@@ -141,8 +146,10 @@ class StructuredEstimatorState(NamedTuple):
     history: History
 
 
-class _StructuredEnergy(GradientEstimator):
-    """Shared machinery: history draws, composites, vectorised/sequential evaluation."""
+class _StructuredEnergy(WrappingEstimator):
+    """Shared machinery: history draws, composites, vectorised/sequential evaluation.
+
+    The data's dtype, the batch size and N are the base estimator's."""
 
     def __init__(
         self,
@@ -211,10 +218,6 @@ class _StructuredEnergy(GradientEstimator):
     @property
     def evaluation(self) -> str:
         return self._evaluation
-
-    @property
-    def dtype(self) -> tf.DType | None:
-        return self._base.dtype
 
     @property
     def num_composites(self) -> int:
