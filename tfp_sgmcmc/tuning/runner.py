@@ -193,7 +193,10 @@ class ArmRunner:
         starts from ``init_state``). With ``C > 1`` the kernel's estimator
         must draw one minibatch per chain
         (``MinibatchEstimator(independent_chains=True)``), or the chains'
-        metrics would be correlated. Default value: ``1``.
+        metrics would be correlated. An arm whose chains run fewer than
+        ``thin`` steps in a round (its budget split ``C`` ways) returns each
+        chain's last state as that round's one sample per chain. Default
+        value: ``1``.
 
     Raises:
       ValueError: an arm the kernel rejects (the message names the arm), an
@@ -439,6 +442,15 @@ class ArmRunner:
             for s, p in zip(samples, st.state)
         ]
         lp = np.concatenate(lps) if lps else np.zeros([0, *lp_shape])
+        short = self.chains_per_arm > 1 and done > 0 and not diverged
+        if short and out_samples[0].shape[0] == 0:
+            # C chains split the arm's budget C ways, so a costly arm (a large batch)
+            # can run fewer than `thin` steps per chain in an early round. Thinning is
+            # then anchored at the round's end: each chain's last state is its one
+            # sample, instead of an infinite metric that would prune the arm for lack
+            # of data rather than for its quality. (One chain keeps Algorithm 1's rule.)
+            out_samples = [p[None] for p in st.state]
+            lp = np.asarray(results.target_log_prob.numpy())[None]
         return RunOutput(
             out_samples, lp, done, elapsed, compile_s, diverged, num_chains=self.chains_per_arm
         )
