@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import warnings
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import numpy as np
 import pytest
