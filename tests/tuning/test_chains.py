@@ -54,12 +54,13 @@ def test_mamba_with_chains_per_arm(rng):
     assert "±" in res.to_markdown()
 
 
-def test_short_round_scores_each_chains_last_state(rng):
-    """C chains split an arm's budget: fewer than `thin` steps per chain still give samples."""
+def test_short_screening_round_scores_each_chains_last_state(rng):
+    """C chains split an arm's budget: in a screening round, fewer than `thin` steps per
+    chain still give one sample per chain (its last state)."""
     est, _ = _problem(rng)
     start = tf.zeros([D], tf.float64)
 
-    def run(chains):
+    def run(chains, screening=True):
         runner = ArmRunner(
             lambda step_size: sg.SGLD(est, step_size),
             [{"step_size": 1e-2}],
@@ -69,7 +70,7 @@ def test_short_round_scores_each_chains_last_state(rng):
             chains_per_arm=chains,
             jit_compile=False,
         )
-        return runner, runner.run(0, 4 * chains, tu.steps(1))
+        return runner, runner.run(0, 4 * chains, tu.steps(1), screening=screening)
 
     runner, out = run(4)  # 4 steps per chain < thin = 10
     assert out.steps == 4 and not out.diverged
@@ -81,11 +82,13 @@ def test_short_round_scores_each_chains_last_state(rng):
     assert np.unique(out.samples[0][0][:, 0]).size == 4
     value, se, _, note = evaluate_metric_with_se(tu.KSDMetric(), out, est)
     assert math.isfinite(value) and math.isfinite(se) and note == ""
-    # One chain keeps Algorithm 1's rule: no thinned sample, an infinite metric.
-    _, one = run(1)
-    assert one.samples[0].shape[0] == 0
-    value, _, _, note = evaluate_metric_with_se(tu.KSDMetric(), one, est)
-    assert value == math.inf and "no thinned sample" in note
+    # One chain, or a deciding round, keeps Algorithm 1's rule: no thinned sample,
+    # an infinite metric.
+    for chains, screening in ((1, True), (4, False)):
+        _, short = run(chains, screening)
+        assert short.steps == 4 and short.samples[0].shape[0] == 0
+        value, _, _, note = evaluate_metric_with_se(tu.KSDMetric(), short, est)
+        assert value == math.inf and "no thinned sample" in note
 
 
 def test_chains_per_arm_needs_independent_batches(rng):
