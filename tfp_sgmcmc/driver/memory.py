@@ -77,9 +77,9 @@ class ChunkedChain:
     from tfp_sgmcmc.driver import ChunkedChain
 
     est = sg.NoisyGradientEstimator(lambda x: -0.5 * tf.reduce_sum(x**2, -1), noise_scale=0.0)
-    chain = ChunkedChain(sg.SGLD(est, 0.1), chunk_size=50, thin=2,
+    chain = ChunkedChain(sg.SGLD(est, 0.1), chunk_size=60, thin=2,
                          trace_fn=lambda s, r: r.target_log_prob)
-    out = chain.run(tf.zeros([4, 2]), num_samples=120, seed=3, num_burnin_steps=100)
+    out = chain.run(tf.zeros([4, 2]), num_samples=120, seed=3)  # two chunks, one program
     assert out.states.shape == (120, 4, 2) and out.trace.shape == (120, 4)
     ```
     """
