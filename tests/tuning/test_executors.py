@@ -118,7 +118,8 @@ class _ReversedExecutor(tu.Executor):
 
 def test_a_custom_executor_plugs_into_grid_search_and_order_does_not_matter():
     arms = tu.grid(step_size=STEPS[:4])
-    kw = dict(make_kernel=make_kernel, budget_per_arm=tu.steps(200), seed=1, progress=False)
+    kw = dict(make_kernel=make_kernel, budget_per_arm=tu.steps(200), seed=1, progress=False,
+              program_cache={})  # one compilation for both runs
     seq = tu.grid_search(arms, INIT, **kw)
     rev = tu.grid_search(arms, INIT, executor=_ReversedExecutor(), **kw)
     assert rev.method == "grid search (reversed)"

@@ -278,7 +278,7 @@ def test_cli_tune_with_ray_matches_the_sequential_table(local_ray, tmp_path, cap
     model.write_text(CLI_MODEL)
     args = ["tune", "--model", str(model), "--kernel", "sgld", "--step-sizes",
             "1e-5,1e-3,1e-2,1e6", "--budget-steps", "800", "--eta", "2", "--thin", "2",
-            "--plot", "", "--no-progress"]
+            "--plot", "", "--no-progress", "--no-xla"]
     assert main(args) == 0, capsys.readouterr().err
     seq = capsys.readouterr().out
     assert main([*args, "--ray"]) == 0, capsys.readouterr().err

@@ -30,7 +30,7 @@ from typing import Any
 
 from tfp_sgmcmc.internal.util import check_int
 from tfp_sgmcmc.tuning.budget import Budget
-from tfp_sgmcmc.tuning.executors import Executor, TuningJob, resolve_executor, resolve_problem
+from tfp_sgmcmc.tuning.executors import Executor, make_job, resolve_executor
 from tfp_sgmcmc.tuning.mamba import as_budget
 from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
 from tfp_sgmcmc.tuning.results import TuningResult
@@ -106,23 +106,12 @@ def grid_search(
     budget = as_budget(budget_per_arm)
     metric_fn = resolve_metric(metric)
     executor = resolve_executor(executor)
-    mk, factory, source = resolve_problem(
-        make_kernel, kernel_class, estimator, kernel_kwargs, problem
+    job, mk = make_job(
+        arms, init_state, metric, make_kernel, kernel_class, estimator, kernel_kwargs, problem,
+        thin=thin, seed=seed, max_steps_per_call=max_steps_per_call, jit_compile=jit_compile,
+        chains_per_arm=chains_per_arm, program_cache=program_cache,
     )
-    arms = [dict(a) for a in arms]
-    job = TuningJob(
-        arms,
-        init_state,
-        factory,
-        metric,
-        thin=thin,
-        seed=seed,
-        max_steps_per_call=max_steps_per_call,
-        jit_compile=jit_compile,
-        chains_per_arm=chains_per_arm,
-        program_cache=program_cache,
-        problem_source=source,
-    )
+    arms = job.arms
     pool = executor.open(job)
     if executor.name:
         method = f"{method} ({executor.name})"

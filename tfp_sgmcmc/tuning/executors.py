@@ -69,6 +69,7 @@ __all__ = [
     "SequentialExecutor",
     "resolve_make_kernel",
     "resolve_problem",
+    "make_job",
     "build_problem",
     "evaluate_metric",
     "evaluate_metric_with_se",
@@ -327,6 +328,35 @@ class TuningJob:
             jit_compile=self.jit_compile,
             chains_per_arm=self.chains_per_arm,
         )
+
+
+def make_job(
+    arms: Sequence[dict[str, Any]],
+    init_state: Any,
+    metric: Any,
+    make_kernel: Callable[..., Any] | None = None,
+    kernel_class: type | None = None,
+    estimator: Any = None,
+    kernel_kwargs: dict[str, Any] | None = None,
+    problem: Callable[[], Any] | None = None,
+    **runner_options: Any,
+) -> tuple[TuningJob, Callable[..., Any]]:
+    """A tuner's ``(job, make_kernel)`` from its arguments (see
+    [`resolve_problem`][tfp_sgmcmc.tuning.executors.resolve_problem]);
+    ``runner_options`` are the other fields of
+    [`TuningJob`][tfp_sgmcmc.tuning.executors.TuningJob] (``thin``, ``seed``, ...)."""
+    arms = list(arms)
+    for a in arms:  # (ArmRunner checks the same; the records need copies made here)
+        if not isinstance(a, dict):
+            raise ValueError(f"`arms` must hold dicts, got {type(a).__name__}.")
+    mk, factory, source = resolve_problem(
+        make_kernel, kernel_class, estimator, kernel_kwargs, problem
+    )
+    job = TuningJob(
+        [dict(a) for a in arms], init_state, factory, metric, problem_source=source,
+        **runner_options,
+    )
+    return job, mk
 
 
 @dataclass

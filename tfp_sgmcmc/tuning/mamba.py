@@ -58,12 +58,11 @@ from tfp_sgmcmc.tuning.budget import Budget, num_rounds, per_arm_budgets, round_
 from tfp_sgmcmc.tuning.executors import (
     ArmPool,
     Executor,
-    TuningJob,
     evaluate_metric,
     evaluate_metric_with_se,
+    make_job,
     resolve_executor,
     resolve_make_kernel,
-    resolve_problem,
 )
 from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
 from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult
@@ -174,7 +173,7 @@ class MAMBA:
         problem: Callable[[], Any] | None = None,
         executor: Executor | None = None,
     ) -> None:
-        arms = [dict(a) for a in arms]
+        arms = list(arms)
         self.budget = as_budget(budget)
         self.eta = eta
         self.num_rounds = num_rounds(len(arms), eta) if arms else 0
@@ -182,27 +181,16 @@ class MAMBA:
         self.per_arm_budgets = per_arm_budgets(len(arms), eta, self.budget)
         self.metric = resolve_metric(metric)
         self.executor = resolve_executor(executor)
-        self.make_kernel, factory, source = resolve_problem(
-            make_kernel, kernel_class, estimator, kernel_kwargs, problem
+        job, self.make_kernel = make_job(
+            arms, init_state, metric, make_kernel, kernel_class, estimator, kernel_kwargs,
+            problem, thin=thin, seed=seed, static_keys=tuple(static_keys),
+            max_steps_per_call=max_steps_per_call, jit_compile=jit_compile,
+            chains_per_arm=chains_per_arm, program_cache=program_cache,
         )
         self.method = "MAMBA" + (f" ({self.executor.name})" if self.executor.name else "")
         self.progress = progress
-        self._arms = arms
+        self._arms = job.arms
         self._single_part = not isinstance(init_state, (list, tuple))
-        job = TuningJob(
-            arms,
-            init_state,
-            factory,
-            metric,
-            thin=thin,
-            seed=seed,
-            static_keys=tuple(static_keys),
-            max_steps_per_call=max_steps_per_call,
-            jit_compile=jit_compile,
-            chains_per_arm=chains_per_arm,
-            program_cache=program_cache,
-            problem_source=source,
-        )
         self.pool: ArmPool = self.executor.open(job)
         self.chains_per_arm = self.pool.chains_per_arm
         if self.budget.deterministic:
@@ -226,9 +214,11 @@ class MAMBA:
         [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult]; then closes the
         executor's pool (a Ray executor's actors are released)."""
         try:
-            return self._run()
+            result = self._run()
         finally:
             self.pool.close()
+        result.gradient_noise = best_arm_gradient_noise(result)
+        return result
 
     def close(self) -> None:
         """Releases the executor's workers without running (``run`` does it too)."""
@@ -278,7 +268,7 @@ class MAMBA:
             for rec in round_records:
                 rec.survived = rec.arm_index in kept
         best = survivors[0]
-        result = TuningResult(
+        return TuningResult(
             method=self.method,
             best_arm=dict(self.arms[best]),
             best_index=best,
@@ -299,8 +289,6 @@ class MAMBA:
             round_seconds=round_seconds,
             chains_per_arm=self.chains_per_arm,
         )
-        result.gradient_noise = best_arm_gradient_noise(result)
-        return result
 
 
 def best_arm_gradient_noise(result: TuningResult, seed: int = 0) -> Any:
