@@ -45,10 +45,11 @@ def successive_halving_by_hand(arms, budget, eta, seed):
     metric = resolve_metric("ksd")
     survivors = list(range(len(arms)))
     rows = []
-    for r_i in tu.per_arm_budgets(len(arms), eta, budget):
+    per_arm = tu.per_arm_budgets(len(arms), eta, budget)
+    for i, r_i in enumerate(per_arm):
         scores = {}
         for j in survivors:
-            out = runner.run(j, r_i, budget)
+            out = runner.run(j, r_i, budget, screening=i < len(per_arm) - 1)
             value, _, note = evaluate_metric(metric, out, runner.reference_estimator)
             scores[j] = value
             rows.append((j, out.steps, value, out.diverged, note, out.samples))
@@ -98,8 +99,8 @@ class _ReversedPool(ArmPool):
         self.inner = tu.SequentialExecutor().open(job)
         self.costs, self.chains_per_arm = self.inner.costs, self.inner.chains_per_arm
 
-    def _runs(self, indices, amount, budget):
-        yield from self.inner._runs(list(indices)[::-1], amount, budget)
+    def _runs(self, indices, amount, budget, screening=False):
+        yield from self.inner._runs(list(indices)[::-1], amount, budget, screening)
 
     def final_states(self):
         return self.inner.final_states()

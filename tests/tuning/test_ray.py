@@ -65,8 +65,8 @@ def kill_one_actor_in_round_0(pool):
     runs = pool._runs
     pool.killed = False
 
-    def killing_runs(survivors, amount, budget):
-        gen = runs(survivors, amount, budget)
+    def killing_runs(survivors, amount, budget, screening=False):
+        gen = runs(survivors, amount, budget, screening)
         first = next(gen)
         if not pool.killed:
             # The actor that did not return first is still running an arm.

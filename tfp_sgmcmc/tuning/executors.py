@@ -383,10 +383,11 @@ class ArmPool(abc.ABC):
 
     @abc.abstractmethod
     def _runs(
-        self, indices: Sequence[int], amount: float, budget: Budget
+        self, indices: Sequence[int], amount: float, budget: Budget, screening: bool = False
     ) -> Iterator[tuple[int, RunOutput, float, float, str]]:
         """Runs every arm in ``indices`` for ``amount``; yields ``(index, output,
-        metric, metric seconds, note)`` per arm as it finishes."""
+        metric, metric seconds, note)`` per arm as it finishes. ``screening``
+        goes to [`ArmRunner.run`][tfp_sgmcmc.tuning.runner.ArmRunner.run]."""
 
     @abc.abstractmethod
     def final_states(self) -> list[Any]:
@@ -405,12 +406,21 @@ class ArmPool(abc.ABC):
         return steps_for(amount, budget, self.costs[index], self.chains_per_arm)
 
     def run_round(
-        self, round_index: int, indices: Sequence[int], amount: float, budget: Budget
+        self,
+        round_index: int,
+        indices: Sequence[int],
+        amount: float,
+        budget: Budget,
+        screening: bool = False,
     ) -> Iterator[ArmRun]:
         """Runs every arm in ``indices`` for ``amount`` (in ``budget.unit``) and
         yields one [`ArmRun`][tfp_sgmcmc.tuning.executors.ArmRun] per arm as it
-        finishes (in any order)."""
-        for idx, out, value, mt, note in self._runs(list(indices), amount, budget):
+        finishes (in any order).
+
+        ``screening``: the round only decides which arms go on (MAMBA's rounds
+        but the last); see [`ArmRunner.run`][tfp_sgmcmc.tuning.runner.ArmRunner.run].
+        """
+        for idx, out, value, mt, note in self._runs(list(indices), amount, budget, screening):
             if budget.unit == "seconds":
                 spent = out.sampling_seconds
             elif budget.unit == "steps":
@@ -470,10 +480,10 @@ class _SequentialPool(ArmPool):
         self.metric = resolve_metric(job.metric)
 
     def _runs(
-        self, indices: Sequence[int], amount: float, budget: Budget
+        self, indices: Sequence[int], amount: float, budget: Budget, screening: bool = False
     ) -> Iterator[tuple[int, RunOutput, float, float, str]]:
         for idx in indices:
-            out = self.runner.run(idx, amount, budget)
+            out = self.runner.run(idx, amount, budget, screening)
             value, mt, note = evaluate_metric(self.metric, out, self.estimator)
             yield idx, out, value, mt, note
 

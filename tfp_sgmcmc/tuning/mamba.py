@@ -246,7 +246,8 @@ class MAMBA:
                 f"{self.method} round {i + 1}/{self.num_rounds} ({len(survivors)} arms, "
                 f"r={_fmt_budget(r_i, self.budget.unit)} each)",
             )
-            for run in self.pool.run_round(i, survivors, r_i, self.budget):
+            screening = i < self.num_rounds - 1  # every round but the deciding one
+            for run in self.pool.run_round(i, survivors, r_i, self.budget, screening):
                 rec = run.record
                 metrics[rec.arm_index] = rec.metric
                 last_samples[rec.arm_index] = run.samples
