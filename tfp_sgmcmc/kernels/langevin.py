@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import collections
-import warnings
 from typing import Any
 
 import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
+from tfp_sgmcmc.internal.util import deprecated_aliases
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 from tfp_sgmcmc.transforms import DriftTransform, RMSPreconditioner
@@ -44,16 +44,8 @@ class SGLDKernelResults(
     __slots__ = ()
 
 
-def __getattr__(name: str) -> Any:
-    # Deprecated names (docs/conventions.md, "Names"): kept for one release.
-    if name == "LangevinKernelResults":
-        warnings.warn(
-            "LangevinKernelResults is deprecated; use SGLDKernelResults (same class).",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return SGLDKernelResults
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Deprecated names, kept for one release (docs/conventions.md, "Names").
+__getattr__ = deprecated_aliases(__name__, LangevinKernelResults=SGLDKernelResults)
 
 
 class StochasticGradientLangevinDynamics(SGMCMCKernel):
