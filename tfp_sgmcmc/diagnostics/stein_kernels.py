@@ -51,16 +51,23 @@ __all__ = [
 STEIN_KERNELS = ("imq", "rbf")
 
 
-def validate_kernel_args(kernel: str, c: Any, beta: Any, bandwidth: Any) -> None:
-    """Raise ``ValueError`` naming the argument for an invalid kernel choice."""
-    if kernel not in STEIN_KERNELS:
-        raise ValueError(f"`kernel` must be one of {STEIN_KERNELS}, got {kernel!r}.")
+def validate_kernel_args(
+    kernel: str, c: Any, beta: Any, bandwidth: Any, kernels: tuple[str, ...] = STEIN_KERNELS
+) -> None:
+    """Raise ``ValueError`` naming the argument for an invalid kernel choice.
+
+    ``kernels`` are the names the caller accepts: the IMQ kernel (set by ``c`` and
+    ``beta``) and one with a ``bandwidth`` (``"rbf"`` for KSD, ``"gaussian"`` for FSSD).
+    """
+    if kernel not in kernels:
+        raise ValueError(f"`kernel` must be one of {kernels}, got {kernel!r}.")
     if kernel == "imq":
         check_imq_parameters(c, beta)
         if bandwidth is not None:
+            others = " or ".join(repr(k) for k in kernels if k != "imq")
             raise ValueError(
-                "`bandwidth` applies to the RBF kernel only; the IMQ kernel is set by `c` "
-                "and `beta`."
+                f"`bandwidth` applies to the {others} kernel only; the IMQ kernel is set by "
+                "`c` and `beta`."
             )
     elif bandwidth is not None and not isinstance(bandwidth, (tf.Tensor, tf.Variable)):
         b = np.asarray(bandwidth, dtype=float)
