@@ -3,7 +3,9 @@
 * :func:`run_chain`: a long ``tfp.mcmc.sample_chain`` cut into equal chunks,
   each one call of a single XLA-compiled function that resumes from the
   previous chunk's state and kernel results, with a tqdm bar (rate/ETA);
-* :class:`timer`: wall-clock seconds of a block.
+* :class:`timer`: wall-clock seconds of a block;
+* :func:`chain_study_arguments` and :func:`sgld_msgld_asgld`: the command line and the
+  three samplers of the many-chain studies (Gaussian, mixture).
 
 Where the studies write (``--out``, ``--write-docs``) is decided by ``_cli.py``.
 """
@@ -16,7 +18,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import _cli  # noqa: F401  (first: quiet TensorFlow start-up)
+import _cli  # (first: quiet TensorFlow start-up)
 import matplotlib
 
 matplotlib.use("Agg")
@@ -31,6 +33,8 @@ from tqdm import tqdm  # noqa: E402
 __all__ = [
     "run_chain",
     "timer",
+    "chain_study_arguments",
+    "sgld_msgld_asgld",
 ]
 
 
@@ -87,3 +91,35 @@ class timer:
 
     def __exit__(self, *exc: Any) -> None:
         self.seconds = time.perf_counter() - self._t0
+
+
+def chain_study_arguments(
+    name: str, doc: str, seed: int, steps: tuple[int, int], chains: tuple[int, int]
+) -> tuple[Any, Any, int, int]:
+    """The command line of a many-chain study: ``--steps``, ``--chains`` and ``--seed``
+    beside ``_cli``'s ``--quick`` and ``--out``.
+
+    ``steps`` and ``chains`` are the (quick, full) defaults. Returns ``(args, outputs,
+    steps, chains)``.
+    """
+    ap = _cli.parser(name, doc.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--chains", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=seed)
+    args = ap.parse_args()
+    full = 0 if args.quick else 1
+    return args, _cli.outputs(args), args.steps or steps[full], args.chains or chains[full]
+
+
+def sgld_msgld_asgld(
+    estimator: Any, step_size: float, a_momentum: float, a_adam: float
+) -> dict[str, tfp.mcmc.TransitionKernel]:
+    """SGLD, MSGLD and ASGLD at one step size (``β1 = 0.9``, ``β2 = 0.999``; bias factors
+    ``a_momentum`` and ``a_adam``): the comparison of Kim, Song & Liang's §4 examples."""
+    import tfp_sgmcmc as sg
+
+    return {
+        "SGLD": sg.SGLD(estimator, step_size),
+        "MSGLD": sg.MSGLD(estimator, step_size, a=a_momentum, beta1=0.9),
+        "ASGLD": sg.ASGLD(estimator, step_size, a=a_adam, beta1=0.9, beta2=0.999),
+    }
