@@ -411,7 +411,7 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
 
     from tfp_sgmcmc.diagnostics import effective_sample_size, fssd, kernel_stein_discrepancy
     from tfp_sgmcmc.driver import open_run
-    from tfp_sgmcmc.export import DIAGNOSTICS_FILE
+    from tfp_sgmcmc.export import DIAGNOSTICS_FILE, SHARED_MINIBATCH_NOTE, chains_independent
     from tfp_sgmcmc.tuning.metrics import FullDataScorer
 
     for name in ("max_samples", "num_locations"):
@@ -489,6 +489,7 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
         if "target_log_prob" in tr
         else None,
         "num_diverged": int(tr["diverged"].sum()) if "diverged" in tr else 0,
+        "independent_chains": chains_independent(run),
     }
     # The KSD beside that of as many i.i.d. draws of the Laplace approximation.
     from tfp_sgmcmc.diagnostics import laplace_ksd_reference
@@ -516,6 +517,14 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
         ),
         (f"FSSD² (Gaussian, {result['fssd_num_locations']} locations)", f"{fssd_value:.6g}"),
         ("ESS min / median", f"{result['ess_min']:.1f} / {result['ess_median']:.1f}"),
+        (
+            "chains' minibatches",
+            "one chain"
+            if chains < 2
+            else {True: "independent", False: "SHARED (see below)", None: "not recorded"}[
+                result["independent_chains"]
+            ],
+        ),
         ("diverged draws", str(result["num_diverged"])),
     ]
     print("| diagnostic | value |\n|---|---|")
@@ -526,6 +535,8 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
         _write_json(a.json, result)
     if noise is not None and noise.violated:
         print(f"tfp-sgmcmc: warning: {noise.message()}", file=sys.stderr)
+    if chains >= 2 and result["independent_chains"] is False:
+        print(f"tfp-sgmcmc: warning: {SHARED_MINIBATCH_NOTE}", file=sys.stderr)
     return 0
 
 

@@ -302,7 +302,8 @@ class MAMBA:
                 f"MAMBA round {i + 1}/{self.num_rounds} ({len(survivors)} arms, "
                 f"r={_fmt_budget(r_i, self.budget.unit)} each)",
             )
-            for idx, out, value, mt, note in self._run_arms(survivors, r_i):
+            screening = i < self.num_rounds - 1
+            for idx, out, value, mt, note in self._run_arms(survivors, r_i, screening):
                 metrics[idx] = value
                 last_samples[idx] = out.samples
                 rec = RoundRecord(
@@ -366,12 +367,13 @@ class MAMBA:
 
     # -- execution hooks (overridden by the Ray backend) -------------------- #
     def _run_arms(
-        self, survivors: list[int], amount: float
+        self, survivors: list[int], amount: float, screening: bool = False
     ) -> Iterator[tuple[int, RunOutput, float, float, str]]:
         """Runs every surviving arm for ``amount``; yields ``(index, output, metric,
-        metric seconds, note)`` per arm as it finishes (here: one after another)."""
+        metric seconds, note)`` per arm as it finishes (here: one after another).
+        ``screening``: not the last round (see `ArmRunner.run`)."""
         for idx in survivors:
-            out = self.runner.run(idx, amount, self.budget)
+            out = self.runner.run(idx, amount, self.budget, screening)
             value, mt, note = evaluate_metric(self.metric, out, self.estimator)
             yield idx, out, value, mt, note
 

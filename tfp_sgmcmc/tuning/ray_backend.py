@@ -215,11 +215,11 @@ class ArmWorker:
         }
 
     def run(
-        self, index: int, chain: ArmState, amount: float, budget: Budget
+        self, index: int, chain: ArmState, amount: float, budget: Budget, screening: bool = False
     ) -> tuple[RunOutput, ArmState, float, float, str]:
         """Continues arm ``index`` from ``chain`` for ``amount``; scores the round."""
         self.runner.arm_states[index] = chain
-        out = self.runner.run(index, amount, budget)
+        out = self.runner.run(index, amount, budget, screening)
         value, mt, note = evaluate_metric(self.metric, out, self.estimator)
         return out, self.runner.arm_states[index], value, mt, note
 
@@ -421,7 +421,7 @@ class RayMAMBA(MAMBA):
             self.shutdown()
 
     def _run_arms(
-        self, survivors: list[int], amount: float
+        self, survivors: list[int], amount: float, screening: bool = False
     ) -> Iterator[tuple[int, RunOutput, float, float, str]]:
         ray = self._ray
         if not self._workers:
@@ -437,7 +437,9 @@ class RayMAMBA(MAMBA):
                 k = next((n for n, j in enumerate(queue) if self._home[j] == w), 0)
                 j = queue.pop(k)
                 self._used_keys.add(split_arm(self._arms[j], self._static)[0])
-                ref = self._workers[w].run.remote(j, self.chains[j], amount, self.budget)
+                ref = self._workers[w].run.remote(
+                    j, self.chains[j], amount, self.budget, screening
+                )
                 pending[ref] = (w, j)
 
         dispatch()

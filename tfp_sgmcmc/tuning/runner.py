@@ -193,7 +193,10 @@ class ArmRunner:
         starts from ``init_state``). With ``C > 1`` the kernel's estimator
         must draw one minibatch per chain
         (``MinibatchEstimator(independent_chains=True)``), or the chains'
-        metrics would be correlated. Default value: ``1``.
+        metrics would be correlated. In a screening round (see
+        `ArmRunner.run`) an arm whose chains
+        run fewer than ``thin`` steps returns each chain's last state as its
+        one sample per chain. Default value: ``1``.
 
     Raises:
       ValueError: an arm the kernel rejects (the message names the arm), an
@@ -329,11 +332,23 @@ class ArmRunner:
             return int(np.floor(amount / self.chains_per_arm))
         return int(np.floor(amount / self.costs[index]))
 
-    def run(self, index: int, amount: float, budget: Budget) -> RunOutput:
+    def run(
+        self, index: int, amount: float, budget: Budget, screening: bool = False
+    ) -> RunOutput:
         """Run arm ``index`` for ``amount`` (in ``budget.unit``) from its last state.
 
         A fresh sampler state (momentum, thermostat, minibatch position) is
         built from the arm's last θ, as the authors' code does every round.
+
+        ``screening``: a round whose metric only decides which arms go on (all
+        of MAMBA's rounds but the last). With ``chains_per_arm > 1``, an arm
+        whose chains run fewer than ``thin`` steps in a screening round returns
+        each chain's last state as its one sample, so a costly arm (a large
+        batch, its budget split ``C`` ways) is not pruned for lack of samples.
+        A deciding round (MAMBA's last, a grid arm) needs thinned samples, as
+        in Algorithm 1: the few steps of an arm that cannot afford ``thin`` per
+        chain say little about its stationary law (and the KSD favours chains
+        that barely left their start).
         """
         st = self.arm_states[index]
         prog, scalars, key = self._program(st.arm)
@@ -439,6 +454,15 @@ class ArmRunner:
             for s, p in zip(samples, st.state)
         ]
         lp = np.concatenate(lps) if lps else np.zeros([0, *lp_shape])
+        short = screening and self.chains_per_arm > 1 and done > 0 and not diverged
+        if short and out_samples[0].shape[0] == 0:
+            # C chains split the arm's budget C ways, so a costly arm (a large batch)
+            # can run fewer than `thin` steps per chain in an early round. Thinning is
+            # then anchored at the round's end: each chain's last state is its one
+            # sample, instead of an infinite metric that would prune the arm for lack
+            # of data rather than for its quality. (One chain keeps Algorithm 1's rule.)
+            out_samples = [p[None] for p in st.state]
+            lp = np.asarray(results.target_log_prob.numpy())[None]
         return RunOutput(
             out_samples, lp, done, elapsed, compile_s, diverged, num_chains=self.chains_per_arm
         )
