@@ -88,23 +88,25 @@ def stein_kernel_block(
     y: tf.Tensor,
     sx: tf.Tensor,
     sy: tf.Tensor,
-    kernel: str = "imq",
-    c: Any = 1.0,
-    beta: Any = -0.5,
-    bandwidth: Any = None,
+    kernel: str,
+    c: Any,
+    beta: Any,
+    bandwidth: Any,
 ) -> tf.Tensor:
     """The ``[b, m]`` matrix ``k_π(x_i, y_j)`` by matrix products.
+
+    The building block of the KSD functions, which validate the kernel arguments and
+    apply their defaults first: every argument is required here.
 
     Args:
       x: samples ``[b, d]``.
       y: samples ``[m, d]``.
       sx: scores at ``x``, ``[b, d]``.
       sy: scores at ``y``, ``[m, d]``.
-      kernel: ``"imq"`` or ``"rbf"``. Default value: ``"imq"``.
-      c: IMQ scale ``c > 0``. Default value: ``1.``.
-      beta: IMQ exponent ``β ∈ (−1, 0)``. Default value: ``-0.5``.
-      bandwidth: RBF length scale ``h`` (required for ``"rbf"``).
-        Default value: ``None``.
+      kernel: ``"imq"`` or ``"rbf"``.
+      c: IMQ scale ``c > 0`` (used by ``"imq"``).
+      beta: IMQ exponent ``β ∈ (−1, 0)`` (used by ``"imq"``).
+      bandwidth: RBF length scale ``h`` (used by ``"rbf"``).
 
     Returns:
       ``[b, m]`` tensor of Stein-kernel values (equation in the module docstring).
