@@ -33,7 +33,7 @@ import tensorflow_probability as tfp
 
 from tfp_sgmcmc.internal.util import as_parts, check_int, restructure
 from tfp_sgmcmc.tuning.arms import split_arm, structural_keys
-from tfp_sgmcmc.tuning.budget import Budget
+from tfp_sgmcmc.tuning.budget import Budget, steps_for
 
 __all__ = ["ArmRunner", "ArmState", "RunOutput", "gradient_cost_per_step"]
 
@@ -218,12 +218,7 @@ class ArmRunner:
         program_cache: dict | None = None,
         chains_per_arm: int = 1,
     ) -> None:
-        if (
-            not isinstance(chains_per_arm, (int, np.integer))
-            or isinstance(chains_per_arm, bool)
-            or chains_per_arm < 1
-        ):
-            raise ValueError(f"`chains_per_arm` must be an int >= 1, got {chains_per_arm!r}.")
+        chains_per_arm = check_int(chains_per_arm, "chains_per_arm", 1)
         if not callable(make_kernel):
             raise ValueError("`make_kernel` must be callable (**arm) -> kernel.")
         if not arms:
@@ -323,14 +318,9 @@ class ArmRunner:
         return tf.constant([int(st.seed[0]) * 7919 + st.calls, int(st.seed[1])], tf.int32)
 
     def steps_for(self, index: int, amount: float, budget: Budget) -> int:
-        """Steps an arm runs for a per-arm amount in a deterministic unit.
-
-        Chain-steps and per-example gradients are counted over all
-        ``chains_per_arm`` chains, so ``C`` chains each run ``1/C`` of the amount.
-        """
-        if budget.unit == "steps":
-            return int(np.floor(amount / self.chains_per_arm))
-        return int(np.floor(amount / self.costs[index]))
+        """Steps arm ``index`` runs for ``amount`` of a deterministic budget (see
+        [`steps_for`][tfp_sgmcmc.tuning.budget.steps_for])."""
+        return steps_for(amount, budget, self.costs[index], self.chains_per_arm)
 
     def run(
         self, index: int, amount: float, budget: Budget, screening: bool = False
