@@ -4,8 +4,8 @@
   each one call of a single XLA-compiled function that resumes from the
   previous chunk's state and kernel results, with a tqdm bar (rate/ETA);
 * :class:`timer`: wall-clock seconds of a block;
-* :func:`chain_study_arguments` and :func:`sgld_msgld_asgld`: the command line and the
-  three samplers of the many-chain studies (Gaussian, mixture).
+* :func:`sgld_msgld_asgld`: the three samplers the many-chain studies (Gaussian,
+  mixture) compare.
 
 Where the studies write (``--out``, ``--write-docs``) is decided by ``_cli.py``.
 """
@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import _cli  # (first: quiet TensorFlow start-up)
+import _cli  # noqa: F401  (first: quiet TensorFlow start-up)
 import matplotlib
 
 matplotlib.use("Agg")
@@ -33,7 +33,6 @@ from tqdm import tqdm  # noqa: E402
 __all__ = [
     "run_chain",
     "timer",
-    "chain_study_arguments",
     "sgld_msgld_asgld",
 ]
 
@@ -91,24 +90,6 @@ class timer:
 
     def __exit__(self, *exc: Any) -> None:
         self.seconds = time.perf_counter() - self._t0
-
-
-def chain_study_arguments(
-    name: str, doc: str, seed: int, steps: tuple[int, int], chains: tuple[int, int]
-) -> tuple[Any, Any, int, int]:
-    """The command line of a many-chain study: ``--steps``, ``--chains`` and ``--seed``
-    beside ``_cli``'s ``--quick`` and ``--out``.
-
-    ``steps`` and ``chains`` are the (quick, full) defaults. Returns ``(args, outputs,
-    steps, chains)``.
-    """
-    ap = _cli.parser(name, doc.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--chains", type=int, default=None)
-    ap.add_argument("--seed", type=int, default=seed)
-    args = ap.parse_args()
-    full = 0 if args.quick else 1
-    return args, _cli.outputs(args), args.steps or steps[full], args.chains or chains[full]
 
 
 def sgld_msgld_asgld(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import _cli
 import numpy as np
 import tensorflow as tf
-from adaptive_drift_common import chain_study_arguments, run_chain, sgld_msgld_asgld, timer
+from adaptive_drift_common import run_chain, sgld_msgld_asgld, timer
 from scipy.linalg import solve_discrete_lyapunov
 
 import tfp_sgmcmc as sg
@@ -57,9 +57,15 @@ def running_cov_error(x: np.ndarray, checkpoints: np.ndarray) -> np.ndarray:
 def main() -> None:
     import matplotlib.pyplot as plt  # Agg selected by adaptive_drift_common
 
-    args, out, steps, chains = chain_study_arguments(
-        "adaptive_drift_gaussian", __doc__, seed=1, steps=(5_000, 100_000), chains=(20, 50)
-    )
+    ap = _cli.parser("adaptive_drift_gaussian", __doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--chains", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    out = _cli.outputs(args)
+    steps = args.steps or (5_000 if args.quick else 100_000)
+    chains = args.chains or (20 if args.quick else 50)
+
     est = sg.NoisyGradientEstimator(log_prob, noise_scale=1.0)
     samplers = sgld_msgld_asgld(est, 0.1, a_momentum=0.01, a_adam=0.1)
     checkpoints = np.unique(np.geomspace(100, steps, 40).astype(int))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import _cli
 import numpy as np
 import tensorflow as tf
-from adaptive_drift_common import chain_study_arguments, run_chain, sgld_msgld_asgld, timer
+from adaptive_drift_common import run_chain, sgld_msgld_asgld, timer
 
 import tfp_sgmcmc as sg
 
@@ -46,9 +46,15 @@ def target_occupancy(rng: np.random.Generator, n: int = 2_000_000) -> np.ndarray
 def main() -> None:
     import matplotlib.pyplot as plt  # Agg selected by adaptive_drift_common
 
-    args, out, steps, chains = chain_study_arguments(
-        "adaptive_drift_mixture", __doc__, seed=2, steps=(5_000, 200_000), chains=(4, 10)
-    )
+    ap = _cli.parser("adaptive_drift_mixture", __doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--chains", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=2)
+    args = ap.parse_args()
+    out = _cli.outputs(args)
+    steps = args.steps or (5_000 if args.quick else 200_000)
+    chains = args.chains or (4 if args.quick else 10)
+
     est = sg.NoisyGradientEstimator(log_prob, noise_scale=1.0)
     samplers = sgld_msgld_asgld(est, 0.05, a_momentum=10.0, a_adam=1.0)
     ref = target_occupancy(np.random.default_rng(args.seed))
