@@ -49,7 +49,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.data import DataSource
-from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
+from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.map import find_map
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
@@ -75,7 +75,7 @@ def _part_names(prior: tfd.JointDistribution) -> list[str]:
     return [str(n) for n in names]
 
 
-class _PerExample(GradientEstimator):
+class _PerExample(WrappingEstimator):
     """``log π / N`` on the full data: the same maximiser, gradients of order one.
 
     L-BFGS starts with the identity as inverse Hessian, so its first trial step
@@ -84,25 +84,20 @@ class _PerExample(GradientEstimator):
     """
 
     def __init__(self, inner: GradientEstimator, num_examples: int) -> None:
-        super().__init__()
-        self._inner = inner
+        super().__init__(inner)
         self._n = float(num_examples)
 
-    @property
-    def dtype(self) -> tf.DType | None:
-        return self._inner.dtype
-
     def bootstrap(self, state: Any) -> Any:
-        return self._inner.bootstrap(state)
+        return self._base.bootstrap(state)
 
     def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor):
         raise NotImplementedError("only the full-data log-density is used (MAP search).")
 
     def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
-        self._inner.validate_state(state, arg_name)
+        self._base.validate_state(state, arg_name)
 
     def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
-        est = self._inner.full_log_prob_and_gradient(state)
+        est = self._base.full_log_prob_and_gradient(state)
         scale = tf.constant(1.0 / self._n, est.target_log_prob.dtype)
         return GradientEstimate(
             scale * est.target_log_prob, [scale * g for g in est.grads_target_log_prob]

@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.internal.util import (
+    RecordedArgument,
     RecordedParameters,
     check_in_interval,
     check_positive,
@@ -168,10 +169,7 @@ class AdaptiveBias(DriftTransform):
     state is a list with one tuple of accumulators per state part.
     """
 
-    @property
-    def a(self) -> Any:
-        """The bias factor ``a ≥ 0``."""
-        return self._parameters["a"]
+    a = RecordedArgument[Any]("The bias factor ``a ≥ 0``.")
 
     @abc.abstractmethod
     def _init_part(self, g: tf.Tensor) -> tuple[tf.Tensor, ...]:

@@ -30,6 +30,7 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,90 +141,107 @@ def _tile_chains(parts: list[tf.Tensor], num_chains: int) -> list[tf.Tensor]:
     return [tf.tile(p[None], [int(num_chains)] + [1] * p.shape.rank) for p in parts]
 
 
-def _data_source(
-    model: str, arg: str, what: str, source: Any, synthetic: Any, num_chains: Any
-) -> tuple[str | None, bool]:
-    """``(source path or None, synthetic)`` of a model that reads a file or builds a
-    stand-in: exactly one of the two (no silent fallback); also checks ``num_chains``."""
-    synthetic = _as_bool(synthetic, "synthetic")
-    _check_chains(num_chains)
+@dataclass(frozen=True)
+class _DataArgs:
+    """The model arguments of the models that read a data file or build its stand-in.
+
+    ``synthetic``: the offline stand-in instead of a file (exactly one of the two);
+    ``batch_size`` (or ``batch_fraction`` of the training set when it is ``None``);
+    ``num_chains`` (the initial state is tiled over them); ``seed`` of the initial state.
+    """
+
+    synthetic: Any = False
+    batch_size: int | None = None
+    batch_fraction: float = 0.01
+    num_chains: int = 1
+    seed: int = 0
+
+
+def _file_model(
+    model: str,
+    arg: str,
+    what: str,
+    source: Any,
+    data_args: dict[str, Any],
+    make_problem: Callable[[str | None, bool], Any],
+    make_init_state: Callable[[Any, int], list[tf.Tensor]],
+    param_names: Sequence[str],
+    info: Callable[[Any], dict[str, Any]],
+) -> ModelSpec:
+    """The ModelSpec of a model that reads a file (``--model-arg {arg}``, ``what``) or
+    builds the stand-in: exactly one of the two (no silent fallback)."""
+    unknown = sorted(set(data_args) - set(_DataArgs.__dataclass_fields__))
+    if unknown:
+        raise ModelError(f"model {model} has no model argument {', '.join(map(repr, unknown))}.")
+    args = _DataArgs(**data_args)
+    synthetic = _as_bool(args.synthetic, "synthetic")
+    _check_chains(args.num_chains)
     if source is None and not synthetic:
         raise ModelError(
             f"model {model} needs `--model-arg {arg}` ({what}) "
             "or `--model-arg synthetic=true` for the offline stand-in."
         )
-    return (None if synthetic else str(source)), synthetic
-
-
-def _batch_size(problem: Any, batch_size: Any, batch_fraction: Any) -> int:
-    if batch_size is not None:
-        return int(batch_size)
-    return problem.batch_size_from_fraction(float(batch_fraction))
+    problem = make_problem(None if synthetic else str(source), synthetic)
+    if args.batch_size is not None:
+        n = int(args.batch_size)
+    else:
+        n = problem.batch_size_from_fraction(float(args.batch_fraction))
+    return ModelSpec(
+        estimator=problem.estimator(n),
+        init_state=_tile_chains(make_init_state(problem, int(args.seed)), args.num_chains),
+        name=model,
+        param_names=list(param_names),
+        info={**info(problem), "batch_size": n},
+    )
 
 
 def _build_pmf(
     ratings: str | None = None,
-    synthetic: Any = False,
-    batch_size: int | None = None,
-    batch_fraction: float = 0.01,
-    num_chains: int = 1,
     latent_dim: int = 20,
     split_seed: int = 0,
     data_seed: int = 0,
-    seed: int = 0,
+    **data_args: Any,
 ) -> ModelSpec:
     """Bayesian PMF (``tfp_sgmcmc/models/pmf.py``) on a MovieLens file or the stand-in.
 
     ``ratings=PATH`` (``u.data`` or ``ratings.csv``) or ``synthetic=true``;
-    never both, never neither (no silent fallback).
+    never both, never neither (no silent fallback). ``data_args``: ``synthetic``,
+    ``batch_size``, ``batch_fraction``, ``num_chains``, ``seed`` (``_DataArgs``).
     """
     from tfp_sgmcmc.models.pmf import PARAM_NAMES, pmf
 
-    ratings, synthetic = _data_source(
-        "pmf", "ratings=PATH", "a MovieLens u.data or ratings.csv", ratings, synthetic, num_chains
-    )
-    problem = pmf(ratings=ratings, synthetic=synthetic,
-                  latent_dim=int(latent_dim), split_seed=int(split_seed),
-                  data_seed=int(data_seed))
-    n = _batch_size(problem, batch_size, batch_fraction)
-    return ModelSpec(
-        estimator=problem.estimator(n),
-        init_state=_tile_chains(problem.init_state(seed=int(seed)), num_chains),
-        name="pmf",
-        param_names=list(PARAM_NAMES),
-        info={"source": problem.data.source, "num_users": problem.num_users,
-              "num_items": problem.num_items, "num_train": problem.num_train,
-              "batch_size": n, "mean_rating": problem.mean_rating},
+    def make_problem(source: str | None, synthetic: bool) -> Any:
+        return pmf(ratings=source, synthetic=synthetic, latent_dim=int(latent_dim),
+                   split_seed=int(split_seed), data_seed=int(data_seed))
+
+    return _file_model(
+        "pmf", "ratings=PATH", "a MovieLens u.data or ratings.csv", ratings, data_args,
+        make_problem,
+        lambda problem, seed: problem.init_state(seed=seed),
+        PARAM_NAMES,
+        lambda problem: {"source": problem.data.source, "num_users": problem.num_users,
+                         "num_items": problem.num_items, "num_train": problem.num_train,
+                         "mean_rating": problem.mean_rating},
     )
 
 
-def _build_mnist_bnn(
-    path: str | None = None,
-    synthetic: Any = False,
-    batch_size: int | None = None,
-    batch_fraction: float = 0.01,
-    num_chains: int = 1,
-    seed: int = 0,
-) -> ModelSpec:
+def _build_mnist_bnn(path: str | None = None, **data_args: Any) -> ModelSpec:
     """The 784-100-10 BNN (``tfp_sgmcmc/models/mnist_bnn.py``) on MNIST files or the stand-in.
 
     ``path=DIR`` (the four IDX files, gzipped or not, or ``mnist.npz``; or the
     ``.npz`` itself) or ``synthetic=true``; never both, never neither.
+    ``data_args``: ``synthetic``, ``batch_size``, ``batch_fraction``, ``num_chains``,
+    ``seed`` (``_DataArgs``; ``seed`` also draws the stand-in).
     """
     from tfp_sgmcmc.models.mnist_bnn import PARAM_NAMES, init_state, mnist_bnn
 
-    path, synthetic = _data_source(
-        "mnist_bnn", "path=DIR", "MNIST IDX files or mnist.npz", path, synthetic, num_chains
-    )
-    problem = mnist_bnn(path=path, synthetic=synthetic,
-                        seed=int(seed))
-    n = _batch_size(problem, batch_size, batch_fraction)
-    return ModelSpec(
-        estimator=problem.estimator(n),
-        init_state=_tile_chains(init_state(seed=int(seed)), num_chains),
-        name="mnist_bnn",
-        param_names=list(PARAM_NAMES),
-        info={"source": problem.source, "num_train": problem.num_train, "batch_size": n},
+    seed = int(data_args.get("seed", _DataArgs.seed))
+    return _file_model(
+        "mnist_bnn", "path=DIR", "MNIST IDX files or mnist.npz", path, data_args,
+        lambda source, synthetic: mnist_bnn(path=source, synthetic=synthetic, seed=seed),
+        lambda problem, seed: init_state(seed=seed),
+        PARAM_NAMES,
+        lambda problem: {"source": problem.source, "num_train": problem.num_train},
     )
 
 

@@ -4,20 +4,13 @@ Wrappers (control variates, structured / dropout energies) wrap a base estimator
 kernels never know which estimator they are given.
 """
 
+from tfp_sgmcmc.estimators import partitions
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.distributed import DistributedMinibatchEstimator
 from tfp_sgmcmc.estimators.map import MapResult, find_map
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator, NoisyGradientEstimator
-from tfp_sgmcmc.estimators.partitions import (
-    Partition,
-    partition_by_neuron,
-    partition_by_part,
-    partition_from_group_ids,
-    partition_fully_factorized,
-    partition_modulo,
-    partition_random,
-)
+from tfp_sgmcmc.estimators.partitions import *  # noqa: F403 (its __all__, added below)
 from tfp_sgmcmc.estimators.structured import (
     BernoulliMask,
     BetaMask,
@@ -51,11 +44,6 @@ __all__ = [
     "BetaMask",
     "trace_without_history",
     "TransformedEstimator",
-    "Partition",
-    "partition_by_part",
-    "partition_modulo",
-    "partition_random",
-    "partition_fully_factorized",
-    "partition_by_neuron",
-    "partition_from_group_ids",
 ]
+# The partition helpers are exported as their module lists them.
+__all__ += partitions.__all__

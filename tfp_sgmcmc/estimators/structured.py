@@ -120,7 +120,7 @@ from tfp_sgmcmc.estimators.history import (
 from tfp_sgmcmc.estimators.masks import BernoulliMask, BetaMask, MaskDistribution, UniformMask
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.partitions import Partition
-from tfp_sgmcmc.internal.util import as_parts, check_int, restructure
+from tfp_sgmcmc.internal.util import RecordedArgument, as_parts, check_int, restructure
 
 __all__ = [
     "MaskDistribution",
@@ -185,38 +185,26 @@ class _StructuredEnergy(WrappingEstimator):
                 "support; use a base with shared minibatches."
             )
         super().__init__(base)
-        self._partition = partition
-        self._capacity = check_int(history_capacity, "history_capacity", 1)
-        self._thinning = check_int(thinning, "thinning", 1)
         if evaluation not in _EVALUATIONS:
             raise ValueError(f"`evaluation` must be one of {_EVALUATIONS}, got {evaluation!r}.")
-        self._evaluation = evaluation
+        # The validated configuration, stored once and read through RecordedArgument.
+        self._parameters = dict(
+            partition=partition,
+            history_capacity=check_int(history_capacity, "history_capacity", 1),
+            thinning=check_int(thinning, "thinning", 1),
+            evaluation=evaluation,
+        )
         self._ids = [tf.constant(a.reshape(-1), tf.int32) for a in partition.group_ids]
 
-    # -- configuration --------------------------------------------------- #
-    @property
-    def base(self) -> GradientEstimator:
-        return self._base
-
-    @property
-    def partition(self) -> Partition:
-        return self._partition
+    # -- configuration (``base``, dtype, n and N: WrappingEstimator) ------ #
+    partition = RecordedArgument[Partition]("The groups of coordinates.")
+    history_capacity = RecordedArgument[int]("Rows of the history buffer.")
+    thinning = RecordedArgument[int]("Every ``thinning``-th state enters the history.")
+    evaluation = RecordedArgument[str]("``'vectorized'`` or ``'sequential'`` composites.")
 
     @property
     def num_groups(self) -> int:
-        return self._partition.num_groups
-
-    @property
-    def history_capacity(self) -> int:
-        return self._capacity
-
-    @property
-    def thinning(self) -> int:
-        return self._thinning
-
-    @property
-    def evaluation(self) -> str:
-        return self._evaluation
+        return self.partition.num_groups
 
     @property
     def num_composites(self) -> int:
@@ -229,7 +217,7 @@ class _StructuredEnergy(WrappingEstimator):
 
     def history_memory_floats(self, state: Any) -> int:
         """Floats held by the history buffer for ``state`` (``(capacity + 1) × |θ| × chains``)."""
-        return (self._capacity + 1) * sum(int(np.prod(p.shape)) for p in as_parts(state))
+        return (self.history_capacity + 1) * sum(int(np.prod(p.shape)) for p in as_parts(state))
 
     # -- subclass hooks ---------------------------------------------------- #
     @abc.abstractmethod
@@ -242,13 +230,13 @@ class _StructuredEnergy(WrappingEstimator):
 
     # -- validation -------------------------------------------------------- #
     def _batch_shape(self, parts: list[tf.Tensor], arg_name: str = "state") -> list[int]:
-        if len(parts) != self._partition.num_parts:
+        if len(parts) != self.partition.num_parts:
             raise ValueError(
                 f"`{arg_name}` has {len(parts)} parts but the partition has "
-                f"{self._partition.num_parts}."
+                f"{self.partition.num_parts}."
             )
         batch = None
-        for i, (p, ev) in enumerate(zip(parts, self._partition.event_shapes)):
+        for i, (p, ev) in enumerate(zip(parts, self.partition.event_shapes)):
             shape = p.shape.as_list()
             k = len(shape) - len(ev)
             if k < 0 or tuple(shape[k:]) != tuple(ev) or any(d is None for d in shape):
@@ -275,7 +263,7 @@ class _StructuredEnergy(WrappingEstimator):
         self._batch_shape(parts, "init_state")
         return StructuredEstimatorState(
             base_state=self._base.bootstrap(state),
-            history=init_history(parts, self._capacity),
+            history=init_history(parts, self.history_capacity),
         )
 
     def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
@@ -302,7 +290,7 @@ class _StructuredEnergy(WrappingEstimator):
             slot = tf.transpose(tf.gather(idx2, ids, axis=1), [0, 2, 1])
             bi = tf.broadcast_to(tf.range(nb)[tf.newaxis, :, tf.newaxis], [kk, nb, ne])
             ei = tf.broadcast_to(tf.range(ne)[tf.newaxis, tf.newaxis, :], [kk, nb, ne])
-            flat_buf = tf.reshape(buf, [self._capacity + 1, nb, ne])
+            flat_buf = tf.reshape(buf, [self.history_capacity + 1, nb, ne])
             vals = tf.gather_nd(flat_buf, tf.stack([slot, bi, ei], axis=-1))
             rm = tf.transpose(tf.gather(r2, ids, axis=1), [0, 2, 1])
             shape = [kk] + p.shape.as_list()
@@ -351,7 +339,7 @@ class _StructuredEnergy(WrappingEstimator):
         # uniform over {θ^(1..t)} (paper §4), and reading the *updated* buffer
         # gives XLA a data dependency that lets it update the buffer in place
         # (a read of the old buffer would force a full copy every step).
-        new_history = append_history(estimator_state.history, parts, self._thinning)
+        new_history = append_history(estimator_state.history, parts, self.thinning)
         estimator_state = estimator_state._replace(history=new_history)
         _, hist, masks = self.composites(state, estimator_state, seed)
         hist = [tf.stop_gradient(h) for h in hist]
@@ -363,7 +351,7 @@ class _StructuredEnergy(WrappingEstimator):
             ll = mb.scaled_log_likelihood(restructure(xs, s), batch, n)  # [K'] + batch
             return tf.reduce_sum(ll, axis=0)
 
-        if self._evaluation == "vectorized":
+        if self.evaluation == "vectorized":
             lik, lik_grads = value_and_gradient_parts(lambda s: loglik_sum(s, hist, masks), state)
         else:
             lik, lik_grads = self._sequential(state, hist, masks, loglik_sum)
@@ -486,7 +474,7 @@ class StructuredEstimator(_StructuredEnergy):
     def __repr__(self) -> str:
         return (
             f"StructuredEstimator(base={self._base!r}, M={self.num_groups}, "
-            f"history_capacity={self._capacity}, thinning={self._thinning})"
+            f"history_capacity={self.history_capacity}, thinning={self.thinning})"
         )
 
 
@@ -549,7 +537,7 @@ class StructuredDropoutEstimator(_StructuredEnergy):
         evaluation: str = "vectorized",
     ) -> None:
         super().__init__(base, partition, history_capacity, thinning, evaluation)
-        self._num_masks = check_int(num_masks, "num_masks", 1)
+        self._parameters["num_masks"] = check_int(num_masks, "num_masks", 1)
         if mask is None:
             mask = BernoulliMask(0.5 if keep_prob is None else keep_prob)
         elif keep_prob is not None:
@@ -558,9 +546,7 @@ class StructuredDropoutEstimator(_StructuredEnergy):
             raise ValueError(f"`mask` must be a MaskDistribution, got {type(mask).__name__}.")
         self._mask = mask
 
-    @property
-    def num_masks(self) -> int:
-        return self._num_masks
+    num_masks = RecordedArgument[int]("``K``, masks (composites) per call.")
 
     @property
     def mask(self) -> MaskDistribution:
@@ -568,20 +554,20 @@ class StructuredDropoutEstimator(_StructuredEnergy):
 
     @property
     def num_composites(self) -> int:
-        return self._num_masks
+        return self.num_masks
 
     def _masks(self, batch_shape, seed, dtype):
-        return self._mask.sample([self._num_masks, self.num_groups] + batch_shape, seed, dtype)
+        return self._mask.sample([self.num_masks, self.num_groups] + batch_shape, seed, dtype)
 
     def _scale(self, dtype):
         # M / (K · E[Σ_i r_i]) with E[Σ_i r_i] = M · E[r] for this mask's own mean.
-        return tf.constant(1.0 / (self._num_masks * self._mask.mean), dtype)
+        return tf.constant(1.0 / (self.num_masks * self._mask.mean), dtype)
 
     def __repr__(self) -> str:
         return (
             f"StructuredDropoutEstimator(base={self._base!r}, M={self.num_groups}, "
-            f"K={self._num_masks}, mask={self._mask!r}, history_capacity={self._capacity}, "
-            f"thinning={self._thinning})"
+            f"K={self.num_masks}, mask={self._mask!r}, history_capacity={self.history_capacity}, "
+            f"thinning={self.thinning})"
         )
 
 

@@ -42,7 +42,7 @@ from tensorflow_probability.python.mcmc.transformed_kernel import (
     make_transform_fn,
 )
 
-from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
+from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
 from tfp_sgmcmc.internal.util import as_parts, restructure
 
 __all__ = ["TransformedEstimator"]
@@ -62,7 +62,7 @@ def _check_bijector(bijector: Any) -> None:
         )
 
 
-class TransformedEstimator(GradientEstimator):
+class TransformedEstimator(WrappingEstimator):
     r"""A gradient estimator on the unconstrained space ``z``, with ``θ = f(z)``.
 
     Given an inner estimator of ``log π(θ)`` and its score, returns
@@ -101,13 +101,13 @@ class TransformedEstimator(GradientEstimator):
         bijector: Any,
         include_log_det_jacobian: bool = True,
     ) -> None:
-        super().__init__()
         if not isinstance(estimator, GradientEstimator):
             raise TypeError(
                 f"`estimator` must be a GradientEstimator, got {type(estimator).__name__}."
             )
         _check_bijector(bijector)
-        self._inner = estimator
+        # The wrapped estimator (``base``) gives the data's dtype, N and n.
+        super().__init__(estimator)
         self._bijector = bijector
         self._include_ldj = bool(include_log_det_jacobian)
         # TFP's own helpers, so the semantics are exactly TransformedTransitionKernel's.
@@ -119,8 +119,8 @@ class TransformedEstimator(GradientEstimator):
     # -- configuration ----------------------------------------------------- #
     @property
     def estimator(self) -> GradientEstimator:
-        """The inner (constrained-space) estimator."""
-        return self._inner
+        """The inner (constrained-space) estimator, ``base``."""
+        return self._base
 
     @property
     def bijector(self) -> Any:
@@ -130,26 +130,14 @@ class TransformedEstimator(GradientEstimator):
     def include_log_det_jacobian(self) -> bool:
         return self._include_ldj
 
-    @property
-    def dtype(self) -> tf.DType | None:
-        return self._inner.dtype
-
-    @property
-    def num_examples(self) -> int:
-        return self._inner.num_examples  # type: ignore[attr-defined]
-
-    @property
-    def batch_size(self) -> int:
-        return self._inner.batch_size  # type: ignore[attr-defined]
-
     def with_batch_size(self, batch_size: int) -> TransformedEstimator:
         """The same transform around the inner estimator's ``with_batch_size(batch_size)``."""
-        if not hasattr(self._inner, "with_batch_size"):
+        if not hasattr(self._base, "with_batch_size"):
             raise AttributeError(
-                f"the inner {type(self._inner).__name__} has no `with_batch_size`."
+                f"the inner {type(self._base).__name__} has no `with_batch_size`."
             )
         return TransformedEstimator(
-            self._inner.with_batch_size(batch_size),  # type: ignore[attr-defined]
+            self._base.with_batch_size(batch_size),  # type: ignore[attr-defined]
             self._bijector,
             include_log_det_jacobian=self._include_ldj,
         )
@@ -194,21 +182,21 @@ class TransformedEstimator(GradientEstimator):
 
     # -- protocol ------------------------------------------------------------ #
     def bootstrap(self, state: Any) -> Any:
-        return self._inner.bootstrap(self.forward(state))
+        return self._base.bootstrap(self.forward(state))
 
     def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
-        self._inner.validate_state(state, arg_name)
+        self._base.validate_state(state, arg_name)
 
     def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor):
-        return self._pull_back(state, lambda theta: self._inner(theta, estimator_state, seed))
+        return self._pull_back(state, lambda theta: self._base(theta, estimator_state, seed))
 
     def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
         """Exact ``log π_z(z)`` and its score (the inner full-data estimate, pulled back)."""
         est, _ = self._pull_back(
-            state, lambda theta: (self._inner.full_log_prob_and_gradient(theta), None)
+            state, lambda theta: (self._base.full_log_prob_and_gradient(theta), None)
         )
         return est
 
     def __repr__(self) -> str:
         jac = "" if self._include_ldj else ", include_log_det_jacobian=False"
-        return f"TransformedEstimator({self._inner!r}, bijector={self._bijector!r}{jac})"
+        return f"TransformedEstimator({self._base!r}, bijector={self._bijector!r}{jac})"

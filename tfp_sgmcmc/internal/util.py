@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import tensorflow as tf
@@ -29,6 +29,7 @@ __all__ = [
     "all_finite",
     "cast_param",
     "RecordedParameters",
+    "RecordedArgument",
     "PrettyNamedTupleMixin",
     "deprecated_aliases",
 ]
@@ -221,6 +222,38 @@ class RecordedParameters:
 
     def _cast(self, name: str, dtype: tf.DType) -> tf.Tensor:
         return cast_param(self._parameters[name], dtype)
+
+
+_T = TypeVar("_T")
+
+
+class RecordedArgument(Generic[_T]):
+    """A read-only attribute that reads one recorded constructor argument.
+
+    ``num_replicas = RecordedArgument[int]("Doc.")`` in the body of a class whose
+    instances keep their constructor arguments in ``self._parameters`` (kernels,
+    [`RecordedParameters`][tfp_sgmcmc.internal.util.RecordedParameters]) makes
+    ``obj.num_replicas`` return ``obj.parameters["num_replicas"]``: an argument is
+    stored once, where ``copy`` finds it, and read from there; assigning it raises
+    ``AttributeError`` as a ``property`` without setter does.
+    """
+
+    def __init__(self, doc: str | None = None) -> None:
+        self.__doc__ = doc
+        self._key = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._key = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> _T:
+        if instance is None:
+            return self  # type: ignore[return-value]  # the class attribute (docs, help)
+        return instance._parameters[self._key]
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        raise AttributeError(
+            f"{self._key!r} is a constructor argument; use `copy({self._key}=...)`."
+        )
 
 
 def all_finite(parts: Sequence[tf.Tensor], batch_ndims: int) -> tf.Tensor:

@@ -36,7 +36,14 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
-from tfp_sgmcmc.internal.util import RNG_ALG, all_finite, as_parts, restructure, stateless_seed
+from tfp_sgmcmc.internal.util import (
+    RNG_ALG,
+    RecordedArgument,
+    all_finite,
+    as_parts,
+    restructure,
+    stateless_seed,
+)
 from tfp_sgmcmc.schedules import StepSizeSchedule, as_schedule
 
 __all__ = ["ParameterizedKernel", "SGMCMCKernel", "BOOTSTRAP_SEED"]
@@ -100,21 +107,13 @@ class SGMCMCKernel(ParameterizedKernel):
         )
 
     # -- TransitionKernel API ------------------------------------------------ #
-    @property
-    def estimator(self) -> GradientEstimator:
-        return self._parameters["estimator"]
-
-    @property
-    def step_size(self) -> Any:
-        return self._parameters["step_size"]
+    estimator = RecordedArgument[GradientEstimator]("The gradient estimator.")
+    step_size = RecordedArgument[Any]("``ε`` as given: a scalar, tensor or schedule.")
+    temperature = RecordedArgument[Any]("``T`` as given: a scalar or schedule.")
 
     @property
     def step_size_schedule(self) -> StepSizeSchedule:
         return self._schedule
-
-    @property
-    def temperature(self) -> Any:
-        return self._parameters["temperature"]
 
     @property
     def gradient_evaluations_per_step(self) -> int:

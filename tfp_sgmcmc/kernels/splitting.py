@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import adaptive_thermostat_half_step, ornstein_uhlenbeck_step
-from tfp_sgmcmc.internal.util import cast_param, check_positive
+from tfp_sgmcmc.internal.util import RecordedArgument, cast_param, check_positive
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin, sgmcmc_results_fields
 from tfp_sgmcmc.kernels.thermostat import initial_momentum_and_thermostat
@@ -133,9 +133,7 @@ class BAOAB(SGMCMCKernel):
         check_positive(friction, "friction")
         super().__init__(estimator, step_size, temperature, name, friction=friction)
 
-    @property
-    def friction(self) -> Any:
-        return self._parameters["friction"]
+    friction = RecordedArgument[Any]("The friction ``γ > 0``.")
 
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
         return {"momentum": [tf.zeros_like(p) for p in parts]}

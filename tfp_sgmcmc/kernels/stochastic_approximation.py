@@ -71,6 +71,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfp_sgmcmc.internal.util import (
+    RecordedArgument,
     as_parts,
     check_in_interval,
     check_positive,
@@ -204,17 +205,12 @@ class StochasticApproximation(ParameterizedKernel):
         )
 
     # -- TransitionKernel API ------------------------------------------------ #
-    @property
-    def inner_kernel(self) -> SGMCMCKernel:
-        return self._parameters["inner_kernel"]
+    inner_kernel = RecordedArgument[SGMCMCKernel]("The wrapped SG kernel.")
+    sa_step_size = RecordedArgument[Any]("``ω_k`` as given: a scalar, tensor or schedule.")
 
     @property
     def estimator(self) -> SSGLEstimator:
         return self.inner_kernel.estimator
-
-    @property
-    def sa_step_size(self) -> Any:
-        return self._parameters["sa_step_size"]
 
     @property
     def gradient_evaluations_per_step(self) -> int:
