@@ -16,6 +16,17 @@ $$
 $$
 
 with ``A_t`` built from ``g_0 … g_{t−1}`` only (docs/algorithms.md#lagged-momentum).
+
+Arguments every kernel here takes (each class documents only its own):
+
+- ``estimator``, ``step_size`` (``ε > 0``: scalar, tensor or schedule),
+  ``temperature`` (``T ≥ 0``: scalar or schedule; default ``1.``) and ``name``
+  (default ``None``: the class's own name): as in
+  [`StochasticGradientLangevinDynamics`][tfp_sgmcmc.kernels.langevin.StochasticGradientLangevinDynamics].
+- ``a``: bias factor ``a ≥ 0`` (paper: 1 "or slightly larger"). Default value: ``1.``.
+- ``beta1``: momentum smoothing ``β1`` in [0, 1). Default value: ``0.9``.
+
+Every constructor raises ``ValueError`` naming the argument that is out of range.
 """
 
 from __future__ import annotations
@@ -101,18 +112,9 @@ class MomentumSGLD(_AdaptiveSGLD):
     docs/algorithms.md#stationary-adaptive it changes the stationary covariance and the stability
     region (``tests/kernels/test_adaptive.py``).
 
-    Args:
-      estimator: a [`GradientEstimator`][tfp_sgmcmc.estimators.GradientEstimator].
-      step_size: ``ε > 0`` (scalar, tensor or schedule).
-      a: bias factor ``a ≥ 0`` (paper: 1 "or slightly larger").
-        Default value: ``1.``.
-      beta1: smoothing factor ``β1`` in [0, 1). Default value: ``0.9``.
-      temperature: ``T ≥ 0`` (scalar or schedule). Default value: ``1.``.
-      name: Default value: ``None`` (``'msgld'``).
-
-    Raises:
-      ValueError: ``a < 0``, ``beta1`` outside [0, 1), bad ``step_size`` or
-        ``temperature``.
+    Its arguments (``estimator``, ``step_size``, ``a``, ``beta1``, ``temperature``,
+    ``name``, default ``'msgld'``) are the family's shared ones
+    ([`tfp_sgmcmc.kernels.adaptive`][tfp_sgmcmc.kernels.adaptive]); it has no others.
 
     #### References
 
@@ -156,20 +158,15 @@ class AdamSGLD(_AdaptiveSGLD):
     √((1−β1)²/((1−β2)(1−β1²/β2)))`` (Kim et al., App. A.2), which needs
     ``β1² < β2``. Only the bias is rescaled: the noise stays isotropic.
 
+    Besides the shared arguments
+    ([`tfp_sgmcmc.kernels.adaptive`][tfp_sgmcmc.kernels.adaptive]; ``name`` defaults
+    to ``'asgld'``):
+
     Args:
-      estimator: gradient estimator.
-      step_size: ``ε > 0`` (scalar, tensor or schedule).
-      a: bias factor ``a ≥ 0``. Default value: ``1.``.
-      beta1: ``β1`` in [0, 1). Default value: ``0.9``.
       beta2: ``β2`` in [0, 1), ``β1² < β2``. Default value: ``0.999``.
       epsilon: ``λ > 0`` (N-scaled gradient units). Default value: ``1e-8``.
       lambda_placement: ``"outside"`` or ``"inside"``.
         Default value: ``"outside"``.
-      temperature: ``T ≥ 0`` (scalar or schedule). Default value: ``1.``.
-      name: Default value: ``None`` (``'asgld'``).
-
-    Raises:
-      ValueError: any argument out of range (message names it).
 
     #### References
 
@@ -211,18 +208,13 @@ class AdaMaxSGLD(_AdaptiveSGLD):
     See [`AdaMaxBias`][tfp_sgmcmc.transforms.AdaMaxBias] (lagged, no bias
     correction, ``β1 < β2``).
 
-    Args:
-      estimator: gradient estimator.
-      step_size: ``ε > 0``.
-      a: bias factor ``a ≥ 0``. Default value: ``1.``.
-      beta1: Default value: ``0.9``.
-      beta2: Default value: ``0.999``.
-      epsilon: ``λ > 0``. Default value: ``1e-8``.
-      temperature: Default value: ``1.``.
-      name: Default value: ``None`` (``'adamax_sgld'``).
+    Besides the shared arguments
+    ([`tfp_sgmcmc.kernels.adaptive`][tfp_sgmcmc.kernels.adaptive]; ``name`` defaults
+    to ``'adamax_sgld'``):
 
-    Raises:
-      ValueError: any argument out of range (message names it).
+    Args:
+      beta2: decay of the running maximum ``u``. Default value: ``0.999``.
+      epsilon: ``λ > 0``. Default value: ``1e-8``.
 
     #### References
 
@@ -263,18 +255,13 @@ class AdadeltaSGLD(_AdaptiveSGLD):
     See [`AdadeltaBias`][tfp_sgmcmc.transforms.AdadeltaBias] for the accumulators
     (all lagged).
 
+    Besides the shared arguments
+    ([`tfp_sgmcmc.kernels.adaptive`][tfp_sgmcmc.kernels.adaptive]; ``name`` defaults
+    to ``'adadelta_sgld'``):
+
     Args:
-      estimator: gradient estimator.
-      step_size: ``ε > 0``.
-      a: bias factor ``a ≥ 0``. Default value: ``1.``.
-      beta1: momentum factor. Default value: ``0.9``.
       rho: Adadelta decay ``ρ``. Default value: ``0.95``.
       epsilon: ``λ > 0``. Default value: ``1e-6``.
-      temperature: Default value: ``1.``.
-      name: Default value: ``None`` (``'adadelta_sgld'``).
-
-    Raises:
-      ValueError: any argument out of range (message names it).
 
     #### References
 
@@ -317,18 +304,13 @@ class PreconditionedMomentumSGLD(_AdaptiveSGLD):
     ``V`` follows pSGLD (updated before use), ``m`` follows MSGLD (lagged);
     Γ is dropped. ``a = 0`` is pSGLD exactly.
 
+    Besides the shared arguments
+    ([`tfp_sgmcmc.kernels.adaptive`][tfp_sgmcmc.kernels.adaptive]; ``name`` defaults
+    to ``'psgld_momentum'``):
+
     Args:
-      estimator: gradient estimator.
-      step_size: ``ε > 0``.
-      a: bias factor ``a ≥ 0``. Default value: ``1.``.
-      beta1: Default value: ``0.9``.
       decay: pSGLD ``α`` in [0, 1). Default value: ``0.99``.
       epsilon: pSGLD ``λ_G > 0``. Default value: ``1e-5``.
-      temperature: Default value: ``1.``.
-      name: Default value: ``None`` (``'psgld_momentum'``).
-
-    Raises:
-      ValueError: any argument out of range (message names it).
 
     #### References
 
@@ -371,20 +353,15 @@ class PreconditionedAdamSGLD(_AdaptiveSGLD):
     ``precond_epsilon``, updated before use), ``m_t``, ``V_t`` are ASGLD's
     lagged moments (``beta1``, ``beta2``, ``epsilon``).
 
-    Args:
-      estimator: gradient estimator.
-      step_size: ``ε > 0``.
-      a: bias factor. Default value: ``1.``.
-      beta1: Default value: ``0.9``.
-      beta2: Default value: ``0.999``.
-      epsilon: the bias's ``λ > 0``. Default value: ``1e-8``.
-      decay: pSGLD ``α``. Default value: ``0.99``.
-      precond_epsilon: pSGLD ``λ_G > 0``. Default value: ``1e-5``.
-      temperature: Default value: ``1.``.
-      name: Default value: ``None`` (``'psgld_adam'``).
+    Besides the shared arguments
+    ([`tfp_sgmcmc.kernels.adaptive`][tfp_sgmcmc.kernels.adaptive]; ``name`` defaults
+    to ``'psgld_adam'``):
 
-    Raises:
-      ValueError: any argument out of range (message names it).
+    Args:
+      beta2: ASGLD's ``β2``, ``β1² < β2``. Default value: ``0.999``.
+      epsilon: the bias's ``λ > 0``. Default value: ``1e-8``.
+      decay: pSGLD ``α`` in [0, 1). Default value: ``0.99``.
+      precond_epsilon: pSGLD ``λ_G > 0``. Default value: ``1e-5``.
 
     #### References
 
