@@ -95,6 +95,7 @@ _FEISTEL_ROUNDS = 4
 _MIX1 = 0x7FEB352D
 _MIX2 = 0x846CA68B
 _GOLDEN = 0x9E3779B9
+_MAX_ITEMS = 2**32 - 2**16
 
 
 def _hash32(h: tf.Tensor) -> tf.Tensor:
@@ -147,7 +148,7 @@ def feistel_permutation(x: tf.Tensor, num_items: int, seed: tf.Tensor) -> tf.Ten
 
     Args:
       x: integer tensor with entries in ``[0, num_items)``.
-      num_items: the size of the permuted set (a Python int below ``2**32``).
+      num_items: the size of the permuted set (a Python int in ``[1, 2**32 - 2**16]``).
       seed: stateless seed ``int32[2]``, or ``int32[..., 2]`` for one
         permutation per leading index (broadcast against ``x`` of shape
         ``[..., n]``).
@@ -160,11 +161,9 @@ def feistel_permutation(x: tf.Tensor, num_items: int, seed: tf.Tensor) -> tf.Ten
     [1]: John Black and Phillip Rogaway. Ciphers with Arbitrary Finite Domains.
          In _CT-RSA_, 2002. https://doi.org/10.1007/3-540-45760-7_9
     """
-    if not 1 <= num_items < 2**32:
-        raise ValueError(f"`num_items` must lie in [1, 2**32), got {num_items}.")
+    if not 1 <= num_items <= _MAX_ITEMS:  # keeps a b below 2**32 (uint32 arithmetic)
+        raise ValueError(f"`num_items` must lie in [1, 2**32 - 2**16], got {num_items}.")
     a, b = feistel_radices(num_items)
-    if a * b >= 2**32:
-        raise ValueError(f"`num_items` must lie in [1, 2**32), got {num_items}.")
     u32 = tf.uint32
     keys = _hashed_keys(tf.convert_to_tensor(seed))
     if keys.shape.rank > 1:  # [..., rounds] -> [..., 1, rounds] against x [..., n]
