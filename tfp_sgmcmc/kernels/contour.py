@@ -27,6 +27,7 @@ from tfp_sgmcmc.internal.util import (
     cast_param,
     check_finite_tensor,
     check_in_interval,
+    check_int,
     check_positive,
 )
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
@@ -158,12 +159,7 @@ class ContourSGLD(SGMCMCKernel):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        if (
-            not isinstance(num_partitions, (int, np.integer))
-            or isinstance(num_partitions, bool)
-            or num_partitions < 2
-        ):
-            raise ValueError(f"`num_partitions` must be a Python int >= 2, got {num_partitions!r}.")
+        num_partitions = check_int(num_partitions, "num_partitions", 2)
         check_positive(energy_gap, "energy_gap")
         check_positive(zeta, "zeta", allow_zero=True)
         check_finite_tensor(min_energy, "min_energy")
