@@ -212,8 +212,18 @@ def _hashed_keys(seed: tf.Tensor) -> tf.Tensor:
 class DataSource:
     """Protocol of the data sources (documented, not enforced)."""
 
-    num_examples: int
-    float_dtype: tf.DType | None
+    _num_examples: int
+    _float_dtype: tf.DType | None
+
+    @property
+    def num_examples(self) -> int:
+        """``N``, the number of examples."""
+        return self._num_examples
+
+    @property
+    def float_dtype(self) -> tf.DType | None:
+        """The one floating dtype of the data (``None`` if it has no floating array)."""
+        return self._float_dtype
 
     def init_batch_state(self) -> BatchState:  # pragma: no cover - protocol
         raise NotImplementedError
@@ -300,14 +310,6 @@ class InMemoryData(DataSource):
         self.name = name
 
     # -- protocol ----------------------------------------------------------- #
-    @property
-    def num_examples(self) -> int:
-        return self._num_examples
-
-    @property
-    def float_dtype(self) -> tf.DType | None:
-        return self._float_dtype
-
     @property
     def scheme(self) -> str:
         return self._scheme
@@ -502,14 +504,6 @@ class DatasetData(DataSource):
         self._dataset = dataset.repeat()
         self._iterator = iter(self._dataset)
         self._full = full_dataset
-
-    @property
-    def num_examples(self) -> int:
-        return self._num_examples
-
-    @property
-    def float_dtype(self) -> tf.DType | None:
-        return self._float_dtype
 
     @property
     def batch_size(self) -> int:
