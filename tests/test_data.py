@@ -8,7 +8,7 @@ import scipy.stats
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.data import feistel_permutation
+from tfp_sgmcmc.data import feistel_permutation, feistel_radices
 
 
 def _rows(n):
@@ -29,6 +29,52 @@ def test_feistel_permutation_is_a_bijection(num_items):
         a = feistel_permutation(tf.range(num_items), num_items, tf.constant([1, 2])).numpy()
         b = feistel_permutation(tf.range(num_items), num_items, tf.constant([1, 3])).numpy()
         assert np.mean(a == b) < 0.1
+
+
+@pytest.mark.parametrize("num_items", [1, 2, 5, 17, 10**6, 2**32 - 2**16])
+def test_feistel_radices_cover_the_domain_tightly(num_items):
+    a, b = feistel_radices(num_items)
+    assert num_items <= a * b < num_items + a  # a value walks with probability < 1/b
+    assert a * b < 2**32  # uint32 arithmetic
+
+
+def test_feistel_permutation_rejects_a_domain_beyond_uint32():
+    with pytest.raises(ValueError, match="num_items"):
+        feistel_permutation(tf.range(3), 2**32 - 2**16 + 1, tf.constant([1, 2]))
+
+
+def _position_law_pvalues(perms):
+    """Chi-square p-values of where rows 0 and 1 land in ``perms`` (one permutation per row).
+
+    Under uniformly random permutations of ``[0, m)``, row 0's position is
+    uniform (10 bins) and rows 0 and 1 land in quarters as independent draws
+    would (16 cells, up to the O(1/m) exclusion of equal positions).
+    """
+    m = perms.shape[1]
+    pos = np.argsort(perms, axis=1)[:, :2]
+    q = m // 4
+    single = np.bincount(pos[:, 0] * 10 // m, minlength=10)
+    joint = np.bincount((pos[:, 0] // q) * 4 + pos[:, 1] // q, minlength=16)
+    return scipy.stats.chisquare(single).pvalue, scipy.stats.chisquare(joint).pvalue
+
+
+def test_feistel_permutation_looks_uniformly_random():
+    """Over many keys, rows land uniformly and neighbours are separated; the same
+    check rejects a keyed rotation (a bijection whose neighbours stay together)."""
+    m, num_keys = 1000, 3000
+    keys = np.stack([np.arange(num_keys), np.full(num_keys, 5)], axis=1).astype(np.int32)
+    x = np.broadcast_to(np.arange(m), (num_keys, m))
+    perms = feistel_permutation(tf.constant(x), m, tf.constant(keys)).numpy()
+    p_single, p_joint = _position_law_pvalues(perms)
+    assert p_single > 1e-3 and p_joint > 1e-3, (p_single, p_joint)
+    # The first batch (n = 1,000 of N = 10**6) draws from the 1,000 blocks of 1,000
+    # consecutive rows like random rows: 1000 (1 - (1 - 1/1000)**1000) = 632.3 distinct
+    # blocks expected, sd ≈ 9.
+    rows = feistel_permutation(tf.range(1000), 10**6, tf.constant([7, 8])).numpy()
+    assert abs(len(np.unique(rows // 1000)) - 632.3) < 45
+
+    rotation = (x + 7919 * keys[:, :1]) % m  # power: a bijection that keeps neighbours
+    assert min(_position_law_pvalues(rotation)) < 1e-6
 
 
 @pytest.mark.parametrize("big_n,n", [(12, 3), (10, 3), (9, 9 // 2)])

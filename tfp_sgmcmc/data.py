@@ -60,6 +60,7 @@ __all__ = [
     "DataSource",
     "SCHEMES",
     "feistel_permutation",
+    "feistel_radices",
 ]
 
 SCHEMES = ("with_replacement", "epoch", "random_window")
@@ -87,87 +88,120 @@ def _zeros_batch_state() -> BatchState:
 
 # Why not tf.random.experimental.index_shuffle (benchmarks/bench_permutation.py,
 # docs/benchmarks.md "Epoch permutation"): on TF 2.21 its op has no XLA kernel on
-# CPU, so it cannot sit inside the compiled sampling step at all. Both maps are
-# bijections of [0, 10^6); compiled, the Feistel map costs 0.05 ms per 0.1% batch
-# (index_shuffle in a plain graph: 0.76 ms) and 1.5 ms per 1% batch (0.9 ms).
+# CPU, so it cannot sit inside the compiled sampling step at all.
 _FEISTEL_ROUNDS = 4
-# Odd multipliers below 2**31 (from 32-bit integer hashes); with operands kept
-# below 2**32 every int64 product stays below 2**63.
+# Odd multipliers of a 32-bit integer hash (Wellons' "lowbias32" finaliser);
+# uint32 arithmetic wraps modulo 2**32, which is the hash's definition.
 _MIX1 = 0x7FEB352D
-_MIX2 = 0x2C1B3C6D
+_MIX2 = 0x846CA68B
+_GOLDEN = 0x9E3779B9
+_MAX_ITEMS = 2**32 - 2**16
 
 
-def _round_fn(x: tf.Tensor, key: tf.Tensor, mask: int) -> tf.Tensor:
-    h = tf.bitwise.bitwise_xor(x, key) & 0xFFFFFFFF
-    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
-    h = (h * _MIX1) & 0xFFFFFFFF
-    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 15))
-    h = (h * _MIX2) & 0xFFFFFFFF
-    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
-    return h & mask
+def _hash32(h: tf.Tensor) -> tf.Tensor:
+    """A bijective avalanche hash of ``uint32`` values (xor-shift-multiply)."""
+    u32 = tf.uint32
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, tf.constant(16, u32)))
+    h = h * tf.constant(_MIX1, u32)
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, tf.constant(15, u32)))
+    h = h * tf.constant(_MIX2, u32)
+    return tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, tf.constant(16, u32)))
+
+
+def feistel_radices(num_items: int) -> tuple[int, int]:
+    """The two radices ``(a, b)`` of the Feistel domain ``Z_a × Z_b`` for ``num_items``.
+
+    ``a = ⌈√N⌉`` and ``b = ⌈N / a⌉``, so ``N ≤ a b < N + a``: the domain exceeds
+    ``[0, N)`` by less than a fraction ``1/b ≈ 1/√N`` (none at all when ``N`` is a
+    product of two such factors, e.g. ``10**6 = 1000 × 1000``).
+    """
+    a = math.isqrt(num_items - 1) + 1
+    return a, -(-num_items // a)
 
 
 def feistel_permutation(x: tf.Tensor, num_items: int, seed: tf.Tensor) -> tf.Tensor:
-    """A keyed pseudo-random permutation of ``[0, num_items)`` applied to ``x``.
+    r"""A keyed pseudo-random permutation of ``[0, num_items)`` applied to ``x``.
 
-    A balanced Feistel network on ``2b`` bits (``4**b >= num_items``) is a
-    bijection of ``[0, 4**b)``; cycle walking (re-applying it until the value
-    falls below ``num_items``) restricts it to a bijection of
-    ``[0, num_items)``. Since ``4**b < 4 * num_items`` the expected number of
-    walks is below 4. Different ``seed`` values give (pseudo-)independent
-    permutations. This is a shuffling device, not cryptography.
+    A 4-round Feistel network on the mixed-radix domain ``Z_a × Z_b``
+    ([`feistel_radices`][tfp_sgmcmc.data.feistel_radices], ``a b ≥ N``) with
+    modular addition (Black & Rogaway 2002, the generalised Feistel of their
+    §5): writing ``x = \ell b + r``, the rounds alternate
+
+    $$
+    (\ell, r) \in \mathbb{Z}_a \times \mathbb{Z}_b \mapsto
+        \bigl(r,\ (\ell + F_k(r)) \bmod a\bigr) \in \mathbb{Z}_b \times \mathbb{Z}_a,
+    \qquad
+    (\ell, r) \in \mathbb{Z}_b \times \mathbb{Z}_a \mapsto
+        \bigl(r,\ (\ell + F_k(r)) \bmod b\bigr),
+    $$
+
+    each invertible, so after an even number of rounds ``ℓ b + r`` is a
+    bijection of ``[0, a b)``. ``F_k(r)`` is a 32-bit avalanche hash of
+    ``r ⊕ k`` with a per-round key ``k`` hashed from ``seed``. Cycle walking
+    (re-applying the map while the value is ``≥ N``) restricts it to a
+    bijection of ``[0, N)``; as ``a b < N + a``, a value walks with
+    probability below ``1/b ≈ 1/√N`` (a power-of-two domain can exceed ``N``
+    by a factor up to 4, and a batch then pays for its slowest element's
+    walk). Different ``seed`` values give (pseudo-)independent permutations.
+    All arithmetic is ``uint32``. This is a shuffling device, not
+    cryptography.
 
     Args:
       x: integer tensor with entries in ``[0, num_items)``.
-      num_items: the size of the permuted set (a Python int).
-      seed: stateless seed, ``int32[2]``.
+      num_items: the size of the permuted set (a Python int in ``[1, 2**32 - 2**16]``).
+      seed: stateless seed ``int32[2]``, or ``int32[..., 2]`` for one
+        permutation per leading index (broadcast against ``x`` of shape
+        ``[..., n]``).
 
     Returns:
       ``int64`` tensor of the same shape as ``x``.
+
+    #### References
+
+    [1]: John Black and Phillip Rogaway. Ciphers with Arbitrary Finite Domains.
+         In _CT-RSA_, 2002. https://doi.org/10.1007/3-540-45760-7_9
     """
-    half_bits = max(1, math.ceil(math.log2(max(num_items, 2)) / 2))
-    if half_bits > 16:
-        raise ValueError(f"`num_items` must be below 2**32, got {num_items}.")
-    mask = (1 << half_bits) - 1
-    seed = tf.convert_to_tensor(seed)
-    if seed.shape.rank is not None and seed.shape.rank > 1:
-        # One key set per leading index of ``seed`` ([..., 2], one permutation per
-        # chain): a vectorised integer hash of each seed, ``[..., 1, rounds]`` so it
-        # broadcasts against ``x`` of shape ``[..., n]``.
-        keys = _hashed_keys(seed)
-    else:
-        keys = tf.random.stateless_uniform(
-            [_FEISTEL_ROUNDS], seed=seed, minval=0, maxval=2**31 - 1, dtype=tf.int64, alg=RNG_ALG
-        )
+    if not 1 <= num_items <= _MAX_ITEMS:  # keeps a b below 2**32 (uint32 arithmetic)
+        raise ValueError(f"`num_items` must lie in [1, 2**32 - 2**16], got {num_items}.")
+    a, b = feistel_radices(num_items)
+    u32 = tf.uint32
+    keys = _hashed_keys(tf.convert_to_tensor(seed))
+    if keys.shape.rank > 1:  # [..., rounds] -> [..., 1, rounds] against x [..., n]
+        keys = keys[..., tf.newaxis, :]
+
+    def add_mod(u: tf.Tensor, h: tf.Tensor, m: int) -> tf.Tensor:
+        s = u + h % tf.constant(m, u32)  # < 2m: one conditional subtraction
+        return tf.where(s >= m, s - tf.constant(m, u32), s)
 
     def once(v: tf.Tensor) -> tf.Tensor:
-        left = tf.bitwise.right_shift(v, half_bits)
-        right = v & mask
+        left = v // tf.constant(b, u32)
+        right = v - left * tf.constant(b, u32)
         for r in range(_FEISTEL_ROUNDS):
-            left, right = right, tf.bitwise.bitwise_xor(left, _round_fn(right, keys[..., r], mask))
-        return tf.bitwise.left_shift(left, half_bits) | right
+            h = _hash32(tf.bitwise.bitwise_xor(right, keys[..., r]))
+            left, right = right, add_mod(left, h, a if r % 2 == 0 else b)
+        return left * tf.constant(b, u32) + right
 
-    x = tf.cast(x, tf.int64)
-    y = once(x)
-    y = tf.while_loop(
-        lambda v: tf.reduce_any(v >= num_items),
-        lambda v: [tf.where(v >= num_items, once(v), v)],
-        [y],
-    )
-    return y[0] if isinstance(y, (list, tuple)) else y
+    y = once(tf.cast(x, u32))
+    if a * b > num_items:  # statically known: N = a b never walks
+        y = tf.while_loop(
+            lambda v: tf.reduce_any(v >= num_items),
+            lambda v: [tf.where(v >= num_items, once(v), v)],
+            [y],
+        )
+        y = y[0] if isinstance(y, (list, tuple)) else y
+    return tf.cast(y, tf.int64)
 
 
 def _hashed_keys(seed: tf.Tensor) -> tf.Tensor:
-    """Per-seed Feistel round keys, ``int64[..., 1, rounds]``, from ``int32[..., 2]`` seeds."""
-    s = tf.cast(seed, tf.int64) & 0xFFFFFFFF
+    """Feistel round keys ``uint32[..., rounds]`` from stateless seeds ``int32[..., 2]``."""
+    s = tf.bitcast(tf.cast(seed, tf.int32), tf.uint32)
     keys = []
     for r in range(_FEISTEL_ROUNDS):
-        # Two mixing passes over (seed_0, seed_1, round): distinct seeds or rounds
-        # give unrelated 31-bit keys.
-        h = _round_fn(s[..., 0] + (r + 1) * 0x9E3779B9, s[..., 1], 0xFFFFFFFF)
-        h = _round_fn(h, s[..., 0] * 0x85EBCA6B + r, 0x7FFFFFFF)
-        keys.append(h)
-    return tf.stack(keys, axis=-1)[..., tf.newaxis, :]
+        # Two hash passes over (seed_0, seed_1, round): distinct seeds or rounds
+        # give unrelated keys.
+        h = _hash32(s[..., 0] + tf.constant((r + 1) * _GOLDEN % 2**32, tf.uint32))
+        keys.append(_hash32(tf.bitwise.bitwise_xor(h, s[..., 1])))
+    return tf.stack(keys, axis=-1)
 
 
 # --------------------------------------------------------------------------- #
@@ -178,8 +212,18 @@ def _hashed_keys(seed: tf.Tensor) -> tf.Tensor:
 class DataSource:
     """Protocol of the data sources (documented, not enforced)."""
 
-    num_examples: int
-    float_dtype: tf.DType | None
+    _num_examples: int
+    _float_dtype: tf.DType | None
+
+    @property
+    def num_examples(self) -> int:
+        """``N``, the number of examples."""
+        return self._num_examples
+
+    @property
+    def float_dtype(self) -> tf.DType | None:
+        """The one floating dtype of the data (``None`` if it has no floating array)."""
+        return self._float_dtype
 
     def init_batch_state(self) -> BatchState:  # pragma: no cover - protocol
         raise NotImplementedError
@@ -266,14 +310,6 @@ class InMemoryData(DataSource):
         self.name = name
 
     # -- protocol ----------------------------------------------------------- #
-    @property
-    def num_examples(self) -> int:
-        return self._num_examples
-
-    @property
-    def float_dtype(self) -> tf.DType | None:
-        return self._float_dtype
-
     @property
     def scheme(self) -> str:
         return self._scheme
@@ -468,14 +504,6 @@ class DatasetData(DataSource):
         self._dataset = dataset.repeat()
         self._iterator = iter(self._dataset)
         self._full = full_dataset
-
-    @property
-    def num_examples(self) -> int:
-        return self._num_examples
-
-    @property
-    def float_dtype(self) -> tf.DType | None:
-        return self._float_dtype
 
     @property
     def batch_size(self) -> int:

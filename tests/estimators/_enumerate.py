@@ -57,14 +57,6 @@ class EnumeratedBatches(DataSource):
         self._num_examples = int(self._flat[0].shape[0])
         self._float_dtype = next((t.dtype for t in self._flat if t.dtype.is_floating), None)
 
-    @property
-    def num_examples(self) -> int:
-        return self._num_examples
-
-    @property
-    def float_dtype(self) -> tf.DType | None:
-        return self._float_dtype
-
     def prepare(self, batch_size: int) -> None:
         self.validate_batch_size(batch_size)
         assert batch_size == int(self._table.shape[1])

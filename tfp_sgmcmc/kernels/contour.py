@@ -27,6 +27,7 @@ from tfp_sgmcmc.internal.util import (
     cast_param,
     check_finite_tensor,
     check_in_interval,
+    check_int,
     check_positive,
 )
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
@@ -158,12 +159,7 @@ class ContourSGLD(SGMCMCKernel):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        if (
-            not isinstance(num_partitions, (int, np.integer))
-            or isinstance(num_partitions, bool)
-            or num_partitions < 2
-        ):
-            raise ValueError(f"`num_partitions` must be a Python int >= 2, got {num_partitions!r}.")
+        num_partitions = check_int(num_partitions, "num_partitions", 2)
         check_positive(energy_gap, "energy_gap")
         check_positive(zeta, "zeta", allow_zero=True)
         check_finite_tensor(min_energy, "min_energy")
@@ -212,10 +208,7 @@ class ContourSGLD(SGMCMCKernel):
         zeta = cast_param(p["zeta"], dtype)
         gap = cast_param(p["energy_gap"], dtype)
         u_min = cast_param(p["min_energy"], dtype)
-        nb = index.shape.rank
-        log_pdf = tf.math.log(tf.maximum(pdf, tf.constant(LOG_FLOOR, dtype)))
-        hi = tf.gather(log_pdf, index, batch_dims=nb)
-        lo = tf.gather(log_pdf, tf.maximum(index - 1, 0), batch_dims=nb)
+        hi, lo = _log_pdf_at(pdf, index)
         lower_edge = u_min + tf.cast(index, dtype) * gap
         # frac ∈ [0, 1] inside a partition; log Ψ is flat below u_min (both ends are
         # θ(0)) and above u_min + mΔu (frac = 1), where the drift is the plain score.
@@ -246,10 +239,8 @@ class ContourSGLD(SGMCMCKernel):
         zeta = cast_param(p["zeta"], dtype)
         nb = prev.target_log_prob.shape.rank or 0
         pdf, j = prev.energy_pdf, prev.energy_index
-        log_pdf = tf.math.log(tf.maximum(pdf, tf.constant(LOG_FLOOR, dtype)))
-        slope = tf.gather(log_pdf, j, batch_dims=nb) - tf.gather(
-            log_pdf, tf.maximum(j - 1, 0), batch_dims=nb
-        )
+        log_hi, log_lo = _log_pdf_at(pdf, j)
+        slope = log_hi - log_lo
         # Above the top of the last partition the flattening stops (Ψ constant): a
         # falling histogram there would otherwise give an improper ϖ (a negative
         # multiplier all the way up) and the chain would run off to infinity.
@@ -283,6 +274,23 @@ class ContourSGLD(SGMCMCKernel):
                 "sa_step_size": omega,
             },
         )
+
+
+def _log_pdf_at(pdf: tf.Tensor, index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """``log θ(J)`` and ``log θ(max(J − 1, 0))`` (floored at ``LOG_FLOOR``) per chain.
+
+    Gathers before the log: two logarithms per chain instead of one per partition
+    (the same values: the floor and the log act elementwise).
+    """
+    nb = index.shape.rank
+    two = tf.stack(
+        [
+            tf.gather(pdf, index, batch_dims=nb),
+            tf.gather(pdf, tf.maximum(index - 1, 0), batch_dims=nb),
+        ]
+    )
+    logs = tf.math.log(tf.maximum(two, tf.constant(LOG_FLOOR, pdf.dtype)))
+    return logs[0], logs[1]
 
 
 def importance_weights(log_importance_weights: Any, axis: int = 0) -> tf.Tensor:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
@@ -28,6 +27,7 @@ from tfp_sgmcmc.integrators import langevin_step
 from tfp_sgmcmc.internal.util import (
     as_parts,
     cast_param,
+    check_int,
     check_positive,
     restructure,
     static_value,
@@ -146,12 +146,7 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        if (
-            not isinstance(num_replicas, (int, np.integer))
-            or isinstance(num_replicas, bool)
-            or num_replicas < 2
-        ):
-            raise ValueError(f"`num_replicas` must be a Python int >= 2, got {num_replicas!r}.")
+        num_replicas = check_int(num_replicas, "num_replicas", 2)
         check_positive(max_temperature, "max_temperature")
         check_positive(energy_variance, "energy_variance", allow_zero=True)
         if not hasattr(temperature, "parameters"):
