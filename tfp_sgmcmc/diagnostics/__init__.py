@@ -8,6 +8,7 @@ from tfp_sgmcmc.diagnostics.calibration import (
     expected_calibration_error,
     maximum_calibration_error,
     model_averaged_probabilities,
+    predictive_metrics,
 )
 from tfp_sgmcmc.diagnostics.fssd import fssd, fssd_features
 from tfp_sgmcmc.diagnostics.fssd_opt import FSSDOptResult, fssd_opt
@@ -71,4 +72,5 @@ __all__ = [
     "expected_calibration_error",
     "maximum_calibration_error",
     "calibration_errors",
+    "predictive_metrics",
 ]

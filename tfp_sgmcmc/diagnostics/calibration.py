@@ -41,6 +41,7 @@ __all__ = [
     "expected_calibration_error",
     "maximum_calibration_error",
     "calibration_errors",
+    "predictive_metrics",
 ]
 
 #: Largest ``num_bins`` accepted (the bins are materialised).
@@ -179,3 +180,49 @@ def maximum_calibration_error(
     [`calibration_errors`][tfp_sgmcmc.diagnostics.calibration.calibration_errors].
     """
     return calibration_errors(probs, labels, num_bins, paper_compatible)[1]
+
+
+def predictive_metrics(
+    probs: Any,
+    labels: Any,
+    num_bins: int = 10,
+    paper_compatible: bool = False,
+    min_probability: float = 1e-12,
+) -> dict[str, float]:
+    """Accuracy, log-loss, ECE and MCE of a predictive ``p̄`` on labelled test data.
+
+    ``accuracy = (1/n) Σ_i 1[argmax_k p̄_ik = y_i]``,
+    ``log_loss = −(1/n) Σ_i log max(p̄_{i y_i}, min_probability)``; ECE and MCE as
+    [`calibration_errors`][tfp_sgmcmc.diagnostics.calibration.calibration_errors]
+    (``num_bins``, ``paper_compatible``).
+
+    Args:
+      probs: ``[n, K]`` class probabilities (e.g. from
+        [`model_averaged_probabilities`][tfp_sgmcmc.diagnostics.calibration.model_averaged_probabilities]).
+      labels: ``[n]`` integer class ids.
+      num_bins: calibration bins. Default value: ``10``.
+      paper_compatible: the MAMBA code's binning. Default value: ``False``.
+      min_probability: floor of the true class's probability in the log-loss, so a
+        zero does not give an infinite loss (float64 probabilities computed in log
+        space can take ``1e-300``). Default value: ``1e-12``.
+
+    Returns:
+      ``{"accuracy", "log_loss", "ece", "mce"}`` as Python floats.
+
+    Raises:
+      ValueError: ``probs`` is not ``[n, K]``, or the arguments
+        [`calibration_errors`][tfp_sgmcmc.diagnostics.calibration.calibration_errors]
+        rejects.
+    """
+    p = np.asarray(probs)
+    if p.ndim != 2:
+        raise ValueError(f"`probs` must be [n, K] class probabilities, got shape {p.shape}.")
+    y = np.asarray(labels).astype(int)
+    ece, mce = calibration_errors(p, y, num_bins=num_bins, paper_compatible=paper_compatible)
+    p_true = np.clip(p[np.arange(y.size), y], min_probability, 1.0)
+    return {
+        "accuracy": float(np.mean(np.argmax(p, -1) == y)),
+        "log_loss": float(-np.mean(np.log(p_true))),
+        "ece": float(ece),
+        "mce": float(mce),
+    }
