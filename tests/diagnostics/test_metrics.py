@@ -190,3 +190,20 @@ def test_metric_bad_inputs():
         expected_calibration_error(np.array([0.3, 0.4]), np.array([1]))
     with pytest.raises(ValueError, match="`probs`"):
         expected_calibration_error(np.array([np.nan]), np.array([1]))
+
+
+def test_predictive_metrics_by_hand():
+    from tfp_sgmcmc.diagnostics import calibration_errors, predictive_metrics
+
+    probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.0, 1.0]])
+    labels = np.array([0, 1, 1, 0])
+    out = predictive_metrics(probs, labels, num_bins=5)
+    assert out["accuracy"] == pytest.approx(0.5)
+    # The last row's true class has probability 0: floored at 1e-12, not an infinite loss.
+    want = -np.mean(np.log([0.9, 0.8, 0.4, 1e-12]))
+    assert out["log_loss"] == pytest.approx(want, rel=1e-12)
+    ece, mce = calibration_errors(probs, labels, num_bins=5)
+    assert (out["ece"], out["mce"]) == (ece, mce)
+    assert predictive_metrics(probs, labels, min_probability=1e-300)["log_loss"] > out["log_loss"]
+    with pytest.raises(ValueError, match="probs"):
+        predictive_metrics(probs[:, 0], labels)
