@@ -169,7 +169,8 @@ class AdaptiveBias(DriftTransform):
     state is a list with one tuple of accumulators per state part.
     """
 
-    a = RecordedArgument[Any]("The bias factor ``a ≥ 0``.")
+    a = RecordedArgument[Any]()
+    """The bias factor ``a ≥ 0``."""
 
     @abc.abstractmethod
     def _init_part(self, g: tf.Tensor) -> tuple[tf.Tensor, ...]:
