@@ -148,10 +148,12 @@ class TransformedEstimator(GradientEstimator):
             raise AttributeError(
                 f"the inner {type(self._inner).__name__} has no `with_batch_size`."
             )
+        return self._around(self._inner.with_batch_size(batch_size))  # type: ignore[attr-defined]
+
+    def _around(self, inner: GradientEstimator) -> TransformedEstimator:
+        """This transform around another inner estimator."""
         return TransformedEstimator(
-            self._inner.with_batch_size(batch_size),  # type: ignore[attr-defined]
-            self._bijector,
-            include_log_det_jacobian=self._include_ldj,
+            inner, self._bijector, include_log_det_jacobian=self._include_ldj
         )
 
     @property
@@ -169,10 +171,8 @@ class TransformedEstimator(GradientEstimator):
             raise ValueError(
                 f"the inner {type(self._inner).__name__} has no `with_independent_chains`."
             )
-        return TransformedEstimator(
-            self._inner.with_independent_chains(independent_chains),  # type: ignore[attr-defined]
-            self._bijector,
-            include_log_det_jacobian=self._include_ldj,
+        return self._around(
+            self._inner.with_independent_chains(independent_chains)  # type: ignore[attr-defined]
         )
 
     def chain_shape(self, state: Any) -> list[int]:

@@ -68,7 +68,6 @@ See ``docs/models.md``.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +76,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.models._problem import TrainSplitMixin, read_ground_truth
 from tfp_sgmcmc.models.data_files import RatingsData, load_movielens
 
 tfb = tfp.bijectors
@@ -269,18 +269,14 @@ def split_ratings(
 
 def load_ground_truth(path: str | None = None) -> dict[str, Any] | None:
     """The stored HMC ground truth for the synthetic set (``None`` if absent)."""
-    path = path or _GROUND_TRUTH
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    return read_ground_truth(path or _GROUND_TRUTH)
 
 
 # --------------------------------------------------------------------------- #
 # The problem
 # --------------------------------------------------------------------------- #
 @dataclass
-class PMF:
+class PMF(TrainSplitMixin):
     """The PMF problem: split, estimators, initial states and test metrics.
 
     Attributes:
@@ -299,9 +295,6 @@ class PMF:
     split_seed: int = 0
     dtype: Any = np.float32
     _cache: dict = field(default_factory=dict, repr=False)
-
-    log_likelihood_fn = staticmethod(log_likelihood)
-    log_prior_fn = staticmethod(log_prior)
 
     @property
     def num_users(self) -> int:
@@ -379,10 +372,6 @@ class PMF:
         outer = self.estimator(batch_size, scheme)
         cv = ControlVariateEstimator(outer.estimator, outer.forward(list(centre)))
         return TransformedEstimator(cv, STATE_BIJECTORS)
-
-    def batch_size_from_fraction(self, fraction: float) -> int:
-        """``n = ⌊τ N_train⌋`` (the paper's batch percentage / 100)."""
-        return max(1, int(np.floor(fraction * self.num_train)))
 
     def init_state(self, seed: int = 0, scale: float = 0.1) -> list[tf.Tensor]:
         """A small random state (rows ``N(0, scale²)``, μ = 0, λ = 1) to start a MAP search."""
