@@ -30,6 +30,7 @@ Usage::
         --sgmcmcjax-python VENV_SG/bin/python --blackjax-python VENV_BJ/bin/python
     python benchmarks/bench_mnist_bnn.py                 # ours only, ~2 min idle
     python benchmarks/bench_mnist_bnn.py --quick         # N = 6,000, batch 60, 20 steps
+    python benchmarks/bench_mnist_bnn.py --profile-only  # CPU ms/step of noise and gradient
 """
 
 from __future__ import annotations
@@ -127,6 +128,60 @@ def run_peer(name: str, python: str, peers_dir: str, repeats: int, quick: bool) 
     return mlp
 
 
+def step_parts_profile(x: np.ndarray, y: np.ndarray, batch: int, steps: int, repeats: int) -> dict:
+    """CPU ms per step of the pieces of an SGLD step, each alone in one compiled loop.
+
+    ``noise_philox``: TensorFlow's stateless Philox normals for the 79,510
+    weights (what the kernels drew before); ``noise_threefry``: the kernels'
+    noise now (``tfp_sgmcmc.internal.random.standard_normal``);
+    ``minibatch_gradient``: the gather of ``batch`` random rows and the
+    gradient, no noise. Single intra-op thread, so CPU time is not inflated by
+    idle worker threads spinning on a loaded machine.
+    """
+    from tfp_sgmcmc.internal.random import standard_normal
+
+    xt, yt = tf.constant(x), tf.constant(y)
+    scale = float(x.shape[0]) / batch
+
+    def loop(update):
+        @tf.function(jit_compile=True)
+        def run(ws):
+            body = lambda i, ws: (i + 1, update(i, ws))  # noqa: E731
+            return tf.while_loop(lambda i, ws: i < steps, body, (0, ws))[1]
+
+        return run
+
+    def noise(gen):
+        return lambda i, ws: [w + gen(w.shape, tf.stack([i, j])) for j, w in enumerate(ws)]
+
+    def gradient(i, ws):
+        idx = tf.random.stateless_uniform([batch], tf.stack([i, -1]), 0, x.shape[0], tf.int32)
+        with tf.GradientTape() as tape:
+            tape.watch(ws)
+            ll = mb.log_likelihood(ws, (tf.gather(xt, idx), tf.gather(yt, idx)))
+            lp = scale * tf.reduce_sum(ll) + mb.log_prior(ws)
+        return [w + 1e-6 * g for w, g in zip(ws, tape.gradient(lp, ws))]
+
+    philox = lambda s, sd: tf.random.stateless_normal(s, sd, alg="philox")  # noqa: E731
+    programs = {
+        "noise_philox": loop(noise(philox)),
+        "noise_threefry": loop(noise(standard_normal)),
+        "minibatch_gradient": loop(gradient),
+    }
+    init = mb.init_state(seed=3, scale=1e-2)
+    cpu: dict[str, list[float]] = {k: [] for k in programs}
+    for fn in programs.values():
+        timed_call(fn, init)  # compile
+    for _ in range(repeats):  # interleaved
+        for name, fn in programs.items():
+            c0 = time.process_time()
+            timed_call(fn, init)
+            cpu[name].append(1000 * (time.process_time() - c0) / steps)
+    out = {k: median(v) for k, v in cpu.items()}
+    log("[profile] CPU ms/step " + ", ".join(f"{k} {v:.2f}" for k, v in out.items()))
+    return {"cpu_ms_per_step_median": out, "steps_per_loop": steps, "repeats": repeats}
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -137,7 +192,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sgmcmcjax-python", default=None)
     ap.add_argument("--blackjax-python", default=None)
     ap.add_argument("--output", default=None, help="also write the JSON here")
+    ap.add_argument(
+        "--profile-only",
+        action="store_true",
+        help="only time the pieces of a step (noise, gradient) on one thread, then exit",
+    )
     args = ap.parse_args(argv)
+    if args.profile_only:  # before TensorFlow creates its thread pools
+        tf.config.threading.set_intra_op_parallelism_threads(1)
     n, batch, steps = (6_000, 60, 20) if args.quick else (60_000, 600, 1_000)
     x, y = peers_mlp_data(n)
     init = mb.init_state(seed=3, scale=1e-2)
@@ -155,6 +217,10 @@ def main(argv: list[str] | None = None) -> dict:
         "loadavg_start": load_average(),
         "rounds": [],
     }
+    if args.profile_only:
+        report["profile"] = step_parts_profile(x, y, batch, 200 if not args.quick else 20, 5)
+        dump_json(report, args.output)
+        return report
     prob = mb.MnistBNN(x, y, x[:10], y[:10], source="peers_mlp_data")
     ours = []
     for cfg in args.configs.split(","):
