@@ -259,6 +259,13 @@ def main(argv: list[str] | None = None) -> dict:
                 "s_all": calls,
                 "first_call_s": [m["first_call_s"] for m in runs],
                 "finite": all(m["finite"] for m in runs),
+                # The peers' scripts record the CPU time OTHER processes used during
+                # their timed calls; on a saturated machine their own share is about
+                # (cores × wall − that).
+                "foreign_cpu_s_during_repeats": [
+                    m.get("foreign_cpu_s_during_repeats") for m in runs
+                ],
+                "repeats_wall_s": [m.get("repeats_wall_s") for m in runs],
                 "version": runs[0]["version"],
             }
         )

@@ -13,7 +13,7 @@ posterior, with the same state layout ``[B, b, A, a]``:
 
 * `log_likelihood` / `log_prior`: plain TensorFlow, chain
   dimensions broadcast through ``einsum`` (used by the studies and the CLI:
-  it is the faster one under XLA, see ``docs/models.md``);
+  it vectorises chain dimensions, see ``docs/models.md``);
 * `keras_posterior`: the same network as a Keras 3 ``Sequential``
   through `tfp_sgmcmc.keras.KerasPosterior`.
 
