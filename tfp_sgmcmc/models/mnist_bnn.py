@@ -12,8 +12,8 @@ weights, pixels scaled to ``[0, 1]`` (/255). Two implementations of the same
 posterior, with the same state layout ``[B, b, A, a]``:
 
 * `log_likelihood` / `log_prior`: plain TensorFlow, chain
-  dimensions broadcast through ``einsum`` (used by the studies and the CLI:
-  it vectorises chain dimensions, see ``docs/models.md``);
+  dimensions broadcast through ``einsum`` (used by the studies and the CLI,
+  see ``docs/models.md``);
 * `keras_posterior`: the same network as a Keras 3 ``Sequential``
   through `tfp_sgmcmc.keras.KerasPosterior`.
 
