@@ -40,13 +40,37 @@ from tfp_sgmcmc.internal.random import standard_normal
 from tfp_sgmcmc.internal.util import RNG_ALG, all_finite, as_parts, restructure, stateless_seed
 from tfp_sgmcmc.schedules import StepSizeSchedule, as_schedule
 
-__all__ = ["SGMCMCKernel", "BOOTSTRAP_SEED"]
+__all__ = ["ParameterizedKernel", "SGMCMCKernel", "BOOTSTRAP_SEED"]
 
 #: Seed of the minibatch drawn by ``bootstrap_results`` when it is given none.
 BOOTSTRAP_SEED = (20_251_121, 0)
 
 
-class SGMCMCKernel(tfp.mcmc.TransitionKernel):
+class ParameterizedKernel(tfp.mcmc.TransitionKernel):
+    """The ``TransitionKernel`` plumbing every kernel of this package shares.
+
+    SG kernels are uncalibrated (no Metropolis correction), ``parameters`` are the
+    constructor arguments a subclass stores in ``self._parameters`` (so ``copy`` works),
+    and ``name`` falls back to the class's ``_default_name``.
+    """
+
+    _parameters: dict[str, Any]
+    _default_name: str
+
+    @property
+    def is_calibrated(self) -> bool:
+        return False
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self._parameters
+
+    @property
+    def name(self) -> str:
+        return self._parameters["name"] or self._default_name
+
+
+class SGMCMCKernel(ParameterizedKernel):
     """Shared machinery of the SG-MCMC kernels (not used directly).
 
     Subclasses define ``_results_type`` (a namedtuple with at least the common
@@ -78,14 +102,6 @@ class SGMCMCKernel(tfp.mcmc.TransitionKernel):
 
     # -- TransitionKernel API ------------------------------------------------ #
     @property
-    def is_calibrated(self) -> bool:
-        return False
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return self._parameters
-
-    @property
     def estimator(self) -> GradientEstimator:
         return self._parameters["estimator"]
 
@@ -100,10 +116,6 @@ class SGMCMCKernel(tfp.mcmc.TransitionKernel):
     @property
     def temperature(self) -> Any:
         return self._parameters["temperature"]
-
-    @property
-    def name(self) -> str:
-        return self._parameters["name"] or self._default_name
 
     @property
     def gradient_evaluations_per_step(self) -> int:
