@@ -593,6 +593,15 @@ class DatasetData(DataSource):
         # A batched full_dataset has the minibatches' rank; an unbatched one (single
         # rows) one less, and must be batched, never unbatched (that would split rows).
         batched = spec0.shape.rank == self._batch_rank
+        if not tf.executing_eagerly():
+            # Inside a traced function a dataset cannot signal its end to a Python
+            # loop (the loop would unroll forever): read exactly the ceil(N / chunk)
+            # chunks that N examples make.
+            chunk = self._num_examples if chunk_size is None else int(chunk_size)
+            iterator = iter((ds.unbatch() if batched else ds).batch(chunk))
+            for _ in range(-(-self._num_examples // chunk)):
+                yield iterator.get_next()
+            return
         if chunk_size is not None:
             ds = (ds.unbatch() if batched else ds).batch(int(chunk_size))
         elif not batched:

@@ -61,6 +61,7 @@ from tfp_sgmcmc.driver.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
+from tfp_sgmcmc.data_stream import stream_feeder
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
 from tfp_sgmcmc.internal.util import check_int
 
@@ -191,6 +192,7 @@ def _make_chunk_fn(
     reducer: dict[str, Any],
     trace: Callable[[Any, Any], dict[str, tf.Tensor]],
     jit_compile: bool,
+    feeder: Any = None,
 ) -> Callable[..., Any]:
     sample_fold = tfp.experimental.mcmc.sample_fold
 
@@ -202,6 +204,8 @@ def _make_chunk_fn(
             )
             return end, final_results, reducer_states
 
+        if feeder is not None:  # a tf.data source: feed the chunk its minibatches
+            return feeder.compile(burnin, n, jit_compile)
         return tf.function(burnin, jit_compile=jit_compile, autograph=False)
 
     def chunk(state, kernel_results, reducer_states, seed):
@@ -226,6 +230,8 @@ def _make_chunk_fn(
         # XLA program, so only the user reducers' states are returned.
         return draws, traced, end, final_results, final_states["user"], out["user"]
 
+    if feeder is not None:  # a tf.data source: feed the chunk its minibatches
+        return feeder.compile(chunk, n * thin, jit_compile)
     return tf.function(chunk, jit_compile=jit_compile, autograph=False)
 
 
@@ -408,6 +414,8 @@ def sample(
         state_parts, results, reducer_states = init_parts, template_results, template_reducer
 
     state = list(state_parts) if is_list else state_parts[0]
+    # tf.data sources have no XLA kernel: compiled chunks are fed their batches.
+    feeder = stream_feeder(kernel, state, results) if jit_compile else None
     fns: dict[tuple[str, int], Callable[..., Any]] = {}
     total_steps = sum(_steps(k, n, thin) for k, n in plan)
     done_steps = sum(_steps(k, n, thin) for k, n in plan[: ckpt.chunk_index])
@@ -426,7 +434,9 @@ def sample(
         for index in range(ckpt.chunk_index, len(plan)):
             kind, n = plan[index]
             if (kind, n) not in fns:
-                fns[(kind, n)] = _make_chunk_fn(kernel, kind, n, thin, reducer, trace, jit_compile)
+                fns[(kind, n)] = _make_chunk_fn(
+                    kernel, kind, n, thin, reducer, trace, jit_compile, feeder
+                )
             seed_i = tf.constant(chunk_seed(run_seed, index))
             if kind == "burnin":
                 state, results, reducer_states = fns[(kind, n)](
