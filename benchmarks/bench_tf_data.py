@@ -113,8 +113,9 @@ class Config:
         return seconds
 
 
-def build(x: np.ndarray, y: np.ndarray, n: int, steps: int, graph_steps: int,
-          per_example: bool) -> dict[str, Any]:
+def build(
+    x: np.ndarray, y: np.ndarray, n: int, steps: int, graph_steps: int, per_example: bool
+) -> dict[str, Any]:
     big_n, dim = x.shape
     configs: dict[str, Any] = {}
     mem = sg.InMemoryData((x, y))
@@ -125,9 +126,7 @@ def build(x: np.ndarray, y: np.ndarray, n: int, steps: int, graph_steps: int,
         configs[f"in_memory_{scheme}"] = Config(fn, kernel, dim, steps)
 
     def stream(pipeline: tf.data.Dataset, name: str) -> None:
-        est = sg.MinibatchEstimator(
-            log_likelihood, sg.DatasetData(pipeline, big_n), n, log_prior
-        )
+        est = sg.MinibatchEstimator(log_likelihood, sg.DatasetData(pipeline, big_n), n, log_prior)
         kernel = sg.SGLD(est, STEP_SIZE)
         cfg = Config(None, kernel, dim, steps)
         cfg.fn = StreamFeeder(kernel, cfg.state, cfg.results).compile(fold_fn(kernel, steps), steps)
@@ -156,8 +155,9 @@ def pipeline_rate(x: np.ndarray, y: np.ndarray, n: int, block: int, blocks: int)
     return blocks * block / (time.perf_counter() - t0)
 
 
-def run_group(x: np.ndarray, y: np.ndarray, frac: float, steps: int, repeats: int,
-              per_example: bool) -> dict[str, Any]:
+def run_group(
+    x: np.ndarray, y: np.ndarray, frac: float, steps: int, repeats: int, per_example: bool
+) -> dict[str, Any]:
     n = max(1, int(round(frac * x.shape[0])))
     graph_steps = max(1, steps // 4)
     log(f"batch {n}: building and compiling")
@@ -175,8 +175,10 @@ def run_group(x: np.ndarray, y: np.ndarray, frac: float, steps: int, repeats: in
     for r in range(repeats):
         for name, cfg in configs.items():
             rates[name].append(cfg.steps / cfg())
-        log(f"  round {r + 1}/{repeats}: " + ", ".join(
-            f"{k} {v[-1]:,.0f}" for k, v in rates.items()))
+        log(
+            f"  round {r + 1}/{repeats}: "
+            + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items())
+        )
     ratio = {
         f"tf_data_chunked/{ref}": median(
             [a / b for a, b in zip(rates["tf_data_chunked"], rates[ref])]
@@ -203,8 +205,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--num-examples", type=int, default=None, help="N (default 1,000,000)")
     p.add_argument("--dim", type=int, default=10)
     p.add_argument("--repeats", type=int, default=None, help="timed rounds (default 9)")
-    p.add_argument("--per-example-shuffle", action="store_true",
-                   help="also time the slow per-example-shuffle pipeline")
+    p.add_argument(
+        "--per-example-shuffle",
+        action="store_true",
+        help="also time the slow per-example-shuffle pipeline",
+    )
     p.add_argument("--output", default=None, help="also write the JSON here")
     args = p.parse_args(argv)
     big_n = args.num_examples or (20_000 if args.quick else 1_000_000)
@@ -215,17 +220,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "command": "python benchmarks/bench_tf_data.py"
         + (" --quick" if args.quick else "")
         + (" --per-example-shuffle" if args.per_example_shuffle else ""),
-        "workload": {"num_examples": big_n, "dim": args.dim, "kernel": "SGLD",
-                     "step_size": STEP_SIZE, "repeats": repeats},
+        "workload": {
+            "num_examples": big_n,
+            "dim": args.dim,
+            "kernel": "SGLD",
+            "step_size": STEP_SIZE,
+            "repeats": repeats,
+        },
         "environment": environment(),
         "load_average_before": load_average(),
         "groups": [],
     }
     # Steps per chunk: ~40 MB of stacked float32 batches at either batch size.
     for frac, steps in ((0.01, 100), (0.001, 1000)):
-        report["groups"].append(
-            run_group(x, y, frac, steps, repeats, args.per_example_shuffle)
-        )
+        report["groups"].append(run_group(x, y, frac, steps, repeats, args.per_example_shuffle))
     report["load_average_after"] = load_average()
     dump_json(report, args.output)
     return report

@@ -84,8 +84,12 @@ def test_chunked_graph_program_runs_the_step_by_step_chain(make):
     # Power: the chain depends on the batch order; a stream one batch late differs.
     est = _estimator()
     est.data._iterator.get_next()
-    late = _run(sg.SGLD(est, 1e-3) if make == "sgld" else
-                sg.SGHMC(est, 1e-3, num_leapfrog_steps=3), 4, 7, "fed-graph")
+    late = _run(
+        sg.SGLD(est, 1e-3) if make == "sgld" else sg.SGHMC(est, 1e-3, num_leapfrog_steps=3),
+        4,
+        7,
+        "fed-graph",
+    )
     assert np.max(np.abs(late - ref)) > 1e-3
 
 
@@ -173,15 +177,31 @@ def test_reads_outside_chunks_continue_the_chunked_stream():
 def test_driver_feeds_xla_chunks_from_tf_data(tmp_path):
     def run(jit, name):
         kernel = sg.SGLD(_estimator(), 1e-3, temperature=0.0)
-        return sample(kernel, tf.zeros([2]), 12, str(tmp_path / name), seed=4, thin=2,
-                      num_burnin_steps=5, chunk_size=5, jit_compile=jit, progress=False)
+        return sample(
+            kernel,
+            tf.zeros([2]),
+            12,
+            str(tmp_path / name),
+            seed=4,
+            thin=2,
+            num_burnin_steps=5,
+            chunk_size=5,
+            jit_compile=jit,
+            progress=False,
+        )
 
     ref = run(False, "graph").samples()
     fed = run(True, "xla")
     np.testing.assert_allclose(fed.samples(), ref, rtol=1e-5, atol=1e-6)
     # The driver's graph-mode gradient-noise probe reads the chunked stream too.
-    noisy = sample(sg.SGLD(_estimator(), 1e-3), tf.zeros([2]), 6, str(tmp_path / "noisy"),
-                   chunk_size=4, progress=False)
+    noisy = sample(
+        sg.SGLD(_estimator(), 1e-3),
+        tf.zeros([2]),
+        6,
+        str(tmp_path / "noisy"),
+        chunk_size=4,
+        progress=False,
+    )
     assert np.all(np.isfinite(noisy.samples())) and noisy.gradient_noise is not None
 
 
@@ -193,15 +213,23 @@ def test_keras_posterior_on_tf_data_runs_compiled_chunks(tmp_path):
     x = rng.standard_normal((60, 3)).astype(np.float32)
     y = rng.integers(0, 3, 60).astype(np.int32)
     keras.utils.set_random_seed(1)
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="tanh"),
-                              keras.layers.Dense(3)])
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(3)]
+    )
 
     def run(jit, name):
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(15, drop_remainder=True).cache()
         post = KerasPosterior(model, ds.shuffle(4, seed=2), num_examples=60)
         kernel = sg.SGLD(post.estimator(), 1e-3, temperature=0.0)
-        return sample(kernel, post.init_state(), 6, str(tmp_path / name), chunk_size=3,
-                      jit_compile=jit, progress=False).samples()
+        return sample(
+            kernel,
+            post.init_state(),
+            6,
+            str(tmp_path / name),
+            chunk_size=3,
+            jit_compile=jit,
+            progress=False,
+        ).samples()
 
     ref, fed = run(False, "graph"), run(True, "xla")
     for a, b in zip(fed, ref):
@@ -215,15 +243,24 @@ def test_mamba_tunes_on_a_tf_data_source():
     full = tf.data.Dataset.from_tensor_slices(X)
     data = sg.DatasetData(_dataset(), N, full_dataset=full)
     est = sg.MinibatchEstimator(
-        lambda t, x: -0.5 * tf.reduce_sum(tf.square(x - t[..., tf.newaxis, :]), -1), data, BATCH,
+        lambda t, x: -0.5 * tf.reduce_sum(tf.square(x - t[..., tf.newaxis, :]), -1),
+        data,
+        BATCH,
         lambda t: -0.5 * tf.reduce_sum(t**2, -1),
     )
     # N = 120, so ε = 0.03 is unstable (εN > 2), ε = 1e-6 does not move from 0 toward the
     # posterior mean (≈ 1): ε = 2e-3 is the arm to find.
     with pytest.warns(RuntimeWarning):
-        res = tu.mamba(tu.grid(step_size=[1e-6, 2e-3, 0.03]), tf.zeros([2]),
-                       make_kernel=lambda step_size: sg.SGLD(est, step_size),
-                       budget=tu.steps(1500), eta=3, seed=0, progress=False, jit_compile=False)
+        res = tu.mamba(
+            tu.grid(step_size=[1e-6, 2e-3, 0.03]),
+            tf.zeros([2]),
+            make_kernel=lambda step_size: sg.SGLD(est, step_size),
+            budget=tu.steps(1500),
+            eta=3,
+            seed=0,
+            progress=False,
+            jit_compile=False,
+        )
     assert res.best_index == 1
     assert {r.arm_index: r.diverged for r in res.records}[2]
 

@@ -572,7 +572,8 @@ class DatasetData(DataSource):
         return tf.nest.flatten(self._iterator.get_next())
 
     def _start_chunks(self, block_batches: int) -> None:
-        """Switch to chunked reads (called by [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder])."""
+        """Switch to chunked reads (called by a
+        [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder])."""
         if self._reader is not None:
             return
         from tfp_sgmcmc.data_stream import BlockReader  # the chunked stream lives there

@@ -32,8 +32,8 @@ in-memory speed", for a pipeline that keeps up and the measured speeds.
 from __future__ import annotations
 
 import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import tensorflow as tf
@@ -70,9 +70,7 @@ class BlockReader:
         specs = list(flat_spec)
 
         def pull(k: tf.Tensor) -> list[tf.Tensor]:
-            arrays = [
-                tf.TensorArray(s.dtype, size=k, element_shape=s.shape) for s in specs
-            ]
+            arrays = [tf.TensorArray(s.dtype, size=k, element_shape=s.shape) for s in specs]
 
             def body(i: tf.Tensor, *arrays: tf.TensorArray) -> tuple[Any, ...]:
                 flat = tf.nest.flatten(iterator.get_next())

@@ -54,6 +54,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tqdm.auto import tqdm
 
+from tfp_sgmcmc.data_stream import stream_feeder
 from tfp_sgmcmc.driver.checkpoint import (
     CHECKPOINT_FILE,
     Checkpoint,
@@ -61,7 +62,6 @@ from tfp_sgmcmc.driver.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from tfp_sgmcmc.data_stream import stream_feeder
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
 from tfp_sgmcmc.internal.util import check_int
 
