@@ -194,14 +194,15 @@ def test_driver_feeds_xla_chunks_from_tf_data(tmp_path):
     fed = run(True, "xla")
     np.testing.assert_allclose(fed.samples(), ref, rtol=1e-5, atol=1e-6)
     # The driver's graph-mode gradient-noise probe reads the chunked stream too.
-    noisy = sample(
-        sg.SGLD(_estimator(), 1e-3),
-        tf.zeros([2]),
-        6,
-        str(tmp_path / "noisy"),
-        chunk_size=4,
-        progress=False,
-    )
+    with pytest.warns(RuntimeWarning, match="gradient-noise ratio"):
+        noisy = sample(
+            sg.SGLD(_estimator(), 1e-3),
+            tf.zeros([2]),
+            6,
+            str(tmp_path / "noisy"),
+            chunk_size=4,
+            progress=False,
+        )
     assert np.all(np.isfinite(noisy.samples())) and noisy.gradient_noise is not None
 
 
