@@ -6,16 +6,16 @@ scheme), six step sizes ``10^-4.5 … 10^-7``, a deterministic budget of
 ``--steps`` sampler steps per arm, XLA, and the default metric (KSD with
 full-data scores of the thinned samples, thin 10). A round is what MAMBA does
 for each of its rounds: run every arm for its budget and score it
-(``MAMBA._run_arms``, the hook the Ray backend overrides).
+(``tuner.pool``, the executor's pool, runs the round's arms).
 
 Three configurations, timed round-robin in one run (a load change on this
 shared machine hits all of them alike):
 
 * ``sequential``: :class:`tfp_sgmcmc.tuning.MAMBA` in this process with
   TensorFlow's default thread pools (what a user gets);
-* ``ray``: :class:`tfp_sgmcmc.tuning.ray_backend.RayMAMBA` with 2 actors of 1
+* ``ray``: ``MAMBA`` with a ``RayExecutor`` of 2 actors of 1
   CPU and 1 TensorFlow thread each;
-* ``sequential_1thread``: ``RayMAMBA`` with ONE such actor, which runs the six
+* ``sequential_1thread``: the ``RayExecutor`` with ONE such actor, which runs the six
   arms one after another with 1 thread (the same code as the sequential tuner;
   the dispatch costs milliseconds per arm).
 
@@ -79,7 +79,7 @@ class ProblemFactory:
 
 def _round(tuner: Any, amount: float) -> dict[str, Any]:
     t0 = time.perf_counter()
-    outs = list(tuner._run_arms(list(range(len(tuner.arms))), amount))
+    outs = list(tuner.pool._runs(list(range(len(tuner.arms))), amount, tuner.budget))
     wall = time.perf_counter() - t0
     outs.sort(key=lambda o: o[0])
     return {
@@ -129,7 +129,6 @@ def main() -> None:
     import tensorflow as tf
 
     from tfp_sgmcmc import tuning as tu
-    from tfp_sgmcmc.tuning.ray_backend import RayMAMBA
 
     def log(msg: str) -> None:
         print(f"[bench_ray_mamba] {msg}", file=sys.stderr, flush=True)
@@ -161,11 +160,15 @@ def main() -> None:
     startup["sequential"] = time.perf_counter() - t0
     log(f"ray: starting {args.workers} actors")
     t0 = time.perf_counter()
-    tuners["ray"] = RayMAMBA(factory, arms, init, num_workers=args.workers, **kw)
+    tuners["ray"] = tu.MAMBA(
+        arms, init, problem=factory, executor=tu.RayExecutor(num_workers=args.workers), **kw
+    )
     startup["ray"] = time.perf_counter() - t0
     log("sequential_1thread: starting 1 actor")
     t0 = time.perf_counter()
-    tuners["sequential_1thread"] = RayMAMBA(factory, arms, init, num_workers=1, **kw)
+    tuners["sequential_1thread"] = tu.MAMBA(
+        arms, init, problem=factory, executor=tu.RayExecutor(num_workers=1), **kw
+    )
     startup["sequential_1thread"] = time.perf_counter() - t0
 
     r_0 = tuners["sequential"].per_arm_budgets[0]
@@ -182,7 +185,7 @@ def main() -> None:
             + ", ".join(f"{n} {warm[n][-1]['wall_s']:.2f} s" for n in MODES)
         )
     for name in ("ray", "sequential_1thread"):
-        tuners[name].shutdown()
+        tuners[name].close()
     results = {name: _summary(cold[name], warm[name], startup[name]) for name in MODES}
     results["sequential"]["intra_op_threads"] = (
         tf.config.threading.get_intra_op_parallelism_threads()

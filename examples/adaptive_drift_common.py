@@ -1,8 +1,8 @@
 """Shared plumbing of the adaptive-drift studies (``examples/adaptive_drift_*.py``).
 
-* :func:`run_chain`: a long ``tfp.mcmc.sample_chain`` cut into equal chunks,
-  each one call of a single XLA-compiled function that resumes from the
-  previous chunk's state and kernel results, with a tqdm bar (rate/ETA);
+* :func:`run_chain`: a long chain through :class:`tfp_sgmcmc.driver.ChunkedChain`
+  (XLA-compiled chunks, each resuming from the previous chunk's state and kernel
+  results, with a tqdm bar: rate/ETA);
 * :class:`timer`: wall-clock seconds of a block.
 
 Where the studies write (``--out``, ``--write-docs``) is decided by ``_cli.py``.
@@ -10,7 +10,6 @@ Where the studies write (``--out``, ``--write-docs``) is decided by ``_cli.py``.
 
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -23,10 +22,9 @@ matplotlib.use("Agg")
 # SG-MCMC kernels are uncalibrated by design; TFP warns on every sample_chain call.
 warnings.filterwarnings("ignore", message="supplied `TransitionKernel` is not calibrated")
 
-import numpy as np  # noqa: E402  (after matplotlib.use)
-import tensorflow as tf  # noqa: E402  (after matplotlib.use)
 import tensorflow_probability as tfp  # noqa: E402  (after matplotlib.use)
-from tqdm import tqdm  # noqa: E402
+
+from tfp_sgmcmc.driver import ChunkedChain  # noqa: E402
 
 __all__ = [
     "run_chain",
@@ -46,36 +44,13 @@ def run_chain(
     """``num_steps`` steps of ``kernel`` from ``init``; returns the stacked trace.
 
     The trace is ``trace_fn(state, results)`` (default: the state) of every
-    step, concatenated over chunks along axis 0.
+    step, concatenated over chunks along axis 0. The chain runs through
+    [`ChunkedChain`][tfp_sgmcmc.driver.ChunkedChain] in ``num_chunks`` XLA chunks.
     """
-    trace_fn = trace_fn or (lambda s, r: s)
     num_chunks = max(1, min(num_chunks, num_steps))
-    chunk = num_steps // num_chunks
-
-    @tf.function(jit_compile=True)
-    def run(state, results, seed):
-        out = tfp.mcmc.sample_chain(
-            chunk,
-            state,
-            previous_kernel_results=results,
-            kernel=kernel,
-            trace_fn=trace_fn,
-            return_final_kernel_results=True,
-            seed=seed,
-        )
-        last = tf.nest.map_structure(lambda t: t[-1], out.all_states)
-        return out.trace, last, out.final_kernel_results
-
-    state = init
-    results = kernel.bootstrap_results(init, seed=tf.constant([seed, 99]))
-    seeds = tfp.random.split_seed(tf.constant([seed, 0]), n=num_chunks)
-    traces = []
-    with tqdm(total=chunk * num_chunks, desc=desc, unit="step", file=sys.stderr) as bar:
-        for i in range(num_chunks):
-            tr, state, results = run(state, results, seeds[i])
-            traces.append(tf.nest.map_structure(lambda t: t.numpy(), tr))
-            bar.update(chunk)
-    return tf.nest.map_structure(lambda *xs: np.concatenate(xs, 0), *traces)
+    chain = ChunkedChain(kernel, chunk_size=-(-num_steps // num_chunks), trace_fn=trace_fn)
+    out = chain.run(init, num_steps, seed=seed, progress=True, desc=desc)
+    return out.states if trace_fn is None else out.trace
 
 
 class timer:

@@ -35,8 +35,9 @@ import _cli
 import numpy as np
 import tensorflow as tf
 from sklearn.datasets import load_diabetes
-from sparse_common import markdown_table, run_chain
+from sparse_common import markdown_table
 
+from tfp_sgmcmc.driver import ChunkedChain
 from tfp_sgmcmc.kernels.stochastic_approximation import (
     StochasticApproximation,
     deng_sghmc,
@@ -98,11 +99,18 @@ def main() -> None:
             methods[("A-" if annealed else "") + name] = StochasticApproximation(inner, w)
     if args.quick:
         methods = {k: v for k, v in methods.items() if k in ("SGHMC", "SGHMC-SA")}
-    compiled = {m: {} for m in methods}
 
     def trace_fn(_, r):
         lat = r.latents
         return lat.sigma, lat.rho[0], lat.rho[1], r.diverged
+
+    # One compiled chunk (the whole run) per method, reused for every seed.
+    chains = {
+        m: ChunkedChain(
+            k, chunk_size=steps // thin, thin=thin, trace_fn=trace_fn, jit_compile=not args.quick
+        )
+        for m, k in methods.items()
+    }
 
     res = {m: {"rmse": [], "rho_sparse": [], "small_w": []} for m in methods}
     curves = {}
@@ -121,19 +129,15 @@ def main() -> None:
             (rng.standard_normal(HIDDEN) / np.sqrt(HIDDEN)).astype(np.float32),
             np.zeros((), np.float32),
         ]
-        for m, k in methods.items():
-            states, (sig, rho1, rho2, div), _ = run_chain(
-                k,
+        for m, chain in chains.items():
+            run = chain.run(
                 [tf.constant(v) for v in init],
-                steps,
-                thin,
+                steps // thin,
                 seed=seed,
-                trace_fn=trace_fn,
-                chunk_steps=steps,
+                progress=True,
                 desc=f"seed {seed} {m}",
-                compiled=compiled[m],
-                jit=not args.quick,
             )
+            states, (sig, rho1, rho2, div) = run.states, run.trace
             if div.any():
                 print(f"warning: {m} diverged (seed {seed})")
             half = len(states[0]) // 2

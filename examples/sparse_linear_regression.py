@@ -25,10 +25,9 @@ import os
 import _cli
 import numpy as np
 import tensorflow as tf
-from sparse_common import markdown_table, run_chain, toeplitz_design
+from sparse_common import markdown_table, sa_chains, toeplitz_design
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.kernels.stochastic_approximation import StochasticApproximation
 from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
 from tfp_sgmcmc.schedules import PolynomialDecay, SAStepSize
 
@@ -69,11 +68,9 @@ def main() -> None:
     prior = SpikeAndSlabGroupLasso(v0=args.v0, v1=10.0, a=1.0, b=None, nu=1.0, lam=1.0)
     est = SSGLEstimator(prior, np.arange(N_TRAIN, dtype=np.int32), N_TRAIN, residual_fn=residual)
     inner = sg.SGLD(est, step_size=PolynomialDecay(1e-3, 0.0, 1.0 / 3.0, one_based=True))
-    kernels = {m: StochasticApproximation(inner, w) for m, w in METHODS.items()}
-    compiled: dict = {m: {} for m in METHODS}
 
-    def trace_fn(_, r):
-        return r.latents.sigma, r.diverged
+    # One chunked runner per method: its compiled chunks serve every data set.
+    chains = sa_chains(inner, METHODS, chunk, thin, jit_compile=not args.quick)
 
     res = {
         m: {"mae": [], "mse": [], "sel": [], "null": [], "sigma": [], "sps": []} for m in METHODS
@@ -85,19 +82,11 @@ def main() -> None:
         xv.assign(xtr.astype(np.float32))
         yv.assign(ytr.astype(np.float32))
         b0 = np.random.default_rng(d).normal(0, 0.1, P).astype(np.float32)
-        for m, k in kernels.items():
-            states, (sig, div), info = run_chain(
-                k,
-                tf.constant(b0),
-                steps,
-                thin,
-                seed=d,
-                trace_fn=trace_fn,
-                chunk_steps=chunk,
-                desc=f"data {d} {m}",
-                compiled=compiled[m],
-                jit=not args.quick,
+        for m, chain in chains.items():
+            run = chain.run(
+                tf.constant(b0), steps // thin, seed=d, progress=True, desc=f"data {d} {m}"
             )
+            states, (sig, div) = run.states, run.trace
             if div.any():
                 print(f"warning: {m} diverged on data set {d}")
             kept = states[len(states) // 5 :]
@@ -108,7 +97,7 @@ def main() -> None:
             res[m]["sel"].append(int(np.sum(np.abs(bm) > 0.1)))
             res[m]["null"].append(float(np.max(np.abs(bm[3:]))))
             res[m]["sigma"].append(float(sig[-1]))
-            res[m]["sps"].append(info["steps_per_second"])
+            res[m]["sps"].append(run.steps_per_second)
             if d == 0:
                 beta123[m] = kept[:, :3]
                 true123 = beta[:3]

@@ -24,11 +24,10 @@ from __future__ import annotations
 import _cli
 import numpy as np
 import tensorflow as tf
-from sparse_common import markdown_table, run_chain, toeplitz_design
+from sparse_common import markdown_table, sa_chains, toeplitz_design
 from sparse_linear_regression import plot_beta123
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.kernels.stochastic_approximation import StochasticApproximation
 from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLEstimator
 from tfp_sgmcmc.schedules import PolynomialDecay, SAStepSize
 
@@ -81,11 +80,9 @@ def main() -> None:
         initial_sigma=sigma0,
     )
     inner = sg.SGLD(est, step_size=PolynomialDecay(1e-3, 0.0, 1.0 / 3.0, one_based=True))
-    kernels = {m: StochasticApproximation(inner, w) for m, w in METHODS.items()}
-    compiled: dict = {m: {} for m in METHODS}
 
-    def trace_fn(_, r):
-        return r.latents.sigma, r.diverged
+    # One chunked runner per method: its compiled chunks serve every data set and grid point.
+    chains = sa_chains(inner, METHODS, chunk, thin, jit_compile=not args.quick)
 
     res = {(m, g): [] for m in METHODS for g in grid}
     beta123, true123 = {}, None
@@ -97,19 +94,15 @@ def main() -> None:
         for g in grid:
             v0.assign(g[0])
             sigma0.assign(g[1])
-            for m, k in kernels.items():
-                states, (sig, div), _ = run_chain(
-                    k,
+            for m, chain in chains.items():
+                run = chain.run(
                     tf.constant(b0),
-                    steps,
-                    thin,
+                    steps // thin,
                     seed=d,
-                    trace_fn=trace_fn,
-                    chunk_steps=chunk,
+                    progress=True,
                     desc=f"data {d} v0={g[0]} σ={g[1]} {m}",
-                    compiled=compiled[m],
-                    jit=not args.quick,
                 )
+                states, (sig, div) = run.states, run.trace
                 if div.any():
                     print(f"warning: {m} diverged at {g}")
                 kept = states[len(states) // 5 :]

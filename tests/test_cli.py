@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -101,6 +102,34 @@ def test_sample_resume_diagnose(model, tmp_path, capsys):
     assert diag["num_draws"] == 120 and diag["num_chains"] == 2
     assert diag["ksd"] > 0 and np.isfinite(diag["fssd"]) and diag["ess_min"] > 1
     assert len(diag["ess_per_parameter"]["mu"]) == 2
+
+
+def test_diagnose_and_arviz_report_shared_minibatches(model, tmp_path, capsys):
+    """Two chains: independent minibatches by default; `--shared-batches` is flagged."""
+    pytest.importorskip("arviz")
+    from tfp_sgmcmc.export import chains_independent, to_arviz
+
+    for flag, expected in (([], True), (["--shared-batches"], False)):
+        run_dir = str(tmp_path / f"run{len(flag)}")
+        assert main(_sample_args(model, run_dir, *flag)) == 0
+        assert chains_independent(run_dir) is expected
+        capsys.readouterr()
+        assert main(["diagnose", "--run-dir", run_dir, "--max-samples", "40"]) == 0
+        captured = capsys.readouterr()
+        with open(os.path.join(run_dir, "diagnostics.json")) as f:
+            assert json.load(f)["independent_chains"] is expected
+        if expected:
+            assert "| chains' minibatches | independent |" in captured.out
+            assert "shared each step's minibatch" not in captured.err
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                idata = to_arviz(run_dir)
+        else:
+            assert "| chains' minibatches | SHARED" in captured.out
+            assert "shared each step's minibatch" in captured.err
+            with pytest.warns(UserWarning, match="shared each step's minibatch"):
+                idata = to_arviz(run_dir)
+        assert idata.posterior.attrs["independent_chains"] == int(expected)
 
 
 def test_errors_are_one_line(model, tmp_path, capsys):

@@ -52,7 +52,8 @@ def extract_examples(doc: str) -> list[str]:
 
 DOCS = _docstrings()
 EXAMPLES = [
-    pytest.param(code, id=f"{name}[{i}]")
+    # The Ray executor's example starts a local Ray: it runs with the other `cluster` tests.
+    pytest.param(code, id=f"{name}[{i}]", marks=[pytest.mark.cluster] if ".ray_" in name else [])
     for name, doc in sorted(DOCS.items())
     for i, code in enumerate(extract_examples(doc))
 ]

@@ -302,3 +302,20 @@ def test_list_state_and_xla_mode(tmp_path):
     assert [p.shape for p in parts] == [(12, 2, 3), (12, 2, 1)]
     assert parts[0].dtype == np.float64 and run.config["jit_compile"]
     assert np.all(np.isfinite(parts[0])) and np.std(parts[0]) > 0
+
+
+def test_divergence_warning_points_at_the_caller(tmp_path):
+    """The warning raised in `sample`'s closing step names the line that called `sample`."""
+    est = sg.NoisyGradientEstimator(lambda x: -0.5 * tf.reduce_sum(x**2, -1), 0.0)
+    with pytest.warns(RuntimeWarning, match="marked diverged") as record:
+        sample(
+            sg.SGLD(est, 50.0),
+            tf.fill([2, 3], 1e30),
+            4,
+            str(tmp_path / "d"),
+            chunk_size=4,
+            progress=False,
+            jit_compile=False,
+        )
+    ours = [w for w in record if "marked diverged" in str(w.message)]
+    assert [w.filename for w in ours] == [__file__]

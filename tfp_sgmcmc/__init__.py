@@ -109,6 +109,7 @@ _EXPORTS = {
     "SAStepSize": "tfp_sgmcmc.schedules",
     "MAMBA": "tfp_sgmcmc.tuning",
     "RayMAMBA": "tfp_sgmcmc.tuning",
+    "RayExecutor": "tfp_sgmcmc.tuning",
     "grid_search": "tfp_sgmcmc.tuning",
     "heuristic": "tfp_sgmcmc.tuning",
     "mamba": "tfp_sgmcmc.tuning",
@@ -189,6 +190,7 @@ __all__ = [
     # tuning, long runs, export
     "MAMBA",
     "RayMAMBA",
+    "RayExecutor",
     "mamba",
     "grid_search",
     "heuristic",
@@ -272,7 +274,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
         PolynomialDecay,
         SAStepSize,
     )
-    from tfp_sgmcmc.tuning import MAMBA, RayMAMBA, grid_search, heuristic, mamba
+    from tfp_sgmcmc.tuning import MAMBA, RayExecutor, RayMAMBA, grid_search, heuristic, mamba
 
 
 def __getattr__(name: str) -> Any:

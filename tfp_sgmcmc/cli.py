@@ -5,7 +5,8 @@ tfp-sgmcmc sample   --model my_model.py:build --kernel sgld --step-size 1e-5 \
                     --num-samples 100000 --thin 10 --run-dir runs/a      [--resume|--overwrite]
 tfp-sgmcmc diagnose --run-dir runs/a                  # KSD, FSSD, ESS of the stored draws
 tfp-sgmcmc tune     --model logistic_regression --kernel sgld \
-                    --step-sizes 1e-6,1e-5,1e-4 --budget-steps 3000 --plot tune.png
+                    --step-sizes 1e-6,1e-5,1e-4 --budget-steps 3000 --plot tune.png \
+                    [--ray [ADDRESS]]     # arms in parallel on a local Ray or a cluster
 ```
 
 Models follow the protocol of [`tfp_sgmcmc.driver.model`][tfp_sgmcmc.driver.model] (a Python file
@@ -20,7 +21,10 @@ estimator and the IMQ kernel Stein discrepancy [1], the FSSD [2] at test
 locations drawn from the samples, and the ESS of every parameter (all draws)
 [3]; it writes them to ``diagnostics.json`` in the run directory (read by
 [`tfp_sgmcmc.export.to_arviz`][tfp_sgmcmc.export.to_arviz]). ``tune`` runs MAMBA [4] over a grid of
-step sizes (and batch sizes), prints the round table and writes the plot.
+step sizes (and batch sizes), prints the round table and writes the plot;
+with ``--ray`` each round's arms run in parallel on Ray actors
+([`RayExecutor`][tfp_sgmcmc.tuning.ray_backend.RayExecutor], the ``ray`` extra),
+each of which loads the model itself (``docs/scale_out.md``).
 
 Errors the user can fix (a missing model, bad hyperparameters, an existing or
 corrupted run directory) print one line ``tfp-sgmcmc: error: ...`` and exit
@@ -166,6 +170,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--plot", default="mamba.png", help="where to write the plot (PNG)")
     t.add_argument("--no-xla", action="store_true")
     t.add_argument("--no-progress", action="store_true")
+    t.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run each round's arms in parallel on Ray actors (needs tfp-sgmcmc[ray]); "
+        "without ADDRESS start a local Ray (or join the one of RAY_ADDRESS / `ray start`), "
+        "with ADDRESS (host:6379, ray://host:10001, auto) connect to that cluster",
+    )
     return parser
 
 
@@ -411,7 +425,7 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
 
     from tfp_sgmcmc.diagnostics import effective_sample_size, fssd, kernel_stein_discrepancy
     from tfp_sgmcmc.driver import open_run
-    from tfp_sgmcmc.export import DIAGNOSTICS_FILE
+    from tfp_sgmcmc.export import DIAGNOSTICS_FILE, SHARED_MINIBATCH_NOTE, chains_independent
     from tfp_sgmcmc.tuning.metrics import FullDataScorer
 
     for name in ("max_samples", "num_locations"):
@@ -489,6 +503,7 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
         if "target_log_prob" in tr
         else None,
         "num_diverged": int(tr["diverged"].sum()) if "diverged" in tr else 0,
+        "independent_chains": chains_independent(run),
     }
     # The KSD beside that of as many i.i.d. draws of the Laplace approximation.
     from tfp_sgmcmc.diagnostics import laplace_ksd_reference
@@ -516,6 +531,14 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
         ),
         (f"FSSD² (Gaussian, {result['fssd_num_locations']} locations)", f"{fssd_value:.6g}"),
         ("ESS min / median", f"{result['ess_min']:.1f} / {result['ess_median']:.1f}"),
+        (
+            "chains' minibatches",
+            "one chain"
+            if chains < 2
+            else {True: "independent", False: "SHARED (see below)", None: "not recorded"}[
+                result["independent_chains"]
+            ],
+        ),
         ("diverged draws", str(result["num_diverged"])),
     ]
     print("| diagnostic | value |\n|---|---|")
@@ -526,6 +549,8 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
         _write_json(a.json, result)
     if noise is not None and noise.violated:
         print(f"tfp-sgmcmc: warning: {noise.message()}", file=sys.stderr)
+    if chains >= 2 and result["independent_chains"] is False:
+        print(f"tfp-sgmcmc: warning: {SHARED_MINIBATCH_NOTE}", file=sys.stderr)
     return 0
 
 
@@ -558,6 +583,52 @@ def _write_json(path: str, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+class _TuneProblem:
+    """The ``tune`` problem as a picklable factory (for ``--ray``).
+
+    Every Ray actor loads the model itself (data and estimators cannot travel
+    between processes); a file path is made absolute, so actors whose working
+    directory differs find it. In this process the model already loaded is
+    reused (it is not pickled).
+    """
+
+    def __init__(
+        self, model: str, model_args: dict[str, Any], kernel: str, kernel_kwargs: dict[str, Any],
+        spec: Any = None,
+    ) -> None:
+        path, sep, func = model.partition(".py")
+        if sep and os.path.exists(path + ".py"):
+            model = os.path.abspath(path + ".py") + func
+        self.model = model
+        self.model_args = dict(model_args)
+        self.kernel = kernel
+        self.kernel_kwargs = dict(kernel_kwargs)
+        self._spec = spec
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_spec": None}
+
+    def __call__(self) -> Any:
+        from tfp_sgmcmc.tuning import TuningProblem
+
+        spec = self._spec if self._spec is not None else _load(self.model, self.model_args)
+        return TuningProblem(
+            kernel_class=_kernel_class(self.kernel),
+            estimator=spec.estimator,
+            kernel_kwargs=dict(self.kernel_kwargs),
+        )
+
+
+def _ray_executor(address: str) -> Any:
+    """The executor of ``--ray [ADDRESS]`` ("" = local), or a one-line error without Ray."""
+    try:
+        from tfp_sgmcmc.tuning import RayExecutor
+
+        return RayExecutor(address=address or None)
+    except ImportError as e:
+        raise CLIError(f"--ray needs Ray: {e}") from e
+
+
 def _cmd_tune(a: argparse.Namespace) -> int:
     try:
         from tfp_sgmcmc.tuning import MAMBA, grid, seconds, steps
@@ -585,13 +656,20 @@ def _cmd_tune(a: argparse.Namespace) -> int:
         if value is not None and not value > 0:
             raise CLIError(f"`{flag}` must be > 0, got {value!r}.")
     budget = steps(a.budget_steps) if a.budget_steps is not None else seconds(a.budget_seconds)
+    if a.ray is None:
+        problem_args: dict[str, Any] = dict(
+            kernel_class=cls, estimator=spec.estimator, kernel_kwargs=kernel_kwargs
+        )
+    else:
+        problem_args = dict(
+            problem=_TuneProblem(a.model, model_args, a.kernel, kernel_kwargs, spec),
+            executor=_ray_executor(a.ray),
+        )
     try:
         tuner = MAMBA(
             grid(**axes),
             spec.init_state,
-            kernel_class=cls,
-            estimator=spec.estimator,
-            kernel_kwargs=kernel_kwargs,
+            **problem_args,
             budget=budget,
             eta=a.eta,
             metric=a.metric,
@@ -602,6 +680,8 @@ def _cmd_tune(a: argparse.Namespace) -> int:
         )
     except (ValueError, TypeError) as e:
         raise CLIError(_flag_message(str(e), list(kernel_kwargs))) from e
+    except (RuntimeError, ConnectionError) as e:  # --ray: no cluster, or an actor failed
+        raise CLIError(f"--ray: {' '.join(str(e).split())}") from e
     try:
         result = tuner.run()
     except ValueError as e:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,13 +49,39 @@ import numpy as np
 
 from tfp_sgmcmc.internal.util import check_int
 
-__all__ = ["to_arviz", "DIAGNOSTICS_FILE"]
+__all__ = ["to_arviz", "DIAGNOSTICS_FILE", "chains_independent", "SHARED_MINIBATCH_NOTE"]
 
 #: Written by ``tfp-sgmcmc diagnose`` in the run directory; read by
 # [`to_arviz`][tfp_sgmcmc.export.to_arviz].
 DIAGNOSTICS_FILE = "diagnostics.json"
 
 _STAT_NAMES = {"target_log_prob": "lp"}
+
+#: Why multi-chain diagnostics of chains that share minibatches mislead.
+SHARED_MINIBATCH_NOTE = (
+    "the chains shared each step's minibatch, so their gradient noise is correlated: "
+    "cross-chain ESS, R-hat and between-chain variance overstate their independence. "
+    "Sample with `MinibatchEstimator(..., independent_chains=True)` (the default of "
+    "`tfp-sgmcmc sample` with >= 2 chains) to compare chains."
+)
+
+
+def chains_independent(run: Any) -> bool | None:
+    """Whether a run's chains drew their own minibatches, as the run recorded it.
+
+    ``True``: one minibatch per chain (or no minibatches at all); ``False``:
+    the chains shared each step's minibatch; ``None``: not recorded (runs
+    written before the driver recorded it, or by hand).
+
+    Args:
+      run: a [`SamplingRun`][tfp_sgmcmc.driver.SamplingRun] or a run directory.
+    """
+    from tfp_sgmcmc.driver.sampler import SamplingRun
+
+    if isinstance(run, (str, os.PathLike)):
+        run = SamplingRun(os.fspath(run))
+    value = run.config.get("independent_chains", run.metadata.get("independent_chains"))
+    return None if value is None else bool(value)
 
 
 def _import_arviz() -> Any:
@@ -156,6 +183,7 @@ def to_arviz(
     step: int = 1,
     include_ess: bool = True,
     kernel_results: Any = None,
+    independent_chains: bool | None = None,
 ) -> Any:
     """An ``arviz.InferenceData`` of a run (see the module docstring for the groups).
 
@@ -184,6 +212,12 @@ def to_arviz(
         (``sample_chain(..., return_final_kernel_results=True)`` or
         ``bootstrap_results``): their ``target_log_prob`` has the chains'
         batch shape. Default value: ``None``.
+      independent_chains: whether the chains drew their own minibatches,
+        stored as the ``posterior`` attribute ``independent_chains`` (1/0).
+        Default value: ``None``: a run's own record (see
+        [`chains_independent`][tfp_sgmcmc.export.chains_independent]); for raw
+        samples, not recorded. Several chains that shared minibatches give
+        a warning: their cross-chain diagnostics overstate independence.
 
     Returns:
       ``arviz.InferenceData`` with ``posterior``, ``sample_stats`` and
@@ -225,12 +259,19 @@ def to_arviz(
             num_burnin_steps=cfg["num_burnin_steps"],
             run_dir=os.path.abspath(run.run_dir),
         )
+        if independent_chains is None:
+            independent_chains = chains_independent(run)
     else:
         raw = run_or_samples
         parts = [np.asarray(p) for p in (raw if isinstance(raw, (list, tuple)) else [raw])]
         trace = dict(trace or {})
         batch_ndims = _raw_batch_ndims(parts, trace, kernel_results, batch_ndims)
         batch_shape = list(parts[0].shape[1 : 1 + batch_ndims])
+    if independent_chains is not None:
+        # (netCDF attributes cannot hold booleans.)
+        attrs["independent_chains"] = int(bool(independent_chains))
+        if not independent_chains and int(np.prod(batch_shape, dtype=np.int64)) >= 2:
+            warnings.warn(f"to_arviz: {SHARED_MINIBATCH_NOTE}", UserWarning, stacklevel=2)
     az = _import_arviz()
     import xarray as xr
 

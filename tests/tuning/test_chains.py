@@ -12,7 +12,7 @@ import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning as tu
 from tfp_sgmcmc.diagnostics import kernel_stein_discrepancy
 from tfp_sgmcmc.tuning.mamba import evaluate_metric_with_se
-from tfp_sgmcmc.tuning.runner import RunOutput
+from tfp_sgmcmc.tuning.runner import ArmRunner, RunOutput
 
 N, D = 64, 2
 
@@ -52,6 +52,43 @@ def test_mamba_with_chains_per_arm(rng):
     text = res.pick_confidence()
     assert "±" in text and "SE" in text
     assert "±" in res.to_markdown()
+
+
+def test_short_screening_round_scores_each_chains_last_state(rng):
+    """C chains split an arm's budget: in a screening round, fewer than `thin` steps per
+    chain still give one sample per chain (its last state)."""
+    est, _ = _problem(rng)
+    start = tf.zeros([D], tf.float64)
+
+    def run(chains, screening=True):
+        runner = ArmRunner(
+            lambda step_size: sg.SGLD(est, step_size),
+            [{"step_size": 1e-2}],
+            start,
+            thin=10,
+            seed=3,
+            chains_per_arm=chains,
+            jit_compile=False,
+        )
+        return runner, runner.run(0, 4 * chains, tu.steps(1), screening=screening)
+
+    runner, out = run(4)  # 4 steps per chain < thin = 10
+    assert out.steps == 4 and not out.diverged
+    assert out.samples[0].shape == (1, 4, D)  # one sample (the last state) per chain
+    np.testing.assert_array_equal(out.samples[0][0], runner.arm_states[0].state[0])
+    assert out.target_log_prob.shape == (1, 4)
+    # The chains moved and differ from each other (independent minibatches and noise).
+    assert np.all(np.abs(out.samples[0][0]) > 0)
+    assert np.unique(out.samples[0][0][:, 0]).size == 4
+    value, se, _, note = evaluate_metric_with_se(tu.KSDMetric(), out, est)
+    assert math.isfinite(value) and math.isfinite(se) and note == ""
+    # One chain, or a deciding round, keeps Algorithm 1's rule: no thinned sample,
+    # an infinite metric.
+    for chains, screening in ((1, True), (4, False)):
+        _, short = run(chains, screening)
+        assert short.steps == 4 and short.samples[0].shape[0] == 0
+        value, _, _, note = evaluate_metric_with_se(tu.KSDMetric(), short, est)
+        assert value == math.inf and "no thinned sample" in note
 
 
 def test_chains_per_arm_needs_independent_batches(rng):

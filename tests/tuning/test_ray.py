@@ -1,4 +1,5 @@
-"""MAMBA on Ray (local 2-CPU Ray): same tuner as the sequential one, arms in parallel.
+"""MAMBA with the Ray executor (local 2-CPU Ray): same tuner as the sequential one,
+arms in parallel.
 
 Speed is measured in ``benchmarks/bench_ray_mamba.py``, never asserted here.
 """
@@ -16,7 +17,7 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning as tu
-from tfp_sgmcmc.tuning.ray_backend import RayMAMBA, TuningProblem
+from tfp_sgmcmc.tuning.ray_backend import RayExecutor, RayMAMBA, TuningProblem
 
 pytestmark = pytest.mark.cluster
 
@@ -59,21 +60,28 @@ def local_ray():
     ray.shutdown()
 
 
-class _KillOneWorker(RayMAMBA):
+def kill_one_actor_in_round_0(pool):
     """Kills an actor while the first round is in flight (its arm must be rerun)."""
+    runs = pool._runs
+    pool.killed = False
 
-    killed = False
-
-    def _run_arms(self, survivors, amount):
-        gen = super()._run_arms(survivors, amount)
+    def killing_runs(survivors, amount, budget, screening=False):
+        gen = runs(survivors, amount, budget, screening)
         first = next(gen)
-        if not self.killed:
+        if not pool.killed:
             # The actor that did not return first is still running an arm.
-            busy = [w for w in self._alive if self._home[first[0]] != w]
-            ray.kill(self._workers[busy[0]])
-            self.killed = True
+            busy = [w for w in pool._alive if pool._home[first[0]] != w]
+            ray.kill(pool._workers[busy[0]])
+            pool.killed = True
         yield first
         yield from gen
+
+    pool._runs = killing_runs
+
+
+def ray_mamba_tuner(problem, arms, init, num_workers=None, **kw):
+    """MAMBA with a Ray executor: the former ``RayMAMBA(problem, arms, init, ...)``."""
+    return tu.MAMBA(arms, init, problem=problem, executor=RayExecutor(num_workers), **kw)
 
 
 @pytest.fixture(scope="module")
@@ -85,11 +93,13 @@ def pair(local_ray):
     """
     arms = tu.grid(step_size=STEPS)
     seq = tu.mamba(arms, tf.constant(INIT), make_kernel=gaussian_problem().make_kernel, **KW)
-    tuner = _KillOneWorker(gaussian_problem, arms, INIT, num_workers=2, **KW)
-    pids = {d["pid"] for d in tuner.worker_info}
-    threads = {d["intra_op_threads"] for d in tuner.worker_info}
+    tuner = ray_mamba_tuner(gaussian_problem, arms, INIT, num_workers=2, **KW)
+    pool = tuner.pool
+    kill_one_actor_in_round_0(pool)
+    pids = {d["pid"] for d in pool.worker_info}
+    threads = {d["intra_op_threads"] for d in pool.worker_info}
     par = tuner.run()
-    return seq, par, pids, threads, tuner
+    return seq, par, pids, threads, pool
 
 
 def test_same_arm_and_round_metrics_as_sequential(pair):
@@ -135,21 +145,21 @@ def test_diverging_arms_are_pruned_without_error(pair):
 
 def test_a_dead_actor_costs_a_rerun_not_the_result(pair):
     # (The equality with the sequential run above holds despite the kill.)
-    _, par, _, _, tuner = pair
-    assert tuner.killed and len(tuner.reruns) == 1
-    j, err = tuner.reruns[0]
+    _, par, _, _, pool = pair
+    assert pool.killed and len(pool.reruns) == 1
+    j, err = pool.reruns[0]
     assert "Actor" in err
     assert [r.arm_index for r in par.records if r.round == 0] == list(range(len(STEPS)))
 
 
 def test_result_builds_the_best_kernel_on_the_driver_and_actors_are_released(pair):
-    _, par, _, _, tuner = pair
+    _, par, _, _, pool = pair
     k = par.kernel()
     assert isinstance(k, sg.SGLD) and float(k.step_size) == 0.1
     assert "MAMBA (Ray)" in par.summary()
-    assert tuner.num_workers == 0  # run() killed its actors
+    assert pool.num_workers == 0  # run() killed its actors
     with pytest.raises(RuntimeError, match="shut down"):
-        list(tuner._run_arms([0], 10.0))
+        list(pool.run_round(0, [0], 10.0, KW["budget"]))
 
 
 def test_wall_clock_budget_is_spent_in_each_actor(local_ray):
@@ -157,7 +167,7 @@ def test_wall_clock_budget_is_spent_in_each_actor(local_ray):
     # every arm spends its own r_i of sampling time in its actor; compile time
     # is reported apart; the round's wall time is recorded next to the sum.
     arms = tu.grid(step_size=[1e-3, 1e-2, 0.1, 1.5])
-    res = RayMAMBA(
+    res = ray_mamba_tuner(
         gaussian_problem,
         arms,
         INIT,
@@ -187,19 +197,29 @@ def test_non_picklable_factory_is_a_clear_error(local_ray):
             return gaussian_problem()
 
     with pytest.raises(ValueError, match="`problem` cannot be pickled"):
-        RayMAMBA(problem, tu.grid(step_size=STEPS), INIT, **KW)
+        ray_mamba_tuner(problem, tu.grid(step_size=STEPS), INIT, **KW)
     with pytest.raises(ValueError, match="`metric` cannot be pickled"):
-        RayMAMBA(gaussian_problem, tu.grid(step_size=STEPS), INIT, metric=lambda *a: lock, **KW)
+        ray_mamba_tuner(
+            gaussian_problem, tu.grid(step_size=STEPS), INIT, metric=lambda *a: lock, **KW
+        )
     with pytest.raises(ValueError, match="`problem` must be a callable"):
-        RayMAMBA(gaussian_problem(), tu.grid(step_size=STEPS), INIT, **KW)
+        ray_mamba_tuner(gaussian_problem(), tu.grid(step_size=STEPS), INIT, **KW)
+    # A kernel builder given directly travels pickled too: same clear error.
+    with pytest.raises(ValueError, match="`make_kernel` .*cannot be pickled.*`problem=`"):
+        tu.grid_search(
+            tu.grid(step_size=STEPS), INIT, make_kernel=lambda step_size: lock,
+            executor=RayExecutor(), progress=False,
+        )
     # 3 one-CPU actors on a 2-CPU Ray would wait forever.
     with pytest.raises(ValueError, match="`num_workers`"):
-        RayMAMBA(gaussian_problem, tu.grid(step_size=STEPS), INIT, num_workers=3, **KW)
+        ray_mamba_tuner(gaussian_problem, tu.grid(step_size=STEPS), INIT, num_workers=3, **KW)
 
 
-def test_invalid_arm_is_reported_from_the_worker(local_ray):
-    with pytest.raises(ValueError, match=r"`arms\[1\]`.*step_size"):
-        RayMAMBA(gaussian_problem, tu.grid(step_size=[0.1, -1.0]), INIT, num_workers=1, **KW)
+def test_invalid_arm_is_reported_from_the_worker_through_the_deprecated_alias(local_ray):
+    # RayMAMBA(problem, arms, init, ...) is now a thin alias of MAMBA(executor=RayExecutor(...)).
+    with pytest.warns(DeprecationWarning, match="executor=RayExecutor"):
+        with pytest.raises(ValueError, match=r"`arms\[1\]`.*step_size"):
+            RayMAMBA(gaussian_problem, tu.grid(step_size=[0.1, -1.0]), INIT, num_workers=1, **KW)
 
 
 def test_factory_from_a_module_the_workers_cannot_import(local_ray, tmp_path, monkeypatch):
@@ -212,4 +232,96 @@ def test_factory_from_a_module_the_workers_cannot_import(local_ray, tmp_path, mo
     import driver_only_problem
 
     with pytest.raises(RuntimeError, match="could not be started.*py_modules"):
-        RayMAMBA(driver_only_problem.problem, tu.grid(step_size=STEPS), INIT, num_workers=1, **KW)
+        ray_mamba_tuner(
+            driver_only_problem.problem, tu.grid(step_size=STEPS), INIT, num_workers=1, **KW
+        )
+
+
+def test_grid_search_on_ray_matches_sequential_with_a_pickled_make_kernel(local_ray):
+    # make_kernel= (not a factory) is shipped pickled, with its estimator.
+    arms = tu.grid(step_size=[1e-2, 0.1, 1.5, 50.0])
+    kw = dict(budget_per_arm=tu.steps(300), seed=5, progress=False)
+    mk = gaussian_problem().make_kernel
+    seq = tu.grid_search(arms, tf.constant(INIT), make_kernel=mk, **kw)
+    par = tu.grid_search(arms, INIT, make_kernel=mk, executor=RayExecutor(num_workers=2), **kw)
+    assert par.method == "grid search (Ray)" and seq.method == "grid search"
+    assert par.best_index == seq.best_index == 1
+    for a, b in zip(seq.records, par.records):
+        assert (a.arm_index, a.steps, a.samples, a.diverged, a.survived, a.spent) == (
+            b.arm_index, b.steps, b.samples, b.diverged, b.survived, b.spent
+        )
+        assert b.metric == pytest.approx(a.metric, rel=1e-6) or math.isinf(a.metric + b.metric)
+    np.testing.assert_allclose(par.best_samples, seq.best_samples, rtol=1e-6, atol=1e-9)
+
+
+CLI_MODEL = """
+import numpy as np
+import tensorflow as tf
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.driver import ModelSpec
+
+def build(n=400, batch_size=40):
+    x = np.random.default_rng(0).normal(1.0, 1.0, size=(n, 2)).astype("float32")
+    loglik = lambda theta, batch: -0.5 * tf.reduce_sum((theta[..., None, :] - batch) ** 2, -1)
+    est = sg.MinibatchEstimator(loglik, x, batch_size,
+                                log_prior_fn=lambda t: -0.5 * tf.reduce_sum(t**2, -1))
+    return ModelSpec(est, tf.fill([2], 1.0), name="gauss")
+"""
+
+
+def test_cli_tune_with_ray_matches_the_sequential_table(local_ray, tmp_path, capsys):
+    # `--ray` without an address attaches to the running local Ray (2 CPUs);
+    # every actor loads the model file itself. Same round table as without --ray.
+    from tfp_sgmcmc.cli import main
+
+    model = tmp_path / "gauss_cli_model.py"
+    model.write_text(CLI_MODEL)
+    args = ["tune", "--model", str(model), "--kernel", "sgld", "--step-sizes",
+            "1e-5,1e-3,1e-2,1e6", "--budget-steps", "800", "--eta", "2", "--thin", "2",
+            "--plot", "", "--no-progress", "--no-xla"]
+    assert main(args) == 0, capsys.readouterr().err
+    seq = capsys.readouterr().out
+    assert main([*args, "--ray"]) == 0, capsys.readouterr().err
+    par = capsys.readouterr().out
+    rows = [[line.split("|") for line in out.splitlines() if line.startswith("|")]
+            for out in (seq, par)]
+    assert len(rows[0]) == 2 + 4 + 2 and "MAMBA (Ray)" in par
+    # Ranked rows (round, arm, hyperparameters, steps, samples kept, kept) agree; the
+    # metrics agree to ~1e-6 (one-thread actors) and the seconds differ.
+    keep = [1, 2, 3, 5, 6, 10]
+    assert [[r[k] for k in keep] for r in rows[0]] == [[r[k] for k in keep] for r in rows[1]]
+
+    def best(out):
+        return next(line for line in out.splitlines() if "best arm" in line).split("(")[0]
+
+    assert best(seq) == best(par)
+
+
+def test_cli_ray_address_reaches_ray_init(monkeypatch, tmp_path, capsys):
+    # `--ray ADDRESS` connects to that cluster: the address goes to ray.init (a bad
+    # one is a one-line error, not a traceback).
+    from tfp_sgmcmc.cli import build_parser, main
+
+    assert build_parser().parse_args(
+        ["tune", "--model", "m", "--kernel", "sgld", "--step-sizes", "1", "--budget-steps",
+         "1", "--ray"]).ray == ""
+    assert build_parser().parse_args(
+        ["tune", "--model", "m", "--kernel", "sgld", "--step-sizes", "1", "--budget-steps",
+         "1", "--ray", "10.0.0.1:6379"]).ray == "10.0.0.1:6379"
+    seen = []
+
+    def fake_init(address=None, **kw):
+        seen.append(address)
+        raise ConnectionError(f"could not connect to {address}")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", fake_init)
+    model = tmp_path / "gauss_cli_model.py"
+    model.write_text(CLI_MODEL)
+    code = main(["tune", "--model", str(model), "--kernel", "sgld", "--step-sizes", "1e-3,1e-2",
+                 "--budget-steps", "100", "--eta", "2", "--plot", "", "--no-progress",
+                 "--ray", "10.0.0.1:6379"])
+    err = capsys.readouterr().err
+    assert code == 2 and seen == ["10.0.0.1:6379"]
+    assert err.startswith("tfp-sgmcmc: error: --ray: could not connect to 10.0.0.1:6379")
+    assert len(err.strip().splitlines()) == 1

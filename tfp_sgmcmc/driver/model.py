@@ -140,6 +140,21 @@ def _tile_chains(parts: list[tf.Tensor], num_chains: int) -> list[tf.Tensor]:
     return [tf.tile(p[None], [int(num_chains)] + [1] * p.shape.rank) for p in parts]
 
 
+def _data_source(
+    model: str, arg: str, what: str, source: Any, synthetic: Any, num_chains: Any
+) -> tuple[str | None, bool]:
+    """``(source path or None, synthetic)`` of a model that reads a file or builds a
+    stand-in: exactly one of the two (no silent fallback); also checks ``num_chains``."""
+    synthetic = _as_bool(synthetic, "synthetic")
+    _check_chains(num_chains)
+    if source is None and not synthetic:
+        raise ModelError(
+            f"model {model} needs `--model-arg {arg}` ({what}) "
+            "or `--model-arg synthetic=true` for the offline stand-in."
+        )
+    return (None if synthetic else str(source)), synthetic
+
+
 def _batch_size(problem: Any, batch_size: Any, batch_fraction: Any) -> int:
     if batch_size is not None:
         return int(batch_size)
@@ -164,13 +179,10 @@ def _build_pmf(
     """
     from tfp_sgmcmc.models.pmf import PARAM_NAMES, pmf
 
-    synthetic = _as_bool(synthetic, "synthetic")
-    _check_chains(num_chains)
-    if ratings is None and not synthetic:
-        raise ModelError(
-            "model pmf needs `--model-arg ratings=PATH` (a MovieLens u.data or ratings.csv) "
-            "or `--model-arg synthetic=true` for the offline stand-in.")
-    problem = pmf(ratings=None if synthetic else str(ratings), synthetic=synthetic,
+    ratings, synthetic = _data_source(
+        "pmf", "ratings=PATH", "a MovieLens u.data or ratings.csv", ratings, synthetic, num_chains
+    )
+    problem = pmf(ratings=ratings, synthetic=synthetic,
                   latent_dim=int(latent_dim), split_seed=int(split_seed),
                   data_seed=int(data_seed))
     n = _batch_size(problem, batch_size, batch_fraction)
@@ -200,13 +212,10 @@ def _build_mnist_bnn(
     """
     from tfp_sgmcmc.models.mnist_bnn import PARAM_NAMES, init_state, mnist_bnn
 
-    synthetic = _as_bool(synthetic, "synthetic")
-    _check_chains(num_chains)
-    if path is None and not synthetic:
-        raise ModelError(
-            "model mnist_bnn needs `--model-arg path=DIR` (MNIST IDX files or mnist.npz) "
-            "or `--model-arg synthetic=true` for the offline stand-in.")
-    problem = mnist_bnn(path=None if synthetic else str(path), synthetic=synthetic,
+    path, synthetic = _data_source(
+        "mnist_bnn", "path=DIR", "MNIST IDX files or mnist.npz", path, synthetic, num_chains
+    )
+    problem = mnist_bnn(path=path, synthetic=synthetic,
                         seed=int(seed))
     n = _batch_size(problem, batch_size, batch_fraction)
     return ModelSpec(

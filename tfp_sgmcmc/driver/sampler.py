@@ -10,12 +10,25 @@ of each may be shorter). Each chunk is one call of a compiled program
     (draws [n, ...], trace [n, ...], state', kernel_results', reducer_states')
 ```
 
-(one ``tf.function(jit_compile=True)`` per chunk shape, so at most four traces)
+(one ``tf.function(jit_compile=True)`` per chunk shape, so at most four traces;
+built by [`compile_chunk`][tfp_sgmcmc.driver.chunks.compile_chunk])
 that carries the chain state, the kernel results and the reducer states to the
 next chunk. After every chunk the driver appends the draws and the traced
 diagnostics (``target_log_prob``, ``step_size``, ``diverged`` and the user's
 ``trace_fn`` outputs) to ``samples.h5``, rewrites the finalized reducer outputs,
 and atomically replaces ``checkpoint.npz``; memory is bounded by one chunk.
+
+[`sample`][tfp_sgmcmc.driver.sampler.sample] is five named steps: open (or resume) the
+run, compile the chunk, run the chunk, checkpoint, close:
+
+```none
+run = _open_run(...)                          # new run dir, or checkpoint + truncated HDF5
+for index in chunks not yet done:
+    program = _compile_chunk(run, kind, n)    # cached per chunk shape
+    _run_chunk(run, program, index)           # one compiled call; draws appended to HDF5
+    _checkpoint(run, index + 1)               # atomic checkpoint.npz
+_close(run)                                   # divergence warning, gradient-noise report
+```
 
 **Reproducibility across interruptions.** The seed of chunk ``i`` is
 ``stateless_fold_in(run_seed, i)``: it depends on the run seed and the chunk
@@ -42,6 +55,7 @@ driver adds no randomness of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -51,7 +65,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 from tqdm.auto import tqdm
 
 from tfp_sgmcmc.data_stream import stream_feeder
@@ -61,6 +74,16 @@ from tfp_sgmcmc.driver.checkpoint import (
     flatten_leaves,
     read_checkpoint,
     write_checkpoint,
+)
+from tfp_sgmcmc.driver.chunks import (
+    ChunkOutput,
+    ChunkProgram,
+    as_run_seed,
+    chunk_plan,
+    chunk_seed,
+    chunk_steps,
+    compile_chunk,
+    run_chunk,
 )
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
 from tfp_sgmcmc.internal.util import check_int
@@ -103,50 +126,6 @@ class RunExistsError(RunDirectoryError, FileExistsError):
 
 
 # --------------------------------------------------------------------------- #
-# Seeds and plan
-# --------------------------------------------------------------------------- #
-def _run_seed(seed: Any) -> np.ndarray:
-    """An int32 ``[2]`` stateless seed from an int or a pair (no stateful RNG)."""
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        s = int(seed)
-        if s < 0:
-            raise ValueError(f"`seed` must be a non-negative int or a pair, got {seed!r}.")
-        # Split into two 31-bit words so every Python int below 2**62 is distinct.
-        return np.array([(s >> 31) & 0x7FFFFFFF, s & 0x7FFFFFFF], np.int32)
-    arr = np.asarray(seed)
-    if arr.shape != (2,) or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"`seed` must be a non-negative int or an int pair, got {seed!r}.")
-    return arr.astype(np.int32)
-
-
-def chunk_seed(run_seed: Any, chunk_index: int) -> np.ndarray:
-    """Seed of chunk ``chunk_index``: ``stateless_fold_in(run_seed, chunk_index)``.
-
-    A function of the run seed and the chunk index only, so the seed stream is
-    the same however many times the run is interrupted and resumed.
-    """
-    seed = tf.constant(_run_seed(run_seed), tf.int32)
-    return tf.random.experimental.stateless_fold_in(seed, int(chunk_index)).numpy()
-
-
-def chunk_plan(
-    num_samples: int, num_burnin_steps: int, thin: int, chunk_size: int
-) -> list[tuple[str, int]]:
-    """The run's chunks: ``("burnin", steps)`` then ``("sample", draws)``."""
-    plan: list[tuple[str, int]] = []
-    unit = chunk_size * thin
-    full, rest = divmod(num_burnin_steps, unit)
-    plan += [("burnin", unit)] * full + ([("burnin", rest)] if rest else [])
-    full, rest = divmod(num_samples, chunk_size)
-    plan += [("sample", chunk_size)] * full + ([("sample", rest)] if rest else [])
-    return plan
-
-
-def _steps(kind: str, n: int, thin: int) -> int:
-    return n if kind == "burnin" else n * thin
-
-
-# --------------------------------------------------------------------------- #
 # Tracing
 # --------------------------------------------------------------------------- #
 def _find_field(results: Any, name: str) -> Any:
@@ -182,60 +161,6 @@ def _make_trace_fn(
 
 
 # --------------------------------------------------------------------------- #
-# Compiled chunk programs
-# --------------------------------------------------------------------------- #
-def _make_chunk_fn(
-    kernel: Any,
-    kind: str,
-    n: int,
-    thin: int,
-    reducer: dict[str, Any],
-    trace: Callable[[Any, Any], dict[str, tf.Tensor]],
-    jit_compile: bool,
-    feeder: Any = None,
-) -> Callable[..., Any]:
-    sample_fold = tfp.experimental.mcmc.sample_fold
-
-    if kind == "burnin":
-
-        def burnin(state, kernel_results, reducer_states, seed):
-            _, end, final_results = sample_fold(
-                n, state, kernel_results, kernel, reducer=None, seed=seed
-            )
-            return end, final_results, reducer_states
-
-        if feeder is not None:  # a tf.data source: feed the chunk its minibatches
-            return feeder.compile(burnin, n, jit_compile)
-        return tf.function(burnin, jit_compile=jit_compile, autograph=False)
-
-    def chunk(state, kernel_results, reducer_states, seed):
-        tracer = tfp.experimental.mcmc.TracingReducer(
-            trace_fn=lambda s, r: (s, trace(s, r)), size=n
-        )
-        reducers = {"trace": tracer, "user": reducer}
-        previous = {"trace": tracer.initialize(state, kernel_results), "user": reducer_states}
-        out, end, final_results, final_states = sample_fold(
-            n,
-            state,
-            kernel_results,
-            kernel,
-            reducer=reducers,
-            previous_reducer_state=previous,
-            return_final_reducer_states=True,
-            num_steps_between_results=thin - 1,
-            seed=seed,
-        )
-        draws, traced = out["trace"]
-        # The tracing reducer's own final state (a TensorList) must not leave an
-        # XLA program, so only the user reducers' states are returned.
-        return draws, traced, end, final_results, final_states["user"], out["user"]
-
-    if feeder is not None:  # a tf.data source: feed the chunk its minibatches
-        return feeder.compile(chunk, n * thin, jit_compile)
-    return tf.function(chunk, jit_compile=jit_compile, autograph=False)
-
-
-# --------------------------------------------------------------------------- #
 # Configuration
 # --------------------------------------------------------------------------- #
 def _json_scalar(v: Any) -> Any:
@@ -266,6 +191,212 @@ def _config_diff(stored: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return [k for k in keys if stored.get(k) != new.get(k)]
 
 
+def _leaves(nest: Any) -> list[np.ndarray | None]:
+    """Flat NumPy leaves of a nest (composites expanded), as the checkpoint stores them."""
+    return flatten_leaves(tf.nest.flatten(nest, expand_composites=True))
+
+
+# --------------------------------------------------------------------------- #
+# The run and its steps
+# --------------------------------------------------------------------------- #
+@dataclasses.dataclass
+class _Run:
+    """Everything one call of `sample` carries from chunk to chunk.
+
+    The run's settings (plan, seed, thinning, execution mode) are read from its
+    config, the one record that is also written to disk and checked on resume.
+    """
+
+    run_dir: str
+    kernel: Any
+    config: dict[str, Any]
+    store: SampleStore
+    reducer: dict[str, Any]
+    trace: Callable[[Any, Any], dict[str, tf.Tensor]]
+    # The chain: carried from chunk to chunk and checkpointed after each.
+    state: Any
+    kernel_results: Any
+    reducer_states: Any
+    chunk_index: int = 0
+    num_written: int = 0
+    num_diverged: int = 0
+    programs: dict[tuple[str, int], ChunkProgram] = dataclasses.field(default_factory=dict)
+    # Feeds compiled chunks from tf.data sources (tfp_sgmcmc/data_stream.py); built lazily.
+    feeder: Any = None
+    feeder_built: bool = False
+
+    @property
+    def thin(self) -> int:
+        return int(self.config["thin"])
+
+    @property
+    def is_list(self) -> bool:
+        return bool(self.config["state_is_list"])
+
+    @property
+    def run_seed(self) -> np.ndarray:
+        return np.asarray(self.config["seed"], np.int32)
+
+    @property
+    def plan(self) -> list[tuple[str, int]]:
+        c = self.config
+        return chunk_plan(c["num_samples"], c["num_burnin_steps"], c["thin"], c["chunk_size"])
+
+    @property
+    def total_steps(self) -> int:
+        return self.steps_before(len(self.plan))
+
+    def steps_before(self, index: int) -> int:
+        return sum(chunk_steps(k, n, self.thin) for k, n in self.plan[:index])
+
+
+def _open_run(
+    kernel: Any,
+    init_state: Any,
+    run_dir: str,
+    run_seed: np.ndarray,
+    num_samples: int,
+    thin: int,
+    num_burnin_steps: int,
+    chunk_size: int,
+    reducer: dict[str, Any],
+    trace_fn: Callable[[Any, Any], Mapping[str, Any]] | None,
+    resume: bool,
+    overwrite: bool,
+    jit_compile: bool,
+    metadata: dict[str, Any],
+) -> _Run:
+    """Step 1: a new run directory (config, first checkpoint, empty HDF5) or a resumed one.
+
+    The kernel results, reducer states and trace are bootstrapped once at
+    ``init_state`` as templates: their structure, shapes and dtypes enter the
+    config (a resume must match them) and receive the checkpoint's leaves.
+    """
+    is_list = isinstance(init_state, (list, tuple))
+    init_parts = [tf.convert_to_tensor(p) for p in (init_state if is_list else [init_state])]
+    init_state = list(init_parts) if is_list else init_parts[0]
+    trace = _make_trace_fn(trace_fn)
+
+    results = kernel.bootstrap_results(init_state)
+    reducer_states = {k: r.initialize(init_state, results) for k, r in reducer.items()}
+    trace0 = trace(init_state, results)
+    batch_shape = _find_field(results, "target_log_prob")
+    batch_shape = [] if batch_shape is None else tf.convert_to_tensor(batch_shape).shape.as_list()
+
+    config = {
+        "format_version": _FORMAT_VERSION,
+        "num_samples": num_samples,
+        "thin": thin,
+        "num_burnin_steps": num_burnin_steps,
+        "chunk_size": chunk_size,
+        "seed": [int(s) for s in run_seed],
+        "jit_compile": bool(jit_compile),
+        "kernel": _kernel_description(kernel),
+        "state_is_list": bool(is_list),
+        "state_spec": [_spec(p) for p in init_parts],
+        "batch_shape": batch_shape,
+        "trace": {k: _spec(v) for k, v in sorted(trace0.items())},
+        "reducers": sorted(reducer),
+        "kernel_results_spec": [
+            None if x is None else _spec(x)
+            for x in tf.nest.flatten(results, expand_composites=True)
+        ],
+        "metadata": metadata,
+    }
+    store = SampleStore(os.path.join(run_dir, SAMPLES_FILE))
+    run = _Run(run_dir, kernel, config, store, reducer, trace, init_state, results, reducer_states)
+    if resume:
+        ckpt = _load_for_resume(run_dir, config, store)
+        state_parts = [tf.constant(x) for x in ckpt.state]
+        run.state = list(state_parts) if is_list else state_parts[0]
+        # The bootstrapped results and reducer states are the templates the leaves fill.
+        run.kernel_results = _repack(results, ckpt.kernel_results, "kernel results", run_dir)
+        run.reducer_states = _repack(reducer_states, ckpt.reducer_states, "reducer states", run_dir)
+        run.chunk_index, run.num_written = ckpt.chunk_index, ckpt.num_written
+        return run
+    _prepare_new_run_dir(run_dir, overwrite)
+    _write_config(run_dir, config)
+    _checkpoint(run, 0)
+    store.create(
+        part_specs=[(tuple(p.shape.as_list()), p.dtype.name) for p in init_parts],
+        trace_specs={k: (tuple(v.shape.as_list()), v.dtype.name) for k, v in trace0.items()},
+        chunk_draws=min(chunk_size, num_samples),
+        attrs={"config": json.dumps(config, sort_keys=True)},
+    )
+    return run
+
+
+def _compile_chunk(run: _Run, kind: str, n: int) -> ChunkProgram:
+    """Step 2: the compiled program of a ``(kind, n)`` chunk (one trace per chunk shape)."""
+    key = (kind, n)
+    if key not in run.programs:
+        if not run.feeder_built and run.config["jit_compile"]:
+            # tf.data sources have no XLA kernel: compiled chunks are fed their batches.
+            run.feeder = stream_feeder(run.kernel, run.state, run.kernel_results)
+        run.feeder_built = True
+        run.programs[key] = compile_chunk(
+            run.kernel, kind, n, run.thin, run.reducer, run.trace, run.config["jit_compile"],
+            feeder=run.feeder,
+        )
+    return run.programs[key]
+
+
+def _run_chunk(run: _Run, program: ChunkProgram, index: int) -> ChunkOutput:
+    """Step 3: chunk ``index`` from the carried chain; a sampling chunk's draws, trace and
+    reductions are appended to ``samples.h5``."""
+    out = run_chunk(
+        program,
+        run.state,
+        run.kernel_results,
+        run.reducer_states,
+        chunk_seed(run.run_seed, index),
+    )
+    run.state, run.kernel_results, run.reducer_states = (
+        out.state,
+        out.kernel_results,
+        out.reducer_states,
+    )
+    if program.kind == "sample":
+        draw_parts = [d.numpy() for d in (out.draws if run.is_list else [out.draws])]
+        traced = {k: v.numpy() for k, v in out.trace.items()}
+        run.store.append(draw_parts, traced, {k: _leaves(v) for k, v in out.reductions.items()})
+        run.num_written += program.n
+        if "diverged" in traced:
+            run.num_diverged += int(np.count_nonzero(traced["diverged"]))
+    return out
+
+
+def _checkpoint(run: _Run, next_index: int) -> None:
+    """Step 4: atomically replaces ``checkpoint.npz`` with the carried chain, which is
+    where chunk ``next_index`` starts."""
+    run.chunk_index = next_index
+    write_checkpoint(
+        run.run_dir,
+        Checkpoint(
+            config=run.config,
+            chunk_index=next_index,
+            num_written=run.num_written,
+            next_seed=chunk_seed(run.run_seed, next_index),
+            state=flatten_leaves(run.state if run.is_list else [run.state]),
+            kernel_results=_leaves(run.kernel_results),
+            reducer_states=_leaves(run.reducer_states),
+        ),
+    )
+
+
+def _close(run: _Run) -> SamplingRun:
+    """Step 5: warns about divergent draws, reports the gradient noise at the last state."""
+    if run.num_diverged:
+        warnings.warn(
+            f"{run.num_diverged} draw(s) (x chains) in this session are marked diverged "
+            "(non-finite state, score or log-density); see trace/diverged in samples.h5.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    _report_gradient_noise(run.kernel, run.state, run.run_dir, run.run_seed, run.total_steps)
+    return SamplingRun(run.run_dir)
+
+
 # --------------------------------------------------------------------------- #
 # Public API
 # --------------------------------------------------------------------------- #
@@ -288,7 +419,10 @@ def sample(
 ) -> SamplingRun:
     """Runs (or resumes) a long chain in compiled chunks, streaming to ``run_dir``.
 
-    See the module docstring for the chunk plan, the seed stream and the files.
+    See the module docstring for the chunk plan, the seed stream, the files and
+    the five steps (open or resume, compile a chunk, run it, checkpoint, close).
+    To keep the draws in memory instead, use
+    [`ChunkedChain`][tfp_sgmcmc.driver.ChunkedChain].
 
     Args:
       kernel: any ``tfp.mcmc.TransitionKernel`` (our SG kernels or TFP's).
@@ -336,165 +470,61 @@ def sample(
         raise ValueError("Give at most one of `resume` and `overwrite`.")
     if not isinstance(run_dir, (str, os.PathLike)):
         raise ValueError(f"`run_dir` must be a path, got {run_dir!r}.")
-    run_dir = os.fspath(run_dir)
     if reducer is not None and not isinstance(reducer, Mapping):
         raise ValueError("`reducer` must be a dict of name -> tfp.experimental.mcmc.Reducer.")
-    reducer = dict(reducer or {})
     if trace_fn is not None and not callable(trace_fn):
         raise ValueError("`trace_fn` must be callable (state, kernel_results) -> dict.")
-    run_seed = _run_seed(seed)
+    run_seed = as_run_seed(seed)
     try:
         json.dumps(dict(metadata or {}))
     except TypeError as e:
         raise ValueError(f"`metadata` must be JSON-serializable: {e}") from e
 
-    is_list = isinstance(init_state, (list, tuple))
-    init_parts = [tf.convert_to_tensor(p) for p in (init_state if is_list else [init_state])]
-    init_state = list(init_parts) if is_list else init_parts[0]
-    trace = _make_trace_fn(trace_fn)
-
-    # Templates: the structure (and dtypes/shapes) of results, reducer states, trace.
-    template_results = kernel.bootstrap_results(init_state)
-    template_reducer = {k: r.initialize(init_state, template_results) for k, r in reducer.items()}
-    trace0 = trace(init_state, template_results)
-    batch_shape = _find_field(template_results, "target_log_prob")
-    batch_shape = [] if batch_shape is None else tf.convert_to_tensor(batch_shape).shape.as_list()
-
-    config = {
-        "format_version": _FORMAT_VERSION,
-        "num_samples": num_samples,
-        "thin": thin,
-        "num_burnin_steps": num_burnin_steps,
-        "chunk_size": chunk_size,
-        "seed": [int(s) for s in run_seed],
-        "jit_compile": bool(jit_compile),
-        "kernel": _kernel_description(kernel),
-        "state_is_list": bool(is_list),
-        "state_spec": [_spec(p) for p in init_parts],
-        "batch_shape": batch_shape,
-        "trace": {k: _spec(v) for k, v in sorted(trace0.items())},
-        "reducers": sorted(reducer),
-        "kernel_results_spec": [
-            None if x is None else _spec(x)
-            for x in tf.nest.flatten(template_results, expand_composites=True)
-        ],
-        "metadata": dict(metadata or {}),
-    }
-    plan = chunk_plan(num_samples, num_burnin_steps, thin, chunk_size)
-    store = SampleStore(os.path.join(run_dir, SAMPLES_FILE))
-
-    if resume:
-        ckpt = _load_for_resume(run_dir, config, store)
-        state_parts = [tf.constant(x) for x in ckpt.state]
-        results = _repack(template_results, ckpt.kernel_results, "kernel results", run_dir)
-        reducer_states = _repack(template_reducer, ckpt.reducer_states, "reducer states", run_dir)
-    else:
-        _prepare_new_run_dir(run_dir, overwrite)
-        ckpt = Checkpoint(
-            config=config,
-            chunk_index=0,
-            num_written=0,
-            next_seed=chunk_seed(run_seed, 0),
-            state=flatten_leaves(init_parts),
-            kernel_results=flatten_leaves(
-                tf.nest.flatten(template_results, expand_composites=True)
-            ),
-            reducer_states=flatten_leaves(
-                tf.nest.flatten(template_reducer, expand_composites=True)
-            ),
-        )
-        _write_config(run_dir, config)
-        write_checkpoint(run_dir, ckpt)
-        store.create(
-            part_specs=[(tuple(p.shape.as_list()), p.dtype.name) for p in init_parts],
-            trace_specs={k: (tuple(v.shape.as_list()), v.dtype.name) for k, v in trace0.items()},
-            chunk_draws=min(chunk_size, num_samples),
-            attrs={"config": json.dumps(config, sort_keys=True)},
-        )
-        state_parts, results, reducer_states = init_parts, template_results, template_reducer
-
-    state = list(state_parts) if is_list else state_parts[0]
-    # tf.data sources have no XLA kernel: compiled chunks are fed their batches.
-    feeder = stream_feeder(kernel, state, results) if jit_compile else None
-    fns: dict[tuple[str, int], Callable[..., Any]] = {}
-    total_steps = sum(_steps(k, n, thin) for k, n in plan)
-    done_steps = sum(_steps(k, n, thin) for k, n in plan[: ckpt.chunk_index])
-    num_written = ckpt.num_written
-    num_diverged = 0
+    run = _open_run(
+        kernel,
+        init_state,
+        os.fspath(run_dir),
+        run_seed,
+        num_samples,
+        thin,
+        num_burnin_steps,
+        chunk_size,
+        dict(reducer or {}),
+        trace_fn,
+        resume,
+        overwrite,
+        jit_compile,
+        dict(metadata or {}),
+    )
     bar = tqdm(
-        total=total_steps,
-        initial=done_steps,
+        total=run.total_steps,
+        initial=run.steps_before(run.chunk_index),
         unit="step",
-        desc=os.path.basename(os.path.normpath(run_dir)) or "sample",
+        desc=os.path.basename(os.path.normpath(run.run_dir)) or "sample",
         disable=not progress,
         dynamic_ncols=True,
     )
-    index = ckpt.chunk_index
+    index = run.chunk_index
     try:
-        for index in range(ckpt.chunk_index, len(plan)):
-            kind, n = plan[index]
-            if (kind, n) not in fns:
-                fns[(kind, n)] = _make_chunk_fn(
-                    kernel, kind, n, thin, reducer, trace, jit_compile, feeder
-                )
-            seed_i = tf.constant(chunk_seed(run_seed, index))
-            if kind == "burnin":
-                state, results, reducer_states = fns[(kind, n)](
-                    state, results, reducer_states, seed_i
-                )
-            else:
-                draws, traced, state, results, reducer_states, finals = fns[(kind, n)](
-                    state, results, reducer_states, seed_i
-                )
-                draw_parts = [d.numpy() for d in (draws if is_list else [draws])]
-                traced_np = {k: v.numpy() for k, v in traced.items()}
-                finals_np = {
-                    k: flatten_leaves(tf.nest.flatten(v, expand_composites=True))
-                    for k, v in finals.items()
-                }
-                store.append(draw_parts, traced_np, finals_np)
-                num_written += n
-                if "diverged" in traced_np:
-                    num_diverged += int(np.count_nonzero(traced_np["diverged"]))
-            write_checkpoint(
-                run_dir,
-                Checkpoint(
-                    config=config,
-                    chunk_index=index + 1,
-                    num_written=num_written,
-                    next_seed=chunk_seed(run_seed, index + 1),
-                    state=flatten_leaves(state if is_list else [state]),
-                    kernel_results=flatten_leaves(tf.nest.flatten(results, expand_composites=True)),
-                    reducer_states=flatten_leaves(
-                        tf.nest.flatten(reducer_states, expand_composites=True)
-                    ),
-                ),
-            )
-            bar.update(_steps(kind, n, thin))
-            bar.set_postfix(draws=num_written, refresh=False)
+        for index in range(run.chunk_index, len(run.plan)):
+            program = _compile_chunk(run, *run.plan[index])
+            _run_chunk(run, program, index)
+            _checkpoint(run, index + 1)
+            bar.update(chunk_steps(program.kind, program.n, thin))
+            bar.set_postfix(draws=run.num_written, refresh=False)
     except KeyboardInterrupt:
         bar.close()
         print(
-            f"\ninterrupted in chunk {index + 1}/{len(plan)}: {num_written} draws are safe in "
-            f"{run_dir}; resume with resume=True (CLI: --resume).",
+            f"\ninterrupted in chunk {index + 1}/{len(run.plan)}: {run.num_written} draws are "
+            f"safe in {run.run_dir}; resume with resume=True (CLI: --resume).",
             file=sys.stderr,
         )
         raise
     bar.close()
-    if num_diverged:
-        warnings.warn(
-            f"{num_diverged} draw(s) (x chains) in this session are marked diverged "
-            "(non-finite state, score or log-density); see trace/diverged in samples.h5.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    _report_gradient_noise(kernel, state, run_dir, run_seed, total_steps)
-    return SamplingRun(run_dir)
+    return _close(run)
 
 
-def _report_gradient_noise(
-    kernel: Any, state: Any, run_dir: str, run_seed: Any, step: int
-) -> None:
+def _report_gradient_noise(kernel: Any, state: Any, run_dir: str, run_seed: Any, step: int) -> None:
     """Writes the gradient-noise ratio at the last state; warns when it is too large.
 
     A run can look healthy (R-hat 1, large ESS, no divergence) and still be
@@ -519,7 +549,7 @@ def _report_gradient_noise(
         json.dump(report.to_dict(), f, indent=2)
     os.replace(path + ".tmp", path)
     if report.violated:
-        warnings.warn(report.message(), RuntimeWarning, stacklevel=3)
+        warnings.warn(report.message(), RuntimeWarning, stacklevel=4)
 
 
 def _write_config(run_dir: str, config: dict[str, Any]) -> None:
@@ -542,17 +572,22 @@ def _prepare_new_run_dir(run_dir: str, overwrite: bool) -> None:
     os.makedirs(run_dir, exist_ok=True)
 
 
-def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -> Checkpoint:
-    if not os.path.isdir(run_dir):
-        raise RunDirectoryError(f"{run_dir} does not exist: there is no run to resume.")
+def _read_run_checkpoint(run_dir: str) -> Checkpoint:
+    """The run's checkpoint; a missing or unreadable one is a `RunDirectoryError`."""
     try:
-        ckpt = read_checkpoint(run_dir)
+        return read_checkpoint(run_dir)
     except FileNotFoundError as e:
         raise RunDirectoryError(
             f"{run_dir} has no {CHECKPOINT_FILE}: not a run directory, or a corrupted one."
         ) from e
     except ValueError as e:
         raise RunDirectoryError(f"corrupted run directory: {e}") from e
+
+
+def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -> Checkpoint:
+    if not os.path.isdir(run_dir):
+        raise RunDirectoryError(f"{run_dir} does not exist: there is no run to resume.")
+    ckpt = _read_run_checkpoint(run_dir)
     diff = _config_diff(ckpt.config, config)
     if diff:
         details = "; ".join(
@@ -625,14 +660,7 @@ class SamplingRun:
         self.run_dir = os.fspath(run_dir)
         if not os.path.isdir(self.run_dir):
             raise RunDirectoryError(f"{self.run_dir} does not exist.")
-        try:
-            self._ckpt = read_checkpoint(self.run_dir)
-        except FileNotFoundError as e:
-            raise RunDirectoryError(
-                f"{self.run_dir} has no {CHECKPOINT_FILE}: not a run directory."
-            ) from e
-        except ValueError as e:
-            raise RunDirectoryError(f"corrupted run directory: {e}") from e
+        self._ckpt = _read_run_checkpoint(self.run_dir)
         self.store = SampleStore(os.path.join(self.run_dir, SAMPLES_FILE))
         if not self.store.exists() and self.num_written:
             raise RunDirectoryError(f"{self.run_dir}: {SAMPLES_FILE} is missing.")

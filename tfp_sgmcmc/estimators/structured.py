@@ -104,7 +104,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, value_and_gradient_parts
+from tfp_sgmcmc.estimators.base import (
+    GradientEstimate,
+    GradientEstimator,
+    WrappingEstimator,
+    value_and_gradient_parts,
+)
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.history import (
     History,
@@ -112,9 +117,10 @@ from tfp_sgmcmc.estimators.history import (
     draw_history_indices,
     init_history,
 )
+from tfp_sgmcmc.estimators.masks import BernoulliMask, BetaMask, MaskDistribution, UniformMask
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.partitions import Partition
-from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, check_int, restructure
+from tfp_sgmcmc.internal.util import as_parts, check_int, restructure
 
 __all__ = [
     "MaskDistribution",
@@ -131,103 +137,6 @@ _EVALUATIONS = ("vectorized", "sequential")
 
 
 # --------------------------------------------------------------------------- #
-# Mask distributions                                                           #
-# --------------------------------------------------------------------------- #
-class MaskDistribution(abc.ABC):
-    """Law of one group's mask value ``r_i ∈ [0, 1]`` (i.i.d. over groups, masks, chains)."""
-
-    @property
-    @abc.abstractmethod
-    def mean(self) -> float:
-        """``E[r_i]``; the Sd scaling is ``M/(K·E[Σr]) = 1/(K·mean)``."""
-
-    @abc.abstractmethod
-    def sample(self, shape: list[int], seed: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        """Masks of the given shape from a stateless seed."""
-
-
-class BernoulliMask(MaskDistribution):
-    """``r_i ~ Bernoulli(ρ)``; ``ρ`` is the probability of KEEPING the live value.
-
-    ``ρ = 1`` reproduces plain SG-MCMC; ``ρ → 0`` tends to S-SGMCMC (paper Thm 2).
-
-    Args:
-      keep_prob: ``ρ ∈ (0, 1]``.
-
-    Raises:
-      ValueError: ``keep_prob`` outside ``(0, 1]``.
-    """
-
-    def __init__(self, keep_prob: float) -> None:
-        if isinstance(keep_prob, bool) or not isinstance(keep_prob, (int, float, np.floating)):
-            raise ValueError(f"`keep_prob` must be a float in (0, 1], got {keep_prob!r}.")
-        if not (0.0 < float(keep_prob) <= 1.0):
-            raise ValueError(f"`keep_prob` must lie in (0, 1], got {keep_prob!r}.")
-        self.keep_prob = float(keep_prob)
-
-    @property
-    def mean(self) -> float:
-        return self.keep_prob
-
-    def sample(self, shape, seed, dtype):
-        u = tf.random.stateless_uniform(shape, seed=seed, dtype=dtype, alg=RNG_ALG)
-        return tf.cast(u < tf.cast(self.keep_prob, dtype), dtype)
-
-    def __repr__(self) -> str:
-        return f"BernoulliMask(keep_prob={self.keep_prob})"
-
-
-class BetaMask(MaskDistribution):
-    """``r_i ~ Beta(α, β)`` (continuous masks: composites are convex combinations).
-
-    Args:
-      concentration1: ``α > 0``.
-      concentration0: ``β > 0``.
-
-    Raises:
-      ValueError: a non-positive concentration.
-    """
-
-    def __init__(self, concentration1: float, concentration0: float) -> None:
-        for name, v in (("concentration1", concentration1), ("concentration0", concentration0)):
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, (int, float, np.floating))
-                or not (np.isfinite(v) and v > 0)
-            ):
-                raise ValueError(f"`{name}` must be a finite float > 0, got {v!r}.")
-        self.concentration1 = float(concentration1)
-        self.concentration0 = float(concentration0)
-
-    @property
-    def mean(self) -> float:
-        return self.concentration1 / (self.concentration1 + self.concentration0)
-
-    def sample(self, shape, seed, dtype):
-        # Beta as a ratio of gammas (stateless, XLA-compatible).
-        s1, s0 = tfp.random.split_seed(seed, 2, salt="beta_mask")
-        g1 = tf.random.stateless_gamma(shape, seed=s1, alpha=self.concentration1, dtype=dtype)
-        g0 = tf.random.stateless_gamma(shape, seed=s0, alpha=self.concentration0, dtype=dtype)
-        return g1 / (g1 + g0)
-
-    def __repr__(self) -> str:
-        return f"BetaMask({self.concentration1}, {self.concentration0})"
-
-
-class UniformMask(BetaMask):
-    """``r_i ~ U[0, 1] = Beta(1, 1)`` (``E[r] = 1/2``; the paper mislabels it Beta(½, ½))."""
-
-    def __init__(self) -> None:
-        super().__init__(1.0, 1.0)
-
-    def sample(self, shape, seed, dtype):
-        return tf.random.stateless_uniform(shape, seed=seed, dtype=dtype, alg=RNG_ALG)
-
-    def __repr__(self) -> str:
-        return "UniformMask()"
-
-
-# --------------------------------------------------------------------------- #
 # The estimators                                                               #
 # --------------------------------------------------------------------------- #
 class StructuredEstimatorState(NamedTuple):
@@ -237,8 +146,10 @@ class StructuredEstimatorState(NamedTuple):
     history: History
 
 
-class _StructuredEnergy(GradientEstimator):
-    """Shared machinery: history draws, composites, vectorised/sequential evaluation."""
+class _StructuredEnergy(WrappingEstimator):
+    """Shared machinery: history draws, composites, vectorised/sequential evaluation.
+
+    The data's dtype, the batch size and N are the base estimator's."""
 
     def __init__(
         self,
@@ -307,10 +218,6 @@ class _StructuredEnergy(GradientEstimator):
     @property
     def evaluation(self) -> str:
         return self._evaluation
-
-    @property
-    def dtype(self) -> tf.DType | None:
-        return self._base.dtype
 
     @property
     def num_composites(self) -> int:
@@ -609,10 +516,10 @@ class StructuredDropoutEstimator(_StructuredEnergy):
       keep_prob: ``ρ ∈ (0, 1]`` of Bernoulli masks (probability of KEEPING the
         live value); only when ``mask`` is ``None``. Default value: ``None``
         (0.5 if ``mask`` is ``None``).
-      mask: a [`MaskDistribution`][tfp_sgmcmc.estimators.structured.MaskDistribution]
-        ([`BernoulliMask`][tfp_sgmcmc.estimators.structured.BernoulliMask],
-        [`UniformMask`][tfp_sgmcmc.estimators.structured.UniformMask],
-        [`BetaMask`][tfp_sgmcmc.estimators.structured.BetaMask]). Default value: ``None``
+      mask: a [`MaskDistribution`][tfp_sgmcmc.estimators.MaskDistribution]
+        ([`BernoulliMask`][tfp_sgmcmc.estimators.BernoulliMask],
+        [`UniformMask`][tfp_sgmcmc.estimators.UniformMask],
+        [`BetaMask`][tfp_sgmcmc.estimators.BetaMask]). Default value: ``None``
         (``BernoulliMask(keep_prob)``).
       history_capacity: states in the ring buffer. Default value: ``1000``.
       thinning: store every ``thinning``-th evaluated state. Default value: ``1``.

@@ -16,19 +16,33 @@ from tfp_sgmcmc.tuning.budget import (
     seconds,
     steps,
 )
+from tfp_sgmcmc.tuning.executors import (
+    ArmPool,
+    ArmRun,
+    Executor,
+    SequentialExecutor,
+    TuningJob,
+    TuningProblem,
+)
 from tfp_sgmcmc.tuning.mamba import MAMBA, mamba
 from tfp_sgmcmc.tuning.metrics import FSSDMetric, FullDataScorer, FunctionMetric, KSDMetric
 
-# Imports Ray only when a RayMAMBA is built (optional extra `tfp-sgmcmc[ray]`).
-from tfp_sgmcmc.tuning.ray_backend import RayMAMBA, TuningProblem, ray_mamba
+# Imports Ray only when a RayExecutor is built (optional extra `tfp-sgmcmc[ray]`).
+from tfp_sgmcmc.tuning.ray_backend import RayExecutor, RayMAMBA, ray_mamba
 from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult
 
 __all__ = [
     "MAMBA",
     "mamba",
+    "Executor",
+    "SequentialExecutor",
+    "RayExecutor",
+    "ArmPool",
+    "ArmRun",
+    "TuningJob",
+    "TuningProblem",
     "RayMAMBA",
     "ray_mamba",
-    "TuningProblem",
     "grid_search",
     "heuristic",
     "heuristic_arm",

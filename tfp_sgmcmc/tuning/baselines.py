@@ -30,10 +30,10 @@ from typing import Any
 
 from tfp_sgmcmc.internal.util import check_int
 from tfp_sgmcmc.tuning.budget import Budget
-from tfp_sgmcmc.tuning.mamba import as_budget, evaluate_metric, resolve_make_kernel
+from tfp_sgmcmc.tuning.executors import Executor, make_job, resolve_executor
+from tfp_sgmcmc.tuning.mamba import as_budget
 from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
-from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult
-from tfp_sgmcmc.tuning.runner import ArmRunner
+from tfp_sgmcmc.tuning.results import TuningResult
 
 __all__ = ["grid_search", "heuristic", "heuristic_arm", "run_fixed"]
 
@@ -58,91 +58,6 @@ def heuristic_arm(
     return arm
 
 
-def run_fixed(
-    method: str,
-    arms: Sequence[dict[str, Any]],
-    init_state: Any,
-    make_kernel: Callable[..., Any] | None = None,
-    kernel_class: type | None = None,
-    estimator: Any = None,
-    kernel_kwargs: dict[str, Any] | None = None,
-    budget_per_arm: Budget | float = 1.0,
-    metric: Any = "ksd",
-    thin: int = 10,
-    seed: int = 0,
-    jit_compile: bool = True,
-    progress: bool = True,
-    max_steps_per_call: int = 2000,
-    program_cache: dict | None = None,
-    chains_per_arm: int = 1,
-) -> TuningResult:
-    """Run every arm once for the same budget and pick the lowest metric.
-
-    With ``chains_per_arm = C > 1`` every arm runs ``C`` independent chains
-    side by side in its budget (the same total per arm, split into ``C``
-    repeats) and its metric comes with a standard error over them.
-    """
-    budget = as_budget(budget_per_arm)
-    metric_fn = resolve_metric(metric)
-    mk = resolve_make_kernel(make_kernel, kernel_class, estimator, kernel_kwargs)
-    runner = ArmRunner(
-        mk, list(arms), init_state, thin=thin, seed=seed, jit_compile=jit_compile,
-        max_steps_per_call=max_steps_per_call, program_cache=program_cache,
-        chains_per_arm=chains_per_arm,
-    )
-    est = estimator if estimator is not None else runner.reference_estimator
-    amount = float(budget.amount)
-    records = []
-    outs = {}
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(arms),
-                   desc=f"{method} ({len(arms)} arms, {budget.amount:g} {budget.unit} each)")
-    for i in range(len(arms)):
-        out = runner.run(i, amount, budget)
-        value, mt, note = evaluate_metric(metric_fn, out, est)
-        outs[i] = out
-        spent = (
-            out.sampling_seconds
-            if budget.unit == "seconds"
-            else float(out.steps * (out.num_chains if budget.unit == "steps" else runner.costs[i]))
-        )
-        records.append(
-            RoundRecord(0, i, runner.arms[i], value, out.steps,
-                        int(out.samples[0].shape[0]) * int(out.num_chains),
-                        out.sampling_seconds, out.compile_seconds, mt, amount, out.diverged,
-                        note=note, spent=spent,
-                        metric_se=float(out.extras.get("metric_se", math.nan)))
-        )
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    best = min(range(len(arms)), key=lambda j: (records[j].metric, j))
-    records[best].survived = True
-    return TuningResult(
-        method=method,
-        best_arm=dict(runner.arms[best]),
-        best_index=best,
-        arms=[dict(a) for a in runner.arms],
-        records=records,
-        samples=outs[best].samples,
-        final_states=[None if s.diverged else s.state for s in runner.arm_states],
-        metric_name=metric_name(metric_fn),
-        budget=f"{budget.amount:g} {budget.unit} per arm",
-        budget_unit=budget.unit,
-        make_kernel=mk,
-        num_rounds=1,
-        round_sizes=[len(arms)],
-        per_arm_budgets=[amount],
-        num_programs=runner.num_programs,
-        single_part=not isinstance(runner.like, (list, tuple)),
-        chains_per_arm=runner.chains_per_arm,
-    )
-
-
 def grid_search(
     arms: Sequence[dict[str, Any]],
     init_state: Any,
@@ -159,49 +74,128 @@ def grid_search(
     max_steps_per_call: int = 2000,
     program_cache: dict | None = None,
     chains_per_arm: int = 1,
+    problem: Callable[[], Any] | None = None,
+    executor: Executor | None = None,
+    *,
+    method: str = "grid search",
 ) -> TuningResult:
     """Exhaustive grid search: every arm runs ``budget_per_arm``; lowest metric wins.
+
+    One round of ``len(arms)`` runs (ties keep grid order); with
+    ``chains_per_arm = C > 1`` each arm runs ``C`` independent repeats (chains
+    side by side in the arm's budget) and its metric comes with a standard
+    error over them (see
+    [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.executors.evaluate_metric_with_se]).
 
     Args:
       arms: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA]; so are ``init_state``,
         ``make_kernel``, ``kernel_class``, ``estimator``, ``kernel_kwargs``,
         ``metric``, ``thin``, ``seed``, ``jit_compile``, ``progress``,
-        ``max_steps_per_call``, ``program_cache`` and ``chains_per_arm``. With
-        ``chains_per_arm = C > 1`` each arm runs ``C`` independent repeats
-        (chains side by side in the arm's budget) and its metric comes with a
-        standard error over them (see
-        [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se]).
+        ``max_steps_per_call``, ``program_cache``, ``chains_per_arm``,
+        ``problem`` and ``executor`` (e.g. a
+        [`RayExecutor`][tfp_sgmcmc.tuning.ray_backend.RayExecutor] runs the
+        arms in parallel with the same records).
       budget_per_arm: a [`Budget`][tfp_sgmcmc.tuning.budget.Budget] whose
         ``amount`` each configuration runs (e.g. ``steps(5000)``), or seconds.
         Default value: ``1.`` (1 s each, the journal's grid search with KSD).
+      method: the name in the result. Default value: ``"grid search"``.
 
     Returns:
       A [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult] (one round).
     """
-    return run_fixed("grid search", arms, init_state, make_kernel, kernel_class, estimator,
-                     kernel_kwargs, budget_per_arm, metric, thin, seed, jit_compile, progress,
-                     max_steps_per_call, program_cache, chains_per_arm)
+    budget = as_budget(budget_per_arm)
+    metric_fn = resolve_metric(metric)
+    executor = resolve_executor(executor)
+    job, mk = make_job(
+        arms, init_state, metric, make_kernel, kernel_class, estimator, kernel_kwargs, problem,
+        thin=thin, seed=seed, max_steps_per_call=max_steps_per_call, jit_compile=jit_compile,
+        chains_per_arm=chains_per_arm, program_cache=program_cache,
+    )
+    arms = job.arms
+    pool = executor.open(job)
+    if executor.name:
+        method = f"{method} ({executor.name})"
+    amount = float(budget.amount)
+    try:
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(
+                total=len(arms),
+                desc=f"{method} ({len(arms)} arms, {budget.amount:g} {budget.unit} each)",
+            )
+        runs = {}
+        for run in pool.run_round(0, range(len(arms)), amount, budget):
+            runs[run.record.arm_index] = run
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+        final_states = pool.final_states()
+        num_programs = pool.num_programs
+    finally:
+        pool.close()
+    records = [runs[j].record for j in range(len(arms))]
+    best = min(range(len(arms)), key=lambda j: (records[j].metric, j))
+    records[best].survived = True
+    return TuningResult(
+        method=method,
+        best_arm=dict(arms[best]),
+        best_index=best,
+        arms=[dict(a) for a in arms],
+        records=records,
+        samples=runs[best].samples,
+        final_states=final_states,
+        metric_name=metric_name(metric_fn),
+        budget=f"{budget.amount:g} {budget.unit} per arm",
+        budget_unit=budget.unit,
+        make_kernel=mk,
+        num_rounds=1,
+        round_sizes=[len(arms)],
+        per_arm_budgets=[amount],
+        num_programs=num_programs,
+        single_part=not isinstance(init_state, (list, tuple)),
+        chains_per_arm=pool.chains_per_arm,
+    )
+
+
+def run_fixed(method: str, arms: Sequence[dict[str, Any]], init_state: Any, *args: Any,
+              **kwargs: Any) -> TuningResult:
+    """Every arm runs the same budget; named ``method`` in the result.
+
+    [`grid_search`][tfp_sgmcmc.tuning.baselines.grid_search] (its other
+    arguments, positional or keyword) under another name, e.g. ``"eval"``
+    for a long run of one chosen arm.
+    """
+    return grid_search(arms, init_state, *args, method=method, **kwargs)
 
 
 def heuristic(
     num_examples: int,
     init_state: Any,
-    make_kernel: Callable[..., Any] | None = None,
-    kernel_class: type | None = None,
-    estimator: Any = None,
-    kernel_kwargs: dict[str, Any] | None = None,
+    *,
     num_leapfrog_steps: int | None = None,
     batch_fraction: float = 0.1,
     budget: Budget | float = 1.0,
-    metric: Any = "ksd",
-    thin: int = 10,
-    seed: int = 0,
-    jit_compile: bool = True,
     progress: bool = False,
-    program_cache: dict | None = None,
+    **kwargs: Any,
 ) -> TuningResult:
     """Run the heuristic arm ([`heuristic_arm`][tfp_sgmcmc.tuning.baselines.heuristic_arm]) for
     ``budget`` and score it.
+
+    Args:
+      num_examples: ``N``, as [`heuristic_arm`][tfp_sgmcmc.tuning.baselines.heuristic_arm];
+        so are ``num_leapfrog_steps`` and ``batch_fraction``.
+      init_state: the chain's start.
+      budget: a [`Budget`][tfp_sgmcmc.tuning.budget.Budget] or seconds.
+        Default value: ``1.``.
+      progress: show a progress bar. Default value: ``False``.
+      **kwargs: the problem and scoring, as
+        [`grid_search`][tfp_sgmcmc.tuning.baselines.grid_search]: ``make_kernel``
+        or ``kernel_class`` (with ``estimator``, ``kernel_kwargs``) or
+        ``problem``; ``metric``, ``thin``, ``seed``, ``jit_compile``,
+        ``program_cache``, ``executor``.
 
     Returns:
       A one-arm [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult] (metric ``inf`` if
@@ -209,9 +203,9 @@ def heuristic(
       regression).
     """
     arm = heuristic_arm(num_examples, num_leapfrog_steps, batch_fraction)
-    res = run_fixed("heuristic", [arm], init_state, make_kernel, kernel_class, estimator,
-                    kernel_kwargs, budget, metric, thin, seed, jit_compile, progress,
-                    program_cache=program_cache)
+    res = grid_search(
+        [arm], init_state, budget_per_arm=budget, progress=progress, method="heuristic", **kwargs
+    )
     if not math.isfinite(res.records[0].metric):
         res.records[0].survived = True
     return res

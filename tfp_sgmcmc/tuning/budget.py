@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from tfp_sgmcmc.internal.util import check_int
 
 __all__ = [
+    "steps_for",
     "Budget",
     "UNITS",
     "num_rounds",
@@ -149,6 +150,18 @@ def per_arm_budgets(num_arms: int, eta: int, budget: Budget) -> list[float]:
         )
     total = budget.total(num_arms, eta)
     return [total / (s * k) for s in round_sizes(num_arms, eta)]
+
+
+def steps_for(amount: float, budget: Budget, cost: int, chains_per_arm: int = 1) -> int:
+    """Steps an arm runs for ``amount`` of a deterministic ``budget``.
+
+    Chain-steps and per-example gradients are counted over all
+    ``chains_per_arm`` chains (``cost`` is the arm's gradient evaluations per
+    step of all its chains), so ``C`` chains each run ``1/C`` of the amount.
+    """
+    if budget.unit == "steps":
+        return int(math.floor(amount / chains_per_arm))
+    return int(math.floor(amount / cost))
 
 
 def seconds(amount: float, per: str = "total") -> Budget:

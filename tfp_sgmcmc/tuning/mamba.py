@@ -47,19 +47,25 @@ determinism; a diverging chain stops early (its remaining time is not spent).
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from tfp_sgmcmc.tuning.arms import KernelFactory
 from tfp_sgmcmc.tuning.budget import Budget, num_rounds, per_arm_budgets, round_sizes
+from tfp_sgmcmc.tuning.executors import (
+    ArmPool,
+    Executor,
+    evaluate_metric,
+    evaluate_metric_with_se,
+    make_job,
+    resolve_executor,
+    resolve_make_kernel,
+)
 from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
 from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult
-from tfp_sgmcmc.tuning.runner import ArmRunner, RunOutput
 
 __all__ = [
     "MAMBA",
@@ -71,23 +77,6 @@ __all__ = [
 ]
 
 
-def resolve_make_kernel(
-    make_kernel: Callable[..., Any] | None,
-    kernel_class: type | None,
-    estimator: Any,
-    kernel_kwargs: dict[str, Any] | None,
-) -> Callable[..., Any]:
-    """``make_kernel`` as given, or a [`KernelFactory`][tfp_sgmcmc.tuning.mamba.KernelFactory] for
-    a kernel class."""
-    if (make_kernel is None) == (kernel_class is None):
-        raise ValueError("Give exactly one of `make_kernel` and `kernel_class`.")
-    if make_kernel is not None:
-        if not callable(make_kernel):
-            raise ValueError("`make_kernel` must be callable (**arm) -> kernel.")
-        return make_kernel
-    return KernelFactory(kernel_class, estimator, kernel_kwargs)
-
-
 def as_budget(budget: Budget | float | int) -> Budget:
     """A number is a wall-clock budget ``T`` in seconds."""
     if isinstance(budget, Budget):
@@ -95,84 +84,6 @@ def as_budget(budget: Budget | float | int) -> Budget:
     if isinstance(budget, (int, float)) and not isinstance(budget, bool):
         return Budget(float(budget))
     raise ValueError(f"`budget` must be a Budget or a number of seconds, got {budget!r}.")
-
-
-#: Contiguous blocks a single chain is split into for the metric's standard error.
-SE_BLOCKS = 4
-
-
-def evaluate_metric(
-    metric: Callable[..., float], out: RunOutput, estimator: Any
-) -> tuple[float, float, str]:
-    """``(value, seconds, note)``; non-finite input/output or an exception → ``+inf``.
-
-    The metric's standard error (see
-    [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se])
-    is stored in ``out.extras["metric_se"]``.
-    """
-    value, se, dt, note = evaluate_metric_with_se(metric, out, estimator)
-    out.extras["metric_se"] = se
-    return value, dt, note
-
-
-def _groups(out: RunOutput) -> list[list[np.ndarray]]:
-    """The arm's chains, or (one chain) ``SE_BLOCKS`` contiguous blocks of it."""
-    if out.num_chains > 1:
-        return [[s[:, c] for s in out.samples] for c in range(out.num_chains)]
-    m = out.samples[0].shape[0]
-    edges = np.linspace(0, m, min(SE_BLOCKS, m) + 1).round().astype(int)
-    return [[s[a:b] for s in out.samples] for a, b in zip(edges[:-1], edges[1:])]
-
-
-def evaluate_metric_with_se(
-    metric: Callable[..., float], out: RunOutput, estimator: Any
-) -> tuple[float, float, float, str]:
-    """``(value, standard error, seconds, note)`` of an arm's round.
-
-    * A metric with ``value_and_se(groups, estimator)`` (the KSD) is computed
-      on the pooled samples of the arm's ``C`` independent chains -- or of
-      its one chain, unchanged -- and its standard error is the jackknife
-      over the chains (over ``SE_BLOCKS`` contiguous blocks of one chain).
-    * Any other metric: with ``C > 1`` chains, the mean of the chains' values
-      with standard error ``sd/√C`` (the chains are i.i.d. runs of the arm);
-      with one chain, the value and ``nan``.
-    """
-    t0 = time.perf_counter()
-    nan = math.nan
-    if out.diverged:
-        return math.inf, nan, 0.0, "diverged"
-    if out.samples[0].shape[0] == 0:
-        return math.inf, nan, 0.0, "no thinned sample (budget too small for this arm)"
-    if not all(np.all(np.isfinite(s)) for s in out.samples):
-        return math.inf, nan, 0.0, "non-finite samples"
-    chains = int(out.num_chains)
-    try:
-        if hasattr(metric, "value_and_se"):
-            value, se = metric.value_and_se(_groups(out), estimator)
-        elif chains == 1:
-            value = float(
-                metric(out.samples, {"target_log_prob": out.target_log_prob}, estimator)
-            )
-            se = nan
-        else:
-            values = [
-                float(
-                    metric(
-                        [s[:, c] for s in out.samples],
-                        {"target_log_prob": out.target_log_prob[:, c]},
-                        estimator,
-                    )
-                )
-                for c in range(chains)
-            ]
-            value = float(np.mean(values))
-            se = float(np.std(values, ddof=1) / math.sqrt(chains))
-    except Exception as e:  # a failing metric prunes the arm, never the run
-        return math.inf, nan, time.perf_counter() - t0, f"metric failed: {type(e).__name__}: {e}"
-    dt = time.perf_counter() - t0
-    if not math.isfinite(value):
-        return math.inf, nan, dt, "non-finite metric"
-    return float(value), float(se), dt, ""
 
 
 class MAMBA:
@@ -206,25 +117,39 @@ class MAMBA:
       jit_compile: XLA-compile the sampling programs. Default value: ``True``.
       progress: show a tqdm bar per round. Default value: ``True``.
       program_cache: dict of compiled programs shared with other runs of the
-        same ``make_kernel`` (see `ArmRunner`).
-        Default value: ``None``.
+        same ``make_kernel`` in this process (see
+        [`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner]; the sequential
+        executor only). Default value: ``None``.
       chains_per_arm: ``C`` independent chains per arm, run side by side in
         the arm's budget (one program, leading ``[C]`` state dimension; the
         estimator must have ``independent_chains=True``). The arm's metric
         is computed on the chains' pooled samples with a jackknife standard
         error over the chains (``RoundRecord.metric_se``; see
-        [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.mamba.evaluate_metric_with_se]).
+        [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.executors.evaluate_metric_with_se]).
         Beyond the paper; its measured effect on picking the right arm is in
         ``docs/studies/mamba_tuning_cost.md``. Default value: ``1`` (the
         paper's one chain per arm).
+      problem: a callable ``problem() -> TuningProblem`` (see
+        [`TuningProblem`][tfp_sgmcmc.tuning.executors.TuningProblem]), in place
+        of ``make_kernel``/``kernel_class``/``estimator``/``kernel_kwargs``:
+        an executor with workers in other processes calls it in each of them,
+        so data and estimators are built there (it must then be picklable).
+        Default value: ``None``.
+      executor: where each round's arms run, an
+        [`Executor`][tfp_sgmcmc.tuning.executors.Executor]:
+        [`SequentialExecutor`][tfp_sgmcmc.tuning.executors.SequentialExecutor]
+        or [`RayExecutor`][tfp_sgmcmc.tuning.ray_backend.RayExecutor]. The
+        algorithm, seeds and records do not depend on it. Default value:
+        ``None`` (sequential, in this process).
 
     Raises:
       ValueError: ``eta < 2``, fewer arms than ``eta``, an invalid arm (the
-        kernel's own validation, at construction), an unknown metric, or a
-        deterministic budget too small to give every arm of round 0 one step.
+        kernel's own validation, at construction), an unknown metric, not
+        exactly one of ``make_kernel``, ``kernel_class`` and ``problem``, or a
+        deterministic budget too small to give any arm of round 0 one step;
+        the executor's own errors (e.g. a problem Ray cannot pickle).
+      TypeError: ``executor`` is not an ``Executor``.
     """
-
-    method = "MAMBA"
 
     def __init__(
         self,
@@ -245,6 +170,8 @@ class MAMBA:
         progress: bool = True,
         program_cache: dict | None = None,
         chains_per_arm: int = 1,
+        problem: Callable[[], Any] | None = None,
+        executor: Executor | None = None,
     ) -> None:
         arms = list(arms)
         self.budget = as_budget(budget)
@@ -253,28 +180,26 @@ class MAMBA:
         self.round_sizes = round_sizes(len(arms), eta) if arms else []
         self.per_arm_budgets = per_arm_budgets(len(arms), eta, self.budget)
         self.metric = resolve_metric(metric)
-        self.make_kernel = resolve_make_kernel(make_kernel, kernel_class, estimator, kernel_kwargs)
-        self.runner = ArmRunner(
-            self.make_kernel,
-            arms,
-            init_state,
-            thin=thin,
-            seed=seed,
-            static_keys=tuple(static_keys),
-            max_steps_per_call=max_steps_per_call,
-            jit_compile=jit_compile,
-            program_cache=program_cache,
-            chains_per_arm=chains_per_arm,
+        self.executor = resolve_executor(executor)
+        job, self.make_kernel = make_job(
+            arms, init_state, metric, make_kernel, kernel_class, estimator, kernel_kwargs,
+            problem, thin=thin, seed=seed, static_keys=tuple(static_keys),
+            max_steps_per_call=max_steps_per_call, jit_compile=jit_compile,
+            chains_per_arm=chains_per_arm, program_cache=program_cache,
         )
-        self.chains_per_arm = self.runner.chains_per_arm
-        self.estimator = estimator if estimator is not None else self.runner.reference_estimator
+        self.method = "MAMBA" + (f" ({self.executor.name})" if self.executor.name else "")
         self.progress = progress
+        self._arms = job.arms
+        self._single_part = not isinstance(init_state, (list, tuple))
+        self.pool: ArmPool = self.executor.open(job)
+        self.chains_per_arm = self.pool.chains_per_arm
         if self.budget.deterministic:
             r0 = self.per_arm_budgets[0]
-            most = max(self.runner.steps_for(i, r0, self.budget) for i in range(len(arms)))
+            most = max(self.pool.steps_for(i, r0, self.budget) for i in range(len(arms)))
             if most < 1:
                 # (An arm that cannot afford one step -- e.g. a full batch -- just gets an
                 # infinite metric, as a too-slow arm does under a wall-clock budget.)
+                self.pool.close()
                 raise ValueError(
                     f"`budget` {self.budget} gives every arm 0 steps in round 0 (r_0 = {r0:g} "
                     f"{self.budget.unit}); increase it."
@@ -282,11 +207,30 @@ class MAMBA:
 
     @property
     def arms(self) -> list[dict[str, Any]]:
-        return self.runner.arms
+        return self._arms
 
     def run(self) -> TuningResult:
         """Runs Algorithm 1 and returns a
-        [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult]."""
+        [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult]; then closes the
+        executor's pool (a Ray executor's actors are released)."""
+        try:
+            result = self._run()
+        finally:
+            self.pool.close()
+        result.gradient_noise = best_arm_gradient_noise(result)
+        return result
+
+    def close(self) -> None:
+        """Releases the executor's workers without running (``run`` does it too)."""
+        self.pool.close()
+
+    def __enter__(self) -> MAMBA:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _run(self) -> TuningResult:
         survivors = list(range(len(self.arms)))
         records: list[RoundRecord] = []
         last_samples: dict[int, list[np.ndarray]] = {}
@@ -299,35 +243,21 @@ class MAMBA:
             bar = _progress(
                 self.progress,
                 len(survivors),
-                f"MAMBA round {i + 1}/{self.num_rounds} ({len(survivors)} arms, "
+                f"{self.method} round {i + 1}/{self.num_rounds} ({len(survivors)} arms, "
                 f"r={_fmt_budget(r_i, self.budget.unit)} each)",
             )
-            for idx, out, value, mt, note in self._run_arms(survivors, r_i):
-                metrics[idx] = value
-                last_samples[idx] = out.samples
-                rec = RoundRecord(
-                    round=i,
-                    arm_index=idx,
-                    arm=self.arms[idx],
-                    metric=value,
-                    metric_se=float(out.extras.get("metric_se", math.nan)),
-                    steps=out.steps,
-                    samples=int(out.samples[0].shape[0]) * int(out.num_chains),
-                    sampling_seconds=out.sampling_seconds,
-                    compile_seconds=out.compile_seconds,
-                    metric_seconds=mt,
-                    budget=r_i,
-                    diverged=out.diverged,
-                    note=note,
-                    spent=self._spent(idx, out),
-                )
+            screening = i < self.num_rounds - 1  # every round but the deciding one
+            for run in self.pool.run_round(i, survivors, r_i, self.budget, screening):
+                rec = run.record
+                metrics[rec.arm_index] = rec.metric
+                last_samples[rec.arm_index] = run.samples
                 round_records.append(rec)
                 if bar is not None:
                     bar.set_postfix_str(f"best {min(metrics.values()):.4g}", refresh=False)
                     bar.update(1)
             if bar is not None:
                 bar.close()
-            # Arms may finish in any order (parallel backends): record them in grid order.
+            # Arms may finish in any order (parallel executors): record them in grid order.
             round_records.sort(key=lambda r: survivors.index(r.arm_index))
             records.extend(round_records)
             round_seconds.append(time.perf_counter() - t_round)
@@ -339,14 +269,14 @@ class MAMBA:
             for rec in round_records:
                 rec.survived = rec.arm_index in kept
         best = survivors[0]
-        result = TuningResult(
+        return TuningResult(
             method=self.method,
             best_arm=dict(self.arms[best]),
             best_index=best,
             arms=[dict(a) for a in self.arms],
             records=records,
             samples=last_samples[best],
-            final_states=self._final_states(),
+            final_states=self.pool.final_states(),
             metric_name=metric_name(self.metric),
             budget=str(self.budget),
             budget_unit=self.budget.unit,
@@ -355,44 +285,11 @@ class MAMBA:
             num_rounds=self.num_rounds,
             round_sizes=list(self.round_sizes),
             per_arm_budgets=list(self.per_arm_budgets),
-            num_programs=self._num_programs(),
-            single_part=self._single_part(),
+            num_programs=self.pool.num_programs,
+            single_part=self._single_part,
             round_seconds=round_seconds,
-            # (Backends that do not build an ArmRunner here run one chain per arm.)
-            chains_per_arm=getattr(self, "chains_per_arm", 1),
+            chains_per_arm=self.chains_per_arm,
         )
-        result.gradient_noise = best_arm_gradient_noise(result)
-        return result
-
-    # -- execution hooks (overridden by the Ray backend) -------------------- #
-    def _run_arms(
-        self, survivors: list[int], amount: float
-    ) -> Iterator[tuple[int, RunOutput, float, float, str]]:
-        """Runs every surviving arm for ``amount``; yields ``(index, output, metric,
-        metric seconds, note)`` per arm as it finishes (here: one after another)."""
-        for idx in survivors:
-            out = self.runner.run(idx, amount, self.budget)
-            value, mt, note = evaluate_metric(self.metric, out, self.estimator)
-            yield idx, out, value, mt, note
-
-    def _final_states(self) -> list[Any]:
-        return [None if s.diverged else s.state for s in self.runner.arm_states]
-
-    def _num_programs(self) -> int:
-        return self.runner.num_programs
-
-    def _single_part(self) -> bool:
-        return not isinstance(self.runner.like, (list, tuple))
-
-    def _cost(self, idx: int) -> int:
-        return self.runner.costs[idx]
-
-    def _spent(self, idx: int, out: RunOutput) -> float:
-        if self.budget.unit == "seconds":
-            return out.sampling_seconds
-        if self.budget.unit == "steps":
-            return float(out.steps * out.num_chains)
-        return float(out.steps * self._cost(idx))
 
 
 def best_arm_gradient_noise(result: TuningResult, seed: int = 0) -> Any:

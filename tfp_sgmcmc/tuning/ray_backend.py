@@ -1,12 +1,17 @@
-"""MAMBA with its arms run in parallel on Ray (a local machine or a cluster).
+"""The Ray executor: a tuning round's arms run in parallel on Ray actors.
 
-The tuner is Algorithm 1 of Coullon, South & Nemeth [1] unchanged
-(docs/algorithms.md#mamba, [`tfp_sgmcmc.tuning.mamba`][tfp_sgmcmc.tuning.mamba]): ``K = ⌊log_η M⌋``
-rounds; round ``i`` runs each surviving arm for ``r_i = T/(|S_i| K)``
-(seconds, steps or gradient evaluations), scores it by the metric of this
-round's thinned samples, and keeps the ``⌊|S_i|/η⌋`` best (stable sort). Only
-the execution of a round changes: the ``|S_i|`` runs of a round are
-independent, so they go to a pool of Ray actors and run concurrently.
+[`RayExecutor`][tfp_sgmcmc.tuning.ray_backend.RayExecutor] plugs into
+[`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA],
+[`grid_search`][tfp_sgmcmc.tuning.baselines.grid_search] and
+[`heuristic`][tfp_sgmcmc.tuning.baselines.heuristic] as ``executor=`` (see
+[`tfp_sgmcmc.tuning.executors`][tfp_sgmcmc.tuning.executors]; install with
+``pip install "tfp-sgmcmc[ray]"``). The tuner is Algorithm 1 of Coullon, South
+& Nemeth [1] unchanged (docs/algorithms.md#mamba): ``K = ⌊log_η M⌋`` rounds;
+round ``i`` runs each surviving arm for ``r_i = T/(|S_i| K)`` (seconds, steps
+or gradient evaluations), scores it by the metric of this round's thinned
+samples, and keeps the ``⌊|S_i|/η⌋`` best (stable sort). Only the execution of
+a round changes: the ``|S_i|`` runs of a round are independent, so they go to
+a pool of Ray actors and run concurrently.
 
 ```none
 driver:   S_0 = all arms; chain_j = (θ_0, seed_j, counter_j) for every arm j
@@ -31,8 +36,8 @@ the arm's last ``θ``, as the authors' code does, so an arm's chain is
 ``(θ, seed, call counter)``. It comes back to the driver with the round's
 result; the driver sends it with the next run. Hence
 
-* under a deterministic budget (steps or gradient evaluations) the Ray tuner
-  reproduces the sequential one: same per-round metrics (up to floating-point
+* under a deterministic budget (steps or gradient evaluations) a tuner with
+  the Ray executor reproduces the sequential one: same per-round metrics (up to floating-point
   reassociation, see below) and the same best arm;
 * a survivor can continue on any actor (idle actors take the next queued
   arm; an arm goes back to the actor that ran it when that actor is free, so
@@ -71,23 +76,31 @@ non-XLA (``jit_compile``) give different numbers for the same seed.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tfp_sgmcmc.internal.util import as_parts
 from tfp_sgmcmc.tuning.arms import split_arm, structural_keys
-from tfp_sgmcmc.tuning.budget import Budget, num_rounds, per_arm_budgets, round_sizes
-from tfp_sgmcmc.tuning.mamba import MAMBA, as_budget, evaluate_metric, resolve_make_kernel
+from tfp_sgmcmc.tuning.budget import Budget
+from tfp_sgmcmc.tuning.executors import (
+    ArmPool,
+    Executor,
+    TuningJob,
+    TuningProblem,
+    build_problem,
+    evaluate_metric,
+)
+from tfp_sgmcmc.tuning.mamba import MAMBA
 from tfp_sgmcmc.tuning.metrics import resolve_metric
 from tfp_sgmcmc.tuning.results import TuningResult
 from tfp_sgmcmc.tuning.runner import ArmRunner, ArmState, RunOutput
 
-__all__ = ["RayMAMBA", "ray_mamba", "TuningProblem", "import_ray"]
+__all__ = ["RayExecutor", "RayMAMBA", "ray_mamba", "TuningProblem", "import_ray"]
 
-_INSTALL_HINT = 'The Ray backend of MAMBA needs Ray: pip install "tfp-sgmcmc[ray]"'
+_INSTALL_HINT = 'The Ray executor needs Ray: pip install "tfp-sgmcmc[ray]"'
 
 
 def import_ray() -> Any:
@@ -101,64 +114,6 @@ def import_ray() -> Any:
     except ImportError as e:  # pragma: no cover - ray is in the test extra
         raise ImportError(f"{_INSTALL_HINT} ({e}).") from e
     return ray
-
-
-@dataclass
-class TuningProblem:
-    """What a problem factory returns: how to build a kernel from an arm.
-
-    Exactly one of ``make_kernel`` and ``kernel_class`` (as for
-    [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA]).
-
-    Args:
-      make_kernel: ``make_kernel(**arm) -> kernel``. Default value: ``None``.
-      kernel_class: a kernel class, built as ``kernel_class(estimator
-        .with_batch_size(n), **kernel_kwargs, **arm)``. Default value: ``None``.
-      estimator: the base estimator for ``kernel_class``, and the target whose
-        full-data score the Stein metrics use. Default value: ``None`` (the
-        first arm's estimator).
-      kernel_kwargs: fixed kernel arguments for ``kernel_class``.
-        Default value: ``None``.
-    """
-
-    make_kernel: Callable[..., Any] | None = None
-    kernel_class: type | None = None
-    estimator: Any = None
-    kernel_kwargs: dict[str, Any] | None = None
-
-
-def _build_problem(factory: Callable[[], Any]) -> tuple[Callable[..., Any], Any]:
-    """``(make_kernel, estimator or None)`` from a problem factory."""
-    problem = factory()
-    if isinstance(problem, dict):
-        problem = TuningProblem(**problem)
-    if not isinstance(problem, TuningProblem):
-        raise ValueError(
-            "`problem` must return a TuningProblem (or a dict of its fields), got "
-            f"{type(problem).__name__}."
-        )
-    make_kernel = resolve_make_kernel(
-        problem.make_kernel, problem.kernel_class, problem.estimator, problem.kernel_kwargs
-    )
-    return make_kernel, problem.estimator
-
-
-class _DriverMakeKernel:
-    """``make_kernel`` for
-    [`TuningResult.kernel`][tfp_sgmcmc.tuning.ray_backend.TuningResult.kernel] on the driver, built
-    on first use."""
-
-    def __init__(self, factory: Callable[[], Any]) -> None:
-        self.factory = factory
-        self._make_kernel: Callable[..., Any] | None = None
-
-    def __call__(self, **arm: Any) -> Any:
-        if self._make_kernel is None:
-            self._make_kernel, _ = _build_problem(self.factory)
-        return self._make_kernel(**arm)
-
-    def __repr__(self) -> str:
-        return f"make_kernel from {getattr(self.factory, '__qualname__', self.factory)!r}"
 
 
 class ArmWorker:
@@ -191,7 +146,7 @@ class ArmWorker:
         self.error: str | None = None
         self.value_error = False
         try:
-            make_kernel, estimator = _build_problem(factory)
+            make_kernel, estimator = build_problem(factory)
             self.runner = ArmRunner(make_kernel, arms, init_state, **runner_kwargs)
             self.estimator = estimator if estimator is not None else self.runner.reference_estimator
             self.metric = resolve_metric(metric)
@@ -215,11 +170,11 @@ class ArmWorker:
         }
 
     def run(
-        self, index: int, chain: ArmState, amount: float, budget: Budget
+        self, index: int, chain: ArmState, amount: float, budget: Budget, screening: bool = False
     ) -> tuple[RunOutput, ArmState, float, float, str]:
         """Continues arm ``index`` from ``chain`` for ``amount``; scores the round."""
         self.runner.arm_states[index] = chain
-        out = self.runner.run(index, amount, budget)
+        out = self.runner.run(index, amount, budget, screening)
         value, mt, note = evaluate_metric(self.metric, out, self.estimator)
         return out, self.runner.arm_states[index], value, mt, note
 
@@ -227,36 +182,22 @@ class ArmWorker:
         return os.getpid()
 
 
-class RayMAMBA(MAMBA):
-    """MAMBA (Algorithm 1 of [1]) with each round's arms run in parallel on Ray.
+class RayExecutor(Executor):
+    """Runs each round's arms in parallel on a pool of Ray actors [2].
 
     Same algorithm, budgets, seeding and
-    [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult] as
-    [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA] (module
-    docstring); the kernel is described by a picklable factory because every
-    actor builds its own copy of the data, estimator and compiled programs.
+    [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult] as the
+    [`SequentialExecutor`][tfp_sgmcmc.tuning.executors.SequentialExecutor]
+    (module docstring): every actor holds an
+    [`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner] over all the arms, and an
+    arm's chain ``(θ, seed, call counter)`` travels with its run. The tuner's
+    problem is shipped to the actors pickled: pass it as ``problem=`` (a
+    factory ``() -> TuningProblem`` that builds data and estimators inside
+    the actor: a module-level function importable on every node, or a
+    function defined in the driver script, pickled by value), or as
+    ``make_kernel=``/``kernel_class=`` and ``estimator=`` if those pickle.
 
     Args:
-      problem: a picklable callable ``problem() -> TuningProblem`` (or a dict
-        of its fields), called once in every actor: a module-level function
-        (importable on every node: ship the package with ``runtime_env``) or a
-        function/closure defined in the driver script (pickled by value).
-        Build data and estimators *inside* it.
-      arms: list of hyperparameter dicts.
-      init_state: the initial state of every arm (array/tensor or list of parts).
-      budget: a [`Budget`][tfp_sgmcmc.tuning.budget.Budget], or a number of
-        seconds ``T``. Default value: ``60.``.
-      eta: pruning rate ``η``. Default value: ``3``.
-      metric: ``"ksd"``, ``"fssd"`` or a picklable callable ``metric(samples,
-        trace, estimator) -> float``, evaluated in the actors.
-        Default value: ``"ksd"``.
-      thin: thinning of the samples the metric sees. Default value: ``10``.
-      seed: integer seed (arm ``j`` gets the sequential tuner's stream
-        ``(seed, j)``). Default value: ``0``.
-      static_keys: extra structural hyperparameter names. Default value: ``()``.
-      max_steps_per_call: steps per compiled call. Default value: ``2000``.
-      jit_compile: XLA-compile the sampling programs. Default value: ``True``.
-      progress: a tqdm bar per round. Default value: ``True``.
       num_workers: actors in the pool. Default value: ``None`` (the cluster's
         CPUs divided by ``num_cpus_per_worker``, at most the number of arms).
       num_cpus_per_worker: CPUs each actor reserves; its TensorFlow intra- and
@@ -269,49 +210,58 @@ class RayMAMBA(MAMBA):
         ``resources``, ``scheduling_strategy``). Default value: ``None``.
       address: passed to ``ray.init`` if Ray is not initialised yet (``None``
         starts a local Ray or joins the cluster of ``RAY_ADDRESS``; ``"auto"``
-        joins the cluster this node belongs to). Default value: ``None``.
+        joins the cluster this node belongs to; ``"ray://host:10001"`` or
+        ``"host:6379"`` connects to a cluster). Default value: ``None``.
 
     Raises:
-      ImportError: Ray is not installed.
-      ValueError: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA] (``eta``, too few
-        arms, an invalid arm, an unknown metric, a deterministic budget too
-        small); a ``problem`` or ``metric`` that cannot be pickled, or a
-        ``problem`` that is not callable or fails to build; bad
-        ``num_workers``/``num_cpus_per_worker``, or more CPUs asked for than
-        the cluster has.
+      ImportError: Ray is not installed (with the install command).
+      ValueError: bad ``num_workers``/``num_cpus_per_worker``. When a tuner
+        opens it: a problem or metric that cannot be pickled, a problem that
+        fails to build in the actors (an invalid arm), or more CPUs asked for
+        than the cluster has.
       RuntimeError: an actor could not start (e.g. it cannot import the
-        factory's module).
+        factory's module), or every actor died during a run.
+
+    Example (a local 2-CPU Ray; the factory builds the data in each actor):
+
+    ```python
+    import ray
+    import tensorflow as tf
+    import tfp_sgmcmc as sg
+    from tfp_sgmcmc import tuning
+
+    def problem():
+        est = sg.NoisyGradientEstimator(lambda x: -0.5 * tf.reduce_sum(x**2, -1),
+                                        noise_scale=0.1)
+        return tuning.TuningProblem(make_kernel=lambda step_size: sg.SGLD(est, step_size))
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    result = tuning.MAMBA(
+        tuning.grid(step_size=[1e-3, 0.1, 50.0]), tf.fill([2], 3.0), problem=problem,
+        budget=tuning.steps(600), progress=False,
+        executor=tuning.RayExecutor(num_workers=2),
+    ).run()
+    ray.shutdown()
+    assert result.best_arm == {"step_size": 0.1} and result.method == "MAMBA (Ray)"
+    ```
     """
 
-    method = "MAMBA (Ray)"
+    name = "Ray"
 
     def __init__(
         self,
-        problem: Callable[[], Any],
-        arms: Sequence[dict[str, Any]],
-        init_state: Any,
-        budget: Budget | float = 60.0,
-        eta: int = 3,
-        metric: Any = "ksd",
-        thin: int = 10,
-        seed: int = 0,
-        static_keys: Sequence[str] = (),
-        max_steps_per_call: int = 2000,
-        jit_compile: bool = True,
-        progress: bool = True,
         num_workers: int | None = None,
         num_cpus_per_worker: float = 1,
         runtime_env: dict[str, Any] | None = None,
         actor_options: dict[str, Any] | None = None,
         address: str | None = None,
     ) -> None:
-        ray = import_ray()
-        if not callable(problem):
-            raise ValueError("`problem` must be a callable () -> TuningProblem.")
-        arms = [dict(a) for a in arms]
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-            raise ValueError(f"`seed` must be an int, got {seed!r}.")
-        if not isinstance(num_cpus_per_worker, (int, float)) or num_cpus_per_worker <= 0:
+        import_ray()  # fail here, with the install hint, not in the tuner
+        if (
+            not isinstance(num_cpus_per_worker, (int, float))
+            or isinstance(num_cpus_per_worker, bool)
+            or not num_cpus_per_worker > 0
+        ):
             raise ValueError(
                 f"`num_cpus_per_worker` must be a number > 0, got {num_cpus_per_worker!r}."
             )
@@ -319,61 +269,80 @@ class RayMAMBA(MAMBA):
             not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1
         ):
             raise ValueError(f"`num_workers` must be an int >= 1, got {num_workers!r}.")
-        self.budget = as_budget(budget)
-        self.eta = eta
-        self.num_rounds = num_rounds(len(arms), eta) if arms else 0
-        self.round_sizes = round_sizes(len(arms), eta) if arms else []
-        self.per_arm_budgets = per_arm_budgets(len(arms), eta, self.budget)
-        self.metric = resolve_metric(metric)
-        self.progress = progress
-        self.problem = problem
-        self.make_kernel = _DriverMakeKernel(problem)
-        self._arms = arms
-        self._static = structural_keys(arms, tuple(static_keys))
+        if address is not None and not isinstance(address, str):
+            raise TypeError(f"`address` must be a string, got {type(address).__name__}.")
+        self.num_workers = num_workers
+        self.num_cpus_per_worker = num_cpus_per_worker
+        self.runtime_env = runtime_env
+        self.actor_options = dict(actor_options or {})
+        self.address = address
+
+    def open(self, job: TuningJob) -> _RayPool:
+        return _RayPool(self, job)
+
+    def __repr__(self) -> str:
+        return (
+            f"RayExecutor(num_workers={self.num_workers}, "
+            f"num_cpus_per_worker={self.num_cpus_per_worker}, address={self.address!r})"
+        )
+
+
+class _RayPool(ArmPool):
+    """The actors of one tuning run (module docstring)."""
+
+    def __init__(self, executor: RayExecutor, job: TuningJob) -> None:
+        super().__init__(job)
+        ray = import_ray()
+        self._ray = ray
+        self._workers: list[Any] = []
+        self._alive: list[int] = []
+        #: ``(arm index, error)`` of every arm run lost with its actor and rerun.
+        self.reruns: list[tuple[int, str]] = []
+        seed = job.seed
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+            raise ValueError(f"`seed` must be an int, got {seed!r}.")
+        arms = job.arms
+        self._static = structural_keys(arms, tuple(job.static_keys))
         self._used_keys: set = set()
-        self._single = not isinstance(init_state, (list, tuple))
-        parts = [np.asarray(p.numpy() if hasattr(p, "numpy") else p) for p in as_parts(init_state)]
-        state = parts[0] if self._single else parts
-        for what, obj in (("problem", problem), ("metric", metric)):
-            _check_picklable(ray, what, obj)
+        single = not isinstance(job.init_state, (list, tuple))
+        parts = [
+            np.asarray(p.numpy() if hasattr(p, "numpy") else p) for p in as_parts(job.init_state)
+        ]
+        state = parts[0] if single else parts
+        _check_picklable(ray, job.problem_source, job.problem)
+        _check_picklable(ray, "`metric`", job.metric)
 
         if not ray.is_initialized():
-            ray.init(address=address)
+            ray.init(address=executor.address)
         cpus = float(ray.cluster_resources().get("CPU", 0.0))
+        per = executor.num_cpus_per_worker
+        num_workers = executor.num_workers
         if num_workers is None:
-            num_workers = max(1, int(cpus // num_cpus_per_worker))
+            num_workers = max(1, int(cpus // per))
         num_workers = min(num_workers, len(arms))
-        if num_workers * num_cpus_per_worker > cpus:
+        if num_workers * per > cpus:
             # Ray would keep the extra actors pending forever (actors hold their CPUs).
             raise ValueError(
-                f"`num_workers` × `num_cpus_per_worker` = {num_workers} × "
-                f"{num_cpus_per_worker} CPUs, but the Ray cluster has {cpus:g}."
+                f"`num_workers` × `num_cpus_per_worker` = {num_workers} × {per} CPUs, but "
+                f"the Ray cluster has {cpus:g}."
             )
-        threads = max(1, int(num_cpus_per_worker))
-        options = dict(actor_options or {})
-        options["num_cpus"] = num_cpus_per_worker
-        if runtime_env is not None:
-            options["runtime_env"] = runtime_env
+        threads = max(1, int(per))
+        options = dict(executor.actor_options)
+        options["num_cpus"] = per
+        if executor.runtime_env is not None:
+            options["runtime_env"] = executor.runtime_env
         actor_cls = ray.remote(ArmWorker).options(**options)
-        runner_kwargs = dict(
-            thin=thin,
-            seed=int(seed),
-            static_keys=tuple(static_keys),
-            max_steps_per_call=max_steps_per_call,
-            jit_compile=jit_compile,
-        )
-        self._ray = ray
+        runner_kwargs = job.runner_kwargs()
+        runner_kwargs["seed"] = int(seed)
         self._workers = [
-            actor_cls.remote(problem, arms, state, metric, runner_kwargs, threads)
+            actor_cls.remote(job.problem, arms, state, job.metric, runner_kwargs, threads)
             for _ in range(num_workers)
         ]
         self._alive = list(range(num_workers))
-        #: ``(arm index, error)`` of every arm run lost with its actor and rerun.
-        self.reruns: list[tuple[int, str]] = []
         try:
             infos = ray.get([w.describe.remote() for w in self._workers])
         except ray.exceptions.RayActorError as e:
-            self.shutdown()
+            self.close()
             raise RuntimeError(
                 "A Ray worker could not be started. If it could not import the module of "
                 "`problem` (or of `metric`), make that module importable on every node "
@@ -382,51 +351,32 @@ class RayMAMBA(MAMBA):
                 f"Ray said: {e}"
             ) from e
         except BaseException:
-            self.shutdown()
+            self.close()
             raise
         bad = next((d for d in infos if d["error"] is not None), None)
         if bad is not None:
-            self.shutdown()
+            self.close()
             kind = ValueError if bad["value_error"] else RuntimeError
             raise kind(f"Building the problem in a Ray worker failed: {bad['error']}")
+        #: What each actor reported at start: ``pid``, ``intra_op_threads``, ``costs``, ...
         self.worker_info = infos
         self.costs = infos[0]["costs"]
+        self.chains_per_arm = int(job.chains_per_arm)
         self.chains: list[ArmState] = infos[0]["initial_states"]
         self._home = {j: j % num_workers for j in range(len(arms))}
-        if self.budget.deterministic:
-            r0 = self.per_arm_budgets[0]
-            worst = min(self._steps_for(j, r0) for j in range(len(arms)))
-            if worst < 1:
-                self.shutdown()
-                raise ValueError(
-                    f"`budget` {self.budget} gives some arm 0 steps in round 0 (r_0 = {r0:g} "
-                    f"{self.budget.unit}); increase it."
-                )
-
-    # -- MAMBA hooks -------------------------------------------------------- #
-    @property
-    def arms(self) -> list[dict[str, Any]]:
-        return self._arms
 
     @property
     def num_workers(self) -> int:
         """Actors still alive in the pool."""
         return len(self._alive)
 
-    def run(self) -> TuningResult:
-        """Runs Algorithm 1 on the actors, then releases them (see `shutdown`)."""
-        try:
-            return super().run()
-        finally:
-            self.shutdown()
-
-    def _run_arms(
-        self, survivors: list[int], amount: float
+    def _runs(
+        self, indices: Sequence[int], amount: float, budget: Budget, screening: bool = False
     ) -> Iterator[tuple[int, RunOutput, float, float, str]]:
         ray = self._ray
         if not self._workers:
-            raise RuntimeError("The Ray workers were shut down; build a new RayMAMBA.")
-        queue = list(survivors)
+            raise RuntimeError("The Ray workers were shut down; open the executor again.")
+        queue = list(indices)
         free = list(self._alive)
         pending: dict[Any, tuple[int, int]] = {}
 
@@ -436,8 +386,8 @@ class RayMAMBA(MAMBA):
                 # Prefer an arm this actor ran before (its program is compiled there).
                 k = next((n for n, j in enumerate(queue) if self._home[j] == w), 0)
                 j = queue.pop(k)
-                self._used_keys.add(split_arm(self._arms[j], self._static)[0])
-                ref = self._workers[w].run.remote(j, self.chains[j], amount, self.budget)
+                self._used_keys.add(split_arm(self.job.arms[j], self._static)[0])
+                ref = self._workers[w].run.remote(j, self.chains[j], amount, budget, screening)
                 pending[ref] = (w, j)
 
         dispatch()
@@ -462,44 +412,63 @@ class RayMAMBA(MAMBA):
             dispatch()
             yield j, out, value, mt, note
 
-    def _final_states(self) -> list[Any]:
+    def final_states(self) -> list[Any]:
         return [None if c.diverged else c.state for c in self.chains]
 
-    def _num_programs(self) -> int:
+    @property
+    def num_programs(self) -> int:
         return len(self._used_keys)
 
-    def _single_part(self) -> bool:
-        return self._single
-
-    def _cost(self, idx: int) -> int:
-        return self.costs[idx]
-
-    def _steps_for(self, index: int, amount: float) -> int:
-        if self.budget.unit == "steps":
-            return int(np.floor(amount))
-        return int(np.floor(amount / self.costs[index]))
-
-    # -- lifecycle ---------------------------------------------------------- #
-    def shutdown(self) -> None:
-        """Kills the actors (frees their CPUs and memory). `run` calls it."""
-        ray = self._ray
+    def close(self) -> None:
+        """Kills the actors (frees their CPUs and memory). The tuner's ``run`` calls it."""
         for w in self._workers:
             try:
-                ray.kill(w)
+                self._ray.kill(w)
             except Exception:  # already dead
                 pass
         self._workers = []
         self._alive = []
 
-    def __enter__(self) -> RayMAMBA:
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.shutdown()
+#: The ``RayMAMBA`` keyword arguments that configure the executor, not the tuner.
+_EXECUTOR_ARGS = ("num_workers", "num_cpus_per_worker", "runtime_env", "actor_options", "address")
+
+
+def RayMAMBA(  # noqa: N802 - the former class name, kept as a thin alias
+    problem: Callable[[], Any], arms: Sequence[dict[str, Any]], init_state: Any, **kwargs: Any
+) -> MAMBA:
+    """Deprecated alias: ``MAMBA(arms, init_state, problem=problem,
+    executor=RayExecutor(num_workers, ...), **kwargs)``.
+
+    Kept so that code written against the former ``RayMAMBA`` class keeps
+    running; new code passes a
+    [`RayExecutor`][tfp_sgmcmc.tuning.ray_backend.RayExecutor] to
+    [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA] (or to grid search and the
+    heuristic). The executor's pool is ``tuner.pool``.
+
+    Args:
+      problem: the factory ``() -> TuningProblem`` (``MAMBA(problem=...)``).
+      arms: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA]; so is ``init_state``.
+      **kwargs: ``num_workers``, ``num_cpus_per_worker``, ``runtime_env``,
+        ``actor_options`` and ``address`` go to
+        [`RayExecutor`][tfp_sgmcmc.tuning.ray_backend.RayExecutor], the rest
+        (``budget``, ``eta``, ``metric``, ``seed``, ...) to ``MAMBA``.
+
+    Returns:
+      A [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA] with a Ray executor.
+    """
+    warnings.warn(
+        "RayMAMBA(problem, arms, init_state, ...) is deprecated: use MAMBA(arms, init_state, "
+        "problem=problem, executor=RayExecutor(...), ...).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    options = {k: kwargs.pop(k) for k in _EXECUTOR_ARGS if k in kwargs}
+    return MAMBA(arms, init_state, problem=problem, executor=RayExecutor(**options), **kwargs)
 
 
 def ray_mamba(*args: Any, **kwargs: Any) -> TuningResult:
-    """``RayMAMBA(*args, **kwargs).run()`` (see
+    """``RayMAMBA(*args, **kwargs).run()`` (deprecated, see
     [`RayMAMBA`][tfp_sgmcmc.tuning.ray_backend.RayMAMBA])."""
     return RayMAMBA(*args, **kwargs).run()
 
@@ -509,8 +478,8 @@ def _check_picklable(ray: Any, what: str, obj: Any) -> None:
         ray.cloudpickle.dumps(obj)
     except Exception as e:
         raise ValueError(
-            f"`{what}` cannot be pickled to ship it to the Ray workers "
-            f"({type(e).__name__}: {e}). Build data, estimators and other TensorFlow "
-            "objects inside the factory, and make it a module-level function or a "
-            "function defined in the driver script."
+            f"{what} cannot be pickled to ship it to the Ray workers "
+            f"({type(e).__name__}: {e}). Pass `problem=`, a factory () -> TuningProblem "
+            "that builds data, estimators and other TensorFlow objects inside the worker, "
+            "and make it a module-level function or a function defined in the driver script."
         ) from e

@@ -54,6 +54,19 @@ class RoundRecord:
     metric_se: float = math.nan
 
 
+class _RecordTotal:
+    """A read-only attribute of a result: one field of its records, summed."""
+
+    def __init__(self, field_name: str, kind: type) -> None:
+        self.field_name = field_name
+        self.kind = kind
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        return self.kind(sum(getattr(r, self.field_name) for r in obj.records))
+
+
 @dataclass
 class TuningResult:
     """What a tuner returns.
@@ -148,26 +161,16 @@ class TuningResult:
         verdict = "distinguishable" if z >= 2 else "NOT distinguishable"
         return line + f"; gap {gap:.3g} = {z:.1f} SE ({verdict} at 2 SE)"
 
-    @property
-    def total_sampling_seconds(self) -> float:
-        return float(sum(r.sampling_seconds for r in self.records))
-
-    @property
-    def total_compile_seconds(self) -> float:
-        return float(sum(r.compile_seconds for r in self.records))
-
-    @property
-    def total_metric_seconds(self) -> float:
-        return float(sum(r.metric_seconds for r in self.records))
-
-    @property
-    def total_steps(self) -> int:
-        return int(sum(r.steps for r in self.records))
-
-    @property
-    def budget_used(self) -> float:
-        """Total spent in the budget's unit (seconds, steps or gradient evaluations)."""
-        return float(sum(r.spent for r in self.records))
+    #: Sampling seconds summed over arms and rounds.
+    total_sampling_seconds = _RecordTotal("sampling_seconds", float)
+    #: Tracing + compilation seconds summed over arms and rounds.
+    total_compile_seconds = _RecordTotal("compile_seconds", float)
+    #: Metric seconds summed over arms and rounds.
+    total_metric_seconds = _RecordTotal("metric_seconds", float)
+    #: Sampler steps summed over arms and rounds.
+    total_steps = _RecordTotal("steps", int)
+    #: Total spent in the budget's unit (seconds, steps or gradient evaluations).
+    budget_used = _RecordTotal("spent", float)
 
     def budget_honesty(self) -> float:
         """Sampling time / allotted time over arm-rounds that did not diverge.

@@ -33,7 +33,7 @@ import tensorflow_probability as tfp
 
 from tfp_sgmcmc.internal.util import as_parts, check_int, restructure
 from tfp_sgmcmc.tuning.arms import split_arm, structural_keys
-from tfp_sgmcmc.tuning.budget import Budget
+from tfp_sgmcmc.tuning.budget import Budget, steps_for
 
 __all__ = ["ArmRunner", "ArmState", "RunOutput", "gradient_cost_per_step"]
 
@@ -193,7 +193,10 @@ class ArmRunner:
         starts from ``init_state``). With ``C > 1`` the kernel's estimator
         must draw one minibatch per chain
         (``MinibatchEstimator(independent_chains=True)``), or the chains'
-        metrics would be correlated. Default value: ``1``.
+        metrics would be correlated. In a screening round (see
+        `ArmRunner.run`) an arm whose chains
+        run fewer than ``thin`` steps returns each chain's last state as its
+        one sample per chain. Default value: ``1``.
 
     Raises:
       ValueError: an arm the kernel rejects (the message names the arm), an
@@ -215,12 +218,7 @@ class ArmRunner:
         program_cache: dict | None = None,
         chains_per_arm: int = 1,
     ) -> None:
-        if (
-            not isinstance(chains_per_arm, (int, np.integer))
-            or isinstance(chains_per_arm, bool)
-            or chains_per_arm < 1
-        ):
-            raise ValueError(f"`chains_per_arm` must be an int >= 1, got {chains_per_arm!r}.")
+        chains_per_arm = check_int(chains_per_arm, "chains_per_arm", 1)
         if not callable(make_kernel):
             raise ValueError("`make_kernel` must be callable (**arm) -> kernel.")
         if not arms:
@@ -320,20 +318,27 @@ class ArmRunner:
         return tf.constant([int(st.seed[0]) * 7919 + st.calls, int(st.seed[1])], tf.int32)
 
     def steps_for(self, index: int, amount: float, budget: Budget) -> int:
-        """Steps an arm runs for a per-arm amount in a deterministic unit.
+        """Steps arm ``index`` runs for ``amount`` of a deterministic budget (see
+        [`steps_for`][tfp_sgmcmc.tuning.budget.steps_for])."""
+        return steps_for(amount, budget, self.costs[index], self.chains_per_arm)
 
-        Chain-steps and per-example gradients are counted over all
-        ``chains_per_arm`` chains, so ``C`` chains each run ``1/C`` of the amount.
-        """
-        if budget.unit == "steps":
-            return int(np.floor(amount / self.chains_per_arm))
-        return int(np.floor(amount / self.costs[index]))
-
-    def run(self, index: int, amount: float, budget: Budget) -> RunOutput:
+    def run(
+        self, index: int, amount: float, budget: Budget, screening: bool = False
+    ) -> RunOutput:
         """Run arm ``index`` for ``amount`` (in ``budget.unit``) from its last state.
 
         A fresh sampler state (momentum, thermostat, minibatch position) is
         built from the arm's last θ, as the authors' code does every round.
+
+        ``screening``: a round whose metric only decides which arms go on (all
+        of MAMBA's rounds but the last). With ``chains_per_arm > 1``, an arm
+        whose chains run fewer than ``thin`` steps in a screening round returns
+        each chain's last state as its one sample, so a costly arm (a large
+        batch, its budget split ``C`` ways) is not pruned for lack of samples.
+        A deciding round (MAMBA's last, a grid arm) needs thinned samples, as
+        in Algorithm 1: the few steps of an arm that cannot afford ``thin`` per
+        chain say little about its stationary law (and the KSD favours chains
+        that barely left their start).
         """
         st = self.arm_states[index]
         prog, scalars, key = self._program(st.arm)
@@ -439,6 +444,15 @@ class ArmRunner:
             for s, p in zip(samples, st.state)
         ]
         lp = np.concatenate(lps) if lps else np.zeros([0, *lp_shape])
+        short = screening and self.chains_per_arm > 1 and done > 0 and not diverged
+        if short and out_samples[0].shape[0] == 0:
+            # C chains split the arm's budget C ways, so a costly arm (a large batch)
+            # can run fewer than `thin` steps per chain in an early round. Thinning is
+            # then anchored at the round's end: each chain's last state is its one
+            # sample, instead of an infinite metric that would prune the arm for lack
+            # of data rather than for its quality. (One chain keeps Algorithm 1's rule.)
+            out_samples = [p[None] for p in st.state]
+            lp = np.asarray(results.target_log_prob.numpy())[None]
         return RunOutput(
             out_samples, lp, done, elapsed, compile_s, diverged, num_chains=self.chains_per_arm
         )
