@@ -29,6 +29,7 @@ Usage::
 
     python benchmarks/bench_tf_data.py                 # full run (~5 min on 2 cores)
     python benchmarks/bench_tf_data.py --quick         # smoke test: N = 20,000
+    python benchmarks/bench_tf_data.py --pipelines-only  # the two pipelines alone
     python benchmarks/bench_tf_data.py --output benchmarks/results/bench_tf_data.json
 """
 
@@ -155,6 +156,24 @@ def pipeline_rate(x: np.ndarray, y: np.ndarray, n: int, block: int, blocks: int)
     return blocks * block / (time.perf_counter() - t0)
 
 
+def pipeline_rates(x: np.ndarray, y: np.ndarray, n: int) -> dict[str, float]:
+    """Batches/s of the two pipelines alone (Python ``next``), after one epoch of warm-up."""
+    out = {}
+    for name, make, reads in (
+        ("batch_shuffle_cached", fast_pipeline, 300),
+        ("per_example_shuffle", per_example_pipeline, 30),
+    ):
+        it = iter(make(x, y, n))
+        for _ in range(x.shape[0] // n):  # fill the cache / the shuffle buffer
+            next(it)
+        t0 = time.perf_counter()
+        for _ in range(reads):
+            next(it)
+        out[name] = round(reads / (time.perf_counter() - t0), 1)
+        log(f"  pipeline {name}, batch {n}: {out[name]:,.1f} batches/s")
+    return out
+
+
 def run_group(
     x: np.ndarray, y: np.ndarray, frac: float, steps: int, repeats: int, per_example: bool
 ) -> dict[str, Any]:
@@ -210,6 +229,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="also time the slow per-example-shuffle pipeline",
     )
+    p.add_argument(
+        "--pipelines-only",
+        action="store_true",
+        help="only time the two pipelines alone (no sampler)",
+    )
     p.add_argument("--output", default=None, help="also write the JSON here")
     args = p.parse_args(argv)
     big_n = args.num_examples or (20_000 if args.quick else 1_000_000)
@@ -231,6 +255,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "load_average_before": load_average(),
         "groups": [],
     }
+    if args.pipelines_only:
+        report["command"] = "python benchmarks/bench_tf_data.py --pipelines-only"
+        report["pipelines_batches_per_second"] = {
+            str(n): pipeline_rates(x, y, n) for n in (big_n // 100, big_n // 1000)
+        }
+        report["load_average_after"] = load_average()
+        dump_json(report, args.output)
+        return report
     # Steps per chunk: ~40 MB of stacked float32 batches at either batch size.
     for frac, steps in ((0.01, 100), (0.001, 1000)):
         report["groups"].append(run_group(x, y, frac, steps, repeats, args.per_example_shuffle))
