@@ -3,7 +3,9 @@
 * :func:`run_chain`: a long chain through :class:`tfp_sgmcmc.driver.ChunkedChain`
   (XLA-compiled chunks, each resuming from the previous chunk's state and kernel
   results, with a tqdm bar: rate/ETA);
-* :class:`timer`: wall-clock seconds of a block.
+* :class:`timer`: wall-clock seconds of a block;
+* :func:`sgld_msgld_asgld`: the three samplers the many-chain studies (Gaussian,
+  mixture) compare.
 
 Where the studies write (``--out``, ``--write-docs``) is decided by ``_cli.py``.
 """
@@ -29,6 +31,7 @@ from tfp_sgmcmc.driver import ChunkedChain  # noqa: E402
 __all__ = [
     "run_chain",
     "timer",
+    "sgld_msgld_asgld",
 ]
 
 
@@ -62,3 +65,17 @@ class timer:
 
     def __exit__(self, *exc: Any) -> None:
         self.seconds = time.perf_counter() - self._t0
+
+
+def sgld_msgld_asgld(
+    estimator: Any, step_size: float, a_momentum: float, a_adam: float
+) -> dict[str, tfp.mcmc.TransitionKernel]:
+    """SGLD, MSGLD and ASGLD at one step size (``β1 = 0.9``, ``β2 = 0.999``; bias factors
+    ``a_momentum`` and ``a_adam``): the comparison of Kim, Song & Liang's §4 examples."""
+    import tfp_sgmcmc as sg
+
+    return {
+        "SGLD": sg.SGLD(estimator, step_size),
+        "MSGLD": sg.MSGLD(estimator, step_size, a=a_momentum, beta1=0.9),
+        "ASGLD": sg.ASGLD(estimator, step_size, a=a_adam, beta1=0.9, beta2=0.999),
+    }

@@ -21,11 +21,10 @@ from __future__ import annotations
 import _cli
 import numpy as np
 import tensorflow as tf
-from adaptive_drift_common import run_chain, timer
+from adaptive_drift_common import run_chain, sgld_msgld_asgld, timer
 from scipy.linalg import solve_discrete_lyapunov
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.kernels.adaptive import ASGLD, MSGLD
 
 SIGMA = np.array([[1.0, 0.9], [0.9, 1.0]])
 PREC = np.linalg.inv(SIGMA)
@@ -68,11 +67,7 @@ def main() -> None:
     chains = args.chains or (20 if args.quick else 50)
 
     est = sg.NoisyGradientEstimator(log_prob, noise_scale=1.0)
-    samplers = {
-        "SGLD": sg.SGLD(est, 0.1),
-        "MSGLD": MSGLD(est, 0.1, a=0.01, beta1=0.9),
-        "ASGLD": ASGLD(est, 0.1, a=0.1, beta1=0.9, beta2=0.999),
-    }
+    samplers = sgld_msgld_asgld(est, 0.1, a_momentum=0.01, a_adam=0.1)
     checkpoints = np.unique(np.geomspace(100, steps, 40).astype(int))
     errors, final_cov, seconds = {}, {}, {}
     for name, kernel in samplers.items():

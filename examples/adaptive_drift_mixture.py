@@ -20,10 +20,9 @@ from __future__ import annotations
 import _cli
 import numpy as np
 import tensorflow as tf
-from adaptive_drift_common import run_chain, timer
+from adaptive_drift_common import run_chain, sgld_msgld_asgld, timer
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.kernels.adaptive import ASGLD, MSGLD
 
 MU = np.array([[-3.0, -3.0], [-3.0, 0.0], [0.0, 0.0], [3.0, 0.0], [3.0, 3.0]])
 
@@ -57,11 +56,7 @@ def main() -> None:
     chains = args.chains or (4 if args.quick else 10)
 
     est = sg.NoisyGradientEstimator(log_prob, noise_scale=1.0)
-    samplers = {
-        "SGLD": sg.SGLD(est, 0.05),
-        "MSGLD": MSGLD(est, 0.05, a=10.0, beta1=0.9),
-        "ASGLD": ASGLD(est, 0.05, a=1.0, beta1=0.9, beta2=0.999),
-    }
+    samplers = sgld_msgld_asgld(est, 0.05, a_momentum=10.0, a_adam=1.0)
     ref = target_occupancy(np.random.default_rng(args.seed))
     occ, occ_sd, switches, samples, seconds = {}, {}, {}, {}, {}
     for name, kernel in samplers.items():

@@ -231,9 +231,7 @@ kept steps / ESS (in sampler steps), median over parameters.
 
 ![accuracy, IAC, ESS vs number of groups](../figures/{out.name('structured_digits_mlp.png')})
 {saturation_note}"""
-    md_path = out.study("structured_digits_mlp.md")
-    with open(md_path, "w") as f:
-        f.write(md)
+    md_path = out.write_study("structured_digits_mlp.md", md)
     print(f"wrote {fig_path} and {md_path}")
 
 

@@ -232,9 +232,7 @@ Wall time per sampler (incl. XLA compile): """
         + ", ".join(f"{n}: {dt:.1f} s" for n, (_, dt) in results.items())
         + "\n"
     )
-    md_path = out.study("structured_linear_regression.md")
-    with open(md_path, "w") as f:
-        f.write(md)
+    md_path = out.write_study("structured_linear_regression.md", md)
     print(f"wrote {fig_path} and {md_path}")
 
 

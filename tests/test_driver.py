@@ -319,3 +319,58 @@ def test_divergence_warning_points_at_the_caller(tmp_path):
         )
     ours = [w for w in record if "marked diverged" in str(w.message)]
     assert [w.filename for w in ours] == [__file__]
+
+
+def test_run_records_whether_chains_share_minibatches(tmp_path):
+    """Shared minibatches across chains: recorded, warned about at the caller; independent
+    ones or one chain: recorded, no warning; a run written before the record resumes."""
+    import json
+    import warnings
+
+    from tfp_sgmcmc.driver.sampler import _config_diff
+    from tfp_sgmcmc.export import chains_independent
+
+    x = np.random.default_rng(0).normal(size=(200, 2)).astype(np.float32)
+
+    def ll(theta, batch):
+        return -0.5 * tf.reduce_sum(tf.square(tf.expand_dims(theta, -2) - batch), -1)
+
+    def run(name, independent, chains, **kw):
+        est = sg.MinibatchEstimator(ll, x, 20, independent_chains=independent)
+        return sample(
+            sg.SGLD(est, 1e-3),
+            tf.zeros([chains, 2]) if chains else tf.zeros([2]),
+            4,
+            str(tmp_path / name),
+            chunk_size=2,
+            progress=False,
+            jit_compile=False,
+            **kw,
+        )
+
+    with pytest.warns(UserWarning, match="share each step's minibatch") as record:
+        run("shared", False, 3)
+    ours = [w for w in record if "share each step's minibatch" in str(w.message)]
+    assert [w.filename for w in ours] == [__file__]
+    assert chains_independent(str(tmp_path / "shared")) is False
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        run("independent", True, 3)
+        run("one_chain", False, 0)
+    assert not [w for w in record if "share each step" in str(w.message)], [
+        str(w.message) for w in record
+    ]
+    assert chains_independent(str(tmp_path / "independent")) is True
+    assert chains_independent(str(tmp_path / "one_chain")) is False
+    # A run written without the record (older format) reads as unknown, and its stored
+    # configuration still matches a resume's.
+    cfg = json.loads((tmp_path / "independent" / "config.json").read_text())
+    old = {k: v for k, v in cfg.items() if k != "independent_chains"}
+
+    class OldRun:  # what a run directory of the older format reads as
+        config, metadata = old, {}
+
+    assert chains_independent(OldRun()) is None
+    assert _config_diff(old, cfg) == []
+    assert _config_diff(cfg, old) == ["independent_chains"]
+    assert _config_diff(old, {**cfg, "thin": 99}) == ["thin"]

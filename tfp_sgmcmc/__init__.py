@@ -35,19 +35,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_SUBMODULES = (
-    "data",
-    "diagnostics",
-    "driver",
-    "estimators",
-    "integrators",
-    "kernels",
-    "priors",
-    "schedules",
-    "transforms",
-    "tuning",
-)
-
 #: Public name -> the module that defines it (imported on first access).
 _EXPORTS = {
     "DatasetData": "tfp_sgmcmc.data",
@@ -198,6 +185,9 @@ __all__ = [
     "to_arviz",
     "JointPosterior",
 ]
+
+#: The public names the table does not map are the submodules (imported on first access).
+_SUBMODULES = frozenset(__all__) - _EXPORTS.keys()
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the eager imports

@@ -41,7 +41,12 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import cast_param, check_positive, static_number, static_value
+from tfp_sgmcmc.internal.util import (
+    RecordedParameters,
+    check_positive,
+    static_number,
+    static_value,
+)
 
 __all__ = [
     "StepSizeSchedule",
@@ -56,14 +61,14 @@ __all__ = [
 ]
 
 
-class StepSizeSchedule:
-    """Base class: ``schedule(step, dtype) -> ε_step`` (a scalar tensor)."""
+class StepSizeSchedule(RecordedParameters):
+    """Base class: ``schedule(step, dtype) -> ε_step`` (a scalar tensor).
+
+    A subclass records its constructor arguments with ``self._record(...)``, which
+    makes them its ``parameters`` (or overrides ``parameters``).
+    """
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:  # pragma: no cover
-        raise NotImplementedError
-
-    @property
-    def parameters(self) -> dict[str, Any]:  # pragma: no cover
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -91,18 +96,12 @@ class ConstantStepSize(StepSizeSchedule):
 
     def __init__(self, step_size: Any, allow_zero: bool = False) -> None:
         check_positive(step_size, "step_size", allow_zero=allow_zero, scalar=True)
-        self._step_size = step_size
-        self._allow_zero = allow_zero
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        if self._allow_zero:
-            return {"step_size": self._step_size, "allow_zero": True}
-        return {"step_size": self._step_size}
+        # ``allow_zero`` is recorded only when set, so a step size's repr stays short.
+        self._record(step_size=step_size, **({"allow_zero": True} if allow_zero else {}))
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         del step
-        return cast_param(self._step_size, dtype)
+        return self._cast("step_size", dtype)
 
 
 class PolynomialDecay(StepSizeSchedule):
@@ -127,15 +126,11 @@ class PolynomialDecay(StepSizeSchedule):
             bv = static_value(b)
             if bv is not None and float(bv) == 0.0:
                 raise ValueError("`b` must be > 0 when `one_based=False` (ε_0 = a·0^(−γ) = ∞).")
-        self._a, self._b, self._gamma, self._one_based = a, b, gamma, one_based
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return {"a": self._a, "b": self._b, "gamma": self._gamma, "one_based": self._one_based}
+        self._record(a=a, b=b, gamma=gamma, one_based=one_based)
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        t = tf.cast(step, dtype) + (1.0 if self._one_based else 0.0)
-        a, b, gamma = (cast_param(v, dtype) for v in (self._a, self._b, self._gamma))
+        t = tf.cast(step, dtype) + (1.0 if self._parameters["one_based"] else 0.0)
+        a, b, gamma = (self._cast(name, dtype) for name in ("a", "b", "gamma"))
         return a * tf.pow(b + t, -gamma)
 
 
@@ -170,20 +165,13 @@ class CyclicalStepSize(StepSizeSchedule):
             raise ValueError(
                 f"`exploration_fraction` must lie in [0, 1), got {exploration_fraction!r}."
             )
-        self._eps0 = initial_step_size
-        self._num_steps = num_steps
-        self._num_cycles = num_cycles
-        self._exploration_fraction = float(exploration_fraction)
+        self._record(
+            initial_step_size=initial_step_size,
+            num_steps=num_steps,
+            num_cycles=num_cycles,
+            exploration_fraction=float(exploration_fraction),
+        )
         self._cycle_length = math.ceil(num_steps / num_cycles)
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return {
-            "initial_step_size": self._eps0,
-            "num_steps": self._num_steps,
-            "num_cycles": self._num_cycles,
-            "exploration_fraction": self._exploration_fraction,
-        }
 
     def _position(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         # (k − 1) mod c with k = step + 1, i.e. step mod c; returned as a fraction.
@@ -192,11 +180,11 @@ class CyclicalStepSize(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         r = self._position(step, dtype)
-        return cast_param(self._eps0, dtype) / 2 * (tf.cos(math.pi * r) + 1)
+        return self._cast("initial_step_size", dtype) / 2 * (tf.cos(math.pi * r) + 1)
 
     def is_exploration(self, step: tf.Tensor) -> tf.Tensor:
         """True while ``step`` lies in the exploration part of its cycle."""
-        return self._position(step, tf.float64) < self._exploration_fraction
+        return self._position(step, tf.float64) < self._parameters["exploration_fraction"]
 
 
 class SAStepSize(StepSizeSchedule):
@@ -240,18 +228,14 @@ class SAStepSize(StepSizeSchedule):
             ok = cv is None or (np.isfinite(cv).all() and np.all(cv > 0) and np.all(cv <= 1))
             if not ok:
                 raise ValueError(f"`cap` must lie in (0, 1], got {cv!r}.")
-        self._A, self._B, self._alpha, self._cap = A, B, alpha, cap
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return {"A": self._A, "B": self._B, "alpha": self._alpha, "cap": self._cap}
+        self._record(A=A, B=B, alpha=alpha, cap=cap)
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         k = tf.cast(step, dtype) + 1.0
-        big_a, big_b, alpha = (cast_param(v, dtype) for v in (self._A, self._B, self._alpha))
+        big_a, big_b, alpha = (self._cast(name, dtype) for name in ("A", "B", "alpha"))
         w = big_a * tf.pow(k + big_b, -alpha)
-        if self._cap is not None:
-            w = tf.minimum(w, cast_param(self._cap, dtype))
+        if self._parameters["cap"] is not None:
+            w = tf.minimum(w, self._cast("cap", dtype))
         return w
 
 
@@ -281,11 +265,7 @@ class GeometricAnnealing(StepSizeSchedule):
     def __init__(self, tau0: Any = 1.0, c: Any = 1.003) -> None:
         check_positive(tau0, "tau0", scalar=True)
         check_positive(c, "c", scalar=True)
-        self._tau0, self._c = tau0, c
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return {"tau0": self._tau0, "c": self._c}
+        self._record(tau0=tau0, c=c)
 
     def inverse_temperature(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         """Deng's ``τ_t = τ_0 c^t``."""
@@ -293,7 +273,7 @@ class GeometricAnnealing(StepSizeSchedule):
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         t = tf.cast(step, dtype)
-        tau0, c = cast_param(self._tau0, dtype), cast_param(self._c, dtype)
+        tau0, c = self._cast("tau0", dtype), self._cast("c", dtype)
         log_tau = tf.math.log(tau0) + t * tf.math.log(c)
         return tf.exp(-log_tau)
 

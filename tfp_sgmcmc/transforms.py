@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.internal.util import (
-    cast_param,
+    RecordedParameters,
     check_in_interval,
     check_positive,
     static_value,
@@ -59,13 +59,12 @@ class TransformResult(NamedTuple):
     state: Any
 
 
-class DriftTransform(abc.ABC):
-    """Base class of drift / preconditioner transforms."""
+class DriftTransform(RecordedParameters, abc.ABC):
+    """Base class of drift / preconditioner transforms.
 
-    @property
-    @abc.abstractmethod
-    def parameters(self) -> dict[str, Any]:
-        """Constructor arguments."""
+    A subclass records its constructor arguments with ``self._record(...)``, which
+    makes them its ``parameters``.
+    """
 
     @abc.abstractmethod
     def init(self, grads: list[tf.Tensor]) -> Any:
@@ -109,12 +108,7 @@ class RMSPreconditioner(DriftTransform):
     def __init__(self, decay: Any = 0.99, epsilon: Any = 1e-5) -> None:
         check_in_interval(decay, "decay", 0.0, 1.0, high_open=True, scalar=True)
         check_positive(epsilon, "epsilon", scalar=True)
-        self._decay = decay
-        self._epsilon = epsilon
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return {"decay": self._decay, "epsilon": self._epsilon}
+        self._record(decay=decay, epsilon=epsilon)
 
     def init(self, grads: list[tf.Tensor]) -> list[tf.Tensor]:
         return [tf.zeros_like(g) for g in grads]
@@ -122,10 +116,10 @@ class RMSPreconditioner(DriftTransform):
     def update(self, grads: list[tf.Tensor], state: list[tf.Tensor]) -> TransformResult:
         new_v, precond = [], []
         for g, v in zip(grads, state):
-            a = cast_param(self._decay, g.dtype)
+            a = self._cast("decay", g.dtype)
             v = a * v + (1 - a) * tf.square(g)
             new_v.append(v)
-            precond.append(1.0 / (cast_param(self._epsilon, g.dtype) + tf.sqrt(v)))
+            precond.append(1.0 / (self._cast("epsilon", g.dtype) + tf.sqrt(v)))
         return TransformResult(list(grads), precond, new_v)
 
 
@@ -141,6 +135,19 @@ def _check_bias_factor(a: Any) -> None:
 def _check_unit_interval(x: Any, name: str) -> None:
     # [0, 1): β = 0 means "no memory"; β = 1 would freeze the accumulator at 0.
     check_in_interval(x, name, 0.0, 1.0, high_open=True, scalar=True)
+
+
+def _check_two_moments(a: Any, beta1: Any, beta2: Any, epsilon: Any) -> tuple[Any, Any]:
+    """Validate the arguments Adam and AdaMax share; ``(β1, β2)`` if both are static.
+
+    Each caller then checks its own ordering of ``β1`` and ``β2`` (a bound on ``|A_t|``).
+    """
+    _check_bias_factor(a)
+    _check_unit_interval(beta1, "beta1")
+    _check_unit_interval(beta2, "beta2")
+    check_positive(epsilon, "epsilon", scalar=True)
+    b1, b2 = static_value(beta1), static_value(beta2)
+    return (None, None) if b1 is None or b2 is None else (b1, b2)
 
 
 class AdaptiveBias(DriftTransform):
@@ -162,9 +169,9 @@ class AdaptiveBias(DriftTransform):
     """
 
     @property
-    @abc.abstractmethod
     def a(self) -> Any:
         """The bias factor ``a ≥ 0``."""
+        return self._parameters["a"]
 
     @abc.abstractmethod
     def _init_part(self, g: tf.Tensor) -> tuple[tf.Tensor, ...]:
@@ -195,7 +202,7 @@ class AdaptiveBias(DriftTransform):
 
     def update(self, grads: list[tf.Tensor], state: list[tuple[tf.Tensor, ...]]) -> TransformResult:
         bias = self.bias(state)
-        drift = [g + cast_param(self.a, g.dtype) * b for g, b in zip(grads, bias)]
+        drift = [g + self._cast("a", g.dtype) * b for g, b in zip(grads, bias)]
         return TransformResult(drift, None, self.advance(grads, state, bias))
 
 
@@ -228,16 +235,7 @@ class MomentumBias(AdaptiveBias):
     def __init__(self, a: Any = 1.0, beta1: Any = 0.9) -> None:
         _check_bias_factor(a)
         _check_unit_interval(beta1, "beta1")
-        self._a = a
-        self._beta1 = beta1
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return {"a": self._a, "beta1": self._beta1}
-
-    @property
-    def a(self) -> Any:
-        return self._a
+        self._record(a=a, beta1=beta1)
 
     def _init_part(self, g):
         return (tf.zeros_like(g),)
@@ -246,7 +244,7 @@ class MomentumBias(AdaptiveBias):
         return acc[0]
 
     def _advance_part(self, g, acc, bias):
-        b1 = cast_param(self._beta1, g.dtype)
+        b1 = self._cast("beta1", g.dtype)
         return (b1 * acc[0] + (1 - b1) * g,)
 
 
@@ -303,12 +301,8 @@ class AdamBias(AdaptiveBias):
         epsilon: Any = 1e-8,
         lambda_placement: str = "outside",
     ) -> None:
-        _check_bias_factor(a)
-        _check_unit_interval(beta1, "beta1")
-        _check_unit_interval(beta2, "beta2")
-        check_positive(epsilon, "epsilon", scalar=True)
-        b1, b2 = static_value(beta1), static_value(beta2)
-        if b1 is not None and b2 is not None and np.any(np.square(b1) >= b2):
+        b1, b2 = _check_two_moments(a, beta1, beta2, epsilon)
+        if b1 is not None and np.any(np.square(b1) >= b2):
             raise ValueError(
                 f"`beta1`**2 must be < `beta2` (Kim et al., Thm 3.2), got beta1={b1!r}, "
                 f"beta2={b2!r}."
@@ -317,36 +311,24 @@ class AdamBias(AdaptiveBias):
             raise ValueError(
                 f"`lambda_placement` must be 'outside' or 'inside', got {lambda_placement!r}."
             )
-        self._a, self._beta1, self._beta2 = a, beta1, beta2
-        self._epsilon, self._placement = epsilon, lambda_placement
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return {
-            "a": self._a,
-            "beta1": self._beta1,
-            "beta2": self._beta2,
-            "epsilon": self._epsilon,
-            "lambda_placement": self._placement,
-        }
-
-    @property
-    def a(self) -> Any:
-        return self._a
+        self._record(
+            a=a, beta1=beta1, beta2=beta2, epsilon=epsilon, lambda_placement=lambda_placement
+        )
 
     def _init_part(self, g):
         return (tf.zeros_like(g), tf.zeros_like(g))
 
     def _bias_part(self, acc):
         m, v = acc
-        lam = cast_param(self._epsilon, m.dtype)
-        denom = tf.sqrt(v) + lam if self._placement == "outside" else tf.sqrt(v + lam)
+        lam = self._cast("epsilon", m.dtype)
+        outside = self._parameters["lambda_placement"] == "outside"
+        denom = tf.sqrt(v) + lam if outside else tf.sqrt(v + lam)
         return m / denom
 
     def _advance_part(self, g, acc, bias):
         m, v = acc
-        b1 = cast_param(self._beta1, g.dtype)
-        b2 = cast_param(self._beta2, g.dtype)
+        b1 = self._cast("beta1", g.dtype)
+        b2 = self._cast("beta2", g.dtype)
         return (b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * tf.square(g))
 
 
@@ -388,34 +370,22 @@ class AdaMaxBias(AdaptiveBias):
     def __init__(
         self, a: Any = 1.0, beta1: Any = 0.9, beta2: Any = 0.999, epsilon: Any = 1e-8
     ) -> None:
-        _check_bias_factor(a)
-        _check_unit_interval(beta1, "beta1")
-        _check_unit_interval(beta2, "beta2")
-        check_positive(epsilon, "epsilon", scalar=True)
-        b1, b2 = static_value(beta1), static_value(beta2)
-        if b1 is not None and b2 is not None and np.any(b1 >= b2):
+        b1, b2 = _check_two_moments(a, beta1, beta2, epsilon)
+        if b1 is not None and np.any(b1 >= b2):
             raise ValueError(f"`beta1` must be < `beta2`, got beta1={b1!r}, beta2={b2!r}.")
-        self._a, self._beta1, self._beta2, self._epsilon = a, beta1, beta2, epsilon
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return {"a": self._a, "beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon}
-
-    @property
-    def a(self) -> Any:
-        return self._a
+        self._record(a=a, beta1=beta1, beta2=beta2, epsilon=epsilon)
 
     def _init_part(self, g):
         return (tf.zeros_like(g), tf.zeros_like(g))
 
     def _bias_part(self, acc):
         m, u = acc
-        return m / (u + cast_param(self._epsilon, m.dtype))
+        return m / (u + self._cast("epsilon", m.dtype))
 
     def _advance_part(self, g, acc, bias):
         m, u = acc
-        b1 = cast_param(self._beta1, g.dtype)
-        b2 = cast_param(self._beta2, g.dtype)
+        b1 = self._cast("beta1", g.dtype)
+        b2 = self._cast("beta2", g.dtype)
         return (b1 * m + (1 - b1) * g, tf.maximum(b2 * u, tf.abs(g)))
 
 
@@ -466,28 +436,20 @@ class AdadeltaBias(AdaptiveBias):
         _check_unit_interval(beta1, "beta1")
         _check_unit_interval(rho, "rho")
         check_positive(epsilon, "epsilon", scalar=True)
-        self._a, self._beta1, self._rho, self._epsilon = a, beta1, rho, epsilon
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return {"a": self._a, "beta1": self._beta1, "rho": self._rho, "epsilon": self._epsilon}
-
-    @property
-    def a(self) -> Any:
-        return self._a
+        self._record(a=a, beta1=beta1, rho=rho, epsilon=epsilon)
 
     def _init_part(self, g):
         return (tf.zeros_like(g), tf.zeros_like(g), tf.zeros_like(g))
 
     def _bias_part(self, acc):
         m, eg2, ed2 = acc
-        lam = cast_param(self._epsilon, m.dtype)
+        lam = self._cast("epsilon", m.dtype)
         return tf.sqrt(ed2 + lam) / tf.sqrt(eg2 + lam) * m
 
     def _advance_part(self, g, acc, bias):
         m, eg2, ed2 = acc
-        b1 = cast_param(self._beta1, g.dtype)
-        rho = cast_param(self._rho, g.dtype)
+        b1 = self._cast("beta1", g.dtype)
+        rho = self._cast("rho", g.dtype)
         return (
             b1 * m + (1 - b1) * g,
             rho * eg2 + (1 - rho) * tf.square(g),
@@ -540,10 +502,7 @@ class PreconditionedBias(DriftTransform):
             raise ValueError(f"`bias` must be an AdaptiveBias, got {type(bias).__name__}.")
         self._bias = bias
         self._rms = RMSPreconditioner(decay, epsilon)
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return {"bias": self._bias, **self._rms.parameters}
+        self._record(bias=bias, decay=decay, epsilon=epsilon)
 
     def init(self, grads: list[tf.Tensor]) -> tuple[Any, list[tf.Tensor]]:
         return (self._bias.init(grads), self._rms.init(grads))

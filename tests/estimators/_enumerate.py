@@ -17,7 +17,26 @@ import tensorflow as tf
 
 from tfp_sgmcmc.data import BatchState, DataSource
 
-__all__ = ["EnumeratedBatches", "with_replacement_tuples", "subsets"]
+__all__ = ["N", "EnumeratedBatches", "linear_gaussian_model", "with_replacement_tuples", "subsets"]
+
+#: Rows of `linear_gaussian_model`: small, so that every batch can be enumerated.
+N = 6
+
+
+def linear_gaussian_model(rng: np.random.Generator) -> tuple[Any, ...]:
+    """``(x, y, log_likelihood, log_prior)`` of a 2-feature linear-Gaussian regression on
+    ``N`` rows, with a standard normal prior: the exact estimator tests' model."""
+    x = rng.standard_normal((N, 2))
+    y = x @ np.array([1.0, -0.5]) + rng.standard_normal(N)
+
+    def log_likelihood(theta, batch):
+        xb, yb = batch
+        return -0.5 * tf.square(yb - tf.einsum("nd,...d->...n", xb, theta))
+
+    def log_prior(theta):
+        return -0.5 * tf.reduce_sum(tf.square(theta), -1)
+
+    return x, y, log_likelihood, log_prior
 
 
 def with_replacement_tuples(num_examples: int, n: int) -> np.ndarray:

@@ -8,28 +8,12 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 
-from ._enumerate import EnumeratedBatches, with_replacement_tuples
-
-N = 6
-
-
-def _model(rng):
-    x = rng.standard_normal((N, 2))
-    y = x @ np.array([1.0, -0.5]) + rng.standard_normal(N)
-
-    def log_likelihood(theta, batch):
-        xb, yb = batch
-        return -0.5 * tf.square(yb - tf.einsum("nd,...d->...n", xb, theta))
-
-    def log_prior(theta):
-        return -0.5 * tf.reduce_sum(tf.square(theta), -1)
-
-    return x, y, log_likelihood, log_prior
+from ._enumerate import EnumeratedBatches, N, linear_gaussian_model, with_replacement_tuples
 
 
 @pytest.mark.parametrize("scheme", ["with_replacement", "epoch", "random_window"])
 def test_equals_full_data_gradient_at_the_centre_for_any_batch(rng, scheme):
-    x, y, ll, lp = _model(rng)
+    x, y, ll, lp = linear_gaussian_model(rng)
     base = sg.MinibatchEstimator(ll, sg.InMemoryData((x, y), scheme), 2, log_prior_fn=lp)
     centre = tf.constant(rng.standard_normal(2))
     cv = sg.ControlVariateEstimator(base, centre)
@@ -52,7 +36,7 @@ def test_equals_full_data_gradient_at_the_centre_for_any_batch(rng, scheme):
 def test_one_batch_for_both_terms_and_exactly_unbiased(rng):
     """On every with-replacement batch S: ĝ(θ) = ∇π(θ̂) + g_S(θ) − g_S(θ̂); the
     average over all S is the full-data score at θ."""
-    x, y, ll, lp = _model(rng)
+    x, y, ll, lp = linear_gaussian_model(rng)
     n = 2
     table = with_replacement_tuples(N, n)
     base = sg.MinibatchEstimator(ll, EnumeratedBatches((x, y), table), n, log_prior_fn=lp)
@@ -95,7 +79,7 @@ def test_one_batch_for_both_terms_and_exactly_unbiased(rng):
 
 
 def test_works_with_every_kernel(rng):
-    x, y, ll, lp = _model(rng)
+    x, y, ll, lp = linear_gaussian_model(rng)
     base = sg.MinibatchEstimator(ll, (x, y), 2, log_prior_fn=lp)
     cv = sg.ControlVariateEstimator(base, tf.zeros(2, tf.float64))
     state = tf.zeros([2, 2], tf.float64)
@@ -106,7 +90,7 @@ def test_works_with_every_kernel(rng):
 
 
 def test_precomputed_centre_gradient_is_used(rng):
-    x, y, ll, lp = _model(rng)
+    x, y, ll, lp = linear_gaussian_model(rng)
     base = sg.MinibatchEstimator(ll, (x, y), 2, log_prior_fn=lp)
     centre = tf.constant([0.1, 0.2], tf.float64)
     fake = [tf.constant([5.0, -5.0], tf.float64)]

@@ -8,23 +8,7 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 
-from ._enumerate import EnumeratedBatches, with_replacement_tuples
-
-N = 6
-
-
-def _model(rng):
-    x = rng.standard_normal((N, 2))
-    y = x @ np.array([1.0, -0.5]) + rng.standard_normal(N)
-
-    def log_likelihood(theta, batch):
-        xb, yb = batch
-        return -0.5 * tf.square(yb - tf.einsum("nd,...d->...n", xb, theta))
-
-    def log_prior(theta):
-        return -0.5 * tf.reduce_sum(tf.square(theta), -1)
-
-    return x, y, log_likelihood, log_prior
+from ._enumerate import EnumeratedBatches, N, linear_gaussian_model, with_replacement_tuples
 
 
 def _full(base, theta):
@@ -36,7 +20,7 @@ def test_exactly_unbiased_over_all_batches_for_any_anchor(rng):
     """With the anchor at θ̂ and the chain at θ ≠ θ̂, the average over all N**n
     with-replacement batches of the estimate is the full-data score (and
     log-density) at θ; a single batch is not."""
-    x, y, ll, lp = _model(rng)
+    x, y, ll, lp = linear_gaussian_model(rng)
     n = 2
     table = with_replacement_tuples(N, n)
     base = sg.MinibatchEstimator(ll, EnumeratedBatches((x, y), table), n, log_prior_fn=lp)
@@ -59,7 +43,7 @@ def test_exactly_unbiased_over_all_batches_for_any_anchor(rng):
 
 @pytest.mark.parametrize("scheme", ["with_replacement", "epoch"])
 def test_equals_the_full_data_score_at_the_anchor_for_any_batch(rng, scheme):
-    x, y, ll, lp = _model(rng)
+    x, y, ll, lp = linear_gaussian_model(rng)
     base = sg.MinibatchEstimator(ll, sg.InMemoryData((x, y), scheme), 2, log_prior_fn=lp)
     svrg = sg.SVRGEstimator(base, update_rate=3)
     anchor = rng.standard_normal([3, 2])  # three chains, one anchor each
@@ -80,7 +64,7 @@ def test_anchor_refreshed_exactly_on_schedule_inside_a_compiled_loop(rng, seed, 
     """Calls 0, r, 2r, ... move the anchor to the state of that call (its score
     becomes the full-data score there and the estimate is exact); other calls
     keep it. Run as a compiled SGLD chain: one estimator call per step."""
-    x, y, ll, lp = _model(rng)
+    x, y, ll, lp = linear_gaussian_model(rng)
     base = sg.MinibatchEstimator(
         ll, sg.InMemoryData((x, y), "with_replacement"), 2, log_prior_fn=lp
     )
@@ -123,7 +107,7 @@ def tfp_sample(kernel, state0, steps, seed):
 
 
 def test_bad_arguments(rng):
-    x, y, ll, lp = _model(rng)
+    x, y, ll, lp = linear_gaussian_model(rng)
     base = sg.MinibatchEstimator(ll, (x, y), 2)
     with pytest.raises(ValueError, match="update_rate"):
         sg.SVRGEstimator(base, 0)

@@ -233,86 +233,33 @@ def _np_bias_step(kind, g, acc, hp):
 
 
 HP = dict(a=2.5, beta1=0.7, beta2=0.9, eps=1e-3, rho=0.8, decay=0.6, peps=1e-2)
+
+
+def _maker(cls, **hyper):
+    """``(estimator, temperature) -> kernel`` with step size 0.05 and ``hyper``."""
+    return lambda e, t: cls(e, 0.05, temperature=t, **hyper)
+
+
+_BIAS = dict(a=HP["a"], beta1=HP["beta1"])  # every variant's bias factor and momentum
+_ADAM = dict(_BIAS, beta2=HP["beta2"], epsilon=HP["eps"])
+#: name -> (reference recursion, preconditioned?, kernel factory)
 VARIANTS = {
-    "msgld": (
-        "momentum",
-        False,
-        lambda e, t: MSGLD(e, 0.05, a=HP["a"], beta1=HP["beta1"], temperature=t),
-    ),
-    "asgld": (
-        "adam",
-        False,
-        lambda e, t: ASGLD(
-            e,
-            0.05,
-            a=HP["a"],
-            beta1=HP["beta1"],
-            beta2=HP["beta2"],
-            epsilon=HP["eps"],
-            temperature=t,
-        ),
-    ),
-    "asgld_inside": (
-        "adam_inside",
-        False,
-        lambda e, t: ASGLD(
-            e,
-            0.05,
-            a=HP["a"],
-            beta1=HP["beta1"],
-            beta2=HP["beta2"],
-            epsilon=HP["eps"],
-            lambda_placement="inside",
-            temperature=t,
-        ),
-    ),
-    "adamax": (
-        "adamax",
-        False,
-        lambda e, t: AdaMaxSGLD(
-            e,
-            0.05,
-            a=HP["a"],
-            beta1=HP["beta1"],
-            beta2=HP["beta2"],
-            epsilon=HP["eps"],
-            temperature=t,
-        ),
-    ),
+    "msgld": ("momentum", False, _maker(MSGLD, **_BIAS)),
+    "asgld": ("adam", False, _maker(ASGLD, **_ADAM)),
+    "asgld_inside": ("adam_inside", False, _maker(ASGLD, **_ADAM, lambda_placement="inside")),
+    "adamax": ("adamax", False, _maker(AdaMaxSGLD, **_ADAM)),
     "adadelta": (
-        "adadelta",
-        False,
-        lambda e, t: AdadeltaSGLD(
-            e, 0.05, a=HP["a"], beta1=HP["beta1"], rho=HP["rho"], epsilon=HP["eps"], temperature=t
-        ),
+        "adadelta", False, _maker(AdadeltaSGLD, **_BIAS, rho=HP["rho"], epsilon=HP["eps"])
     ),
     "psgld_momentum": (
         "momentum",
         True,
-        lambda e, t: PreconditionedMomentumSGLD(
-            e,
-            0.05,
-            a=HP["a"],
-            beta1=HP["beta1"],
-            decay=HP["decay"],
-            epsilon=HP["peps"],
-            temperature=t,
-        ),
+        _maker(PreconditionedMomentumSGLD, **_BIAS, decay=HP["decay"], epsilon=HP["peps"]),
     ),
     "psgld_adam": (
         "adam",
         True,
-        lambda e, t: PreconditionedAdamSGLD(
-            e,
-            0.05,
-            a=HP["a"],
-            beta1=HP["beta1"],
-            beta2=HP["beta2"],
-            epsilon=HP["eps"],
-            decay=HP["decay"],
-            precond_epsilon=HP["peps"],
-            temperature=t,
-        ),
+        _maker(PreconditionedAdamSGLD, **_ADAM, decay=HP["decay"], precond_epsilon=HP["peps"]),
     ),
 }
 

@@ -18,13 +18,13 @@ import pytest
 import scipy.linalg
 import tensorflow as tf
 import tensorflow_probability as tfp
+from _stats import Z, moment_z_scores
 
 import tfp_sgmcmc as sg
 
 SIGMA = np.array([[1.0, 0.9], [0.9, 1.0]])
 PREC = np.linalg.inv(SIGMA)
 ETA, ALPHA, L, NOISE = 0.01, 0.3, 4, 3.0
-Z = 3.3
 
 
 def sghmc_stationary_cov(per_trajectory: bool) -> np.ndarray:
@@ -76,15 +76,6 @@ def _run(per_trajectory, seed):
     )
 
 
-def _z(x, cov):
-    per_chain = np.stack(
-        [x[..., 0] ** 2, x[..., 0] * x[..., 1], x[..., 1] ** 2, x[..., 0], x[..., 1]], -1
-    ).mean(0)
-    est = per_chain.mean(0)
-    se = per_chain.std(0, ddof=1) / np.sqrt(per_chain.shape[0])
-    return (est - np.array([cov[0, 0], cov[0, 1], cov[1, 1], 0, 0])) / se
-
-
 def test_the_two_laws_differ_by_more_than_ten_percent():
     c_leap, c_traj = sghmc_stationary_cov(False), sghmc_stationary_cov(True)
     assert np.all(np.linalg.eigvals(np.linalg.solve(c_leap, c_traj)).real > 1.1)
@@ -96,9 +87,9 @@ def test_stationary_law_of_each_scheme(seed, per_trajectory):
     own = sghmc_stationary_cov(per_trajectory)
     other = sghmc_stationary_cov(not per_trajectory)
     x = _run(per_trajectory, tf.constant([seed, 7])).numpy()
-    z = _z(x, own)
+    z = moment_z_scores(x, own)
     assert np.all(np.abs(z) < Z), np.round(z, 2)
-    assert np.max(np.abs(_z(x, other)[:3])) > Z  # power: the other scheme's law fails
+    assert np.max(np.abs(moment_z_scores(x, other)[:3])) > Z  # power: the other scheme's law fails
 
 
 def test_per_trajectory_uses_one_batch_and_advances_the_epoch_once():

@@ -22,6 +22,7 @@ import pytest
 import scipy.linalg
 import tensorflow as tf
 import tensorflow_probability as tfp
+from _stats import Z, moment_z_scores
 
 import tfp_sgmcmc as sg
 
@@ -30,7 +31,6 @@ from ._models import normals_like
 SIGMA = np.array([[1.0, 0.9], [0.9, 1.0]])
 PREC = np.linalg.inv(SIGMA)
 I2 = np.eye(2)
-Z = 3.3
 
 
 def _target(prec):
@@ -163,20 +163,11 @@ def _run_baoab(prec, seed):
     )
 
 
-def _z(x, cov):
-    per_chain = np.stack(
-        [x[..., 0] ** 2, x[..., 0] * x[..., 1], x[..., 1] ** 2, x[..., 0], x[..., 1]], -1
-    ).mean(0)
-    est = per_chain.mean(0)
-    se = per_chain.std(0, ddof=1) / np.sqrt(per_chain.shape[0])
-    return (est - np.array([cov[0, 0], cov[0, 1], cov[1, 1], 0, 0])) / se
-
-
 @pytest.mark.statistical
 def test_baoab_stationary_law_on_a_gaussian(seed):
     cov = baoab_stationary_cov(PREC, H, GAMMA, TEMP)
     q, p = (t.numpy() for t in _run_baoab(tf.constant(PREC), tf.constant([seed, 1])))
-    zq, zp = _z(q, cov[:2, :2]), _z(p, cov[2:, 2:])
+    zq, zp = moment_z_scores(q, cov[:2, :2]), moment_z_scores(p, cov[2:, 2:])
     assert np.all(np.abs(zq) < Z), zq
     assert np.all(np.abs(zp) < Z), zp
     # Power: a target whose covariance is 10% too large fails the same check.
@@ -184,7 +175,7 @@ def test_baoab_stationary_law_on_a_gaussian(seed):
         t.numpy()
         for t in _run_baoab(tf.constant(np.linalg.inv(1.1 * SIGMA)), tf.constant([seed, 2]))
     )
-    assert np.max(np.abs(_z(q_wrong, cov[:2, :2])[:3])) > Z
+    assert np.max(np.abs(moment_z_scores(q_wrong, cov[:2, :2])[:3])) > Z
 
 
 # --------------------------------------------------------------------------- #

@@ -34,11 +34,10 @@ from tfp_sgmcmc.diagnostics._inputs import (
     as_dtype,
     check_finite_eager,
     check_finite_result,
-    check_imq_parameters,
     flatten_parts,
     flatten_samples_and_scores,
 )
-from tfp_sgmcmc.diagnostics.stein_kernels import median_heuristic
+from tfp_sgmcmc.diagnostics.stein_kernels import median_heuristic, validate_kernel_args
 
 __all__ = [
     "FSSD_KERNELS",
@@ -53,16 +52,7 @@ FSSD_KERNELS = ("gaussian", "imq")
 
 def validate_fssd_kernel(kernel: str, bandwidth: Any, c: Any, beta: Any) -> None:
     """Raise ``ValueError`` naming the argument for an invalid kernel choice."""
-    if kernel not in FSSD_KERNELS:
-        raise ValueError(f"`kernel` must be one of {FSSD_KERNELS}, got {kernel!r}.")
-    if kernel == "imq":
-        check_imq_parameters(c, beta)
-        if bandwidth is not None:
-            raise ValueError("`bandwidth` applies to the Gaussian kernel only.")
-    elif bandwidth is not None and not isinstance(bandwidth, (tf.Tensor, tf.Variable)):
-        b = np.asarray(bandwidth, dtype=float)
-        if b.ndim != 0 or not np.isfinite(b) or b <= 0:
-            raise ValueError(f"`bandwidth` must be a finite scalar > 0, got {bandwidth!r}.")
+    validate_kernel_args(kernel, c, beta, bandwidth, kernels=FSSD_KERNELS)
 
 
 def fssd_features(

@@ -148,20 +148,20 @@ def ksd_from_flat(
     x: tf.Tensor,
     s: tf.Tensor,
     weights: tf.Tensor | None,
-    kernel: str = "imq",
-    c: Any = 1.0,
-    beta: Any = -0.5,
-    bandwidth: Any = None,
-    statistic: str = "v",
-    block_size: int = DEFAULT_BLOCK_SIZE,
+    kernel: str,
+    c: Any,
+    beta: Any,
+    bandwidth: Any,
+    statistic: str,
+    block_size: int,
     jit_compile: bool = False,
 ) -> tf.Tensor:
     """KSD of flat ``[n, d]`` samples with 0/1 row ``weights`` (``None`` = all 1).
 
     Rows of weight 0 are ignored (used by the reducer's partly filled buffer)
     but must be finite; ``n`` is then the number of rows of weight 1. Arguments as in
-    [`kernel_stein_discrepancy`][tfp_sgmcmc.diagnostics.ksd.kernel_stein_discrepancy] (no
-    validation here).
+    [`kernel_stein_discrepancy`][tfp_sgmcmc.diagnostics.ksd.kernel_stein_discrepancy],
+    whose defaults the callers have already applied (no validation here).
     """
     if weights is None:
         weights = tf.ones(tf.shape(x)[:1], x.dtype)

@@ -103,6 +103,10 @@ class _SteinReducerBase(tfp.experimental.mcmc.Reducer):
         self._chain_ndims = int(chain_ndims)
 
     @property
+    def parameters(self) -> dict[str, Any]:
+        return self._parameters
+
+    @property
     def thin(self) -> int:
         return self._thin
 
@@ -123,6 +127,31 @@ class _SteinReducerBase(tfp.experimental.mcmc.Reducer):
     def _keep(self, seen: tf.Tensor) -> tf.Tensor:
         # Keep the last state of every window of `thin` states (steps thin, 2·thin, ...).
         return tf.equal(tf.math.floormod(seen + 1, self._thin), 0)
+
+    def _accumulate(self, state: Any, x: tf.Tensor, score: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        """The reducer state's fields but ``num_seen`` after taking in one kept sample."""
+        raise NotImplementedError
+
+    def one_step(self, new_chain_state, current_reducer_state, previous_kernel_results=None,
+                 axis=None):
+        if axis is not None:
+            raise ValueError(
+                f"`axis` is not supported by {type(self).__name__} (use `chain_ndims`)."
+            )
+        with tf.name_scope(f"{self._name}/one_step"):
+            st = current_reducer_state
+
+            def take():
+                x = self._flat_state(new_chain_state)
+                s = self._flat_score(new_chain_state, previous_kernel_results)
+                return self._accumulate(st, x, s)
+
+            if self._thin == 1:
+                fields = take()
+            else:
+                # A skipped sample leaves every field but the counter ``num_seen`` (last).
+                fields = tf.cond(self._keep(st.num_seen), take, lambda: tuple(st)[:-1])
+            return type(st)(*fields, st.num_seen + 1)
 
 
 class FSSDReducerState(NamedTuple):
@@ -209,10 +238,6 @@ class FSSDReducer(_SteinReducerBase):
             chain_ndims=chain_ndims, name=name,
         )
 
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return self._parameters
-
     def initialize(self, initial_chain_state: Any, initial_kernel_results: Any = None):
         with tf.name_scope(f"{self._name}/initialize"):
             x = self._flat_state(initial_chain_state)
@@ -229,33 +254,14 @@ class FSSDReducer(_SteinReducerBase):
                 num_seen=tf.constant(0, tf.int32),
             )
 
-    def one_step(self, new_chain_state, current_reducer_state, previous_kernel_results=None,
-                 axis=None):
-        if axis is not None:
-            raise ValueError("`axis` is not supported by FSSDReducer (use `chain_ndims`).")
-        with tf.name_scope(f"{self._name}/one_step"):
-            st = current_reducer_state
-
-            def accumulate():
-                x = self._flat_state(new_chain_state)
-                s = self._flat_score(new_chain_state, previous_kernel_results)
-                tau = tf.cast(
-                    fssd_features(x, s, self._locations, self._kernel,
-                                  1.0 if self._bandwidth is None else self._bandwidth,
-                                  self._c, self._beta),
-                    tf.float64,
-                )
-                return (st.num_samples + 1.0, st.sum_tau + tau,
-                        st.sum_sq_tau + tf.reduce_sum(tau * tau, axis=[-2, -1]))
-
-            if self._thin == 1:
-                n, st_tau, st_sq = accumulate()
-            else:
-                n, st_tau, st_sq = tf.cond(
-                    self._keep(st.num_seen), accumulate,
-                    lambda: (st.num_samples, st.sum_tau, st.sum_sq_tau),
-                )
-            return FSSDReducerState(n, st_tau, st_sq, st.num_seen + 1)
+    def _accumulate(self, state, x, score):
+        bandwidth = 1.0 if self._bandwidth is None else self._bandwidth
+        tau = tf.cast(
+            fssd_features(x, score, self._locations, self._kernel, bandwidth, self._c, self._beta),
+            tf.float64,
+        )
+        return (state.num_samples + 1.0, state.sum_tau + tau,
+                state.sum_sq_tau + tf.reduce_sum(tau * tau, axis=[-2, -1]))
 
     def finalize(self, final_reducer_state):
         st = final_reducer_state
@@ -351,10 +357,6 @@ class KSDReducer(_SteinReducerBase):
         )
 
     @property
-    def parameters(self) -> dict[str, Any]:
-        return self._parameters
-
-    @property
     def capacity(self) -> int:
         return self._capacity
 
@@ -365,29 +367,14 @@ class KSDReducer(_SteinReducerBase):
             buf = tf.zeros(shape, x.dtype)
             return KSDReducerState(buf, buf, tf.constant(0, tf.int32), tf.constant(0, tf.int32))
 
-    def one_step(self, new_chain_state, current_reducer_state, previous_kernel_results=None,
-                 axis=None):
-        if axis is not None:
-            raise ValueError("`axis` is not supported by KSDReducer (use `chain_ndims`).")
-        with tf.name_scope(f"{self._name}/one_step"):
-            st = current_reducer_state
-
-            def store():
-                x = self._flat_state(new_chain_state)
-                s = self._flat_score(new_chain_state, previous_kernel_results)
-                idx = tf.math.floormod(st.num_stored, self._capacity)[None, None]
-                return (
-                    tf.tensor_scatter_nd_update(st.samples, idx, x[None]),
-                    tf.tensor_scatter_nd_update(st.scores, idx, tf.cast(s, x.dtype)[None]),
-                    st.num_stored + 1,
-                )
-
-            if self._thin == 1:
-                xs, ss, n = store()
-            else:
-                xs, ss, n = tf.cond(self._keep(st.num_seen), store,
-                                    lambda: (st.samples, st.scores, st.num_stored))
-            return KSDReducerState(xs, ss, n, st.num_seen + 1)
+    def _accumulate(self, state, x, score):
+        # A ring buffer: the newest sample overwrites the oldest once it is full.
+        idx = tf.math.floormod(state.num_stored, self._capacity)[None, None]
+        return (
+            tf.tensor_scatter_nd_update(state.samples, idx, x[None]),
+            tf.tensor_scatter_nd_update(state.scores, idx, tf.cast(score, x.dtype)[None]),
+            state.num_stored + 1,
+        )
 
     def finalize(self, final_reducer_state):
         st = final_reducer_state

@@ -51,16 +51,23 @@ __all__ = [
 STEIN_KERNELS = ("imq", "rbf")
 
 
-def validate_kernel_args(kernel: str, c: Any, beta: Any, bandwidth: Any) -> None:
-    """Raise ``ValueError`` naming the argument for an invalid kernel choice."""
-    if kernel not in STEIN_KERNELS:
-        raise ValueError(f"`kernel` must be one of {STEIN_KERNELS}, got {kernel!r}.")
+def validate_kernel_args(
+    kernel: str, c: Any, beta: Any, bandwidth: Any, kernels: tuple[str, ...] = STEIN_KERNELS
+) -> None:
+    """Raise ``ValueError`` naming the argument for an invalid kernel choice.
+
+    ``kernels`` are the names the caller accepts: the IMQ kernel (set by ``c`` and
+    ``beta``) and one with a ``bandwidth`` (``"rbf"`` for KSD, ``"gaussian"`` for FSSD).
+    """
+    if kernel not in kernels:
+        raise ValueError(f"`kernel` must be one of {kernels}, got {kernel!r}.")
     if kernel == "imq":
         check_imq_parameters(c, beta)
         if bandwidth is not None:
+            others = " or ".join(repr(k) for k in kernels if k != "imq")
             raise ValueError(
-                "`bandwidth` applies to the RBF kernel only; the IMQ kernel is set by `c` "
-                "and `beta`."
+                f"`bandwidth` applies to the {others} kernel only; the IMQ kernel is set by "
+                "`c` and `beta`."
             )
     elif bandwidth is not None and not isinstance(bandwidth, (tf.Tensor, tf.Variable)):
         b = np.asarray(bandwidth, dtype=float)
@@ -81,23 +88,25 @@ def stein_kernel_block(
     y: tf.Tensor,
     sx: tf.Tensor,
     sy: tf.Tensor,
-    kernel: str = "imq",
-    c: Any = 1.0,
-    beta: Any = -0.5,
-    bandwidth: Any = None,
+    kernel: str,
+    c: Any,
+    beta: Any,
+    bandwidth: Any,
 ) -> tf.Tensor:
     """The ``[b, m]`` matrix ``k_π(x_i, y_j)`` by matrix products.
+
+    The building block of the KSD functions, which validate the kernel arguments and
+    apply their defaults first: every argument is required here.
 
     Args:
       x: samples ``[b, d]``.
       y: samples ``[m, d]``.
       sx: scores at ``x``, ``[b, d]``.
       sy: scores at ``y``, ``[m, d]``.
-      kernel: ``"imq"`` or ``"rbf"``. Default value: ``"imq"``.
-      c: IMQ scale ``c > 0``. Default value: ``1.``.
-      beta: IMQ exponent ``β ∈ (−1, 0)``. Default value: ``-0.5``.
-      bandwidth: RBF length scale ``h`` (required for ``"rbf"``).
-        Default value: ``None``.
+      kernel: ``"imq"`` or ``"rbf"``.
+      c: IMQ scale ``c > 0`` (used by ``"imq"``).
+      beta: IMQ exponent ``β ∈ (−1, 0)`` (used by ``"imq"``).
+      bandwidth: RBF length scale ``h`` (used by ``"rbf"``).
 
     Returns:
       ``[b, m]`` tensor of Stein-kernel values (equation in the module docstring).

@@ -186,9 +186,33 @@ def _spec(x: Any) -> list[Any]:
     return [list(t.shape.as_list()), t.dtype.name]
 
 
+#: Config keys added after the format's first release: a run written without one
+#: still resumes.
+_LATER_KEYS = frozenset({"independent_chains"})
+
+
 def _config_diff(stored: dict[str, Any], new: dict[str, Any]) -> list[str]:
     keys = sorted(set(stored) | set(new))
-    return [k for k in keys if stored.get(k) != new.get(k)]
+    return [
+        k
+        for k in keys
+        if stored.get(k) != new.get(k) and not (k in _LATER_KEYS and k not in stored)
+    ]
+
+
+def _independent_chains(kernel: Any) -> bool | None:
+    """Whether the kernel's chains draw their own minibatches (``None``: no estimator
+    that says)."""
+    k = kernel
+    for _ in range(8):  # through wrappers (transformed, stochastic approximation, ...)
+        est = getattr(k, "estimator", None)
+        if est is not None:
+            value = getattr(est, "independent_chains", None)
+            return None if value is None else bool(value)
+        k = getattr(k, "inner_kernel", None)
+        if k is None:
+            return None
+    return None
 
 
 def _leaves(nest: Any) -> list[np.ndarray | None]:
@@ -302,7 +326,20 @@ def _open_run(
             for x in tf.nest.flatten(results, expand_composites=True)
         ],
         "metadata": metadata,
+        "independent_chains": _independent_chains(kernel),
     }
+    if config["independent_chains"] is False and int(np.prod(batch_shape, dtype=np.int64)) >= 2:
+        # The driver runs the kernel it is given: swapping the user's estimator would
+        # silently change samples they may already have. It says so instead.
+        warnings.warn(
+            f"sample: the {int(np.prod(batch_shape, dtype=np.int64))} chains share each "
+            "step's minibatch, so their gradient noise is correlated and R-hat, "
+            "between-chain variance and multi-chain ESS overstate their independence; "
+            "build the estimator with `independent_chains=True` (or "
+            "`estimator.with_independent_chains()`) to run independent chains.",
+            UserWarning,
+            stacklevel=3,  # the caller of `sample`
+        )
     store = SampleStore(os.path.join(run_dir, SAMPLES_FILE))
     run = _Run(run_dir, kernel, config, store, reducer, trace, init_state, results, reducer_states)
     if resume:

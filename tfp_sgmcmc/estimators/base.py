@@ -132,20 +132,36 @@ class GradientEstimator(abc.ABC):
 
 
 class WrappingEstimator(GradientEstimator):
-    """Base of estimators that wrap another one held in ``self._base`` (control
-    variates, SVRG, the distributed estimator): the data's dtype, the batch size
-    and N come from the wrapped estimator, so each wrapper states only what it adds."""
+    """Base of estimators that wrap another one, ``base`` (control variates, SVRG, the
+    distributed estimator): the data's dtype, the batch size and N come from the wrapped
+    estimator, so each wrapper states only what it adds.
 
-    _base: Any
+    Raises:
+      ValueError: ``base`` is not an instance of ``kind`` (the wrapper's requirement).
+    """
+
+    def __init__(self, base: Any, kind: type = GradientEstimator) -> None:
+        super().__init__()
+        if not isinstance(base, kind):
+            raise ValueError(f"`base` must be a {kind.__name__}, got {type(base).__name__}.")
+        self._base = base
+
+    @property
+    def base(self) -> Any:
+        """The wrapped estimator."""
+        return self._base
 
     @property
     def dtype(self) -> tf.DType | None:
+        """The data's float dtype, from the wrapped estimator."""
         return self._base.dtype
 
     @property
     def batch_size(self) -> int:
+        """The wrapped estimator's minibatch size ``n``."""
         return self._base.batch_size
 
     @property
     def num_examples(self) -> int:
+        """The wrapped estimator's data size ``N``."""
         return self._base.num_examples

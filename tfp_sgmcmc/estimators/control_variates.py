@@ -72,16 +72,11 @@ class ControlVariateEstimator(WrappingEstimator):
         centering_gradient: list[tf.Tensor] | None = None,
         centering_log_prob: tf.Tensor | None = None,
     ) -> None:
-        super().__init__()
-        if not isinstance(base, MinibatchEstimator):
-            raise ValueError(
-                f"`base` must be a MinibatchEstimator, got {type(base).__name__}."
-            )
+        super().__init__(base, MinibatchEstimator)
         centre_parts = as_parts(centering_value)
         base.validate_state(centering_value, "centering_value")
         for i, p in enumerate(centre_parts):
             check_finite_tensor(p, f"centering_value[{i}]")
-        self._base = base
         self._centre = restructure(centre_parts, centering_value)
         if centering_gradient is None or centering_log_prob is None:
             try:
@@ -100,10 +95,6 @@ class ControlVariateEstimator(WrappingEstimator):
             centering_gradient = full.grads_target_log_prob
         self._centre_grad = [tf.convert_to_tensor(g) for g in centering_gradient]
         self._centre_log_prob = tf.convert_to_tensor(centering_log_prob)
-
-    @property
-    def base(self) -> MinibatchEstimator:
-        return self._base
 
     @property
     def centering_value(self) -> Any:

@@ -65,7 +65,7 @@ import tensorflow as tf
 from tfp_sgmcmc.data import BatchState
 from tfp_sgmcmc.estimators.base import (
     GradientEstimate,
-    GradientEstimator,
+    WrappingEstimator,
     value_and_gradient_parts,
 )
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
@@ -89,7 +89,7 @@ def _tracing_under_xla() -> bool:
     return bool(control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()))
 
 
-class DistributedMinibatchEstimator(GradientEstimator):
+class DistributedMinibatchEstimator(WrappingEstimator):
     r"""A [`MinibatchEstimator`][tfp_sgmcmc.estimators.distributed.MinibatchEstimator] whose batch
     gradient is computed data-parallel.
 
@@ -165,11 +165,7 @@ class DistributedMinibatchEstimator(GradientEstimator):
         base: MinibatchEstimator,
         strategy: tf.distribute.Strategy | None = None,
     ) -> None:
-        super().__init__()
-        if not isinstance(base, MinibatchEstimator):
-            raise ValueError(
-                f"`base` must be a MinibatchEstimator, got {type(base).__name__}."
-            )
+        super().__init__(base, MinibatchEstimator)
         if strategy is None:
             strategy = tf.distribute.get_strategy()
         if not isinstance(strategy, tf.distribute.Strategy):
@@ -182,15 +178,10 @@ class DistributedMinibatchEstimator(GradientEstimator):
                 f"`batch_size` ({base.batch_size}) must be divisible by the number of "
                 f"replicas in sync ({replicas}): every replica gets an equal shard."
             )
-        self._base = base
         self._strategy = strategy
         self._replicas = replicas
 
     # -- configuration ------------------------------------------------------ #
-    @property
-    def base(self) -> MinibatchEstimator:
-        return self._base
-
     @property
     def strategy(self) -> tf.distribute.Strategy:
         return self._strategy
@@ -208,18 +199,6 @@ class DistributedMinibatchEstimator(GradientEstimator):
     @property
     def data(self) -> Any:
         return self._base.data
-
-    @property
-    def batch_size(self) -> int:
-        return self._base.batch_size
-
-    @property
-    def num_examples(self) -> int:
-        return self._base.num_examples
-
-    @property
-    def dtype(self) -> tf.DType | None:
-        return self._base.dtype
 
     def with_batch_size(self, batch_size: int) -> DistributedMinibatchEstimator:
         """The same model, data and strategy with another batch size (for MAMBA arms)."""

@@ -159,7 +159,6 @@ class _StructuredEnergy(WrappingEstimator):
         thinning: int,
         evaluation: str,
     ) -> None:
-        super().__init__()
         if isinstance(base, ControlVariateEstimator):
             self._cv: ControlVariateEstimator | None = base
             self._mb: MinibatchEstimator = base.base
@@ -185,7 +184,7 @@ class _StructuredEnergy(WrappingEstimator):
                 "`base` has independent_chains=True, which the structured estimator does not "
                 "support; use a base with shared minibatches."
             )
-        self._base = base
+        super().__init__(base)
         self._partition = partition
         self._capacity = check_int(history_capacity, "history_capacity", 1)
         self._thinning = check_int(thinning, "thinning", 1)

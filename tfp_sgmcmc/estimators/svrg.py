@@ -80,18 +80,15 @@ class SVRGEstimator(WrappingEstimator):
 
     #### Examples
 
+    SVRG on the reference logistic regression, whose ``estimator(batch_size)`` is a
+    ``MinibatchEstimator``:
+
     ```python
-    import numpy as np, tensorflow as tf
     import tfp_sgmcmc as sg
+    from tfp_sgmcmc.models.logistic_regression import logistic_regression
 
-    x = np.random.default_rng(0).standard_normal((5_000, 3)).astype("float32")
-    y = (x @ np.ones(3, "float32") > 0).astype("float32")
-
-    def loglik(theta, batch):  # one log-likelihood per example
-        return -tf.nn.sigmoid_cross_entropy_with_logits(
-            batch[1], tf.linalg.matvec(batch[0], theta))
-
-    est = sg.SVRGEstimator(sg.MinibatchEstimator(loglik, (x, y), batch_size=100), 1000)
+    problem = logistic_regression(num_examples=5_000, num_features=3)
+    est = sg.SVRGEstimator(problem.estimator(batch_size=100), update_rate=1000)
     kernel = sg.SGLD(est, step_size=1e-4)  # SGLD-SVRG; sg.SGHMC(est, ...) is SGHMC-SVRG
     ```
     """
@@ -99,15 +96,8 @@ class SVRGEstimator(WrappingEstimator):
     gradient_evaluations_per_call = 2
 
     def __init__(self, base: MinibatchEstimator, update_rate: int) -> None:
-        super().__init__()
-        if not isinstance(base, MinibatchEstimator):
-            raise ValueError(f"`base` must be a MinibatchEstimator, got {type(base).__name__}.")
-        self._base = base
+        super().__init__(base, MinibatchEstimator)
         self._update_rate = check_int(update_rate, "update_rate", minimum=1)
-
-    @property
-    def base(self) -> MinibatchEstimator:
-        return self._base
 
     @property
     def update_rate(self) -> int:

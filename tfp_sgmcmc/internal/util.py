@@ -6,7 +6,8 @@ These are our own copies of the few conveniences TFP keeps in its private
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,9 @@ __all__ = [
     "check_finite_tensor",
     "all_finite",
     "cast_param",
+    "RecordedParameters",
     "PrettyNamedTupleMixin",
+    "deprecated_aliases",
 ]
 
 # Philox is several times faster than the default generator inside XLA on CPU
@@ -198,6 +201,28 @@ def cast_param(x: Any, dtype: tf.DType) -> tf.Tensor:
     return tf.constant(x, dtype)
 
 
+class RecordedParameters:
+    """Objects whose ``parameters`` are their constructor arguments, stored once.
+
+    A subclass validates its arguments, then calls ``self._record(**arguments)``;
+    ``parameters`` returns a copy of them (so ``type(obj)(**obj.parameters)`` rebuilds
+    the object) and ``_cast(name, dtype)`` gives one as a tensor of ``dtype`` (with
+    ``cast_param``) where the compiled step needs it.
+    """
+
+    _parameters: dict[str, Any]
+
+    def _record(self, **parameters: Any) -> None:
+        self._parameters = parameters
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return dict(self._parameters)
+
+    def _cast(self, name: str, dtype: tf.DType) -> tf.Tensor:
+        return cast_param(self._parameters[name], dtype)
+
+
 def all_finite(parts: Sequence[tf.Tensor], batch_ndims: int) -> tf.Tensor:
     """Per-chain flag: every entry of every part is finite.
 
@@ -234,3 +259,24 @@ def _short_repr(v: Any) -> str:
         return "[" + ", ".join(_short_repr(x) for x in v) + "]"
     return repr(v)
 
+
+def deprecated_aliases(module: str, **aliases: Any) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) that serves deprecated names for one release.
+
+    Each old name returns its new object with a ``DeprecationWarning`` that names the
+    new one (the policy is in docs/conventions.md, "Names"); any other name raises
+    ``AttributeError`` as usual. Use: ``__getattr__ = deprecated_aliases(__name__, Old=New)``.
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name in aliases:
+            new = aliases[name]
+            warnings.warn(
+                f"{name} is deprecated; use {new.__name__} (same class).",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return new
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -15,9 +15,7 @@ variants (SGLD-CV, ...) are the same kernels given a
 [`ControlVariateEstimator`][tfp_sgmcmc.estimators.ControlVariateEstimator].
 """
 
-import warnings
-from typing import Any
-
+from tfp_sgmcmc.internal.util import deprecated_aliases
 from tfp_sgmcmc.kernels.adaptive import (
     ASGLD,
     MSGLD,
@@ -73,16 +71,8 @@ CSGLD = ContourSGLD
 RESGLD = ReplicaExchangeSGLD
 
 
-def __getattr__(name: str) -> Any:
-    # Deprecated names, kept for one release (docs/conventions.md, "Names").
-    if name == "LangevinKernelResults":
-        warnings.warn(
-            "LangevinKernelResults is deprecated; use SGLDKernelResults (same class).",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return SGLDKernelResults
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Deprecated names, kept for one release (docs/conventions.md, "Names").
+__getattr__ = deprecated_aliases(__name__, LangevinKernelResults=SGLDKernelResults)
 
 
 __all__ = [

@@ -116,9 +116,10 @@ class MomentumSGLD(_AdaptiveSGLD):
 
     #### References
 
-    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
-         Langevin dynamics with adaptive drifts. _Journal of Statistical
-         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient Langevin dynamics
+         with adaptive drifts. _Journal of Statistical Computation and Simulation_, 2022,
+         Algorithm 1 (momentum SGLD).
+         https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "msgld"
@@ -172,9 +173,10 @@ class AdamSGLD(_AdaptiveSGLD):
 
     #### References
 
-    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
-         Langevin dynamics with adaptive drifts. _Journal of Statistical
-         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient Langevin dynamics
+         with adaptive drifts. _Journal of Statistical Computation and Simulation_, 2022,
+         Algorithm 2 (Adam SGLD).
+         https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "asgld"
@@ -224,9 +226,10 @@ class AdaMaxSGLD(_AdaptiveSGLD):
 
     #### References
 
-    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
-         Langevin dynamics with adaptive drifts. _Journal of Statistical
-         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient Langevin dynamics
+         with adaptive drifts. _Journal of Statistical Computation and Simulation_, 2022,
+         §3.3 (names an AdaMax bias, not its update rule).
+         https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "adamax_sgld"
@@ -275,9 +278,10 @@ class AdadeltaSGLD(_AdaptiveSGLD):
 
     #### References
 
-    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
-         Langevin dynamics with adaptive drifts. _Journal of Statistical
-         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient Langevin dynamics
+         with adaptive drifts. _Journal of Statistical Computation and Simulation_, 2022,
+         §3.3 (names an Adadelta bias, not its update rule).
+         https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "adadelta_sgld"
@@ -328,9 +332,11 @@ class PreconditionedMomentumSGLD(_AdaptiveSGLD):
 
     #### References
 
-    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
-         Langevin dynamics with adaptive drifts. _Journal of Statistical
-         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient Langevin dynamics
+         with adaptive drifts. _Journal of Statistical Computation and Simulation_, 2022,
+         §3.3, which names a past-gradient preconditioner plus bias; the momentum bias is
+         from Algorithm 1.
+         https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "psgld_momentum"
@@ -382,9 +388,11 @@ class PreconditionedAdamSGLD(_AdaptiveSGLD):
 
     #### References
 
-    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient
-         Langevin dynamics with adaptive drifts. _Journal of Statistical
-         Computation and Simulation_, 2022. https://arxiv.org/abs/2009.09535
+    [1]: Sehwan Kim, Qifan Song and Faming Liang. Stochastic gradient Langevin dynamics
+         with adaptive drifts. _Journal of Statistical Computation and Simulation_, 2022,
+         §3.3, which names a past-gradient preconditioner plus bias; the Adam bias is from
+         Algorithm 2.
+         https://arxiv.org/abs/2009.09535
     """
 
     _default_name = "psgld_adam"

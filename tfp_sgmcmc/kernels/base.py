@@ -39,13 +39,37 @@ from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.internal.util import RNG_ALG, all_finite, as_parts, restructure, stateless_seed
 from tfp_sgmcmc.schedules import StepSizeSchedule, as_schedule
 
-__all__ = ["SGMCMCKernel", "BOOTSTRAP_SEED"]
+__all__ = ["ParameterizedKernel", "SGMCMCKernel", "BOOTSTRAP_SEED"]
 
 #: Seed of the minibatch drawn by ``bootstrap_results`` when it is given none.
 BOOTSTRAP_SEED = (20_251_121, 0)
 
 
-class SGMCMCKernel(tfp.mcmc.TransitionKernel):
+class ParameterizedKernel(tfp.mcmc.TransitionKernel):
+    """The ``TransitionKernel`` plumbing every kernel of this package shares.
+
+    SG kernels are uncalibrated (no Metropolis correction), ``parameters`` are the
+    constructor arguments a subclass stores in ``self._parameters`` (so ``copy`` works),
+    and ``name`` falls back to the class's ``_default_name``.
+    """
+
+    _parameters: dict[str, Any]
+    _default_name: str
+
+    @property
+    def is_calibrated(self) -> bool:
+        return False
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self._parameters
+
+    @property
+    def name(self) -> str:
+        return self._parameters["name"] or self._default_name
+
+
+class SGMCMCKernel(ParameterizedKernel):
     """Shared machinery of the SG-MCMC kernels (not used directly).
 
     Subclasses define ``_results_type`` (a namedtuple with at least the common
@@ -77,14 +101,6 @@ class SGMCMCKernel(tfp.mcmc.TransitionKernel):
 
     # -- TransitionKernel API ------------------------------------------------ #
     @property
-    def is_calibrated(self) -> bool:
-        return False
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return self._parameters
-
-    @property
     def estimator(self) -> GradientEstimator:
         return self._parameters["estimator"]
 
@@ -99,10 +115,6 @@ class SGMCMCKernel(tfp.mcmc.TransitionKernel):
     @property
     def temperature(self) -> Any:
         return self._parameters["temperature"]
-
-    @property
-    def name(self) -> str:
-        return self._parameters["name"] or self._default_name
 
     @property
     def gradient_evaluations_per_step(self) -> int:

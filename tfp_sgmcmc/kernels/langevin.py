@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import collections
-import warnings
 from typing import Any
 
 import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
+from tfp_sgmcmc.internal.util import deprecated_aliases
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
-from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin, sgmcmc_results_fields
 from tfp_sgmcmc.transforms import DriftTransform, RMSPreconditioner
 
 __all__ = [
@@ -23,37 +23,21 @@ __all__ = [
 
 class SGLDKernelResults(
     SGMCMCResultsMixin,
-    collections.namedtuple(
-        "SGLDKernelResults",
-        [
-            "target_log_prob",  # stochastic log π̃ at the returned state
-            "grads_target_log_prob",  # its gradient (the stochastic score), list of parts
-            "estimator_state",
-            "transform_state",  # drift/preconditioner accumulators (() for plain SGLD)
-            "step",  # number of completed steps
-            "step_size",  # ε used by the step that produced this state
-            "diverged",  # per chain: non-finite state, score or log-density
-            "seed",  # seed given to one_step, to replay a step
-        ],
-    ),
+    collections.namedtuple("SGLDKernelResults", sgmcmc_results_fields("transform_state")),
 ):
     """Results of SGLD and of every kernel built on it (pSGLD and the adaptive-drift SGLD
     variants).
+
+    The common SG fields (``target_log_prob``, ``grads_target_log_prob``,
+    ``estimator_state``, ``step``, ``step_size``, ``diverged``, ``seed``) and
+    ``transform_state``, the drift/preconditioner accumulators (``()`` for plain SGLD).
     """
 
     __slots__ = ()
 
 
-def __getattr__(name: str) -> Any:
-    # Deprecated names (docs/conventions.md, "Names"): kept for one release.
-    if name == "LangevinKernelResults":
-        warnings.warn(
-            "LangevinKernelResults is deprecated; use SGLDKernelResults (same class).",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return SGLDKernelResults
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Deprecated names, kept for one release (docs/conventions.md, "Names").
+__getattr__ = deprecated_aliases(__name__, LangevinKernelResults=SGLDKernelResults)
 
 
 class StochasticGradientLangevinDynamics(SGMCMCKernel):

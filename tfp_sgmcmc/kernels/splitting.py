@@ -36,47 +36,32 @@ from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import adaptive_thermostat_half_step, ornstein_uhlenbeck_step
 from tfp_sgmcmc.internal.util import cast_param, check_positive
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
-from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin, sgmcmc_results_fields
+from tfp_sgmcmc.kernels.thermostat import initial_momentum_and_thermostat
 
 __all__ = ["BAOAB", "BADODAB", "BAOABKernelResults", "BADODABKernelResults"]
 
 
 class BAOABKernelResults(
     SGMCMCResultsMixin,
-    collections.namedtuple(
-        "BAOABKernelResults",
-        [
-            "target_log_prob",
-            "grads_target_log_prob",
-            "estimator_state",
-            "momentum",  # p after the closing B, list of parts
-            "step",
-            "step_size",
-            "diverged",
-            "seed",
-        ],
-    ),
+    collections.namedtuple("BAOABKernelResults", sgmcmc_results_fields("momentum")),
 ):
+    """Results of BAOAB: the common SG fields and ``momentum`` (``p`` after the closing
+    B, list of parts)."""
+
     __slots__ = ()
 
 
 class BADODABKernelResults(
     SGMCMCResultsMixin,
     collections.namedtuple(
-        "BADODABKernelResults",
-        [
-            "target_log_prob",
-            "grads_target_log_prob",
-            "estimator_state",
-            "momentum",  # p after the closing B, list of parts
-            "thermostat",  # ξ, one per state part and chain (list of batch-shaped tensors)
-            "step",
-            "step_size",
-            "diverged",
-            "seed",
-        ],
+        "BADODABKernelResults", sgmcmc_results_fields("momentum", "thermostat")
     ),
 ):
+    """Results of BADODAB: the common SG fields, ``momentum`` (``p`` after the closing B,
+    list of parts) and ``thermostat`` (``ξ``, one per state part and chain: a list of
+    batch-shaped tensors)."""
+
     __slots__ = ()
 
 
@@ -255,12 +240,7 @@ class BADODAB(SGMCMCKernel):
         )
 
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
-        a = cast_param(self._parameters["diffusion"], parts[0].dtype)
-        batch_shape = tf.shape(est.target_log_prob)
-        return {
-            "momentum": [tf.zeros_like(p) for p in parts],
-            "thermostat": [tf.fill(batch_shape, a) for _ in parts],
-        }
+        return initial_momentum_and_thermostat(parts, est, self._parameters["diffusion"])
 
     def _transition(self, parts, like, prev, step_size, seed):
         p_seed, noise_seed, est_seed = self._split(seed, 3, "badodab.one_step")

@@ -69,7 +69,6 @@ import collections
 from typing import Any
 
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from tfp_sgmcmc.internal.util import (
     as_parts,
@@ -77,7 +76,7 @@ from tfp_sgmcmc.internal.util import (
     check_positive,
     static_value,
 )
-from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.base import ParameterizedKernel, SGMCMCKernel
 from tfp_sgmcmc.kernels.hamiltonian import StochasticGradientHamiltonianMonteCarlo
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 from tfp_sgmcmc.priors.estimator import SSGLEstimator
@@ -107,7 +106,7 @@ class StochasticApproximationKernelResults(
     __slots__ = ()
 
 
-class StochasticApproximation(tfp.mcmc.TransitionKernel):
+class StochasticApproximation(ParameterizedKernel):
     r"""SG sampler on ``β`` alternated with the SA update of the SSGL latents.
 
     One step (Deng et al. 2019, Algorithm 1; ``docs/algorithms.md#sgld-sa-iteration``):
@@ -171,6 +170,8 @@ class StochasticApproximation(tfp.mcmc.TransitionKernel):
          Empirical Bayesian Method for Sparse Deep Learning. In _NeurIPS_, 2019.
     """
 
+    _default_name = "stochastic_approximation"
+
     def __init__(
         self,
         inner_kernel: SGMCMCKernel,
@@ -204,14 +205,6 @@ class StochasticApproximation(tfp.mcmc.TransitionKernel):
 
     # -- TransitionKernel API ------------------------------------------------ #
     @property
-    def is_calibrated(self) -> bool:
-        return False
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return self._parameters
-
-    @property
     def inner_kernel(self) -> SGMCMCKernel:
         return self._parameters["inner_kernel"]
 
@@ -222,10 +215,6 @@ class StochasticApproximation(tfp.mcmc.TransitionKernel):
     @property
     def sa_step_size(self) -> Any:
         return self._parameters["sa_step_size"]
-
-    @property
-    def name(self) -> str:
-        return self._parameters["name"] or "stochastic_approximation"
 
     @property
     def gradient_evaluations_per_step(self) -> int:

@@ -36,6 +36,7 @@ from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin
 __all__ = [
     "TransformedTransitionKernel",
     "SGMCMCResultsMixin",
+    "sgmcmc_results_fields",
     "UncalibratedKernelError",
 ]
 
@@ -80,6 +81,29 @@ class SGMCMCResultsMixin(PrettyNamedTupleMixin):
     @property
     def log_accept_ratio(self) -> Any:
         raise UncalibratedKernelError(_ADAPTATION_MESSAGE)
+
+
+def sgmcmc_results_fields(*own: str) -> list[str]:
+    """Field names of an SG kernel's results: the common ones around the sampler's ``own``.
+
+    Every SG kernel's results start with the estimate at the returned state
+    (``target_log_prob``, the stochastic ``log π̃``; ``grads_target_log_prob``, its
+    gradient as a list of parts; ``estimator_state``), then hold the sampler's own
+    fields, and end with the step's bookkeeping: ``step`` (completed steps),
+    ``step_size`` (the ``ε`` of the step that produced the state), ``diverged`` (per
+    chain: a non-finite state, score or log-density) and ``seed`` (the seed given to
+    ``one_step``, to replay a step).
+    """
+    return [
+        "target_log_prob",
+        "grads_target_log_prob",
+        "estimator_state",
+        *own,
+        "step",
+        "step_size",
+        "diverged",
+        "seed",
+    ]
 
 
 def _is_sg_kernel(kernel: Any) -> bool:

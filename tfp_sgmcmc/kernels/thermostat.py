@@ -11,29 +11,32 @@ from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import sgnht_momentum_step, sgnht_thermostat_step
 from tfp_sgmcmc.internal.util import cast_param, check_positive
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
-from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
+from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin, sgmcmc_results_fields
 
 __all__ = ["SGNHTKernelResults", "StochasticGradientNoseHooverThermostat"]
 
 
 class SGNHTKernelResults(
     SGMCMCResultsMixin,
-    collections.namedtuple(
-        "SGNHTKernelResults",
-        [
-            "target_log_prob",
-            "grads_target_log_prob",
-            "estimator_state",
-            "momentum",  # v, list of parts
-            "thermostat",  # α, one per state part and chain (list of batch-shaped tensors)
-            "step",
-            "step_size",
-            "diverged",
-            "seed",
-        ],
-    ),
+    collections.namedtuple("SGNHTKernelResults", sgmcmc_results_fields("momentum", "thermostat")),
 ):
+    """Results of SGNHT: the common SG fields, ``momentum`` (``v``, list of parts) and
+    ``thermostat`` (``α``, one per state part and chain: a list of batch-shaped tensors)."""
+
     __slots__ = ()
+
+
+def initial_momentum_and_thermostat(
+    parts: list[tf.Tensor], est: GradientEstimate, diffusion: Any
+) -> dict[str, list[tf.Tensor]]:
+    """Where the thermostat samplers (SGNHT, BADODAB) start: zero momentum per part and
+    the thermostat at the diffusion ``A``, one value per part and chain."""
+    batch_shape = tf.shape(est.target_log_prob)
+    a = cast_param(diffusion, parts[0].dtype)
+    return {
+        "momentum": [tf.zeros_like(p) for p in parts],
+        "thermostat": [tf.fill(batch_shape, a) for _ in parts],
+    }
 
 
 class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
@@ -97,12 +100,7 @@ class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
         super().__init__(estimator, step_size, temperature, name, diffusion=diffusion)
 
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
-        batch_shape = tf.shape(est.target_log_prob)
-        a = cast_param(self._parameters["diffusion"], parts[0].dtype)
-        return {
-            "momentum": [tf.zeros_like(p) for p in parts],
-            "thermostat": [tf.fill(batch_shape, a) for _ in parts],
-        }
+        return initial_momentum_and_thermostat(parts, est, self._parameters["diffusion"])
 
     def _transition(self, parts, like, prev, step_size, seed):
         v_seed, noise_seed, est_seed = self._split(seed, 3, "sgnht.one_step")

@@ -48,7 +48,7 @@ import tensorflow as tf
 from tfp_sgmcmc.data import DataSource
 from tfp_sgmcmc.estimators.base import (
     GradientEstimate,
-    GradientEstimator,
+    WrappingEstimator,
     value_and_gradient_parts,
 )
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
@@ -79,7 +79,7 @@ class SSGLEstimatorState(
     __slots__ = ()
 
 
-class SSGLEstimator(GradientEstimator):
+class SSGLEstimator(WrappingEstimator):
     r"""Minibatch estimate of ``Q1(β)`` with the SSGL prior on chosen state parts.
 
     Give exactly one of ``residual_fn`` (regression: Gaussian likelihood with
@@ -134,7 +134,6 @@ class SSGLEstimator(GradientEstimator):
         initial_sigma: Any = 1.0,
         independent_chains: bool = False,
     ) -> None:
-        super().__init__()
         if not isinstance(prior, SpikeAndSlabGroupLasso):
             raise ValueError(
                 f"`prior` must be a SpikeAndSlabGroupLasso, got {type(prior).__name__}."
@@ -172,13 +171,13 @@ class SSGLEstimator(GradientEstimator):
                 # Unit-variance Gaussian kernel −r²/2: its (N/n)-scaled sum is −I/2.
                 return -0.5 * tf.square(fn(state, batch))
 
-            self._base = MinibatchEstimator(
-                unit_loglik, data, batch_size, independent_chains=independent_chains
-            )
+            log_lik = unit_loglik
         else:
-            self._base = MinibatchEstimator(
-                log_likelihood_fn, data, batch_size, independent_chains=independent_chains
-            )
+            log_lik = log_likelihood_fn
+        # The wrapped estimator is the prior-free likelihood; N, n and the dtype are its.
+        super().__init__(
+            MinibatchEstimator(log_lik, data, batch_size, independent_chains=independent_chains)
+        )
         self._prior = prior
         self._sparse = sparse_parts
         self._dense_scale = dense_prior_scale
@@ -206,10 +205,6 @@ class SSGLEstimator(GradientEstimator):
         return self._regression
 
     @property
-    def num_examples(self) -> int:
-        return self._base.num_examples
-
-    @property
     def batch_ndims(self) -> int:
         return self._batch_ndims
 
@@ -217,10 +212,6 @@ class SSGLEstimator(GradientEstimator):
     def independent_chains(self) -> bool:
         """Whether each chain draws its own minibatch."""
         return self._base.independent_chains
-
-    @property
-    def dtype(self) -> tf.DType | None:
-        return self._base.dtype
 
     def sparse_mask(self, num_parts: int) -> list[bool]:
         """Which of ``num_parts`` state parts carry the SSGL prior."""
