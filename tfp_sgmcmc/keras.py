@@ -13,8 +13,8 @@ weight tensor); the network is evaluated with
 tensors the kernels can differentiate and move (``model(x)`` reads Keras
 variables and gives ``None`` gradients, as Keras 3 does). Data come as
 arrays (an [`InMemoryData`][tfp_sgmcmc.data.InMemoryData], XLA-compilable) or as a
-batched ``tf.data.Dataset`` (a [`DatasetData`][tfp_sgmcmc.data.DatasetData]; graph
-mode only, ``jit_compile=False``).
+batched ``tf.data.Dataset`` (a [`DatasetData`][tfp_sgmcmc.data.DatasetData]; the
+driver feeds it to XLA-compiled chunks, and it also runs step by step in graph mode).
 
 Likelihoods: ``"categorical"`` (softmax logits), ``"bernoulli"`` (one logit),
 ``"gaussian"`` (mean, with ``noise_scale``) or a callable
