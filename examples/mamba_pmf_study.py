@@ -128,7 +128,7 @@ def main() -> None:
     base = prob.estimator(prob.batch_size_from_fraction(0.01))
     theta_map = sg.find_map(base, prob.init_state(), method="lbfgs", num_steps=500).position
     map_rmse = prob.test_rmse([p.numpy() for p in theta_map])
-    cv = sg.ControlVariateEstimator(base, theta_map)
+    cv = prob.control_variate_estimator(theta_map, prob.batch_size_from_fraction(0.01))
     ksd = tuning.KSDMetric(max_samples=ksd_n, score_block_size=16)
     rmse = tuning.FunctionMetric(lambda s: prob.test_rmse(s, max_samples=100), "test RMSE")
     rng = np.random.default_rng(1)

@@ -88,7 +88,7 @@ def run(
 ) -> dict:
     t0 = time.time()
     prob = pm.pmf(synthetic=True, data_seed=data_seed, split_seed=split_seed, dtype=np.float64)
-    est = prob.estimator(prob.num_train)
+    est = prob.estimator(prob.num_train)  # unconstrained state; `est.estimator` holds the data
     m = sg.find_map(est, prob.init_state(seed=seed), method="lbfgs", num_steps=1000)
     theta_map = [p.numpy() for p in m.position]
     scale = [h**-0.5 for h in hessian_diagonal(prob, theta_map)]
@@ -99,7 +99,7 @@ def run(
     def target(*z):  # z parts: [chains, *shape]
         theta = [m_ + s_ * z_ for m_, s_, z_ in zip(mu, sc, z)]
         total = 0.0
-        for batch in est.data.full_batches(None):
+        for batch in est.estimator.data.full_batches(None):
             total += tf.reduce_sum(pm.log_likelihood(theta, batch), axis=-1)
         return total + pm.log_prior(theta)
 

@@ -36,15 +36,19 @@ Two sources share one small protocol (``num_examples``, ``float_dtype``,
   When ``n == N`` every scheme returns the whole data set without gathering.
 
 * [`DatasetData`][tfp_sgmcmc.data.DatasetData] adapts a ``tf.data.Dataset`` for data that does not
-  fit
-  in memory. Its iterator cannot be compiled by XLA (``IteratorGetNext`` has
-  no XLA kernel): use it under ``tf.function`` without ``jit_compile``. It is
-  reproducible only if the dataset itself is seeded.
+  fit in memory. Its iterator cannot be compiled by XLA (``IteratorGetNext`` has
+  no XLA kernel), so a compiled sampler is fed in chunks: the driver (or a
+  [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder]) pulls the ``K``
+  batches of a chunk of steps from a prefetched stream outside the program and
+  the ``K`` steps read them inside one XLA program. Step by step, it also runs
+  under ``tf.function`` without ``jit_compile``. It is reproducible only if the
+  dataset itself is seeded.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -456,12 +460,27 @@ class DatasetData(DataSource):
     """A ``tf.data.Dataset`` of minibatches, for data that does not fit in memory.
 
     The dataset must yield batches of exactly the estimator's batch size
-    (``dataset.batch(n, drop_remainder=True)``); it is repeated forever. Use it
-    under ``tf.function`` **without** ``jit_compile`` (tf.data iterators have no
-    XLA kernel), or pull batches in Python and feed an
-    [`InMemoryData`][tfp_sgmcmc.data.InMemoryData]
-    chunk to a compiled sampler. Draws are reproducible only if the dataset's
-    own shuffling is seeded; the kernel's seed does not reach it.
+    (``dataset.batch(n, drop_remainder=True)``); it is repeated forever. Draws
+    are reproducible only if the dataset's own shuffling is seeded; the
+    kernel's seed does not reach it.
+
+    Two ways to run a sampler on it, with the same minibatch sequence (the
+    ``k``-th minibatch any estimator draws is the dataset's ``k``-th batch):
+
+    * **Chunked, compiled** (what [`sample`][tfp_sgmcmc.driver.sampler.sample]
+      does with ``jit_compile=True``): a
+      [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder] pulls the ``K``
+      batches a chunk of steps needs as one stacked tensor from a prefetched
+      ``dataset.batch(K)`` stream, and the steps read them inside one
+      ``tf.function(jit_compile=True)`` program (see ``docs/estimators.md``,
+      "Out-of-core data at in-memory speed").
+    * **Step by step**, under ``tf.function`` without ``jit_compile`` (the
+      iterator is read inside the graph; tf.data iterators have no XLA kernel).
+
+    Both read the one iterator of the dataset, in order, so they can be mixed
+    (e.g. an eager bootstrap, then compiled chunks, then a graph-mode
+    diagnostic): once a source feeds chunks, its other reads take the next
+    batches of the prefetched chunk stream.
 
     Args:
       dataset: a batched ``tf.data.Dataset`` (elements: tensor or structure).
@@ -471,6 +490,12 @@ class DatasetData(DataSource):
         example exactly once, used for full-data gradients (control variates,
         MAP, full-data scores). Default value: ``None`` (full passes raise).
     """
+
+    # Set by tfp_sgmcmc.data_stream while it traces one kernel step to count the
+    # minibatches each source is asked for (source -> calls); ``None`` otherwise.
+    _recorder: dict[DatasetData, int] | None = None
+    # Live instances, so a driver run without any tf.data source skips the count.
+    _live: weakref.WeakSet[DatasetData] = weakref.WeakSet()
 
     def __init__(
         self,
@@ -484,7 +509,7 @@ class DatasetData(DataSource):
         spec = dataset.element_spec
         flat = tf.nest.flatten(spec)
         dims = {s.shape[0] for s in flat}
-        if len(dims) != 1 or None in dims:
+        if len(dims) != 1 or None in dims or not all(s.shape.is_fully_defined() for s in flat):
             raise ValueError(
                 "`dataset` must yield batches with a static, common leading dimension: "
                 "use dataset.batch(batch_size, drop_remainder=True)."
@@ -501,13 +526,39 @@ class DatasetData(DataSource):
             raise ValueError(
                 f"`dataset` batch size {self._batch_size} exceeds `num_examples` {num_examples}."
             )
+        self._spec = spec
+        self._flat_spec = flat
         self._dataset = dataset.repeat()
         self._iterator = iter(self._dataset)
         self._full = full_dataset
+        # Chunked reads (tfp_sgmcmc.data_stream): the stacked-batch reader, the
+        # cursor counting the batches a chunk program has read, and, while such a
+        # program is traced, its stacked batches ``[K, n, ...]`` (flat).
+        self._reader: Any = None
+        self._cursor: tf.Variable | None = None
+        self._feed: list[tf.Tensor] | None = None
+        DatasetData._live.add(self)
 
     @property
     def batch_size(self) -> int:
         return self._batch_size
+
+    @property
+    def element_spec(self) -> Any:
+        """The ``tf.TypeSpec`` structure of one minibatch."""
+        return self._spec
+
+    @property
+    def batch_nbytes(self) -> int:
+        """Bytes of one minibatch (every array)."""
+        return sum(
+            int(np.prod(s.shape.as_list(), dtype=np.int64)) * s.dtype.size for s in self._flat_spec
+        )
+
+    @property
+    def chunked(self) -> bool:
+        """Whether this source feeds chunked programs (see the class docstring)."""
+        return self._reader is not None
 
     def init_batch_state(self) -> BatchState:
         return _zeros_batch_state()
@@ -524,7 +575,41 @@ class DatasetData(DataSource):
         self, batch_size: int, batch_state: BatchState, seed: tf.Tensor
     ) -> tuple[Any, BatchState]:
         del seed  # the dataset's own (seeded) shuffling decides the batch
-        return self._iterator.get_next(), batch_state
+        return tf.nest.pack_sequence_as(self._spec, self._next_flat()), batch_state
+
+    def _next_flat(self) -> list[tf.Tensor]:
+        """The next minibatch of the stream (flat), wherever this call runs."""
+        recorder = DatasetData._recorder
+        if recorder is not None:  # counting the calls of one traced step: no data read
+            recorder[self] = recorder.get(self, 0) + 1
+            return [tf.zeros(s.shape, s.dtype) for s in self._flat_spec]
+        if self._feed is not None:  # inside a chunk program: the cursor-th stacked batch
+            i = self._cursor.assign_add(1, read_value=True) - 1
+            return [c[i] for c in self._feed]
+        if self._reader is not None:
+            if tf.executing_eagerly():
+                return [t[0] for t in self._reader.take(1)]
+            out = tf.py_function(
+                lambda: [t[0] for t in self._reader.take(1)],
+                [],
+                [s.dtype for s in self._flat_spec],
+            )
+            for t, s in zip(out, self._flat_spec):
+                t.set_shape(s.shape)
+            return list(out)
+        return tf.nest.flatten(self._iterator.get_next())
+
+    def _start_chunks(self, block_batches: int) -> None:
+        """Switch to chunked reads (called by a
+        [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder])."""
+        if self._reader is not None:
+            return
+        from tfp_sgmcmc.data_stream import BlockReader  # the chunked stream lives there
+
+        # The same iterator: the chunks continue the stream where earlier reads stopped
+        # (a second iterator would restart it, and reshuffle a reshuffling dataset).
+        self._reader = BlockReader(self._iterator, self._flat_spec, block_batches)
+        self._cursor = tf.Variable(0, dtype=tf.int32, trainable=False, name="batch_cursor")
 
     def full_batches(self, chunk_size: int | None = None) -> Iterator[Any]:
         if self._full is None:
@@ -537,6 +622,15 @@ class DatasetData(DataSource):
         # A batched full_dataset has the minibatches' rank; an unbatched one (single
         # rows) one less, and must be batched, never unbatched (that would split rows).
         batched = spec0.shape.rank == self._batch_rank
+        if not tf.executing_eagerly():
+            # Inside a traced function a dataset cannot signal its end to a Python
+            # loop (the loop would unroll forever): read exactly the ceil(N / chunk)
+            # chunks that N examples make.
+            chunk = self._num_examples if chunk_size is None else int(chunk_size)
+            iterator = iter((ds.unbatch() if batched else ds).batch(chunk))
+            for _ in range(-(-self._num_examples // chunk)):
+                yield iterator.get_next()
+            return
         if chunk_size is not None:
             ds = (ds.unbatch() if batched else ds).batch(int(chunk_size))
         elif not batched:

@@ -13,8 +13,8 @@ weight tensor); the network is evaluated with
 tensors the kernels can differentiate and move (``model(x)`` reads Keras
 variables and gives ``None`` gradients, as Keras 3 does). Data come as
 arrays (an [`InMemoryData`][tfp_sgmcmc.data.InMemoryData], XLA-compilable) or as a
-batched ``tf.data.Dataset`` (a [`DatasetData`][tfp_sgmcmc.data.DatasetData]; graph
-mode only, ``jit_compile=False``).
+batched ``tf.data.Dataset`` (a [`DatasetData`][tfp_sgmcmc.data.DatasetData]; the
+driver feeds it to XLA-compiled chunks, and it also runs step by step in graph mode).
 
 Likelihoods: ``"categorical"`` (softmax logits), ``"bernoulli"`` (one logit),
 ``"gaussian"`` (mean, with ``noise_scale``) or a callable
@@ -41,8 +41,9 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.data import DatasetData, InMemoryData
-from tfp_sgmcmc.diagnostics import calibration_errors, model_averaged_probabilities
+from tfp_sgmcmc.diagnostics import model_averaged_probabilities
 from tfp_sgmcmc.estimators import MinibatchEstimator
+from tfp_sgmcmc.models._problem import classification_metrics
 
 __all__ = [
     "KerasPosterior",
@@ -397,11 +398,4 @@ def posterior_predictive_metrics(
     y = _class_ids(np.asarray(y), pbar.shape[-1]).astype(int)
     if y.shape[0] != pbar.shape[0]:
         raise ValueError(f"`y` has {y.shape[0]} labels for {pbar.shape[0]} inputs `x`.")
-    ece, mce = calibration_errors(pbar, y, num_bins=num_bins)
-    p_true = np.clip(pbar[np.arange(y.size), y], 1e-12, 1.0)
-    return {
-        "accuracy": float(np.mean(np.argmax(pbar, -1) == y)),
-        "log_loss": float(-np.mean(np.log(p_true))),
-        "ece": float(ece),
-        "mce": float(mce),
-    }
+    return classification_metrics(pbar, y, num_bins=num_bins)

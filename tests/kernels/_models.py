@@ -257,12 +257,11 @@ def normals_like(shapes: list, dtype: tf.DType, seed: tf.Tensor, salt: str) -> l
     """Re-draw the standard normals a kernel draws for parts of ``shapes``.
 
     Mirrors the documented seed plumbing (one ``split_seed`` per draw, salted,
-    Philox): used by the exact tests to replay a step in NumPy.
+    then Threefry normals): used by the exact tests to replay a step in NumPy.
     """
     import tensorflow_probability as tfp
 
+    from tfp_sgmcmc.internal.random import standard_normal
+
     seeds = tfp.random.split_seed(seed, n=len(shapes), salt=salt)
-    return [
-        tf.random.stateless_normal(s, seed=sd, dtype=dtype, alg="philox").numpy()
-        for s, sd in zip(shapes, seeds)
-    ]
+    return [standard_normal(s, sd, dtype).numpy() for s, sd in zip(shapes, seeds)]

@@ -122,6 +122,7 @@ def compile_chunk(
     reducer: Mapping[str, Any] | None = None,
     trace_fn: Callable[[Any, Any], Any] | None = None,
     jit_compile: bool = True,
+    feeder: Any = None,
 ) -> ChunkProgram:
     """Compiles one chunk of ``kernel`` with ``tfp.experimental.mcmc.sample_fold``.
 
@@ -142,6 +143,9 @@ def compile_chunk(
       trace_fn: ``(state, kernel_results) -> nest``; ``None`` traces nothing.
         Default value: ``None``.
       jit_compile: compile with XLA. Default value: ``True``.
+      feeder: a [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder] when the
+        kernel reads a ``tf.data`` source: each call then takes the chunk's
+        minibatches from it. Default value: ``None``.
 
     Returns:
       A [`ChunkProgram`][tfp_sgmcmc.driver.chunks.ChunkProgram] for
@@ -164,6 +168,8 @@ def compile_chunk(
             )
             return end, final_results, reducer_states
 
+        if feeder is not None:  # a tf.data source: feed the chunk its minibatches
+            return ChunkProgram(kind, n, thin, feeder.compile(burnin, n, jit_compile))
         return ChunkProgram(
             kind, n, thin, tf.function(burnin, jit_compile=jit_compile, autograph=False)
         )
@@ -190,6 +196,8 @@ def compile_chunk(
         # XLA program, so only the user reducers' states are returned.
         return end, final_results, final_states["user"], draws, traced, out["user"]
 
+    if feeder is not None:  # a tf.data source: feed the chunk its minibatches
+        return ChunkProgram(kind, n, thin, feeder.compile(chunk, n * thin, jit_compile))
     return ChunkProgram(kind, n, thin, tf.function(chunk, jit_compile=jit_compile, autograph=False))
 
 

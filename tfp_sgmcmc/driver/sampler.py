@@ -67,6 +67,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
+from tfp_sgmcmc.data_stream import stream_feeder
 from tfp_sgmcmc.driver.checkpoint import (
     CHECKPOINT_FILE,
     Checkpoint,
@@ -244,6 +245,9 @@ class _Run:
     num_written: int = 0
     num_diverged: int = 0
     programs: dict[tuple[str, int], ChunkProgram] = dataclasses.field(default_factory=dict)
+    # Feeds compiled chunks from tf.data sources (tfp_sgmcmc/data_stream.py); built lazily.
+    feeder: Any = None
+    feeder_built: bool = False
 
     @property
     def thin(self) -> int:
@@ -363,8 +367,13 @@ def _compile_chunk(run: _Run, kind: str, n: int) -> ChunkProgram:
     """Step 2: the compiled program of a ``(kind, n)`` chunk (one trace per chunk shape)."""
     key = (kind, n)
     if key not in run.programs:
+        if not run.feeder_built and run.config["jit_compile"]:
+            # tf.data sources have no XLA kernel: compiled chunks are fed their batches.
+            run.feeder = stream_feeder(run.kernel, run.state, run.kernel_results)
+        run.feeder_built = True
         run.programs[key] = compile_chunk(
-            run.kernel, kind, n, run.thin, run.reducer, run.trace, run.config["jit_compile"]
+            run.kernel, kind, n, run.thin, run.reducer, run.trace, run.config["jit_compile"],
+            feeder=run.feeder,
         )
     return run.programs[key]
 

@@ -136,11 +136,39 @@ class TransformedEstimator(WrappingEstimator):
             raise AttributeError(
                 f"the inner {type(self._base).__name__} has no `with_batch_size`."
             )
+        return self._around(self._base.with_batch_size(batch_size))  # type: ignore[attr-defined]
+
+    def _around(self, inner: GradientEstimator) -> TransformedEstimator:
+        """This transform around another inner estimator."""
         return TransformedEstimator(
-            self._base.with_batch_size(batch_size),  # type: ignore[attr-defined]
-            self._bijector,
-            include_log_det_jacobian=self._include_ldj,
+            inner, self._bijector, include_log_det_jacobian=self._include_ldj
         )
+
+    @property
+    def independent_chains(self) -> bool:
+        """Whether the inner estimator draws one minibatch per chain."""
+        return bool(getattr(self._base, "independent_chains", False))
+
+    def with_independent_chains(self, independent_chains: bool = True) -> TransformedEstimator:
+        """The same transform around the inner estimator with per-chain (or shared) batches.
+
+        Raises:
+          ValueError: the inner estimator has no per-chain batches.
+        """
+        if not hasattr(self._base, "with_independent_chains"):
+            raise ValueError(
+                f"the inner {type(self._base).__name__} has no `with_independent_chains`."
+            )
+        return self._around(
+            self._base.with_independent_chains(independent_chains)  # type: ignore[attr-defined]
+        )
+
+    def chain_shape(self, state: Any) -> list[int]:
+        """The chains' batch shape of ``state``, read by the inner estimator at ``f(state)``
+        (``[]`` when the inner estimator cannot tell)."""
+        if not hasattr(self._base, "chain_shape"):
+            return []
+        return self._base.chain_shape(self.forward(state))  # type: ignore[attr-defined]
 
     # -- the change of variables ------------------------------------------- #
     def forward(self, state: Any) -> Any:

@@ -36,6 +36,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
+from tfp_sgmcmc.internal.random import standard_normal
 from tfp_sgmcmc.internal.util import (
     RNG_ALG,
     RecordedArgument,
@@ -216,11 +217,10 @@ class SGMCMCKernel(ParameterizedKernel):
 
     @staticmethod
     def _normals(parts: list[tf.Tensor], seed: tf.Tensor, salt: str) -> list[tf.Tensor]:
+        # Threefry normals (tfp_sgmcmc/internal/random.py): about 5x cheaper than
+        # TensorFlow's Philox normals under XLA on CPU, the same eagerly and compiled.
         seeds = SGMCMCKernel._split(seed, len(parts), salt)
-        return [
-            tf.random.stateless_normal(tf.shape(p), seed=s, dtype=p.dtype, alg="philox")
-            for p, s in zip(parts, seeds)
-        ]
+        return [standard_normal(tf.shape(p), s, p.dtype) for p, s in zip(parts, seeds)]
 
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
         return {}

@@ -35,13 +35,14 @@ Monte-Carlo standard errors) from a long full-batch NUTS run is stored in
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
+
+from tfp_sgmcmc.models._problem import TrainSplitMixin, read_ground_truth
 
 __all__ = [
     "LogisticRegression",
@@ -110,15 +111,11 @@ def log_prior(state: Any) -> tf.Tensor:
 
 def load_ground_truth(path: str | None = None) -> dict[str, Any] | None:
     """The stored NUTS ground truth (``None`` if it has not been produced)."""
-    path = path or _GROUND_TRUTH
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    return read_ground_truth(path or _GROUND_TRUTH)
 
 
 @dataclass
-class LogisticRegression:
+class LogisticRegression(TrainSplitMixin):
     """The §14.1 problem: data split, log-likelihood, prior, estimators, metrics.
 
     Attributes:
@@ -142,10 +139,6 @@ class LogisticRegression:
 
     log_likelihood_fn = staticmethod(log_likelihood)
     log_prior_fn = staticmethod(log_prior)
-
-    @property
-    def num_train(self) -> int:
-        return int(self.x_train.shape[0])
 
     @property
     def num_features(self) -> int:
@@ -175,10 +168,6 @@ class LogisticRegression:
             log_prior_fn=log_prior,
             independent_chains=independent_chains,
         )
-
-    def batch_size_from_fraction(self, fraction: float) -> int:
-        """``n = ⌊τ N_train⌋`` for a fraction ``τ`` (the paper's batch percentages / 100)."""
-        return max(1, int(np.floor(fraction * self.num_train)))
 
     def ground_truth(self) -> dict[str, Any] | None:
         """The stored NUTS posterior summary, if it matches this data set's seed and size."""

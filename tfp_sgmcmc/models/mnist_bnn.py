@@ -12,8 +12,8 @@ weights, pixels scaled to ``[0, 1]`` (/255). Two implementations of the same
 posterior, with the same state layout ``[B, b, A, a]``:
 
 * `log_likelihood` / `log_prior`: plain TensorFlow, chain
-  dimensions broadcast through ``einsum`` (used by the studies and the CLI:
-  it is the faster one under XLA, see ``docs/models.md``);
+  dimensions broadcast through ``einsum`` (used by the studies and the CLI,
+  see ``docs/models.md``);
 * `keras_posterior`: the same network as a Keras 3 ``Sequential``
   through `tfp_sgmcmc.keras.KerasPosterior`.
 
@@ -33,17 +33,19 @@ shape (60,000/10,000 images of 28×28 in ``[0, 1]``, ten classes).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.models._problem import TrainSplitMixin, classification_metrics
 from tfp_sgmcmc.models.data_files import load_mnist
 
 __all__ = [
     "MnistBNN",
     "mnist_bnn",
     "synthetic_mnist",
+    "GlyphStyle",
     "log_likelihood",
     "log_prior",
     "init_state",
@@ -134,20 +136,29 @@ def _stroke_prototypes(rng: np.random.Generator, num_classes: int, styles: int) 
     return out
 
 
+class GlyphStyle(NamedTuple):
+    """How `synthetic_mnist` draws its digits (see there)."""
+
+    styles: int = 4  # glyphs per class
+    blend: float = 0.45  # upper bound of the weight of the blended other-class glyph
+    noise: float = 0.08  # standard deviation of the pixel noise on the ink
+
+
+DEFAULT_STYLE = GlyphStyle()
+
+
 def synthetic_mnist(
     num_train: int = 60_000,
     num_test: int = 10_000,
     seed: int = 0,
-    styles: int = 4,
-    blend: float = 0.45,
-    noise: float = 0.08,
+    style: GlyphStyle = DEFAULT_STYLE,
 ) -> dict[str, np.ndarray]:
     """MNIST-shaped synthetic digits: ``x`` ``float32 [n, 784]`` in ``[0, 1]``, ``y`` 0-9.
 
-    Each class has ``styles`` glyphs of 2-4 random quadratic strokes drawn with a
+    Each class has ``style.styles`` glyphs of 2-4 random quadratic strokes drawn with a
     Gaussian pen (seeded). An image is one glyph of its class, shifted by up to
     ±3 pixels, blended with a random glyph of another class at weight
-    ``w ~ U(0, blend)``, plus clipped pixel noise ``N(0, noise²)`` on the ink,
+    ``w ~ U(0, style.blend)``, plus clipped pixel noise ``N(0, style.noise²)`` on the ink,
     then quantised to 256 grey levels like the real files.
 
     Why strokes rather than the 8×8 digits upsampled: upsampling 1,797 images
@@ -160,8 +171,13 @@ def synthetic_mnist(
     """
     if num_train < 1 or num_test < 1:
         raise ValueError(f"`num_train` and `num_test` must be >= 1, got {num_train}, {num_test}.")
+    styles, blend, noise = int(style.styles), float(style.blend), float(style.noise)
+    if styles < 1:
+        raise ValueError(f"`style.styles` must be >= 1, got {styles}.")
     if not 0.0 <= blend < 0.5:
-        raise ValueError(f"`blend` must be in [0, 0.5) so the true class dominates, got {blend}.")
+        raise ValueError(
+            f"`style.blend` must be in [0, 0.5) so the true class dominates, got {blend}."
+        )
     rng = np.random.default_rng(seed)
     protos = _stroke_prototypes(rng, 10, styles)
     padded = np.pad(protos, ((0, 0), (0, 0), (3, 3), (3, 3)))
@@ -205,7 +221,7 @@ def synthetic_mnist(
 # The problem
 # --------------------------------------------------------------------------- #
 @dataclass
-class MnistBNN:
+class MnistBNN(TrainSplitMixin):
     """The BNN problem: the data split, estimators and test metrics."""
 
     x_train: np.ndarray
@@ -216,10 +232,6 @@ class MnistBNN:
 
     log_likelihood_fn = staticmethod(log_likelihood)
     log_prior_fn = staticmethod(log_prior)
-
-    @property
-    def num_train(self) -> int:
-        return int(self.x_train.shape[0])
 
     @property
     def num_parameters(self) -> int:
@@ -242,9 +254,6 @@ class MnistBNN:
             full_data_chunk_size=int(full_data_chunk_size),
         )
 
-    def batch_size_from_fraction(self, fraction: float) -> int:
-        return max(1, int(np.floor(fraction * self.num_train)))
-
     def metrics(
         self,
         samples: list[np.ndarray],
@@ -258,8 +267,6 @@ class MnistBNN:
         `tfp_sgmcmc.diagnostics.calibration_errors` with ``num_bins``
         equal-width bins, or the authors' binning (``paper_compatible``).
         """
-        from tfp_sgmcmc.diagnostics import calibration_errors
-
         samples = [np.asarray(p) for p in samples]
         if samples[0].ndim == 2:  # one set of weights
             samples = [p[None] for p in samples]
@@ -271,15 +278,7 @@ class MnistBNN:
             samples = [p[idx] for p in samples]
         logp = predictive_log_probabilities(samples, self.x_test).astype(np.float64)
         pbar = np.exp(np.logaddexp.reduce(logp, axis=0) - np.log(logp.shape[0]))
-        y = np.asarray(self.y_test).astype(int)
-        ece, mce = calibration_errors(pbar, y, num_bins=num_bins, paper_compatible=paper_compatible)
-        p_true = np.clip(pbar[np.arange(y.size), y], 1e-300, 1.0)
-        return {
-            "accuracy": float(np.mean(np.argmax(pbar, -1) == y)),
-            "log_loss": float(-np.mean(np.log(p_true))),
-            "ece": float(ece),
-            "mce": float(mce),
-        }
+        return classification_metrics(pbar, self.y_test, num_bins, paper_compatible)
 
 
 def keras_posterior(problem: MnistBNN, seed: int = 0, scheme: str = "random_window"):

@@ -24,12 +24,21 @@ log π = Σ_(i,j)∈train −(α/2)(R_ij − r̄ − U_iᵀV_j)²
               + Σ_k [(a0 − 1) log λ_W,k − b0 λ_W,k] ]
 ```
 
-The precisions are positive: the chain moves ``z_W = log λ_W`` (the
-``tfb.Exp`` bijector) and the target gains the log-Jacobian ``Σ_k z_W,k``,
-which is exactly the authors' ``lp_lambda`` (``3 z − 5 e^z + z``). The
-bijector is applied in ONE place, `PRECISION_BIJECTOR` and
-`constrain` (marked below), so it can switch to the library's generic
-constrained-parameter support without touching the rest.
+The precisions are positive. The chain moves ``z_W = log λ_W`` through the
+library's constrained-parameter support: `PMF.estimator` is a
+[`TransformedEstimator`][tfp_sgmcmc.estimators.TransformedEstimator] with the
+per-part bijectors `STATE_BIJECTORS` (``tfb.Exp`` on the two precisions,
+identity elsewhere) around a minibatch estimator written in the constrained
+parameters ``θ = [U, V, μ_U, λ_U, μ_V, λ_V]`` (`log_prior_constrained`). It adds
+the log-Jacobian ``Σ_k z_W,k`` and applies the chain rule to the score:
+
+```none
+log π_z(z) = log π(θ(z)) + Σ_W Σ_k z_W,k,     ∂/∂z_W,k = λ_W,k ∂/∂λ_W,k log π + 1
+```
+
+(the Jacobian term is exactly the authors' ``lp_lambda``, ``3 z − 5 e^z + z``).
+`log_prior` gives the same unconstrained prior for code outside the samplers
+(the HMC ground truth).
 
 State (one part each, leading dimensions are chains):
 ``[U (N_users, d), V (N_items, d), μ_U (d,), z_U (d,), μ_V (d,), z_V (d,)]``.
@@ -59,7 +68,6 @@ See ``docs/models.md``.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +76,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.models._problem import TrainSplitMixin, read_ground_truth
 from tfp_sgmcmc.models.data_files import RatingsData, load_movielens
 
 tfb = tfp.bijectors
@@ -78,7 +87,10 @@ __all__ = [
     "synthetic_ratings",
     "split_ratings",
     "constrain",
+    "constrained_log_prior",
+    "log_prior_constrained",
     "PRECISION_BIJECTOR",
+    "STATE_BIJECTORS",
     "PARAM_NAMES",
     "ALPHA",
     "MU0",
@@ -94,14 +106,17 @@ LATENT_DIM = 20
 PARAM_NAMES = ["U", "V", "mu_U", "log_lambda_U", "mu_V", "log_lambda_V"]
 _GROUND_TRUTH = os.path.join(os.path.dirname(__file__), "ground_truth", "pmf_synthetic.json")
 
-# --------------------------------------------------------------------------- #
-# CONSTRAINED PARAMETERS: the one place where the positive precisions meet the
-# unconstrained chain. λ = bijector.forward(z); the target gains
-# forward_log_det_jacobian(z). To move to the library's generic constrained-
-# parameter support, sample `log_prob_constrained` through it with this
-# bijector on parts 3 and 5 and drop the Jacobian term below.
-# --------------------------------------------------------------------------- #
+#: ``θ_k = f_k(z_k)`` per state part: the precisions are ``exp`` of the chain's
+#: ``log λ``; the other parts are unconstrained.
 PRECISION_BIJECTOR = tfb.Exp()
+STATE_BIJECTORS = [
+    tfb.Identity(),
+    tfb.Identity(),
+    tfb.Identity(),
+    PRECISION_BIJECTOR,
+    tfb.Identity(),
+    PRECISION_BIJECTOR,
+]
 
 
 def constrain(z: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -148,8 +163,18 @@ def log_prior_constrained(u, v, mu_u, lam_u, mu_v, lam_v, mu0=MU0, a0=A0, b0=B0)
     return total
 
 
+def constrained_log_prior(theta: Any) -> tf.Tensor:
+    """The prior of the constrained state ``[U, V, μ_U, λ_U, μ_V, λ_V]`` (no Jacobian)."""
+    return log_prior_constrained(*theta)
+
+
 def log_prior(state: Any) -> tf.Tensor:
-    """The prior of the unconstrained state ``[U, V, μ_U, z_U, μ_V, z_V]`` (with the Jacobian)."""
+    """The prior of the unconstrained state ``[U, V, μ_U, z_U, μ_V, z_V]`` (with the Jacobian).
+
+    The samplers do not call it (`PMF.estimator` applies the same change of
+    variables through `STATE_BIJECTORS`); it serves full-batch code such as
+    the HMC ground truth.
+    """
     u, v, mu_u, z_u, mu_v, z_v = state
     lam_u, ldj_u = constrain(z_u)
     lam_v, ldj_v = constrain(z_v)
@@ -244,18 +269,14 @@ def split_ratings(
 
 def load_ground_truth(path: str | None = None) -> dict[str, Any] | None:
     """The stored HMC ground truth for the synthetic set (``None`` if absent)."""
-    path = path or _GROUND_TRUTH
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    return read_ground_truth(path or _GROUND_TRUTH)
 
 
 # --------------------------------------------------------------------------- #
 # The problem
 # --------------------------------------------------------------------------- #
 @dataclass
-class PMF:
+class PMF(TrainSplitMixin):
     """The PMF problem: split, estimators, initial states and test metrics.
 
     Attributes:
@@ -274,9 +295,6 @@ class PMF:
     split_seed: int = 0
     dtype: Any = np.float32
     _cache: dict = field(default_factory=dict, repr=False)
-
-    log_likelihood_fn = staticmethod(log_likelihood)
-    log_prior_fn = staticmethod(log_prior)
 
     @property
     def num_users(self) -> int:
@@ -309,10 +327,10 @@ class PMF:
             self._cache[key] = InMemoryData(self.arrays("train"), scheme=scheme, name="ratings")
         return self._cache[key]
 
-    def estimator(
+    def constrained_estimator(
         self, batch_size: int, scheme: str = "with_replacement", full_data_chunk_size: int = 20_000
     ):
-        """A `tfp_sgmcmc.MinibatchEstimator` over batches of ratings.
+        """A `tfp_sgmcmc.MinibatchEstimator` over batches of ratings, in ``θ`` (λ > 0).
 
         ``full_data_chunk_size`` bounds the memory of full-data scores of a
         block of samples (``[block, chunk, d]`` gathered rows).
@@ -323,13 +341,37 @@ class PMF:
             log_likelihood,
             self.training_data(scheme),
             int(batch_size),
-            log_prior_fn=log_prior,
+            log_prior_fn=constrained_log_prior,
             full_data_chunk_size=int(full_data_chunk_size),
         )
 
-    def batch_size_from_fraction(self, fraction: float) -> int:
-        """``n = ⌊τ N_train⌋`` (the paper's batch percentage / 100)."""
-        return max(1, int(np.floor(fraction * self.num_train)))
+    def estimator(
+        self, batch_size: int, scheme: str = "with_replacement", full_data_chunk_size: int = 20_000
+    ):
+        """The sampler's estimator on the unconstrained state ``[U, V, μ_U, z_U, μ_V, z_V]``.
+
+        A [`TransformedEstimator`][tfp_sgmcmc.estimators.TransformedEstimator]
+        of `constrained_estimator` with `STATE_BIJECTORS` (module docstring).
+        """
+        from tfp_sgmcmc.estimators import TransformedEstimator
+
+        inner = self.constrained_estimator(batch_size, scheme, full_data_chunk_size)
+        return TransformedEstimator(inner, STATE_BIJECTORS)
+
+    def control_variate_estimator(
+        self, centre: Any, batch_size: int, scheme: str = "with_replacement"
+    ):
+        """SGLD-CV's estimator around ``centre`` (an unconstrained state, e.g. the MAP).
+
+        The control variates live in ``θ`` (``ControlVariateEstimator`` of
+        `constrained_estimator` at ``f(centre)``) and the change of variables is
+        applied on top, as in `estimator`.
+        """
+        from tfp_sgmcmc.estimators import ControlVariateEstimator, TransformedEstimator
+
+        outer = self.estimator(batch_size, scheme)
+        cv = ControlVariateEstimator(outer.estimator, outer.forward(list(centre)))
+        return TransformedEstimator(cv, STATE_BIJECTORS)
 
     def init_state(self, seed: int = 0, scale: float = 0.1) -> list[tf.Tensor]:
         """A small random state (rows ``N(0, scale²)``, μ = 0, λ = 1) to start a MAP search."""

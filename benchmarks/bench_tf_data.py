@@ -1,0 +1,275 @@
+"""SGLD fed from tf.data against SGLD on in-memory tensors, in one run.
+
+Workload: the Bayesian logistic regression of ``bench_samplers.py`` (N = 1,000,000
+examples, d = 10, prior N(0, 10 I), float32, one chain, CPU) at 1% (10,000) and
+0.1% (1,000) minibatches. Per batch size it times
+
+* ``in_memory``: SGLD on an :class:`tfp_sgmcmc.InMemoryData` (default ``"epoch"``
+  scheme, and ``"random_window"``, the fastest), ``K`` steps of
+  ``tfp.experimental.mcmc.sample_fold`` per ``tf.function(jit_compile=True)`` call;
+* ``tf_data_chunked``: the same SGLD on a :class:`tfp_sgmcmc.DatasetData` fed by a
+  :class:`tfp_sgmcmc.data_stream.StreamFeeder`: the same ``K``-step program, XLA
+  compiled, reading ``K`` batches pulled (and prefetched) from the pipeline;
+* ``tf_data_graph``: the step-by-step path (the iterator read inside a
+  ``tf.function`` without ``jit_compile``);
+* ``pipeline_alone``: batches/s the feeder's reader gets from the pipeline with
+  no sampler running (the ceiling of the chunked path).
+
+The pipeline is the fast one ``docs/estimators.md`` recommends: the rows batched
+once, cached, shuffled *by batch* with a seed, repeated, prefetched. With
+``--per-example-shuffle`` the slow alternative (a per-example shuffle buffer of
+100,000 rows, then batching) is timed too, for the docs' warning.
+
+Configurations are compiled by a warm-up call, then timed ``--repeats`` rounds in
+round-robin order (so load drift on the shared machine hits all alike); speeds are
+medians, and each ratio is the median of the per-round ratios. One JSON document
+on stdout (progress on stderr), with the load average before and after.
+
+Usage::
+
+    python benchmarks/bench_tf_data.py                 # full run (~5 min on 2 cores)
+    python benchmarks/bench_tf_data.py --quick         # smoke test: N = 20,000
+    python benchmarks/bench_tf_data.py --pipelines-only  # the two pipelines alone
+    python benchmarks/bench_tf_data.py --output benchmarks/results/bench_tf_data.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_probability as tfp  # noqa: E402
+from _common import dump_json, environment, load_average, log, make_data, median, timed_call  # noqa: E402
+
+import tfp_sgmcmc as sg  # noqa: E402
+from tfp_sgmcmc.data_stream import StreamFeeder  # noqa: E402
+
+PRIOR_VARIANCE = 10.0
+STEP_SIZE = 1e-6
+
+
+def log_likelihood(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    x, y = batch
+    return -tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=tf.linalg.matvec(x, theta))
+
+
+def log_prior(theta: tf.Tensor) -> tf.Tensor:
+    return -0.5 * tf.reduce_sum(tf.square(theta), axis=-1) / PRIOR_VARIANCE
+
+
+def fast_pipeline(x: np.ndarray, y: np.ndarray, n: int, seed: int = 0) -> tf.data.Dataset:
+    """Rows batched once, cached, shuffled by batch (seeded), repeated, prefetched."""
+    num_batches = x.shape[0] // n
+    return (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .batch(n, drop_remainder=True)
+        .cache()
+        .shuffle(num_batches, seed=seed)
+        .repeat()
+        .prefetch(tf.data.AUTOTUNE)
+    )
+
+
+def per_example_pipeline(x: np.ndarray, y: np.ndarray, n: int, seed: int = 0) -> tf.data.Dataset:
+    """The slow pattern: a per-example shuffle of a large buffer, then batching."""
+    return (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .shuffle(100_000, seed=seed)
+        .repeat()
+        .batch(n, drop_remainder=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+
+
+def fold_fn(kernel: Any, steps: int) -> Callable[..., Any]:
+    def chunk(state: tf.Tensor, results: Any, seed: tf.Tensor) -> Any:
+        _, state, results = tfp.experimental.mcmc.sample_fold(
+            steps, state, results, kernel, seed=seed
+        )
+        return state, results
+
+    return chunk
+
+
+class Config:
+    """A stateful timed configuration: each call advances its chain by ``steps`` steps."""
+
+    def __init__(self, fn: Callable[..., Any], kernel: Any, dim: int, steps: int) -> None:
+        self.fn, self.steps = fn, steps
+        self.state = tf.zeros([dim], tf.float32)
+        self.results = kernel.bootstrap_results(self.state)
+        self.calls = 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        seconds, out = timed_call(self.fn, self.state, self.results, tf.constant([7, self.calls]))
+        self.state, self.results = tf.nest.map_structure(tf.constant, out)
+        return seconds
+
+
+def build(
+    x: np.ndarray, y: np.ndarray, n: int, steps: int, graph_steps: int, per_example: bool
+) -> dict[str, Any]:
+    big_n, dim = x.shape
+    configs: dict[str, Any] = {}
+    mem = sg.InMemoryData((x, y))
+    for scheme in ("epoch", "random_window"):
+        est = sg.MinibatchEstimator(log_likelihood, mem.with_scheme(scheme), n, log_prior)
+        kernel = sg.SGLD(est, STEP_SIZE)
+        fn = tf.function(fold_fn(kernel, steps), jit_compile=True, autograph=False)
+        configs[f"in_memory_{scheme}"] = Config(fn, kernel, dim, steps)
+
+    def stream(pipeline: tf.data.Dataset, name: str) -> None:
+        est = sg.MinibatchEstimator(log_likelihood, sg.DatasetData(pipeline, big_n), n, log_prior)
+        kernel = sg.SGLD(est, STEP_SIZE)
+        cfg = Config(None, kernel, dim, steps)
+        cfg.fn = StreamFeeder(kernel, cfg.state, cfg.results).compile(fold_fn(kernel, steps), steps)
+        configs[name] = cfg
+
+    stream(fast_pipeline(x, y, n), "tf_data_chunked")
+    if per_example:
+        stream(per_example_pipeline(x, y, n), "tf_data_chunked_per_example_shuffle")
+    est = sg.MinibatchEstimator(
+        log_likelihood, sg.DatasetData(fast_pipeline(x, y, n), big_n), n, log_prior
+    )
+    kernel = sg.SGLD(est, STEP_SIZE)
+    graph = tf.function(fold_fn(kernel, graph_steps), autograph=False)
+    configs["tf_data_graph"] = Config(graph, kernel, dim, graph_steps)
+    return configs
+
+
+def pipeline_rate(x: np.ndarray, y: np.ndarray, n: int, block: int, blocks: int) -> float:
+    """Batches/s of the fast pipeline read in stacked blocks, with no sampler running."""
+    data = sg.DatasetData(fast_pipeline(x, y, n), x.shape[0])
+    data._start_chunks(block)
+    data._reader.take(block)[0].numpy()  # warm-up: trace, fill the cache
+    t0 = time.perf_counter()
+    for _ in range(blocks):
+        data._reader.take(block)[0].numpy()
+    return blocks * block / (time.perf_counter() - t0)
+
+
+def pipeline_rates(x: np.ndarray, y: np.ndarray, n: int) -> dict[str, float]:
+    """Batches/s of the two pipelines alone (Python ``next``), after one epoch of warm-up."""
+    out = {}
+    for name, make, reads in (
+        ("batch_shuffle_cached", fast_pipeline, 300),
+        ("per_example_shuffle", per_example_pipeline, 30),
+    ):
+        it = iter(make(x, y, n))
+        for _ in range(x.shape[0] // n):  # fill the cache / the shuffle buffer
+            next(it)
+        t0 = time.perf_counter()
+        for _ in range(reads):
+            next(it)
+        out[name] = round(reads / (time.perf_counter() - t0), 1)
+        log(f"  pipeline {name}, batch {n}: {out[name]:,.1f} batches/s")
+    return out
+
+
+def run_group(
+    x: np.ndarray, y: np.ndarray, frac: float, steps: int, repeats: int, per_example: bool
+) -> dict[str, Any]:
+    n = max(1, int(round(frac * x.shape[0])))
+    graph_steps = max(1, steps // 4)
+    log(f"batch {n}: building and compiling")
+    configs = build(x, y, n, steps, graph_steps, per_example)
+    compile_s = {}
+    for name, cfg in configs.items():
+        # Warm-up: compile, and let the cached pipelines see one epoch.
+        t0 = time.perf_counter()
+        cfg()
+        compile_s[name] = round(time.perf_counter() - t0, 3)
+        epoch_calls = int(np.ceil((x.shape[0] // n) / cfg.steps))
+        for _ in range(min(epoch_calls, 20)):
+            cfg()
+    rates: dict[str, list[float]] = {k: [] for k in configs}
+    for r in range(repeats):
+        for name, cfg in configs.items():
+            rates[name].append(cfg.steps / cfg())
+        log(
+            f"  round {r + 1}/{repeats}: "
+            + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items())
+        )
+    ratio = {
+        f"tf_data_chunked/{ref}": median(
+            [a / b for a, b in zip(rates["tf_data_chunked"], rates[ref])]
+        )
+        for ref in ("in_memory_epoch", "in_memory_random_window")
+    }
+    ratio["tf_data_graph/in_memory_epoch"] = median(
+        [a / b for a, b in zip(rates["tf_data_graph"], rates["in_memory_epoch"])]
+    )
+    return {
+        "batch_size": n,
+        "steps_per_chunk": steps,
+        "steps_per_second": {k: round(median(v), 1) for k, v in rates.items()},
+        "ratio": {k: round(v, 3) for k, v in ratio.items()},
+        "pipeline_alone_batches_per_second": round(pipeline_rate(x, y, n, steps, 10), 1),
+        "compile_s": compile_s,
+        "rounds": {k: [round(v, 1) for v in vs] for k, vs in rates.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="smoke test: N = 20,000, 3 rounds")
+    p.add_argument("--num-examples", type=int, default=None, help="N (default 1,000,000)")
+    p.add_argument("--dim", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=None, help="timed rounds (default 9)")
+    p.add_argument(
+        "--per-example-shuffle",
+        action="store_true",
+        help="also time the slow per-example-shuffle pipeline",
+    )
+    p.add_argument(
+        "--pipelines-only",
+        action="store_true",
+        help="only time the two pipelines alone (no sampler)",
+    )
+    p.add_argument("--output", default=None, help="also write the JSON here")
+    args = p.parse_args(argv)
+    big_n = args.num_examples or (20_000 if args.quick else 1_000_000)
+    repeats = args.repeats or (3 if args.quick else 9)
+    x, y = make_data(big_n, args.dim)
+    report: dict[str, Any] = {
+        "benchmark": "bench_tf_data",
+        "command": "python benchmarks/bench_tf_data.py"
+        + (" --quick" if args.quick else "")
+        + (" --per-example-shuffle" if args.per_example_shuffle else ""),
+        "workload": {
+            "num_examples": big_n,
+            "dim": args.dim,
+            "kernel": "SGLD",
+            "step_size": STEP_SIZE,
+            "repeats": repeats,
+        },
+        "environment": environment(),
+        "load_average_before": load_average(),
+        "groups": [],
+    }
+    if args.pipelines_only:
+        report["command"] = "python benchmarks/bench_tf_data.py --pipelines-only"
+        report["pipelines_batches_per_second"] = {
+            str(n): pipeline_rates(x, y, n) for n in (big_n // 100, big_n // 1000)
+        }
+        report["load_average_after"] = load_average()
+        dump_json(report, args.output)
+        return report
+    # Steps per chunk: ~40 MB of stacked float32 batches at either batch size.
+    for frac, steps in ((0.01, 100), (0.001, 1000)):
+        report["groups"].append(run_group(x, y, frac, steps, repeats, args.per_example_shuffle))
+    report["load_average_after"] = load_average()
+    dump_json(report, args.output)
+    return report
+
+
+if __name__ == "__main__":
+    main()
