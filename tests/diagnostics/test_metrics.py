@@ -199,11 +199,14 @@ def test_predictive_metrics_by_hand():
     labels = np.array([0, 1, 1, 0])
     out = predictive_metrics(probs, labels, num_bins=5)
     assert out["accuracy"] == pytest.approx(0.5)
-    # The last row's true class has probability 0: floored at 1e-12, not an infinite loss.
-    want = -np.mean(np.log([0.9, 0.8, 0.4, 1e-12]))
+    # The last row's true class has probability 0: floored at 1e-300, not an infinite loss,
+    # also for a float32 predictive (1e-300 is 0 in float32).
+    want = -np.mean(np.log([0.9, 0.8, 0.4, 1e-300]))
     assert out["log_loss"] == pytest.approx(want, rel=1e-12)
+    f32 = predictive_metrics(probs.astype(np.float32), labels, num_bins=5)
+    assert f32["log_loss"] == pytest.approx(want, rel=1e-6)
     ece, mce = calibration_errors(probs, labels, num_bins=5)
     assert (out["ece"], out["mce"]) == (ece, mce)
-    assert predictive_metrics(probs, labels, min_probability=1e-300)["log_loss"] > out["log_loss"]
+    assert predictive_metrics(probs, labels, min_probability=1e-12)["log_loss"] < out["log_loss"]
     with pytest.raises(ValueError, match="probs"):
         predictive_metrics(probs[:, 0], labels)

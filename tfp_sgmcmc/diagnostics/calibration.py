@@ -187,7 +187,7 @@ def predictive_metrics(
     labels: Any,
     num_bins: int = 10,
     paper_compatible: bool = False,
-    min_probability: float = 1e-12,
+    min_probability: float = 1e-300,
 ) -> dict[str, float]:
     """Accuracy, log-loss, ECE and MCE of a predictive ``p̄`` on labelled test data.
 
@@ -203,8 +203,8 @@ def predictive_metrics(
       num_bins: calibration bins. Default value: ``10``.
       paper_compatible: the MAMBA code's binning. Default value: ``False``.
       min_probability: floor of the true class's probability in the log-loss, so a
-        zero does not give an infinite loss (float64 probabilities computed in log
-        space can take ``1e-300``). Default value: ``1e-12``.
+        zero does not give an infinite loss (the loss is computed in float64, so a
+        float32 predictive is floored at this value too). Default value: ``1e-300``.
 
     Returns:
       ``{"accuracy", "log_loss", "ece", "mce"}`` as Python floats.
@@ -214,7 +214,7 @@ def predictive_metrics(
         [`calibration_errors`][tfp_sgmcmc.diagnostics.calibration.calibration_errors]
         rejects.
     """
-    p = np.asarray(probs)
+    p = np.asarray(probs, dtype=np.float64)
     if p.ndim != 2:
         raise ValueError(f"`probs` must be [n, K] class probabilities, got shape {p.shape}.")
     y = np.asarray(labels).astype(int)
