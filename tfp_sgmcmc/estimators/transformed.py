@@ -43,7 +43,7 @@ from tensorflow_probability.python.mcmc.transformed_kernel import (
 )
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
-from tfp_sgmcmc.internal.util import as_parts, restructure
+from tfp_sgmcmc.internal.util import RecordedArgument, as_parts, restructure
 
 __all__ = ["TransformedEstimator"]
 
@@ -108,8 +108,9 @@ class TransformedEstimator(WrappingEstimator):
         _check_bijector(bijector)
         # The wrapped estimator (``base``) gives the data's dtype, N and n.
         super().__init__(estimator)
-        self._bijector = bijector
-        self._include_ldj = bool(include_log_det_jacobian)
+        self._parameters = dict(
+            bijector=bijector, include_log_det_jacobian=bool(include_log_det_jacobian)
+        )
         # TFP's own helpers, so the semantics are exactly TransformedTransitionKernel's.
         self._forward = make_transform_fn(bijector, "forward")
         self._inverse = make_transform_fn(bijector, "inverse")
@@ -122,13 +123,8 @@ class TransformedEstimator(WrappingEstimator):
         """The inner (constrained-space) estimator, ``base``."""
         return self._base
 
-    @property
-    def bijector(self) -> Any:
-        return self._bijector
-
-    @property
-    def include_log_det_jacobian(self) -> bool:
-        return self._include_ldj
+    bijector = RecordedArgument[Any]()
+    include_log_det_jacobian = RecordedArgument[bool]()
 
     def with_batch_size(self, batch_size: int) -> TransformedEstimator:
         """The same transform around the inner estimator's ``with_batch_size(batch_size)``."""
@@ -141,7 +137,7 @@ class TransformedEstimator(WrappingEstimator):
     def _around(self, inner: GradientEstimator) -> TransformedEstimator:
         """This transform around another inner estimator."""
         return TransformedEstimator(
-            inner, self._bijector, include_log_det_jacobian=self._include_ldj
+            inner, self.bijector, include_log_det_jacobian=self.include_log_det_jacobian
         )
 
     @property
@@ -195,7 +191,7 @@ class TransformedEstimator(WrappingEstimator):
             batch_ndims = est.target_log_prob.shape.rank
             if batch_ndims is None:
                 raise ValueError("the inner estimate's `target_log_prob` has unknown rank.")
-            if self._include_ldj:
+            if self.include_log_det_jacobian:
                 event_ndims = [p.shape.rank - batch_ndims for p in parts]
                 ldj = self._fldj(list(parts), event_ndims)
             else:
@@ -226,5 +222,5 @@ class TransformedEstimator(WrappingEstimator):
         return est
 
     def __repr__(self) -> str:
-        jac = "" if self._include_ldj else ", include_log_det_jacobian=False"
-        return f"TransformedEstimator({self._base!r}, bijector={self._bijector!r}{jac})"
+        jac = "" if self.include_log_det_jacobian else ", include_log_det_jacobian=False"
+        return f"TransformedEstimator({self._base!r}, bijector={self.bijector!r}{jac})"
