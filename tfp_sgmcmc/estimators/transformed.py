@@ -43,7 +43,7 @@ from tensorflow_probability.python.mcmc.transformed_kernel import (
 )
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
-from tfp_sgmcmc.internal.util import RecordedArgument, as_parts, restructure
+from tfp_sgmcmc.internal.util import as_parts, restructure
 
 __all__ = ["TransformedEstimator"]
 
@@ -108,9 +108,8 @@ class TransformedEstimator(WrappingEstimator):
         _check_bijector(bijector)
         # The wrapped estimator (``base``) gives the data's dtype, N and n.
         super().__init__(estimator)
-        self._parameters = dict(
-            bijector=bijector, include_log_det_jacobian=bool(include_log_det_jacobian)
-        )
+        self._bijector = bijector
+        self._include_ldj = bool(include_log_det_jacobian)
         # TFP's own helpers, so the semantics are exactly TransformedTransitionKernel's.
         self._forward = make_transform_fn(bijector, "forward")
         self._inverse = make_transform_fn(bijector, "inverse")
@@ -123,8 +122,13 @@ class TransformedEstimator(WrappingEstimator):
         """The inner (constrained-space) estimator, ``base``."""
         return self._base
 
-    bijector = RecordedArgument[Any]()
-    include_log_det_jacobian = RecordedArgument[bool]()
+    @property
+    def bijector(self) -> Any:
+        return self._bijector
+
+    @property
+    def include_log_det_jacobian(self) -> bool:
+        return self._include_ldj
 
     def with_batch_size(self, batch_size: int) -> TransformedEstimator:
         """The same transform around the inner estimator's ``with_batch_size(batch_size)``."""
@@ -137,7 +141,7 @@ class TransformedEstimator(WrappingEstimator):
     def _around(self, inner: GradientEstimator) -> TransformedEstimator:
         """This transform around another inner estimator."""
         return TransformedEstimator(
-            inner, self.bijector, include_log_det_jacobian=self.include_log_det_jacobian
+            inner, self._bijector, include_log_det_jacobian=self._include_ldj
         )
 
     @property
@@ -191,7 +195,7 @@ class TransformedEstimator(WrappingEstimator):
             batch_ndims = est.target_log_prob.shape.rank
             if batch_ndims is None:
                 raise ValueError("the inner estimate's `target_log_prob` has unknown rank.")
-            if self.include_log_det_jacobian:
+            if self._include_ldj:
                 event_ndims = [p.shape.rank - batch_ndims for p in parts]
                 ldj = self._fldj(list(parts), event_ndims)
             else:
@@ -222,5 +226,5 @@ class TransformedEstimator(WrappingEstimator):
         return est
 
     def __repr__(self) -> str:
-        jac = "" if self.include_log_det_jacobian else ", include_log_det_jacobian=False"
-        return f"TransformedEstimator({self._base!r}, bijector={self.bijector!r}{jac})"
+        jac = "" if self._include_ldj else ", include_log_det_jacobian=False"
+        return f"TransformedEstimator({self._base!r}, bijector={self._bijector!r}{jac})"

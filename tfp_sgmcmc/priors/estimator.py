@@ -54,7 +54,6 @@ from tfp_sgmcmc.estimators.base import (
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.internal.util import (
     PrettyNamedTupleMixin,
-    RecordedArgument,
     as_parts,
     cast_param,
     check_positive,
@@ -179,10 +178,10 @@ class SSGLEstimator(WrappingEstimator):
         super().__init__(
             MinibatchEstimator(log_lik, data, batch_size, independent_chains=independent_chains)
         )
-        # The prior and the chain dims, read through RecordedArgument.
-        self._parameters = dict(prior=prior, batch_ndims=batch_ndims)
+        self._prior = prior
         self._sparse = sparse_parts
         self._dense_scale = dense_prior_scale
+        self._batch_ndims = batch_ndims
         self._init = dict(
             rho=initial_rho,
             kappa0=initial_kappa0,
@@ -192,7 +191,9 @@ class SSGLEstimator(WrappingEstimator):
         )
 
     # -- configuration ---------------------------------------------------- #
-    prior = RecordedArgument[SpikeAndSlabGroupLasso]()
+    @property
+    def prior(self) -> SpikeAndSlabGroupLasso:
+        return self._prior
 
     @property
     def likelihood_estimator(self) -> MinibatchEstimator:
@@ -203,7 +204,9 @@ class SSGLEstimator(WrappingEstimator):
     def is_regression(self) -> bool:
         return self._regression
 
-    batch_ndims = RecordedArgument[int]()
+    @property
+    def batch_ndims(self) -> int:
+        return self._batch_ndims
 
     @property
     def independent_chains(self) -> bool:
@@ -230,15 +233,15 @@ class SSGLEstimator(WrappingEstimator):
                 f"{len(parts)} parts."
             )
         for p in parts:
-            if p.shape.rank is None or p.shape.rank < self.batch_ndims:
+            if p.shape.rank is None or p.shape.rank < self._batch_ndims:
                 raise ValueError(
-                    f"`{arg_name}` parts need a static rank ≥ batch_ndims={self.batch_ndims}."
+                    f"`{arg_name}` parts need a static rank ≥ batch_ndims={self._batch_ndims}."
                 )
 
     # -- the energy -------------------------------------------------------- #
     def initial_latents(self, state: Any) -> SSGLLatents:
         sparse, _ = self.split_parts(as_parts(state))
-        return self.prior.initial_latents(sparse, self.batch_ndims, **self._init)
+        return self._prior.initial_latents(sparse, self._batch_ndims, **self._init)
 
     def assemble(self, state: Any, estimator_state: SSGLEstimatorState) -> GradientEstimate:
         """``Q̃1`` and its gradient from the cached likelihood pieces and the latents."""
@@ -246,7 +249,7 @@ class SSGLEstimator(WrappingEstimator):
         lat = estimator_state.latents
         sigma = lat.sigma
         dtype = sigma.dtype
-        nb = self.batch_ndims
+        nb = self._batch_ndims
         lik_grads = list(estimator_state.lik_grads)
         if self._regression:
             n_total = tf.constant(float(self.num_examples), dtype)
@@ -256,12 +259,12 @@ class SSGLEstimator(WrappingEstimator):
                 - n_total * tf.math.log(sigma)
                 - 0.5 * n_total * math.log(2 * math.pi)
             )
-            lik_grads = [g / self.prior._expand(s2, g, nb) for g in lik_grads]
+            lik_grads = [g / self._prior._expand(s2, g, nb) for g in lik_grads]
         else:
             value = estimator_state.lik_value
         sparse, dense = self.split_parts(parts)
-        value = value + self.prior.log_prior(sparse, lat, nb)
-        prior_grads = iter(self.prior.grad_log_prior(sparse, lat, nb))
+        value = value + self._prior.log_prior(sparse, lat, nb)
+        prior_grads = iter(self._prior.grad_log_prior(sparse, lat, nb))
         grads = []
         for p, g, m in zip(parts, lik_grads, self.sparse_mask(len(parts))):
             if m:
@@ -284,7 +287,7 @@ class SSGLEstimator(WrappingEstimator):
     # -- protocol ------------------------------------------------------------ #
     def bootstrap(self, state: Any) -> SSGLEstimatorState:
         parts = as_parts(state)
-        batch_shape = tf.shape(parts[0])[: self.batch_ndims]
+        batch_shape = tf.shape(parts[0])[: self._batch_ndims]
         zeros = tf.zeros(batch_shape, parts[0].dtype)
         return SSGLEstimatorState(
             batch_state=self._base.bootstrap(state),
@@ -320,6 +323,6 @@ class SSGLEstimator(WrappingEstimator):
     def __repr__(self) -> str:
         kind = "regression" if self._regression else "classification"
         return (
-            f"SSGLEstimator({kind}, prior={self.prior!r}, N={self.num_examples}, "
+            f"SSGLEstimator({kind}, prior={self._prior!r}, N={self.num_examples}, "
             f"batch_size={self._base.batch_size}, sparse_parts={self._sparse})"
         )
