@@ -42,8 +42,8 @@ import tensorflow as tf
 
 from tfp_sgmcmc.data import DatasetData, InMemoryData
 from tfp_sgmcmc.diagnostics import model_averaged_probabilities
+from tfp_sgmcmc.diagnostics.calibration import predictive_metrics
 from tfp_sgmcmc.estimators import MinibatchEstimator
-from tfp_sgmcmc.models._problem import classification_metrics
 
 __all__ = [
     "KerasPosterior",
@@ -398,4 +398,4 @@ def posterior_predictive_metrics(
     y = _class_ids(np.asarray(y), pbar.shape[-1]).astype(int)
     if y.shape[0] != pbar.shape[0]:
         raise ValueError(f"`y` has {y.shape[0]} labels for {pbar.shape[0]} inputs `x`.")
-    return classification_metrics(pbar, y, num_bins=num_bins)
+    return predictive_metrics(pbar, y, num_bins=num_bins)

@@ -24,6 +24,7 @@ import tensorflow as tf
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
 from tfp_sgmcmc.internal.util import (
+    RecordedArgument,
     cast_param,
     check_finite_tensor,
     check_in_interval,
@@ -178,9 +179,7 @@ class ContourSGLD(SGMCMCKernel):
             sa_step_size=sa_step_size,
         )
 
-    @property
-    def num_partitions(self) -> int:
-        return self._parameters["num_partitions"]
+    num_partitions = RecordedArgument[int]("``m``, the energy partitions.")
 
     def _index(self, target_log_prob: tf.Tensor) -> tf.Tensor:
         p = self._parameters

@@ -11,6 +11,7 @@ import tensorflow as tf
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import sghmc_momentum_step
 from tfp_sgmcmc.internal.util import (
+    RecordedArgument,
     cast_param,
     check_int,
     check_positive,
@@ -172,9 +173,7 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
             minibatch_per_trajectory=minibatch_per_trajectory,
         )
 
-    @property
-    def num_leapfrog_steps(self) -> int:
-        return self._parameters["num_leapfrog_steps"]
+    num_leapfrog_steps = RecordedArgument[int]("``L``, leapfrog steps per transition.")
 
     @property
     def gradient_evaluations_per_step(self) -> int:

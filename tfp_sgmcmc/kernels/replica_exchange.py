@@ -25,6 +25,7 @@ import tensorflow as tf
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
 from tfp_sgmcmc.internal.util import (
+    RecordedArgument,
     as_parts,
     cast_param,
     check_int,
@@ -172,9 +173,7 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
             energy_variance=energy_variance,
         )
 
-    @property
-    def num_replicas(self) -> int:
-        return self._parameters["num_replicas"]
+    num_replicas = RecordedArgument[int]("``K``, the replicas of the temperature ladder.")
 
     def temperatures(self, step: Any = 0, dtype: tf.DType = tf.float32) -> tf.Tensor:
         """The ladder ``T_1 < … < T_K`` at step ``step``."""

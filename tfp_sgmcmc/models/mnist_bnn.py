@@ -38,7 +38,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.models._problem import TrainSplitMixin, classification_metrics
+from tfp_sgmcmc.diagnostics.calibration import predictive_metrics
+from tfp_sgmcmc.models._problem import TrainSplitMixin
 from tfp_sgmcmc.models.data_files import load_mnist
 
 __all__ = [
@@ -278,7 +279,7 @@ class MnistBNN(TrainSplitMixin):
             samples = [p[idx] for p in samples]
         logp = predictive_log_probabilities(samples, self.x_test).astype(np.float64)
         pbar = np.exp(np.logaddexp.reduce(logp, axis=0) - np.log(logp.shape[0]))
-        return classification_metrics(pbar, self.y_test, num_bins, paper_compatible)
+        return predictive_metrics(pbar, self.y_test, num_bins, paper_compatible)
 
 
 def keras_posterior(problem: MnistBNN, seed: int = 0, scheme: str = "random_window"):
