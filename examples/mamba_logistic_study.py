@@ -40,22 +40,12 @@ import time
 import _cli
 import numpy as np
 import tensorflow as tf
+from _paper_tables import SAMPLERS, kernel_class
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning
 from tfp_sgmcmc.models.logistic_regression import logistic_regression
 from tfp_sgmcmc.tuning.baselines import run_fixed
-
-SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
-
-
-def kernel_class(name: str):
-    base = name.split("-")[0]
-    if base == "SGLD":
-        return sg.SGLD, {}
-    if base == "SGHMC":
-        return sg.SGHMC, {"order": "explicit", "friction": 0.01}
-    return sg.SGNHT, {"diffusion": 0.01}
 
 
 def main() -> None:

@@ -38,15 +38,14 @@ import time
 import _cli  # noqa: F401  (first: quiet TensorFlow start-up)
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from _paper_tables import SAMPLERS, tune_three_ways, write_partial  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
 from tfp_sgmcmc import tuning  # noqa: E402
 from tfp_sgmcmc.models import mnist_bnn as mb  # noqa: E402
-from tfp_sgmcmc.tuning.baselines import run_fixed  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 STUDY_NAME = "mamba_mnist_bnn"
-SAMPLERS = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"]
 #: Paper Table 3 (ECE %, MCE %) and Table 8 (log10 ε, batch %, L).
 PAPER = {
     "MAMBA-KSD": {
@@ -74,15 +73,6 @@ PAPER = {
         "SGNHT-CV": (7.0, 51.5, "-4.8, 10%"),
     },
 }
-
-
-def kernel_class(name: str):
-    base = name.split("-")[0]
-    if base == "SGLD":
-        return sg.SGLD, {}
-    if base == "SGHMC":
-        return sg.SGHMC, {"order": "explicit", "friction": 0.01}
-    return sg.SGNHT, {"diffusion": 0.01}
 
 
 def main() -> None:
@@ -136,58 +126,24 @@ def main() -> None:
     n_heur = prob.num_train  # 1/60,000: log10 ε = −4.8 as the paper
     rows: list[dict] = []
 
-    def checkpoint(rows: list[dict]) -> None:
-        # rows so far, so an interrupted study still leaves its finished samplers
-        with open(os.path.join(args.out, "rows_partial.json"), "w") as f:
-            json.dump(rows, f, indent=1)
-
     for name in samplers:
-        cls, kw = kernel_class(name)
-        est = cv if name.endswith("-CV") else base
-        factory = tuning.KernelFactory(cls, est, kw)
-        common = dict(make_kernel=factory, estimator=base, program_cache={})
-        axes = {"step_size": steps, "batch_fraction": fractions}
-        if cls is sg.SGHMC:
-            axes["num_leapfrog_steps"] = leapfrogs
-        res = {
-            "MAMBA-KSD": tuning.mamba(
-                tuning.grid(**axes), theta_map, budget=budget, metric=ksd, progress=False, **common
-            )
-        }
-        res["Grid"] = tuning.grid_search(
-            tuning.grid(**{**axes, "batch_fraction": [0.1]}),
-            noisy_map,
-            budget_per_arm=tuning.steps(grid_steps),
-            metric=neg_acc,
-            progress=False,
+        for method, key, r, ev in tune_three_ways(
+            name,
+            base=base,
+            control_variate=cv,
+            theta_map=theta_map,
+            grid_start=noisy_map,
+            steps=steps,
+            fractions=fractions,
+            leapfrogs=leapfrogs,
+            budget=budget,
+            ksd=ksd,
+            grid_metric=neg_acc,
+            grid_steps=grid_steps,
+            num_train=n_heur,
+            eval_seconds=eval_s,
             thin=1,
-            **common,
-        )
-        h_arm = tuning.heuristic_arm(n_heur, 10 if cls is sg.SGHMC else None)
-        res["Heuristic"] = run_fixed(
-            "heuristic",
-            [h_arm],
-            theta_map,
-            budget_per_arm=tuning.steps(1),
-            metric=neg_acc,
-            progress=False,
-            thin=1,
-            **common,
-        )
-        by_arm: dict = {}
-        for method, r in res.items():
-            key = tuning.arm_label(r.best_arm)
-            if key not in by_arm:
-                by_arm[key] = run_fixed(
-                    "eval",
-                    [r.best_arm],
-                    theta_map,
-                    budget_per_arm=tuning.seconds(eval_s),
-                    metric=ksd,
-                    progress=False,
-                    **common,
-                )
-            ev = by_arm[key]
+        ):
             rec = ev.records[0]
             s = [np.asarray(p) for p in ev.best_samples]
             ok = not rec.diverged and s[0].shape[0] >= 1
@@ -206,7 +162,7 @@ def main() -> None:
                 "tuning_sampling_s": float(r.total_sampling_seconds),
             }
             rows.append(row)
-            checkpoint(rows)
+            write_partial(args.out, rows)
             print(
                 f"{name:9s} {method:10s} {key:55s} KSD {row['ksd']:10.4g} "
                 f"acc {m['accuracy']:.4f} ECE {100 * m['ece']:.1f}% MCE {100 * m['mce']:.1f}% "

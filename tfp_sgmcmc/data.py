@@ -55,7 +55,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import RNG_ALG, check_int
+from tfp_sgmcmc.internal.util import RNG_ALG, AttributeView, check_int
 
 __all__ = [
     "BatchState",
@@ -219,15 +219,11 @@ class DataSource:
     _num_examples: int
     _float_dtype: tf.DType | None
 
-    @property
-    def num_examples(self) -> int:
-        """``N``, the number of examples."""
-        return self._num_examples
+    num_examples = AttributeView[int]("_num_examples")
+    """``N``, the number of examples."""
 
-    @property
-    def float_dtype(self) -> tf.DType | None:
-        """The one floating dtype of the data (``None`` if it has no floating array)."""
-        return self._float_dtype
+    float_dtype = AttributeView[tf.DType | None]("_float_dtype")
+    """The one floating dtype of the data (``None`` if it has no floating array)."""
 
     def init_batch_state(self) -> BatchState:  # pragma: no cover - protocol
         raise NotImplementedError
@@ -314,9 +310,7 @@ class InMemoryData(DataSource):
         self.name = name
 
     # -- protocol ----------------------------------------------------------- #
-    @property
-    def scheme(self) -> str:
-        return self._scheme
+    scheme = AttributeView[str]("_scheme")
 
     @property
     def arrays(self) -> Any:
@@ -539,14 +533,10 @@ class DatasetData(DataSource):
         self._feed: list[tf.Tensor] | None = None
         DatasetData._live.add(self)
 
-    @property
-    def batch_size(self) -> int:
-        return self._batch_size
+    batch_size = AttributeView[int]("_batch_size")
 
-    @property
-    def element_spec(self) -> Any:
-        """The ``tf.TypeSpec`` structure of one minibatch."""
-        return self._spec
+    element_spec = AttributeView[Any]("_spec")
+    """The ``tf.TypeSpec`` structure of one minibatch."""
 
     @property
     def batch_nbytes(self) -> int:

@@ -54,7 +54,7 @@ from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.map import find_map
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
-from tfp_sgmcmc.internal.util import as_parts
+from tfp_sgmcmc.internal.util import AttributeView, as_parts
 
 tfb = tfp.bijectors
 tfd = tfp.distributions
@@ -221,33 +221,23 @@ class JointPosterior:
         return lambda batch: batch
 
     # -- the model ---------------------------------------------------------- #
-    @property
-    def prior(self) -> tfd.JointDistribution:
-        return self._prior
+    prior = AttributeView[tfd.JointDistribution]("_prior")
 
     @property
     def names(self) -> list[str]:
         """Names of the state parts, in the order of the state list."""
         return list(self._names)
 
-    @property
-    def bijector(self) -> tfb.Bijector:
-        """``f``: list of unconstrained parts -> list of constrained parts."""
-        return self._bijector
+    bijector = AttributeView[tfb.Bijector]("_bijector")
+    """``f``: list of unconstrained parts -> list of constrained parts."""
 
-    @property
-    def estimator(self) -> TransformedEstimator:
-        """Minibatch estimate of ``log π_z`` and its score (the sampler's space)."""
-        return self._estimator
+    estimator = AttributeView[TransformedEstimator]("_estimator")
+    """Minibatch estimate of ``log π_z`` and its score (the sampler's space)."""
 
-    @property
-    def constrained_estimator(self) -> MinibatchEstimator:
-        """Minibatch estimate of ``log π(θ)`` in the model's space (a list of parts)."""
-        return self._constrained
+    constrained_estimator = AttributeView[MinibatchEstimator]("_constrained")
+    """Minibatch estimate of ``log π(θ)`` in the model's space (a list of parts)."""
 
-    @property
-    def num_examples(self) -> int:
-        return self._constrained.num_examples
+    num_examples = AttributeView[int]("_constrained.num_examples")
 
     def structure(self, parts: Sequence[Any]) -> Any:
         """A list of parts in the prior's structure (dict, namedtuple or list)."""

@@ -19,6 +19,17 @@ paper's choice (thin 10, full-batch scores).
 **Chains.** A state with ``chain_ndims`` leading batch dimensions is
 ``chain_ndims`` independent chains; the statistic is computed per chain.
 
+**Arguments both reducers take** after their own (each class documents only its own):
+
+- ``score_fn``: optional ``state -> score`` (same structure as the state), evaluated
+  on kept states only. Default value: ``None``.
+- ``score_getter_fn``: ``kernel_results -> score``. Default value: ``None``
+  ([`get_innermost_score`][tfp_sgmcmc.diagnostics.reducers.get_innermost_score]).
+  Give at most one of the two score sources.
+- ``thin``: keep every ``thin``-th state (an int ``≥ 1``). Default value: ``1``.
+- ``chain_ndims``: leading batch (chain) dimensions of the state. Default value: ``0``.
+- ``name``: name scope. Default value: ``None``.
+
 #### References
 
 1. J. Gorham, L. Mackey. Measuring sample quality with kernels. ICML 2017.
@@ -44,6 +55,7 @@ from tfp_sgmcmc.diagnostics.fssd import (
     validate_fssd_kernel,
 )
 from tfp_sgmcmc.diagnostics.ksd import DEFAULT_BLOCK_SIZE, _validate, ksd_from_flat
+from tfp_sgmcmc.internal.util import AttributeView
 
 __all__ = [
     "get_innermost_score",
@@ -102,17 +114,11 @@ class _SteinReducerBase(tfp.experimental.mcmc.Reducer):
         self._thin = int(thin)
         self._chain_ndims = int(chain_ndims)
 
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return self._parameters
+    parameters = AttributeView[dict[str, Any]]("_parameters")
 
-    @property
-    def thin(self) -> int:
-        return self._thin
+    thin = AttributeView[int]("_thin")
 
-    @property
-    def chain_ndims(self) -> int:
-        return self._chain_ndims
+    chain_ndims = AttributeView[int]("_chain_ndims")
 
     def _flat_state(self, state: Any) -> tf.Tensor:
         return flatten_parts(state, "chain_state", self._chain_ndims)
@@ -180,6 +186,10 @@ class FSSDReducer(_SteinReducerBase):
     docstring for the score source. ``finalize`` returns float64 (the sums
     are accumulated in float64 whatever the state dtype).
 
+    Besides the arguments below, it takes ``score_fn``, ``score_getter_fn``, ``thin``,
+    ``chain_ndims`` and ``name``, which both reducers share
+    ([`tfp_sgmcmc.diagnostics.reducers`][tfp_sgmcmc.diagnostics.reducers]).
+
     Args:
       locations: ``[J, d]`` test locations in the flattened state coordinates
         (e.g. from [`fssd_opt`][tfp_sgmcmc.diagnostics.fssd_opt] on a pilot run).
@@ -187,13 +197,6 @@ class FSSDReducer(_SteinReducerBase):
       bandwidth: Gaussian ``σ`` (required for ``"gaussian"``). Default value: ``None``.
       c: IMQ scale ``c > 0``. Default value: ``1.``.
       beta: IMQ exponent in ``(−1, 0)``. Default value: ``-0.5``.
-      score_fn: optional ``state -> score`` (same structure as the state),
-        evaluated on kept states only. Default value: ``None``.
-      score_getter_fn: ``kernel_results -> score``. Default value: ``None``
-        ([`get_innermost_score`][tfp_sgmcmc.diagnostics.reducers.get_innermost_score]).
-      thin: keep every ``thin``-th state. Default value: ``1``.
-      chain_ndims: leading batch (chain) dimensions of the state. Default value: ``0``.
-      name: name scope. Default value: ``None``.
 
     Raises:
       ValueError: bad kernel arguments, ``J < 1``, ``thin < 1``, non-finite
@@ -296,6 +299,10 @@ class KSDReducer(_SteinReducerBase):
     ``trace_fn`` at every step it gives a moving-window KSD trace. See the
     module docstring for the score source.
 
+    Besides the arguments below, it takes ``score_fn``, ``score_getter_fn``, ``thin``,
+    ``chain_ndims`` and ``name``, which both reducers share
+    ([`tfp_sgmcmc.diagnostics.reducers`][tfp_sgmcmc.diagnostics.reducers]).
+
     Args:
       capacity: buffer rows (most recent kept states). Default value: ``1000``.
       kernel: ``"imq"`` or ``"rbf"``. Default value: ``"imq"``.
@@ -304,13 +311,6 @@ class KSDReducer(_SteinReducerBase):
       bandwidth: RBF length scale (``None`` = median heuristic). Default value: ``None``.
       statistic: ``"v"`` or ``"u"``. Default value: ``"v"``.
       block_size: KSD block size. Default value: ``1024``.
-      score_fn: optional ``state -> score`` evaluated on kept states only.
-        Default value: ``None``.
-      score_getter_fn: ``kernel_results -> score``. Default value: ``None``
-        ([`get_innermost_score`][tfp_sgmcmc.diagnostics.reducers.get_innermost_score]).
-      thin: keep every ``thin``-th state. Default value: ``1``.
-      chain_ndims: leading batch (chain) dimensions of the state. Default value: ``0``.
-      name: name scope. Default value: ``None``.
 
     Raises:
       ValueError: bad KSD arguments, ``capacity < 2`` (``< 1`` for V),
@@ -356,9 +356,7 @@ class KSDReducer(_SteinReducerBase):
             score_getter_fn=score_getter_fn, thin=thin, chain_ndims=chain_ndims, name=name,
         )
 
-    @property
-    def capacity(self) -> int:
-        return self._capacity
+    capacity = AttributeView[int]("_capacity")
 
     def initialize(self, initial_chain_state: Any, initial_kernel_results: Any = None):
         with tf.name_scope(f"{self._name}/initialize"):

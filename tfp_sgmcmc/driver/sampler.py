@@ -86,7 +86,7 @@ from tfp_sgmcmc.driver.chunks import (
     run_chunk,
 )
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
-from tfp_sgmcmc.internal.util import check_int
+from tfp_sgmcmc.internal.util import AttributeView, check_int
 
 __all__ = [
     "sample",
@@ -702,18 +702,14 @@ class SamplingRun:
         if not self.store.exists() and self.num_written:
             raise RunDirectoryError(f"{self.run_dir}: {SAMPLES_FILE} is missing.")
 
-    @property
-    def config(self) -> dict[str, Any]:
-        return self._ckpt.config
+    config = AttributeView[dict[str, Any]]("_ckpt.config")
 
     @property
     def metadata(self) -> dict[str, Any]:
         return dict(self.config.get("metadata", {}))
 
-    @property
-    def num_written(self) -> int:
-        """Valid draws (rows beyond it, from an interrupted chunk, are ignored)."""
-        return self._ckpt.num_written
+    num_written = AttributeView[int]("_ckpt.num_written")
+    """Valid draws (rows beyond it, from an interrupted chunk, are ignored)."""
 
     @property
     def num_samples(self) -> int:

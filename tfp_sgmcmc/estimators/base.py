@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.internal.util import as_parts, restructure
+from tfp_sgmcmc.internal.util import AttributeView, as_parts, restructure
 
 __all__ = ["GradientEstimate", "GradientEstimator", "WrappingEstimator", "value_and_gradient_parts"]
 
@@ -146,22 +146,14 @@ class WrappingEstimator(GradientEstimator):
             raise ValueError(f"`base` must be a {kind.__name__}, got {type(base).__name__}.")
         self._base = base
 
-    @property
-    def base(self) -> Any:
-        """The wrapped estimator."""
-        return self._base
+    base = AttributeView[Any]("_base")
+    """The wrapped estimator."""
 
-    @property
-    def dtype(self) -> tf.DType | None:
-        """The data's float dtype, from the wrapped estimator."""
-        return self._base.dtype
+    dtype = AttributeView[tf.DType | None]("_base.dtype")
+    """The data's float dtype, from the wrapped estimator."""
 
-    @property
-    def batch_size(self) -> int:
-        """The wrapped estimator's minibatch size ``n``."""
-        return self._base.batch_size
+    batch_size = AttributeView[int]("_base.batch_size")
+    """The wrapped estimator's minibatch size ``n``."""
 
-    @property
-    def num_examples(self) -> int:
-        """The wrapped estimator's data size ``N``."""
-        return self._base.num_examples
+    num_examples = AttributeView[int]("_base.num_examples")
+    """The wrapped estimator's data size ``N``."""

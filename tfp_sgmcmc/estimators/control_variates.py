@@ -37,7 +37,7 @@ import tensorflow as tf
 from tfp_sgmcmc.data import BatchState
 from tfp_sgmcmc.estimators.base import GradientEstimate, WrappingEstimator, value_and_gradient_parts
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
-from tfp_sgmcmc.internal.util import as_parts, check_finite_tensor, restructure
+from tfp_sgmcmc.internal.util import AttributeView, as_parts, check_finite_tensor, restructure
 
 __all__ = ["ControlVariateEstimator"]
 
@@ -96,18 +96,12 @@ class ControlVariateEstimator(WrappingEstimator):
         self._centre_grad = [tf.convert_to_tensor(g) for g in centering_gradient]
         self._centre_log_prob = tf.convert_to_tensor(centering_log_prob)
 
-    @property
-    def centering_value(self) -> Any:
-        return self._centre
+    centering_value = AttributeView[Any]("_centre")
 
-    @property
-    def centering_gradient(self) -> list[tf.Tensor]:
-        return self._centre_grad
+    centering_gradient = AttributeView[list[tf.Tensor]]("_centre_grad")
 
-    @property
-    def centering_log_prob(self) -> tf.Tensor:
-        """The full-data ``log π(θ̂)`` (used by wrappers such as the structured energies)."""
-        return self._centre_log_prob
+    centering_log_prob = AttributeView[tf.Tensor]("_centre_log_prob")
+    """The full-data ``log π(θ̂)`` (used by wrappers such as the structured energies)."""
 
     def with_batch_size(self, batch_size: int) -> ControlVariateEstimator:
         return ControlVariateEstimator(
@@ -117,10 +111,8 @@ class ControlVariateEstimator(WrappingEstimator):
             centering_log_prob=self._centre_log_prob,
         )
 
-    @property
-    def independent_chains(self) -> bool:
-        """Whether each chain draws its own minibatch (the base estimator's setting)."""
-        return self._base.independent_chains
+    independent_chains = AttributeView[bool]("_base.independent_chains")
+    """Whether each chain draws its own minibatch (the base estimator's setting)."""
 
     def with_independent_chains(self, independent_chains: bool = True) -> ControlVariateEstimator:
         """The same estimator with per-chain (or shared) minibatches."""

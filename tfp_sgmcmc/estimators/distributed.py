@@ -69,6 +69,7 @@ from tfp_sgmcmc.estimators.base import (
     value_and_gradient_parts,
 )
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
+from tfp_sgmcmc.internal.util import AttributeView
 
 __all__ = ["DistributedMinibatchEstimator"]
 
@@ -182,23 +183,17 @@ class DistributedMinibatchEstimator(WrappingEstimator):
         self._replicas = replicas
 
     # -- configuration ------------------------------------------------------ #
-    @property
-    def strategy(self) -> tf.distribute.Strategy:
-        return self._strategy
+    strategy = AttributeView[tf.distribute.Strategy]("_strategy")
 
-    @property
-    def num_replicas(self) -> int:
-        """``R``, the number of replicas in sync (shards per minibatch)."""
-        return self._replicas
+    num_replicas = AttributeView[int]("_replicas")
+    """``R``, the number of replicas in sync (shards per minibatch)."""
 
     @property
     def shard_size(self) -> int:
         """``n_r = n / R``, the rows each replica sees per step."""
         return self._base.batch_size // self._replicas
 
-    @property
-    def data(self) -> Any:
-        return self._base.data
+    data = AttributeView[Any]("_base.data")
 
     def with_batch_size(self, batch_size: int) -> DistributedMinibatchEstimator:
         """The same model, data and strategy with another batch size (for MAMBA arms)."""

@@ -35,6 +35,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.internal.util import AttributeView
+
 __all__ = ["MaskDistribution", "BernoulliMask", "UniformMask", "BetaMask"]
 
 tfd = tfp.distributions
@@ -89,9 +91,7 @@ class BernoulliMask(MaskDistribution):
     def __init__(self, keep_prob: float) -> None:
         self.keep_prob = _positive_float(keep_prob, "keep_prob", upper=1.0)
 
-    @property
-    def mean(self) -> float:
-        return self.keep_prob
+    mean = AttributeView[float]("keep_prob")
 
     def distribution(self, dtype: tf.DType) -> tfd.Distribution:
         # Samples are `uniform < ρ` cast to `dtype`, so ρ = 1 keeps every value.

@@ -52,6 +52,7 @@ from tfp_sgmcmc.estimators.base import (
 )
 from tfp_sgmcmc.internal.util import (
     RNG_ALG,
+    AttributeView,
     as_parts,
     cast_param,
     check_int,
@@ -131,34 +132,20 @@ class MinibatchEstimator(GradientEstimator):
         self._independent = bool(independent_chains)
 
     # -- configuration ---------------------------------------------------- #
-    @property
-    def data(self) -> DataSource:
-        return self._data
+    data = AttributeView[DataSource]("_data")
 
-    @property
-    def batch_size(self) -> int:
-        return self._batch_size
+    batch_size = AttributeView[int]("_batch_size")
 
-    @property
-    def num_examples(self) -> int:
-        return self._data.num_examples
+    num_examples = AttributeView[int]("_data.num_examples")
 
-    @property
-    def dtype(self) -> tf.DType | None:
-        return self._data.float_dtype
+    dtype = AttributeView[tf.DType | None]("_data.float_dtype")
 
-    @property
-    def independent_chains(self) -> bool:
-        """Whether each chain draws its own minibatch."""
-        return self._independent
+    independent_chains = AttributeView[bool]("_independent")
+    """Whether each chain draws its own minibatch."""
 
-    @property
-    def log_likelihood_fn(self) -> LogLikelihoodFn:
-        return self._log_likelihood_fn
+    log_likelihood_fn = AttributeView[LogLikelihoodFn]("_log_likelihood_fn")
 
-    @property
-    def log_prior_fn(self) -> LogPriorFn | None:
-        return self._log_prior_fn
+    log_prior_fn = AttributeView[LogPriorFn | None]("_log_prior_fn")
 
     def with_batch_size(self, batch_size: int) -> MinibatchEstimator:
         """The same model and data with another batch size."""
@@ -367,13 +354,9 @@ class NoisyGradientEstimator(GradientEstimator):
     def dtype(self) -> tf.DType | None:
         return None
 
-    @property
-    def target_log_prob_fn(self) -> Callable[[Any], tf.Tensor]:
-        return self._fn
+    target_log_prob_fn = AttributeView[Callable[[Any], tf.Tensor]]("_fn")
 
-    @property
-    def noise_scale(self) -> Any:
-        return self._noise_scale
+    noise_scale = AttributeView[Any]("_noise_scale")
 
     def bootstrap(self, state: Any) -> tuple:
         del state

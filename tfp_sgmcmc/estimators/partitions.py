@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from tfp_sgmcmc.internal.util import AttributeView
+
 __all__ = [
     "Partition",
     "partition_by_part",
@@ -150,10 +152,8 @@ class Partition:
         """Per-part int32 arrays of group ids (event shapes)."""
         return list(self._ids)
 
-    @property
-    def num_groups(self) -> int:
-        """``M``."""
-        return self._num_groups
+    num_groups = AttributeView[int]("_num_groups")
+    """``M``."""
 
     @property
     def group_sizes(self) -> np.ndarray:

@@ -120,7 +120,13 @@ from tfp_sgmcmc.estimators.history import (
 from tfp_sgmcmc.estimators.masks import BernoulliMask, BetaMask, MaskDistribution, UniformMask
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.partitions import Partition
-from tfp_sgmcmc.internal.util import RecordedArgument, as_parts, check_int, restructure
+from tfp_sgmcmc.internal.util import (
+    AttributeView,
+    RecordedArgument,
+    as_parts,
+    check_int,
+    restructure,
+)
 
 __all__ = [
     "MaskDistribution",
@@ -155,9 +161,9 @@ class _StructuredEnergy(WrappingEstimator):
         self,
         base: GradientEstimator,
         partition: Partition,
-        history_capacity: int,
-        thinning: int,
-        evaluation: str,
+        history_capacity: int = 1000,
+        thinning: int = 1,
+        evaluation: str = "vectorized",
     ) -> None:
         if isinstance(base, ControlVariateEstimator):
             self._cv: ControlVariateEstimator | None = base
@@ -202,9 +208,7 @@ class _StructuredEnergy(WrappingEstimator):
     thinning = RecordedArgument[int]("Every ``thinning``-th state enters the history.")
     evaluation = RecordedArgument[str]("``'vectorized'`` or ``'sequential'`` composites.")
 
-    @property
-    def num_groups(self) -> int:
-        return self.partition.num_groups
+    num_groups = AttributeView[int]("partition.num_groups")
 
     @property
     def num_composites(self) -> int:
@@ -446,19 +450,9 @@ class StructuredEstimator(_StructuredEnergy):
          Gradient MCMC. In _ICML_, 2022. https://arxiv.org/abs/2107.09028
     """
 
-    def __init__(
-        self,
-        base: GradientEstimator,
-        partition: Partition,
-        history_capacity: int = 1000,
-        thinning: int = 1,
-        evaluation: str = "vectorized",
-    ) -> None:
-        super().__init__(base, partition, history_capacity, thinning, evaluation)
-
-    @property
-    def num_composites(self) -> int:
-        return self.num_groups
+    # The constructor is the shared one: (base, partition, history_capacity, thinning,
+    # evaluation), all documented above.
+    num_composites = AttributeView[int]("num_groups")
 
     def _masks(self, batch_shape, seed, dtype):
         del seed
@@ -548,13 +542,9 @@ class StructuredDropoutEstimator(_StructuredEnergy):
 
     num_masks = RecordedArgument[int]("``K``, masks (composites) per call.")
 
-    @property
-    def mask(self) -> MaskDistribution:
-        return self._mask
+    mask = AttributeView[MaskDistribution]("_mask")
 
-    @property
-    def num_composites(self) -> int:
-        return self.num_masks
+    num_composites = AttributeView[int]("num_masks")
 
     def _masks(self, batch_shape, seed, dtype):
         return self._mask.sample([self.num_masks, self.num_groups] + batch_shape, seed, dtype)

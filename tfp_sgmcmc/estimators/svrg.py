@@ -42,7 +42,7 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, WrappingEstimator, value_and_gradient_parts
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
-from tfp_sgmcmc.internal.util import as_parts, check_int, restructure
+from tfp_sgmcmc.internal.util import AttributeView, as_parts, check_int, restructure
 
 __all__ = ["SVRGEstimator", "SVRGEstimatorState"]
 
@@ -99,9 +99,7 @@ class SVRGEstimator(WrappingEstimator):
         super().__init__(base, MinibatchEstimator)
         self._update_rate = check_int(update_rate, "update_rate", minimum=1)
 
-    @property
-    def update_rate(self) -> int:
-        return self._update_rate
+    update_rate = AttributeView[int]("_update_rate")
 
     def with_batch_size(self, batch_size: int) -> SVRGEstimator:
         return SVRGEstimator(self._base.with_batch_size(batch_size), self._update_rate)

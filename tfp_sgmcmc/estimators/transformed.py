@@ -43,7 +43,7 @@ from tensorflow_probability.python.mcmc.transformed_kernel import (
 )
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
-from tfp_sgmcmc.internal.util import as_parts, restructure
+from tfp_sgmcmc.internal.util import AttributeView, as_parts, restructure
 
 __all__ = ["TransformedEstimator"]
 
@@ -117,18 +117,12 @@ class TransformedEstimator(WrappingEstimator):
         self.gradient_evaluations_per_call = estimator.gradient_evaluations_per_call
 
     # -- configuration ----------------------------------------------------- #
-    @property
-    def estimator(self) -> GradientEstimator:
-        """The inner (constrained-space) estimator, ``base``."""
-        return self._base
+    estimator = AttributeView[GradientEstimator]("_base")
+    """The inner (constrained-space) estimator, ``base``."""
 
-    @property
-    def bijector(self) -> Any:
-        return self._bijector
+    bijector = AttributeView[Any]("_bijector")
 
-    @property
-    def include_log_det_jacobian(self) -> bool:
-        return self._include_ldj
+    include_log_det_jacobian = AttributeView[bool]("_include_ldj")
 
     def with_batch_size(self, batch_size: int) -> TransformedEstimator:
         """The same transform around the inner estimator's ``with_batch_size(batch_size)``."""

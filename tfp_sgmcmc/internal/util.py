@@ -6,6 +6,7 @@ These are our own copies of the few conveniences TFP keeps in its private
 
 from __future__ import annotations
 
+import operator
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
@@ -30,6 +31,7 @@ __all__ = [
     "cast_param",
     "RecordedParameters",
     "RecordedArgument",
+    "AttributeView",
     "PrettyNamedTupleMixin",
     "deprecated_aliases",
 ]
@@ -254,6 +256,34 @@ class RecordedArgument(Generic[_T]):
         raise AttributeError(
             f"{self._key!r} is a constructor argument; use `copy({self._key}=...)`."
         )
+
+
+class AttributeView(Generic[_T]):
+    """A read-only attribute that returns another attribute of the same object.
+
+    ``batch_size = AttributeView[int]("_batch_size")`` in a class body makes
+    ``obj.batch_size`` return ``obj._batch_size``; a dotted path
+    (``"_base.batch_size"``) follows attributes. It stands for the three-line
+    getter ``property`` whose body is that one read, and behaves as one:
+    assigning raises ``AttributeError``, and a docstring written under the
+    assignment documents it on the API page.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._get = operator.attrgetter(path)
+        self._name = path
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> _T:
+        if instance is None:
+            return self  # type: ignore[return-value]  # the class attribute (docs, help)
+        return self._get(instance)
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        raise AttributeError(f"{self._name!r} is read-only (it reads `{self._path}`).")
 
 
 def all_finite(parts: Sequence[tf.Tensor], batch_ndims: int) -> tf.Tensor:

@@ -39,6 +39,7 @@ from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.internal.random import standard_normal
 from tfp_sgmcmc.internal.util import (
     RNG_ALG,
+    AttributeView,
     RecordedArgument,
     all_finite,
     as_parts,
@@ -68,9 +69,7 @@ class ParameterizedKernel(tfp.mcmc.TransitionKernel):
     def is_calibrated(self) -> bool:
         return False
 
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return self._parameters
+    parameters = AttributeView[dict[str, Any]]("_parameters")
 
     @property
     def name(self) -> str:
@@ -112,9 +111,7 @@ class SGMCMCKernel(ParameterizedKernel):
     step_size = RecordedArgument[Any]("``ε`` as given: a scalar, tensor or schedule.")
     temperature = RecordedArgument[Any]("``T`` as given: a scalar or schedule.")
 
-    @property
-    def step_size_schedule(self) -> StepSizeSchedule:
-        return self._schedule
+    step_size_schedule = AttributeView[StepSizeSchedule]("_schedule")
 
     @property
     def gradient_evaluations_per_step(self) -> int:

@@ -11,6 +11,7 @@ import tensorflow as tf
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import sghmc_momentum_step
 from tfp_sgmcmc.internal.util import (
+    AttributeView,
     RecordedArgument,
     cast_param,
     check_int,
@@ -175,9 +176,7 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
 
     num_leapfrog_steps = RecordedArgument[int]("``L``, leapfrog steps per transition.")
 
-    @property
-    def gradient_evaluations_per_step(self) -> int:
-        return self.num_leapfrog_steps
+    gradient_evaluations_per_step = AttributeView[int]("num_leapfrog_steps")
 
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
         return {"momentum": [tf.zeros_like(p) for p in parts]}

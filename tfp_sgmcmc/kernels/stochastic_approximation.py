@@ -71,6 +71,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfp_sgmcmc.internal.util import (
+    AttributeView,
     RecordedArgument,
     as_parts,
     check_in_interval,
@@ -208,13 +209,9 @@ class StochasticApproximation(ParameterizedKernel):
     inner_kernel = RecordedArgument[SGMCMCKernel]("The wrapped SG kernel.")
     sa_step_size = RecordedArgument[Any]("``ω_k`` as given: a scalar, tensor or schedule.")
 
-    @property
-    def estimator(self) -> SSGLEstimator:
-        return self.inner_kernel.estimator
+    estimator = AttributeView[SSGLEstimator]("inner_kernel.estimator")
 
-    @property
-    def gradient_evaluations_per_step(self) -> int:
-        return self.inner_kernel.gradient_evaluations_per_step
+    gradient_evaluations_per_step = AttributeView[int]("inner_kernel.gradient_evaluations_per_step")
 
     def bootstrap_results(
         self, init_state: Any, seed: Any = None

@@ -31,7 +31,7 @@ from tensorflow_probability.python.mcmc.transformed_kernel import make_transform
 
 from tfp_sgmcmc.estimators.base import GradientEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin
+from tfp_sgmcmc.internal.util import AttributeView, PrettyNamedTupleMixin
 
 __all__ = [
     "TransformedTransitionKernel",
@@ -181,7 +181,5 @@ class TransformedTransitionKernel(tfp.mcmc.TransformedTransitionKernel):
         self._transform_unconstrained_to_target_support = make_transform_fn(bijector, "forward")
         self._transform_target_support_to_unconstrained = make_transform_fn(bijector, "inverse")
 
-    @property
-    def transformed_kernel(self) -> Any:
-        """The inner kernel stack as rebuilt to run on the unconstrained space."""
-        return self._inner_kernel
+    transformed_kernel = AttributeView[Any]("_inner_kernel")
+    """The inner kernel stack as rebuilt to run on the unconstrained space."""

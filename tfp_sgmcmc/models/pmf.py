@@ -76,6 +76,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.internal.util import AttributeView
 from tfp_sgmcmc.models._problem import TrainSplitMixin, read_ground_truth
 from tfp_sgmcmc.models.data_files import RatingsData, load_movielens
 
@@ -296,13 +297,9 @@ class PMF(TrainSplitMixin):
     dtype: Any = np.float32
     _cache: dict = field(default_factory=dict, repr=False)
 
-    @property
-    def num_users(self) -> int:
-        return self.data.num_users
+    num_users = AttributeView[int]("data.num_users")
 
-    @property
-    def num_items(self) -> int:
-        return self.data.num_items
+    num_items = AttributeView[int]("data.num_items")
 
     @property
     def num_train(self) -> int:

@@ -53,6 +53,7 @@ from tfp_sgmcmc.estimators.base import (
 )
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.internal.util import (
+    AttributeView,
     PrettyNamedTupleMixin,
     as_parts,
     cast_param,
@@ -191,27 +192,17 @@ class SSGLEstimator(WrappingEstimator):
         )
 
     # -- configuration ---------------------------------------------------- #
-    @property
-    def prior(self) -> SpikeAndSlabGroupLasso:
-        return self._prior
+    prior = AttributeView[SpikeAndSlabGroupLasso]("_prior")
 
-    @property
-    def likelihood_estimator(self) -> MinibatchEstimator:
-        """The prior-free minibatch estimator of the (unit-σ) likelihood."""
-        return self._base
+    likelihood_estimator = AttributeView[MinibatchEstimator]("_base")
+    """The prior-free minibatch estimator of the (unit-σ) likelihood."""
 
-    @property
-    def is_regression(self) -> bool:
-        return self._regression
+    is_regression = AttributeView[bool]("_regression")
 
-    @property
-    def batch_ndims(self) -> int:
-        return self._batch_ndims
+    batch_ndims = AttributeView[int]("_batch_ndims")
 
-    @property
-    def independent_chains(self) -> bool:
-        """Whether each chain draws its own minibatch."""
-        return self._base.independent_chains
+    independent_chains = AttributeView[bool]("_base.independent_chains")
+    """Whether each chain draws its own minibatch."""
 
     def sparse_mask(self, num_parts: int) -> list[bool]:
         """Which of ``num_parts`` state parts carry the SSGL prior."""

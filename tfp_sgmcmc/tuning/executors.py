@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from tfp_sgmcmc.internal.util import AttributeView
 from tfp_sgmcmc.tuning.arms import KernelFactory
 from tfp_sgmcmc.tuning.budget import Budget, steps_for
 from tfp_sgmcmc.tuning.metrics import resolve_metric
@@ -490,9 +491,7 @@ class _SequentialPool(ArmPool):
     def final_states(self) -> list[Any]:
         return [None if s.diverged else s.state for s in self.runner.arm_states]
 
-    @property
-    def num_programs(self) -> int:
-        return self.runner.num_programs
+    num_programs = AttributeView[int]("runner.num_programs")
 
 
 class SequentialExecutor(Executor):

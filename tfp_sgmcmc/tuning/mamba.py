@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from tfp_sgmcmc.internal.util import AttributeView
 from tfp_sgmcmc.tuning.budget import Budget, num_rounds, per_arm_budgets, round_sizes
 from tfp_sgmcmc.tuning.executors import (
     ArmPool,
@@ -205,9 +206,7 @@ class MAMBA:
                     f"{self.budget.unit}); increase it."
                 )
 
-    @property
-    def arms(self) -> list[dict[str, Any]]:
-        return self._arms
+    arms = AttributeView[list[dict[str, Any]]]("_arms")
 
     def run(self) -> TuningResult:
         """Runs Algorithm 1 and returns a
