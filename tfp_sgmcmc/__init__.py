@@ -104,25 +104,90 @@ _EXPORTS = {
 
 __version__ = "0.1.0.dev0"
 
-#: The submodules (also imported on first access).
-_SUBMODULES = frozenset(
-    {
-        "data",
-        "diagnostics",
-        "driver",
-        "estimators",
-        "integrators",
-        "kernels",
-        "priors",
-        "schedules",
-        "transforms",
-        "tuning",
-    }
-)
+__all__ = [
+    # modules
+    "data",
+    "diagnostics",
+    "driver",
+    "estimators",
+    "integrators",
+    "kernels",
+    "priors",
+    "schedules",
+    "transforms",
+    "tuning",
+    # data and estimators
+    "InMemoryData",
+    "DatasetData",
+    "GradientEstimate",
+    "GradientEstimator",
+    "DistributedMinibatchEstimator",
+    "MinibatchEstimator",
+    "NoisyGradientEstimator",
+    "ControlVariateEstimator",
+    "SVRGEstimator",
+    "StructuredEstimator",
+    "StructuredDropoutEstimator",
+    "find_map",
+    "TransformedEstimator",
+    # kernels
+    "StochasticGradientLangevinDynamics",
+    "PreconditionedStochasticGradientLangevinDynamics",
+    "StochasticGradientHamiltonianMonteCarlo",
+    "StochasticGradientNoseHooverThermostat",
+    "TransformedTransitionKernel",
+    "MomentumSGLD",
+    "AdamSGLD",
+    "AdaMaxSGLD",
+    "AdadeltaSGLD",
+    "PreconditionedMomentumSGLD",
+    "PreconditionedAdamSGLD",
+    "StochasticApproximation",
+    "SGLD",
+    "PSGLD",
+    "SGHMC",
+    "SGNHT",
+    "MSGLD",
+    "ASGLD",
+    "BAOAB",
+    "BADODAB",
+    "ContourSGLD",
+    "ReplicaExchangeSGLD",
+    "CSGLD",
+    "RESGLD",
+    # priors and schedules
+    "SpikeAndSlabGroupLasso",
+    "SSGLEstimator",
+    "ConstantStepSize",
+    "PolynomialDecay",
+    "CyclicalStepSize",
+    "SAStepSize",
+    "GeometricAnnealing",
+    # diagnostics
+    "kernel_stein_discrepancy",
+    "fssd",
+    "fssd_opt",
+    "KSDReducer",
+    "FSSDReducer",
+    "effective_sample_size",
+    "integrated_autocorrelation_time",
+    "expected_calibration_error",
+    "maximum_calibration_error",
+    "relative_std_error",
+    # tuning, long runs, export
+    "MAMBA",
+    "RayMAMBA",
+    "RayExecutor",
+    "mamba",
+    "grid_search",
+    "heuristic",
+    "sample",
+    "to_arviz",
+    "JointPosterior",
+]
 
-# One list of public names: the table above and the submodules (static analysers
-# read the eager imports under TYPE_CHECKING below).
-__all__ = sorted(_SUBMODULES) + list(_EXPORTS)
+#: The public names the table does not map are the submodules (imported on first access).
+_SUBMODULES = frozenset(__all__) - _EXPORTS.keys()
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the eager imports

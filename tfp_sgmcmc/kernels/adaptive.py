@@ -46,15 +46,16 @@ from tfp_sgmcmc.transforms import (
     PreconditionedBias,
 )
 
+# Each kernel beside its paper's acronym where it has one.
 __all__ = [
     "MomentumSGLD",
+    "MSGLD",
     "AdamSGLD",
+    "ASGLD",
     "AdaMaxSGLD",
     "AdadeltaSGLD",
     "PreconditionedMomentumSGLD",
     "PreconditionedAdamSGLD",
-    "MSGLD",
-    "ASGLD",
 ]
 
 #: Constructor arguments every kernel shares; the rest are the drift's hyperparameters.
