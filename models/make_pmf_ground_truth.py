@@ -71,18 +71,35 @@ def hessian_diagonal(prob: pm.PMF, state: list[np.ndarray]) -> list[np.ndarray]:
     return [out[0], out[1], out[2], out[3], out[4], out[5]]
 
 
-def _ess(flat: np.ndarray, block: int = 512) -> np.ndarray:
-    """Multi-chain ESS of ``flat`` ``[draws, chains, k]``, ``block`` columns at a time.
+def _ess(flat: np.ndarray) -> np.ndarray:
+    """Multi-chain ESS of ``flat`` ``[draws, chains, k]`` (TFP's estimator)."""
+    return tfp.mcmc.effective_sample_size(tf.constant(flat), cross_chain_dims=1).numpy()
 
-    The FFT autocorrelation pads the draws to a power of two in complex128: all
-    18,860 parameters of 5,000 draws at once need ~10 GB, a block of 512 about 0.3 GB.
+
+def _column_stats(flat: np.ndarray, block: int = 512) -> dict[str, np.ndarray]:
+    """Mean, sd, MCSE of the sd, ESS and R-hat of every column of ``flat`` ``[draws, chains, k]``.
+
+    Computed ``block`` columns at a time: the FFT autocorrelation pads the draws to
+    a power of two in complex128, so all 33,640 columns of ``V`` over 13,000 draws
+    at once need tens of GB; a block of 512 needs about 0.3 GB.
     """
-    out = [
-        tfp.mcmc.effective_sample_size(tf.constant(flat[..., j : j + block]), cross_chain_dims=1)
-        .numpy()
-        for j in range(0, flat.shape[-1], block)
-    ]
-    return np.concatenate(out)
+    draws, chains, k = flat.shape
+    out: dict[str, list[np.ndarray]] = {n: [] for n in ("mean", "std", "mcse_std", "ess", "rhat")}
+    for j in range(0, k, block):
+        x = np.ascontiguousarray(flat[..., j : j + block])
+        pooled = x.reshape(draws * chains, -1)
+        mean, std = pooled.mean(0), pooled.std(0, ddof=1)
+        sq = (x - mean) ** 2
+        # delta method: sd(σ̂) ≈ sd((θ − μ)²) / (√ESS((θ − μ)²) · 2σ)
+        mcse = sq.reshape(draws * chains, -1).std(0, ddof=1) / np.sqrt(_ess(sq)) / (2.0 * std)
+        rhat = (
+            tfp.mcmc.potential_scale_reduction(tf.constant(x), independent_chain_ndims=1).numpy()
+            if chains > 1
+            else np.full(x.shape[-1], np.nan)
+        )
+        for name, v in zip(out, (mean, std, mcse, _ess(x), rhat)):
+            out[name].append(v)
+    return {n: np.concatenate(v) for n, v in out.items()}
 
 
 def _summary(x: np.ndarray) -> dict[str, float]:
@@ -151,7 +168,7 @@ def run(
     state = [s[-1] for s in w.all_states]
     step = tf.reduce_mean(w.final_kernel_results.new_step_size)
     t_warm = time.time() - t1
-    draws: list[list[np.ndarray]] = []
+    draws: list[list[np.ndarray | None]] = []
     accs = []
     t2 = time.time()
     k = 0
@@ -171,35 +188,30 @@ def run(
         if time.time() - t2 + (time.time() - t2) / k > 60 * max_minutes:
             break
     t_draw = time.time() - t2
-    parts = []
-    for i in range(6):
-        z = np.concatenate([d[i] for d in draws], 0)  # [draws, chains, *shape]
-        parts.append(theta_map[i] + scale[i] * z)
+    num_draws = sum(d[0].shape[0] for d in draws)
     result_parts = {}
     all_ess, all_rhat = [], []
-    for name, th in zip(pm.PARAM_NAMES, parts):
-        flat = th.reshape(th.shape[0], chains, -1)
-        ess = _ess(flat)
-        rhat = (
-            tfp.mcmc.potential_scale_reduction(tf.constant(flat), independent_chain_ndims=1).numpy()
-            if chains > 1
-            else np.full(flat.shape[-1], np.nan)
-        )
-        pooled = flat.reshape(-1, flat.shape[-1])
-        mean, std = pooled.mean(0), pooled.std(0, ddof=1)
-        sq = (pooled - mean) ** 2
-        ess_sq = _ess(sq.reshape(flat.shape))
-        mcse_std = sq.std(0, ddof=1) / np.sqrt(ess_sq) / (2.0 * std)
-        all_ess.append(ess)
-        all_rhat.append(rhat)
+    for i, name in enumerate(pm.PARAM_NAMES):
+        # One part at a time, releasing its chunks as it goes: all draws of all parts in
+        # float64 are several GB, and copies of them ran out of memory.
+        z = np.concatenate([d[i] for d in draws], 0)  # [draws, chains, *shape]
+        for d in draws:
+            d[i] = None
+        th = theta_map[i] + scale[i] * z
+        del z
+        stats = _column_stats(th.reshape(th.shape[0], chains, -1))
+        shape = list(th.shape[2:])
+        del th
+        all_ess.append(stats["ess"])
+        all_rhat.append(stats["rhat"])
         result_parts[name] = {
-            "shape": list(th.shape[2:]),
-            "mean": np.round(mean, 6).tolist(),
-            "std": np.round(std, 6).tolist(),
-            "mcse_std": np.round(mcse_std, 6).tolist(),
-            "ess_min": float(ess.min()),
-            "ess_median": float(np.median(ess)),
-            "rhat_max": float(np.nanmax(rhat)) if chains > 1 else None,
+            "shape": shape,
+            "mean": np.round(stats["mean"], 6).tolist(),
+            "std": np.round(stats["std"], 6).tolist(),
+            "mcse_std": np.round(stats["mcse_std"], 6).tolist(),
+            "ess_min": float(stats["ess"].min()),
+            "ess_median": float(np.median(stats["ess"])),
+            "rhat_max": float(np.nanmax(stats["rhat"])) if chains > 1 else None,
         }
     ess_all = np.concatenate(all_ess)
     rhat_all = np.concatenate(all_rhat)
@@ -219,7 +231,7 @@ def run(
         "during warm-up, then frozen",
         "chains": chains,
         "warmup": warmup,
-        "draws_per_chain": int(parts[0].shape[0]),
+        "draws_per_chain": int(num_draws),
         "num_leapfrog_steps": leapfrog,
         "step_size": float(step.numpy()),
         "mean_accept_prob": float(np.mean(np.concatenate(accs))),
