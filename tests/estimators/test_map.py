@@ -67,3 +67,46 @@ def test_adam_with_minibatches_gets_close(model):
                       learning_rate=0.01, seed=3)
     # Minibatch noise leaves Adam within a few posterior sds (≈ 1/√N ≈ 0.07).
     np.testing.assert_allclose(res.position.numpy(), want, atol=0.1)
+
+
+def test_lbfgs_from_a_steep_start_moves_and_improves():
+    """Bayesian PMF from its small random start: the gradient norm is about 4,300 and a
+    unit step along it overflows the precisions' ``exp`` into NaN. Unscaled, TFP's line
+    search failed and the start came back unchanged (log π −158,250 after "1 iteration");
+    the search must move and climb."""
+    import warnings
+
+    from tfp_sgmcmc.models import pmf as pm
+
+    prob = pm.pmf(synthetic=True, dtype=np.float64)
+    est = prob.estimator(prob.num_train)
+    init = prob.init_state(seed=1)
+    lp0 = float(est.full_log_prob_and_gradient(init).target_log_prob)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no line-search failure
+        res = sg.find_map(est, init, num_steps=20)
+    assert res.num_iterations == 20
+    assert float(res.log_prob) > lp0 + 50_000
+    moved = [float(np.max(np.abs(a.numpy() - b.numpy()))) for a, b in zip(res.position, init)]
+    assert min(moved) > 0.0
+
+
+def test_lbfgs_warns_when_its_line_search_fails(model):
+    x, y, ll, _, _ = model
+
+    def lp(theta):  # finite only at the start: every step is rejected
+        at_start = tf.reduce_all(tf.equal(theta, 0.0), -1)
+        return tf.where(at_start, tf.zeros([], theta.dtype), tf.constant(np.nan, theta.dtype))
+
+    est = sg.MinibatchEstimator(ll, (x, y), 20, log_prior_fn=lp)
+    with pytest.warns(UserWarning, match="line search failed"):
+        res = sg.find_map(est, tf.zeros(D, tf.float64))
+    assert not res.converged
+
+
+def test_lbfgs_refuses_a_start_of_zero_density(model):
+    x, y, ll, _, _ = model
+    lp = lambda t: tf.math.log(-tf.reduce_sum(tf.abs(t), -1))  # noqa: E731  (-inf at 0)
+    est = sg.MinibatchEstimator(ll, (x, y), 20, log_prior_fn=lp)
+    with pytest.raises(ValueError, match="initial_state"):
+        sg.find_map(est, tf.zeros(D, tf.float64))

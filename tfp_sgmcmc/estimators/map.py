@@ -14,6 +14,7 @@ Two methods:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -97,10 +98,38 @@ def find_map(
             return -est.target_log_prob, -g
 
         x0 = tf.concat([tf.reshape(p, [-1]) for p in parts], 0)
+        f0, g0 = value_and_grad(x0)
+        if not bool(tf.math.is_finite(f0)) or not bool(tf.reduce_all(tf.math.is_finite(g0))):
+            raise ValueError(
+                "`initial_state`: the log-posterior or its gradient is not finite there "
+                f"(log π = {-float(f0)}); start the MAP search from a state of positive density."
+            )
+        # TFP's L-BFGS tries a unit step along −∇ first: with a gradient norm in the
+        # thousands (a hierarchical model far from its mode) that step overflows, the
+        # line search fails and the start comes back unchanged. Searching over
+        # y = (x − x0) / s with s² = 1 / max(‖∇‖, 1) makes that first step at most unit
+        # length in x; later steps are quasi-Newton steps, which the scaling does not
+        # change. The tolerance is divided by s so it still bounds the gradient in x.
+        s = tf.math.rsqrt(tf.maximum(tf.norm(g0), tf.ones([], g0.dtype)))
+
+        def scaled(y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            f, g = value_and_grad(x0 + s * y)
+            return f, s * g
+
         res = tfp.optimizer.lbfgs_minimize(
-            value_and_grad, x0, max_iterations=num_steps, tolerance=tolerance
+            scaled, tf.zeros_like(x0), max_iterations=num_steps, tolerance=tolerance * s
         )
-        pos = restructure(unflatten(res.position), initial_state)
+        position = x0 + s * res.position
+        if bool(res.failed) or not bool(tf.math.is_finite(res.objective_value)):
+            warnings.warn(
+                f"find_map: L-BFGS stopped after {int(res.num_iterations)} iteration(s) "
+                "without converging (its line search failed); the returned position is the "
+                "best point it reached, not a MAP. Try method='adam', or a start closer to "
+                "the mode.",
+                UserWarning,
+                stacklevel=2,
+            )
+        pos = restructure(unflatten(position), initial_state)
         return MapResult(pos, -res.objective_value, bool(res.converged), int(res.num_iterations))
 
     lr = tf.constant(learning_rate, parts[0].dtype)
