@@ -1,35 +1,41 @@
-"""Ground-truth posterior of Bayesian PMF on the synthetic MovieLens-shaped data, by HMC.
+"""Ground-truth posterior of Bayesian PMF on the synthetic MovieLens-shaped data.
 
-Writes ``pmf_synthetic.json` in the package's `models/ground_truth` directory`: the posterior mean
-and marginal standard deviation of every one of the 52,580 parameters (in the
-sampled, unconstrained parametrisation ``[U, V, μ_U, log λ_U, μ_V, log λ_V]``),
-their Monte-Carlo standard errors, ESS and R-hat (with summaries), the
-acceptance rate, step size, the exact command, versions, seeds and times.
+Writes ``pmf_synthetic.json`` in the package's ``models/ground_truth`` directory: the
+posterior mean and marginal standard deviation of every one of the 52,580 parameters
+(in the sampled, unconstrained parametrisation ``[U, V, μ_U, log λ_U, μ_V, log λ_V]``),
+their Monte-Carlo standard errors, ESS and R-hat (with summaries), the exact command,
+versions, seeds and times.
 
-Method: TFP's ``HamiltonianMonteCarlo`` (Metropolis-corrected, full batch of
-the 80,000 training ratings, float64), on the whitened parameter ``z`` with
-``θ = θ̂ + s ⊙ z``, where ``θ̂`` is the MAP (L-BFGS from
-:func:`tfp_sgmcmc.find_map`) and ``s_k = (−∂²log π/∂θ_k²)^{−1/2}`` at ``θ̂``,
-the exact diagonal of the Hessian:
+Two exact (full-batch, unbiased) samplers, every chain started at the same L-BFGS MAP
+(:func:`tfp_sgmcmc.find_map`), so that all chains explore the mode the SG samplers
+start in (the latent space's sign and permutation symmetries are not crossed, as in
+the paper's NUTS reference):
 
-```none
-U_ik:     α Σ_{j: (i,j) rated} V_jk² + λ_U,k         (and alike for V_jk)
-μ_W,k:    (n_W + 1) λ_W,k
-log λ_W,k: λ_W,k [ ½ Σ_r (W_rk − μ_W,k)² + ½ (μ_W,k − μ0)² + b0 ]
-```
+``--method gibbs`` (default)
+    The model is conditionally conjugate, so
+    :class:`tfp_sgmcmc.models.pmf_gibbs.PMFGibbs` draws the hyperparameters, the user
+    rows and the item rows from their exact full conditionals (Salakhutdinov & Mnih
+    2008). Each sweep moves whole blocks, which mixes far better than HMC here.
 
-The map is linear with a constant Jacobian, so the law of ``θ`` is exactly
-the posterior; the diagonal whitening lets HMC move every coordinate on one
-step size. The step size is adapted by dual averaging during the warm-up,
-then frozen; the draws run in chunks until ``--max-minutes`` is used up
-(the paper's NUTS run took ~6 hours; this is the CPU-scale version, its
-ESS is stored so the reader can judge it). Like any MCMC run on PMF it
-explores one mode of the posterior (the latent space's symmetries are not
-crossed), as the paper's NUTS reference does.
+``--method hmc``
+    TFP's ``HamiltonianMonteCarlo`` (Metropolis-corrected, float64) on the whitened
+    parameter ``z`` with ``θ = θ̂ + s ⊙ z``, where ``s_k = (−∂²log π/∂θ_k²)^{−1/2}`` at
+    the MAP ``θ̂`` is the exact Hessian diagonal:
+
+    ```none
+    U_ik:     α Σ_{j: (i,j) rated} V_jk² + λ_U,k         (and alike for V_jk)
+    μ_W,k:    (n_W + 1) λ_W,k
+    log λ_W,k: λ_W,k [ ½ Σ_r (W_rk − μ_W,k)² + ½ (μ_W,k − μ0)² + b0 ]
+    ```
+
+    The step size is adapted by dual averaging during the warm-up, then frozen; the
+    draws run in chunks until ``--max-minutes`` is used up. On this posterior it
+    mixes slowly (``docs/studies/mamba_pmf.md`` gives a 40-minute run's R-hat).
 
 Usage::
 
-    python models/make_pmf_ground_truth.py --chains 2 --warmup 300 --max-minutes 40
+    python models/make_pmf_ground_truth.py --chains 4 --burnin 300 --sweeps 3000
+    python models/make_pmf_ground_truth.py --method hmc --chains 2 --warmup 300 --max-minutes 40
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -50,8 +57,9 @@ import tensorflow_probability as tfp  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
 from tfp_sgmcmc.models import pmf as pm  # noqa: E402
+from tfp_sgmcmc.models.pmf_gibbs import PMFGibbs  # noqa: E402
 
-__all__ = ["hessian_diagonal", "run"]
+__all__ = ["hessian_diagonal", "draw_gibbs", "draw_hmc", "run"]
 
 
 def hessian_diagonal(prob: pm.PMF, state: list[np.ndarray]) -> list[np.ndarray]:
@@ -106,24 +114,70 @@ def _summary(x: np.ndarray) -> dict[str, float]:
     return {"min": float(np.min(x)), "median": float(np.median(x)), "max": float(np.max(x))}
 
 
-def run(
-    chains: int,
-    warmup: int,
-    max_minutes: float,
-    leapfrog: int,
-    seed: int,
-    data_seed: int,
-    split_seed: int,
-    chunk: int,
-    out: str | None,
-) -> dict:
-    t0 = time.time()
+def _problem_and_map(seed: int, data_seed: int, split_seed: int):
     prob = pm.pmf(synthetic=True, data_seed=data_seed, split_seed=split_seed, dtype=np.float64)
     est = prob.estimator(prob.num_train)  # unconstrained state; `est.estimator` holds the data
     m = sg.find_map(est, prob.init_state(seed=seed), method="lbfgs", num_steps=1000)
-    theta_map = [p.numpy() for p in m.position]
+    return prob, est, [p.numpy() for p in m.position]
+
+
+def _progress(done: int, total: int, t_start: float, what: str) -> None:
+    elapsed = time.time() - t_start
+    rate = done / max(elapsed, 1e-9)
+    eta = (total - done) / max(rate, 1e-9)
+    print(f"{what} {done}/{total}: {rate:.1f}/s, {elapsed:.0f} s, ETA {eta:.0f} s",
+          file=sys.stderr, flush=True)
+
+
+def draw_gibbs(
+    prob: pm.PMF, theta_map: list[np.ndarray], chains: int, burnin: int, sweeps: int,
+    seed: int, thin: int,
+) -> tuple[Iterator[tuple[str, np.ndarray]], dict]:
+    """Gibbs chains from the MAP; yields ``(name, draws [draws, chains, *shape])`` per part."""
+    gibbs = PMFGibbs(prob)
+    start = gibbs.to_constrained(theta_map)
+    parts: list[list[np.ndarray]] = [[] for _ in pm.PARAM_NAMES]
+    t0 = time.time()
+    total = chains * (burnin + sweeps)
+    for c in range(chains):
+        rng = np.random.default_rng([seed, c])
+        theta = start
+        for k in range(burnin):
+            theta = gibbs.sweep(theta, rng)
+            if (k + 1) % 100 == 0:
+                _progress(c * (burnin + sweeps) + k + 1, total, t0, f"chain {c} burn-in, sweep")
+        # Draws kept in float32: 4 chains x 3,000 draws of 52,580 parameters are 2.5 GB.
+        draws = gibbs.sample(
+            theta, sweeps, seed=seed * 1_000_003 + c, thin=thin,
+            callback=lambda k, c=c: (k + 1) % 250 == 0 and _progress(
+                c * (burnin + sweeps) + burnin + k + 1, total, t0, f"chain {c} sweep"),
+        )
+        for store, d in zip(parts, draws):
+            store.append(d.astype(np.float32))
+    info = {
+        "sampler": "blocked Gibbs sampler with exact full conditionals "
+        "(tfp_sgmcmc.models.pmf_gibbs.PMFGibbs), float64, every chain from the L-BFGS MAP",
+        "burnin_sweeps": burnin,
+        "thin": thin,
+        "draws_per_chain": sweeps // thin,
+        "sampling_seconds": time.time() - t0,
+    }
+
+    def each_part() -> Iterator[tuple[str, np.ndarray]]:
+        for i, name in enumerate(pm.PARAM_NAMES):
+            chains_i = parts[i]
+            parts[i] = []  # release each part's draws once summarised
+            yield name, np.stack(chains_i, axis=1)  # [draws, chains, *shape]
+
+    return each_part(), info
+
+
+def draw_hmc(
+    prob: pm.PMF, est, theta_map: list[np.ndarray], chains: int, warmup: int,
+    max_minutes: float, leapfrog: int, seed: int, chunk: int,
+) -> tuple[Iterator[tuple[str, np.ndarray]], dict]:
+    """Whitened HMC chains near the MAP; yields ``(name, draws)`` per part like `draw_gibbs`."""
     scale = [h**-0.5 for h in hessian_diagonal(prob, theta_map)]
-    t_map = time.time() - t0
     mu = [tf.constant(p) for p in theta_map]
     sc = [tf.constant(s) for s in scale]
 
@@ -187,19 +241,38 @@ def run(
         )
         if time.time() - t2 + (time.time() - t2) / k > 60 * max_minutes:
             break
-    t_draw = time.time() - t2
-    num_draws = sum(d[0].shape[0] for d in draws)
+    info = {
+        "sampler": "tfp.mcmc.HamiltonianMonteCarlo, full batch, float64, diagonal whitening by "
+        "the exact Hessian diagonal at the L-BFGS MAP; dual-averaging step size "
+        "during warm-up, then frozen",
+        "warmup": warmup,
+        "draws_per_chain": int(sum(d[0].shape[0] for d in draws)),
+        "num_leapfrog_steps": leapfrog,
+        "step_size": float(step.numpy()),
+        "mean_accept_prob": float(np.mean(np.concatenate(accs))),
+        "warmup_seconds": t_warm,
+        "sampling_seconds": time.time() - t2,
+    }
+
+    def each_part() -> Iterator[tuple[str, np.ndarray]]:
+        for i, name in enumerate(pm.PARAM_NAMES):
+            # One part at a time, releasing its chunks as it goes: all draws of all parts in
+            # float64 are several GB, and copies of them ran out of memory.
+            z = np.concatenate([d[i] for d in draws], 0)  # [draws, chains, *shape]
+            for d in draws:
+                d[i] = None
+            yield name, theta_map[i] + scale[i] * z
+
+    return each_part(), info
+
+
+def summarise(prob: pm.PMF, parts: Iterator[tuple[str, np.ndarray]], chains: int) -> dict:
+    """Per-parameter mean, sd, MCSE, ESS and R-hat, with their summaries over all parameters."""
     result_parts = {}
     all_ess, all_rhat = [], []
-    for i, name in enumerate(pm.PARAM_NAMES):
-        # One part at a time, releasing its chunks as it goes: all draws of all parts in
-        # float64 are several GB, and copies of them ran out of memory.
-        z = np.concatenate([d[i] for d in draws], 0)  # [draws, chains, *shape]
-        for d in draws:
-            d[i] = None
-        th = theta_map[i] + scale[i] * z
-        del z
-        stats = _column_stats(th.reshape(th.shape[0], chains, -1))
+    for name, th in parts:
+        draws = th.shape[0]
+        stats = _column_stats(th.reshape(draws, chains, -1).astype(np.float64))
         shape = list(th.shape[2:])
         del th
         all_ess.append(stats["ess"])
@@ -217,33 +290,45 @@ def run(
     rhat_all = np.concatenate(all_rhat)
     std_all = np.concatenate([np.asarray(result_parts[n]["std"]) for n in pm.PARAM_NAMES])
     mcse_all = np.concatenate([np.asarray(result_parts[n]["mcse_std"]) for n in pm.PARAM_NAMES])
+    return {
+        "ess": _summary(ess_all),
+        "rhat": _summary(rhat_all) if chains > 1 else None,
+        "fraction_rhat_above_1.05": float(np.mean(rhat_all > 1.05)) if chains > 1 else None,
+        "fraction_rhat_above_1.01": float(np.mean(rhat_all > 1.01)) if chains > 1 else None,
+        "relative_mcse_of_std_norm": float(np.linalg.norm(mcse_all) / np.linalg.norm(std_all)),
+        "parts": result_parts,
+    }
+
+
+def run(args: argparse.Namespace) -> dict:
+    t0 = time.time()
+    prob, est, theta_map = _problem_and_map(args.seed, args.data_seed, args.split_seed)
+    t_map = time.time() - t0
+    if args.method == "gibbs":
+        parts, info = draw_gibbs(
+            prob, theta_map, args.chains, args.burnin, args.sweeps, args.seed, args.thin
+        )
+    else:
+        parts, info = draw_hmc(
+            prob, est, theta_map, args.chains, args.warmup, args.max_minutes, args.leapfrog,
+            args.seed, args.chunk,
+        )
+    stats = summarise(prob, parts, args.chains)
     result = {
         "model": "pmf (tfp_sgmcmc/models/pmf.py), tau = (alpha, mu0, a0, b0) = (3, 0, 4, 5), "
         "d = 20",
         "data": "synthetic_ratings(seed=data_seed): 943 users, 1682 items, 100000 ratings",
         "num_ratings": int(prob.data.num_ratings),
         "num_train": int(prob.num_train),
-        "data_seed": int(data_seed),
-        "split_seed": int(split_seed),
+        "data_seed": int(args.data_seed),
+        "split_seed": int(args.split_seed),
         "parametrisation": "unconstrained: " + ", ".join(pm.PARAM_NAMES),
-        "sampler": "tfp.mcmc.HamiltonianMonteCarlo, full batch, float64, diagonal whitening by "
-        "the exact Hessian diagonal at the L-BFGS MAP; dual-averaging step size "
-        "during warm-up, then frozen",
-        "chains": chains,
-        "warmup": warmup,
-        "draws_per_chain": int(num_draws),
-        "num_leapfrog_steps": leapfrog,
-        "step_size": float(step.numpy()),
-        "mean_accept_prob": float(np.mean(np.concatenate(accs))),
-        "sampler_seed": seed,
-        "ess": _summary(ess_all),
-        "rhat": _summary(rhat_all) if chains > 1 else None,
-        "fraction_rhat_above_1.05": float(np.mean(rhat_all > 1.05)) if chains > 1 else None,
-        "relative_mcse_of_std_norm": float(np.linalg.norm(mcse_all) / np.linalg.norm(std_all)),
-        "parts": result_parts,
+        "method": args.method,
+        "chains": args.chains,
+        "sampler_seed": args.seed,
+        **info,
+        **stats,
         "map_seconds": t_map,
-        "warmup_seconds": t_warm,
-        "sampling_seconds": t_draw,
         "total_seconds": time.time() - t0,
         "command": "python " + " ".join(sys.argv),
         "versions": {
@@ -253,60 +338,48 @@ def run(
             "tensorflow_probability": tfp.__version__,
         },
     }
-    if out:
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        tmp = out + ".tmp"
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
             json.dump(result, f)
-        os.replace(tmp, out)
+        os.replace(tmp, args.out)
     return result
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--chains", type=int, default=2)
-    ap.add_argument("--warmup", type=int, default=300)
-    ap.add_argument(
-        "--max-minutes", type=float, default=40.0, help="wall-clock bound of the post-warm-up draws"
-    )
-    ap.add_argument("--leapfrog", type=int, default=10)
-    ap.add_argument("--chunk", type=int, default=25, help="draws per compiled call")
+    ap.add_argument("--method", choices=("gibbs", "hmc"), default="gibbs")
+    ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data-seed", type=int, default=0)
     ap.add_argument("--split-seed", type=int, default=0)
+    g = ap.add_argument_group("gibbs")
+    g.add_argument("--burnin", type=int, default=300, help="sweeps discarded per chain")
+    g.add_argument("--sweeps", type=int, default=3000, help="sweeps kept per chain (before --thin)")
+    g.add_argument("--thin", type=int, default=1)
+    h = ap.add_argument_group("hmc")
+    h.add_argument("--warmup", type=int, default=300)
+    h.add_argument(
+        "--max-minutes", type=float, default=40.0, help="wall-clock bound of the post-warm-up draws"
+    )
+    h.add_argument("--leapfrog", type=int, default=10)
+    h.add_argument("--chunk", type=int, default=25, help="draws per compiled call")
     ap.add_argument(
         "--out",
         default=os.path.join(
-            os.path.dirname(__file__),
-            "..",
-            "tfp_sgmcmc",
-            "models",
-            "ground_truth",
+            os.path.dirname(__file__), "..", "tfp_sgmcmc", "models", "ground_truth",
             "pmf_synthetic.json",
         ),
     )
     a = ap.parse_args()
-    res = run(
-        a.chains,
-        a.warmup,
-        a.max_minutes,
-        a.leapfrog,
-        a.seed,
-        a.data_seed,
-        a.split_seed,
-        a.chunk,
-        a.out,
-    )
-    keys = (
-        "draws_per_chain",
-        "step_size",
-        "mean_accept_prob",
-        "ess",
-        "rhat",
-        "relative_mcse_of_std_norm",
-        "sampling_seconds",
-    )
-    print(json.dumps({k: res[k] for k in keys}, indent=1))
+    for name in ("chains", "burnin", "sweeps", "thin", "warmup", "leapfrog", "chunk"):
+        if getattr(a, name) < (0 if name == "burnin" else 1):
+            ap.error(f"--{name} must be positive, got {getattr(a, name)}")
+    res = run(a)
+    keys = ("method", "draws_per_chain", "ess", "rhat", "fraction_rhat_above_1.05",
+            "relative_mcse_of_std_norm", "sampling_seconds")
+    print(json.dumps({k: res.get(k) for k in keys}, indent=1))
 
 
 if __name__ == "__main__":
