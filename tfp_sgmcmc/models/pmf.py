@@ -385,7 +385,12 @@ class PMF(TrainSplitMixin):
         return [tf.constant(p, self.dtype) for p in parts]
 
     def ground_truth(self) -> dict[str, Any] | None:
-        """The stored HMC summary if it was computed on this very data set and split."""
+        """The stored reference if it was computed on this very data set and split.
+
+        It holds the posterior mean and standard deviation of the latent test
+        predictions ``f_ij = U_iᵀV_j`` (the factors themselves are not identified:
+        ``docs/models.md``), from the exact Gibbs sampler.
+        """
         gt = load_ground_truth()
         if gt is None or self.data.source != "synthetic":
             return None
@@ -393,9 +398,48 @@ class PMF(TrainSplitMixin):
             gt.get("num_ratings") != self.data.num_ratings
             or gt.get("split_seed") != self.split_seed
             or gt.get("data_seed") != self._cache.get("data_seed")
+            or gt.get("num_test") != int(self.test_idx.shape[0])
+            or "test_predictions" not in gt
         ):
             return None
         return gt
+
+    def xi(
+        self, samples: list[np.ndarray], reference: dict[str, Any] | None = None,
+        max_samples: int = 1000,
+    ) -> float:
+        r"""ξ(σ̂), the relative error of the posterior standard deviations of the test predictions.
+
+        $$
+        \xi(\hat\sigma) = \frac{\lVert \hat\sigma - \sigma_{\text{ref}} \rVert_2}
+                               {\lVert \sigma_{\text{ref}} \rVert_2},
+        $$
+
+        over the vector of the test pairs' ``sd(U_iᵀV_j)``: ``σ̂`` from ``samples``
+        (at most ``max_samples`` of them, evenly spaced), ``σ_ref`` from ``reference``
+        (default: `ground_truth`). The MAMBA paper's ξ is over the parameters; for
+        PMF those are not identified (rotations and permutations of the latent
+        space), so their standard deviations depend on the run, not the posterior.
+
+        Returns:
+          ξ, or ``nan`` when there is no reference for this data set.
+
+        Raises:
+          ValueError: fewer than two samples, or a reference for another test set.
+        """
+        ref = self.ground_truth() if reference is None else reference
+        if ref is None:
+            return float("nan")
+        pred = self._predictions(samples, max_samples)
+        if pred.shape[0] < 2:
+            raise ValueError(f"`samples` must hold at least two draws, got {pred.shape[0]}.")
+        sd_ref = np.asarray(ref["test_predictions"]["std"], np.float64)
+        if sd_ref.shape[0] != pred.shape[1]:
+            raise ValueError(
+                f"`reference` has {sd_ref.shape[0]} test predictions, this split {pred.shape[1]}."
+            )
+        sd = pred.std(axis=0, ddof=1)
+        return float(np.linalg.norm(sd - sd_ref) / np.linalg.norm(sd_ref))
 
     # -- metrics -------------------------------------------------------------- #
     def _predictions(self, samples: list[np.ndarray], max_samples: int) -> np.ndarray:
