@@ -164,6 +164,40 @@ def test_pmf_arguments_and_metrics():
     )
 
 
+def test_pmf_xi_against_a_reference():
+    """ξ over the test predictions' posterior sds: zero against the samples' own sds,
+    exactly 0.1/1.1 against sds 10% larger; clear errors for bad input."""
+    prob = pm.pmf(_small_ratings(), latent_dim=3, dtype=np.float64)
+    rng = np.random.default_rng(4)
+    samples = [np.stack([p + 0.3 * rng.normal(size=p.shape) for _ in range(40)])
+               for p in _random_state(prob)]
+    users, items, _ = prob.arrays("test")
+    f = np.einsum("snd,snd->sn", samples[0][:, users], samples[1][:, items])
+    ref = {"test_predictions": {"std": f.std(0, ddof=1).tolist()}}
+    assert prob.xi(samples, ref) == pytest.approx(0.0, abs=1e-12)
+    wide = {"test_predictions": {"std": (1.1 * f.std(0, ddof=1)).tolist()}}
+    assert prob.xi(samples, wide) == pytest.approx(0.1 / 1.1, rel=1e-9)
+    assert np.isnan(prob.xi(samples))  # no stored reference for this data set
+    with pytest.raises(ValueError, match="at least two"):
+        prob.xi([p[:1] for p in samples], ref)
+    with pytest.raises(ValueError, match="test predictions"):
+        prob.xi(samples, {"test_predictions": {"std": [1.0, 2.0, 3.0] * 50}})
+
+
+def test_stored_pmf_reference_matches_the_synthetic_split():
+    """The shipped reference: computed on this data set and split, converged, positive sds."""
+    prob = pm.pmf(synthetic=True)
+    gt = prob.ground_truth()
+    if gt is None:
+        pytest.fail("pmf_synthetic.json in tfp_sgmcmc/models/ground_truth is missing or stale")
+    sd = np.asarray(gt["test_predictions"]["std"])
+    assert sd.shape == (20_000,) and np.all(sd > 0)
+    assert gt["chains"] >= 2 and gt["rhat"]["max"] < 1.1 and gt["ess"]["min"] > 50
+    assert gt["relative_mcse_of_std_norm"] < 0.05
+    # Another split has another test set: no reference for it.
+    assert pm.pmf(synthetic=True, split_seed=1).ground_truth() is None
+
+
 def _pmf_sgld_program(num_users: int, num_items: int, steps: int, num_ratings: int = 20_000):
     data = pm.synthetic_ratings(
         num_users, num_items, num_ratings, min_per_user=1, latent_dim=pm.LATENT_DIM, seed=0
