@@ -4,37 +4,37 @@ The PMF model of [`tfp_sgmcmc.models.pmf`][tfp_sgmcmc.models.pmf] is conditional
 conjugate: the likelihood is Gaussian with a known precision ``α``, the rows are
 Gaussian given their hyperparameters, and each latent dimension's
 ``(μ_W,k, λ_W,k)`` has a Normal-Gamma prior. Every block below is therefore
-drawn from its exact full conditional (Salakhutdinov & Mnih 2008, §3.3, with
+drawn from its exact full conditional (the Gibbs sampler of Salakhutdinov & Mnih 2008, with
 the diagonal precision and Gamma hyperprior of the model), which makes this
 the full-batch reference for the model's posterior where Hamiltonian Monte
 Carlo mixes too slowly (see ``docs/studies/mamba_pmf.md``).
 
 One sweep, with ``r_ij`` the centred training ratings, ``J_i`` the items user
-``i`` rated (``I_j`` the users of item ``j``) and ``Λ_W = diag(λ_W)``:
+``i`` rated and ``Λ_W = diag(λ_W)``, draws three blocks in turn.
 
-1. **Hyperparameters**, for ``W ∈ {U, V}`` with ``n`` rows and each ``k``
-   (prior ``μ | λ ~ N(μ0, (β0 λ)⁻¹)``, ``λ ~ Gamma(a0, b0)``, ``β0 = 1``):
+**Hyperparameters**, for ``W ∈ {U, V}`` with ``n`` rows and each dimension ``k``
+(prior ``μ | λ ~ N(μ0, (β0 λ)⁻¹)``, ``λ ~ Gamma(a0, b0)``, ``β0 = 1``): with
+``w̄_k`` the column mean,
 
-   $$
-   \bar w_k = \tfrac1n \textstyle\sum_r W_{rk},\quad
-   \beta_n = \beta_0 + n,\quad
-   \mu_n = \frac{\beta_0\mu_0 + n\bar w_k}{\beta_n},\quad
-   a_n = a_0 + \tfrac n2,\quad
-   b_n = b_0 + \tfrac12\textstyle\sum_r (W_{rk}-\bar w_k)^2
-         + \frac{\beta_0 n (\bar w_k-\mu_0)^2}{2\beta_n},
-   $$
+$$
+\beta_n = \beta_0 + n,\quad
+\mu_n = \frac{\beta_0\mu_0 + n\bar w_k}{\beta_n},\quad
+a_n = a_0 + \frac n2,\quad
+b_n = b_0 + \frac12\sum_r (W_{rk}-\bar w_k)^2
+      + \frac{\beta_0 n (\bar w_k-\mu_0)^2}{2\beta_n},
+$$
 
-   then ``λ_W,k ~ Gamma(a_n, rate b_n)`` and ``μ_W,k | λ ~ N(μ_n, (β_n λ)⁻¹)``.
+then ``λ_W,k ~ Gamma(a_n, rate b_n)`` and ``μ_W,k | λ ~ N(μ_n, (β_n λ)⁻¹)``.
 
-2. **User rows**, independently given ``V``:
+**User rows**, independently given ``V``:
 
-   $$
-   P_i = \Lambda_U + \alpha \textstyle\sum_{j\in J_i} V_j V_j^\top,\qquad
-   U_i \sim N\bigl(P_i^{-1}(\Lambda_U\mu_U + \alpha \textstyle\sum_{j\in J_i} r_{ij} V_j),\
-   P_i^{-1}\bigr).
-   $$
+$$
+P_i = \Lambda_U + \alpha \sum_{j\in J_i} V_j V_j^\top,\qquad
+U_i \sim N\Bigl(P_i^{-1}\bigl(\Lambda_U\mu_U + \alpha \sum_{j\in J_i} r_{ij} V_j\bigr),\
+P_i^{-1}\Bigr).
+$$
 
-3. **Item rows**, alike, given the new ``U``.
+**Item rows**, alike, given the new ``U``.
 
 The sums over ratings are sparse products (``O(n_ratings d²)`` per sweep); the
 ``d × d`` systems are solved by batched Cholesky factorisations. Draws are
