@@ -425,12 +425,18 @@ def _arm_short(arm: dict[str, Any]) -> str:
     return out.replace("-", "−")
 
 
+def _num(x: float) -> str:
+    """``4.8e6`` for 4.8e+06 (3 significant digits)."""
+    m, _, e = f"{x:.3g}".partition("e")
+    return m + (f"e{int(e)}" if e else "")
+
+
 def _budget_text(b: dict[str, Any], rate: float) -> str:
     if b["unit"] == "seconds":
         return f"{b['amount']:g} s (wall clock)"
     if b["unit"] == "steps":
         return f"{b['amount']:g} steps"
-    return f"{b['amount']:.3g} gradients (≈ {b['amount'] / rate:.3g} s idle)"
+    return f"{_num(b['amount'])} gradients (≈ {b['amount'] / rate:.3g} s idle)"
 
 
 def _pct(x: float) -> str:
@@ -640,7 +646,7 @@ def _grid_bullet(results: dict[str, Any]) -> str:
     b = cfg["budgets"]["grid"]
     if b["unit"] == "gradient_evaluations":
         its = b["amount"] / (0.1 * cfg["num_train"])
-        what = f"{b['amount']:.3g} per-example gradients per configuration ({its:.0f} SGLD "
+        what = f"{_num(b['amount'])} per-example gradients per configuration ({its:.0f} SGLD "
         what += "iterations at a 10% batch, fewer for SGHMC and the control variates)"
     else:
         what = f"{_budget_text(b, cfg['idle_gradients_per_second'])} per configuration"
@@ -677,7 +683,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         "```bash",
         f"{SCRIPT}                  # full CPU-scale study → out/mamba_mnist_bnn/",
         f"{SCRIPT} --mnist ~/data/mnist    # IDX files or mnist.npz",
-        f"{SCRIPT} --quick          # smoke run (a few minutes)",
+        f"{SCRIPT} --quick          # smoke run (minutes per sampler)",
         f"{SCRIPT} --throughput     # gradients/s per batch size (the budget conversion)",
         f"{SCRIPT} --from-json out/mamba_mnist_bnn/studies/mamba_mnist_bnn.json --write-docs",
         "```",
@@ -689,8 +695,8 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         "| samplers | SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV | "
         f"{', '.join(cfg['samplers'])} |",
         f"| MAMBA-KSD grid | log10 ε −2 … −7.5 (12) × batch {{100, 10, 1}}% [× L {{5, 10}}], η = 3 "
-        f"| log10 ε {sg_grid[0]:g} … {sg_grid[-1]:g} ({len(sg_grid)}) × batch "
-        f"{{{', '.join(f'{100 * f:g}' for f in cfg['batch_fractions'])}}}% "
+        f"| log10 ε {sg_grid[0]:g} … {sg_grid[-1]:g} ({len(sg_grid)}) × batch ".replace("-", "−")
+        + f"{{{', '.join(f'{100 * f:g}' for f in cfg['batch_fractions'])}}}% "
         f"[× L {{{', '.join(str(x) for x in cfg['leapfrogs'])}}}]: {n_arms} "
         f"[{n_arms * len(cfg['leapfrogs'])}] arms, η = 3 |",
         f"| MAMBA budget | R = 10 s for the surviving arm (T ≈ 83 s for 36 arms) "
@@ -718,7 +724,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         "leapfrog gradients, a control-variate step its two minibatch gradients) and, unlike a "
         "step count, still charges a 10% batch ten times a 1% one, as time does. The defaults "
         "convert seconds at "
-        f"{rate:.3g} gradients/s, SGLD's throughput on this model on an idle 2-core CPU, which "
+        f"{_num(rate)} gradients/s, SGLD's throughput on this model on an idle 2-core CPU, which "
         "is nearly the same at 1%, 10% and 100% batches (measure yours with `--throughput`); "
         "this run's own throughput is below. A step-count evaluation (`--eval-steps`) would give "
         "an SGHMC arm with L = 10 ten times the compute of an SGLD arm, and a 10% arm ten "
@@ -729,8 +735,8 @@ def render(results: dict[str, Any], figure: str | None) -> str:
     tp = _throughput(results) if b["mamba"]["unit"] == "gradient_evaluations" else {}
     status = (
         (
-            "partial: the run was stopped before it finished; samplers with all three rows: "
-            + (", ".join(complete) or "none")
+            "partial: the run had not finished when this page was drawn; samplers with all "
+            "three rows: " + (", ".join(complete) or "none")
         )
         if partial
         else "complete"
@@ -745,8 +751,8 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         + (
             " Throughput in MAMBA's arms over all samplers, per-example gradients per "
             "sampling second: "
-            + ", ".join(f"{x:.3g} at a {100 * f:g}% batch" for f, x in tp.items())
-            + f" (the idle SGLD figure behind the defaults: {rate:.3g})."
+            + ", ".join(f"{_num(x)} at a {100 * f:g}% batch" for f, x in tp.items())
+            + f" (the idle SGLD figure behind the defaults: {_num(rate)})."
             if tp
             else ""
         ),
@@ -788,7 +794,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         for s, m in results["mamba"].items():
             samp = sum(q["sampling_s"] for q in m["records"])
             grads = sum(q["spent"] for q in m["records"])
-            gps = f"{grads / samp:.3g}" if tp and samp > 0 else "–"
+            gps = _num(grads / samp) if tp and samp > 0 else "–"
             lines.append(
                 f"| {s} | {len(m['round_sizes'])} "
                 f"({' → '.join(str(x) for x in m['round_sizes'])}) | {samp:.1f} | {gps} | "
