@@ -320,16 +320,24 @@ class StreamFeeder:
         sources = self._sources
         draws = self._draws
 
-        def fed(feeds: Sequence[Sequence[tf.Tensor]], *args: Any) -> Any:
-            for src, flat in zip(sources, feeds):
+        def fed(
+            feeds: Sequence[Sequence[tf.Tensor]], offsets: Sequence[tf.Tensor], *args: Any
+        ) -> Any:
+            # Batch j of a step reads feeds[offset + cursor]. The offset is an argument,
+            # never the cursor's start: XLA specialises its program on the values of
+            # the variables it reads at entry (a new compilation per start value).
+            for src, flat, offset in zip(sources, feeds, offsets):
                 src._feed = list(flat)
+                src._feed_offset = offset
             try:
                 return fn(*args)
             finally:
                 for src in sources:
                     src._feed = None
+                    src._feed_offset = None
 
         program = tf.function(fed, jit_compile=jit_compile, autograph=False)
+        zero_offsets = [tf.constant(0, tf.int32) for _ in sources]
 
         def check(read: int, expected: int, steps: int) -> None:
             if read != expected:
@@ -344,19 +352,20 @@ class StreamFeeder:
             feeds = [src._reader.take(k) for src, k in zip(sources, wanted)]
             for src in sources:
                 src._cursor.assign(0)
-            out = program(feeds, *args)
+            out = program(feeds, zero_offsets, *args)
             for src, k in zip(sources, wanted):
                 check(int(src._cursor.numpy()), k, num_steps)
             return out
 
         def call_partial(*args: Any) -> Any:
             windows = [src._reader.window(c) for src, c in zip(sources, draws)]
-            for src, (_, offset) in zip(sources, windows):
-                src._cursor.assign(offset)
-            out = program([block for block, _ in windows], *args)
+            for src in sources:
+                src._cursor.assign(0)
+            offsets = [tf.constant(offset, tf.int32) for _, offset in windows]
+            out = program([block for block, _ in windows], offsets, *args)
             k = int(steps_run(out))
-            for src, c, (_, offset) in zip(sources, draws, windows):
-                read = int(src._cursor.numpy()) - offset
+            for src, c in zip(sources, draws):
+                read = int(src._cursor.numpy())
                 check(read, k * c, k)
                 src._reader.advance(read)
             return out
