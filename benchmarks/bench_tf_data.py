@@ -30,7 +30,8 @@ the heuristic baseline run): the same SGLD arm on one
 :class:`tfp_sgmcmc.tuning.runner.ArmRunner` per data source, each ``run`` a
 wall-clock round of ``--round-seconds`` (bootstrap, budget-sized compiled calls
 and their synchronisation, all counted as sampling time, as in the tuner). The
-configurations are ``in_memory`` (the default ``"epoch"`` scheme),
+configurations are ``in_memory`` (the default ``"epoch"`` scheme) and
+``in_memory_random_window`` (the fastest scheme),
 ``tf_data_chunked`` (``jit_compile=True``: XLA calls fed from prefetched blocks)
 and ``tf_data_graph`` (``jit_compile=False``: the iterator read step by step);
 steps/s is an arm's steps over its sampling seconds in a round.
@@ -239,8 +240,10 @@ def run_mamba_group(
     n = max(1, int(round(frac * big_n)))
     arm = [{"step_size": STEP_SIZE}]
     start = tf.zeros([dim], tf.float32)
+    mem = sg.InMemoryData((x, y))
     sources = {
-        "in_memory": (sg.InMemoryData((x, y)), True),
+        "in_memory": (mem, True),
+        "in_memory_random_window": (mem.with_scheme("random_window"), True),
         "tf_data_chunked": (sg.DatasetData(fast_pipeline(x, y, n), big_n), True),
         "tf_data_graph": (sg.DatasetData(fast_pipeline(x, y, n, seed=1), big_n), False),
     }
@@ -276,6 +279,12 @@ def run_mamba_group(
         )
         for name in ("tf_data_chunked", "tf_data_graph")
     }
+    ratio["tf_data_chunked/in_memory_random_window"] = round(
+        median(
+            [a / b for a, b in zip(rates["tf_data_chunked"], rates["in_memory_random_window"])]
+        ),
+        3,
+    )
     return {
         "batch_size": n,
         "round_seconds": round_seconds,
