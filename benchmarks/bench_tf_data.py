@@ -263,34 +263,36 @@ def run_mamba_group(
         runners[name].run(0, round_seconds, budget)
     rates: dict[str, list[float]] = {k: [] for k in runners}
     seconds: dict[str, list[float]] = {k: [] for k in runners}
+    steps: dict[str, list[int]] = {k: [] for k in runners}
     for r in range(repeats):
         for name, runner in runners.items():
             out = runner.run(0, round_seconds, budget)
             rates[name].append(out.steps / out.sampling_seconds)
             seconds[name].append(round(out.sampling_seconds, 3))
+            steps[name].append(out.steps)
         log(
             f"  round {r + 1}/{repeats}: "
             + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items())
         )
     fed = runners["tf_data_chunked"].arm_states[0]
+
+    def ratio_of(num: str, den: str) -> float | None:
+        pairs = [(a, b) for a, b in zip(rates[num], rates[den]) if b > 0]
+        # None: the reference ran no step in any round (see its steps per round).
+        return round(median([a / b for a, b in pairs]), 3) if pairs else None
+
     ratio = {
-        f"{name}/in_memory": round(
-            median([a / b for a, b in zip(rates[name], rates["in_memory"])]), 3
-        )
-        for name in ("tf_data_chunked", "tf_data_graph")
+        f"{num}/{den}": ratio_of(num, den)
+        for num in ("tf_data_chunked", "tf_data_graph")
+        for den in ("in_memory", "in_memory_random_window")
     }
-    ratio["tf_data_chunked/in_memory_random_window"] = round(
-        median(
-            [a / b for a, b in zip(rates["tf_data_chunked"], rates["in_memory_random_window"])]
-        ),
-        3,
-    )
     return {
         "batch_size": n,
         "round_seconds": round_seconds,
         "steps_per_second": {k: round(median(v), 1) for k, v in rates.items()},
         "ratio": ratio,
         "sampling_seconds_per_round": seconds,
+        "steps_per_round": steps,
         "compile_s": compile_s,
         "total_steps": {k: rn.arm_states[0].total_steps for k, rn in runners.items()},
         "fed_steps_per_call": max(
