@@ -23,6 +23,11 @@ reach a ``tf.data`` source). After each chunk the cursor must equal ``K``: a
 kernel drawing a data-dependent number of minibatches per step is refused, never
 fed the wrong batches.
 
+The tuner's arm programs (MAMBA, grid search, the heuristic) run a number
+of steps sized by their budget and stop early on divergence:
+``compile(..., steps_run=...)`` gives each call the current prefetched block
+(one shape, one XLA program) and consumes only the batches it read.
+
 Memory: the running chunk's ``K`` batches plus one prefetched block. Per-example
 work in the pipeline (a per-example shuffle of a large buffer, parsing) costs
 more than the sampler; see ``docs/estimators.md``, "Out-of-core data at

@@ -18,6 +18,16 @@ fixed cost, and an arm stops once less than half a call's fixed cost remains
 is synchronised (``.numpy()``) before the clock stops. The first call of a program (tracing + XLA
 compilation, plus a one-step run whose output is discarded, so the chain does
 not advance -- as the authors' warm-up) is timed separately as compile time.
+
+Step ``t`` of an arm's chain (counted over all its rounds) draws its randomness
+from ``fold_in((seed, j), t)``, so a chain does not depend on how its steps are
+split into calls. A ``tf.data`` source
+([`DatasetData`][tfp_sgmcmc.data.DatasetData]) has no XLA kernel: under
+``jit_compile`` its batches are stacked into prefetched blocks of at most
+``FEED_BLOCK_BYTES`` by a
+[`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder], a call runs at most the
+steps its block holds, and consumes exactly the batches it read (the
+step-by-step order; docs/tuning.md, "Tuning on tf.data").
 """
 
 from __future__ import annotations
@@ -234,7 +244,11 @@ class ArmRunner:
       static_keys: extra structural keys. Default value: ``()``.
       max_steps_per_call: steps per compiled call (bounds the sample buffer).
         Default value: ``2000``.
-      jit_compile: XLA-compile the programs. Default value: ``True``.
+      jit_compile: XLA-compile the programs. A kernel reading a
+        [`DatasetData`][tfp_sgmcmc.data.DatasetData] is then fed its
+        minibatches from prefetched blocks (see `_Program.attach_feeder`);
+        with ``False`` its iterator is read step by step in a graph.
+        Default value: ``True``.
       program_cache: a dict shared between runners with the SAME
         ``make_kernel`` (e.g. MAMBA, grid search and the final evaluation of
         one sampler), so a structural key is compiled once for all of them.
