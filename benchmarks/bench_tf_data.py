@@ -42,6 +42,7 @@ Usage::
     python benchmarks/bench_tf_data.py --quick         # smoke test: N = 20,000
     python benchmarks/bench_tf_data.py --pipelines-only  # the two pipelines alone
     python benchmarks/bench_tf_data.py --mamba         # a MAMBA arm (ArmRunner rounds)
+    python benchmarks/bench_tf_data.py --mamba --tuner-seconds 20  # and a whole MAMBA run
     python benchmarks/bench_tf_data.py --output benchmarks/results/bench_tf_data.json
 """
 
@@ -303,6 +304,47 @@ def run_mamba_group(
     }
 
 
+def broadcast_log_likelihood(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    """``log_likelihood`` broadcasting over leading sample dimensions (the KSD scores blocks)."""
+    x, y = batch
+    logits = tf.reduce_sum(x * theta[..., tf.newaxis, :], axis=-1)
+    labels = tf.broadcast_to(y, tf.shape(logits))
+    return -tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+
+
+def run_mamba_tuner(x: np.ndarray, y: np.ndarray, frac: float, budget_seconds: float) -> dict:
+    """One MAMBA-KSD run on a DatasetData: budget honesty, compile and metric time, the pick."""
+    big_n, dim = x.shape
+    n = max(1, int(round(frac * big_n)))
+    full = tf.data.Dataset.from_tensor_slices((x, y))
+    data = sg.DatasetData(fast_pipeline(x, y, n), big_n, full_dataset=full)
+    est = sg.MinibatchEstimator(broadcast_log_likelihood, data, n, log_prior)
+    arms = tu.grid(step_size=tu.log10_grid(-4, -7))
+    log(f"MAMBA run on tf.data: batch {n}, {len(arms)} arms, T = {budget_seconds:g} s")
+    t0 = time.perf_counter()
+    res = tu.MAMBA(
+        arms, tf.zeros([dim], tf.float32), kernel_class=sg.SGLD, estimator=est,
+        budget=tu.seconds(budget_seconds), eta=3, progress=False,
+    ).run()
+    return {
+        "batch_size": n,
+        "num_arms": len(arms),
+        "budget_seconds": budget_seconds,
+        "fed_xla": data.chunked,
+        "total_sampling_seconds": round(res.total_sampling_seconds, 3),
+        "budget_honesty": round(res.budget_honesty(), 4),
+        "total_compile_seconds": round(res.total_compile_seconds, 3),
+        "total_metric_seconds": round(sum(r.metric_seconds for r in res.records), 3),
+        "wall_seconds": round(time.perf_counter() - t0, 3),
+        "best_arm": res.best_arm,
+        "records": [
+            {"round": r.round, "arm": r.arm_index, "metric": r.metric, "steps": r.steps,
+             "sampling_seconds": round(r.sampling_seconds, 3)}
+            for r in res.records
+        ],
+    }
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smoke test: N = 20,000, 3 rounds")
@@ -326,6 +368,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     p.add_argument(
         "--round-seconds", type=float, default=2.0, help="--mamba: seconds per arm round"
+    )
+    p.add_argument(
+        "--tuner-seconds",
+        type=float,
+        default=0.0,
+        help="--mamba: first run MAMBA-KSD (7 step sizes, 1%% batch) on tf.data with this "
+        "budget T and report its budget honesty",
     )
     p.add_argument("--output", default=None, help="also write the JSON here")
     args = p.parse_args(argv)
@@ -353,6 +402,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             " --quick" if args.quick else ""
         )
         report["workload"]["round_seconds"] = args.round_seconds
+        if args.tuner_seconds:
+            report["command"] += f" --tuner-seconds {args.tuner_seconds:g}"
+            report["mamba_run"] = run_mamba_tuner(x, y, 0.01, args.tuner_seconds)
         for frac in (0.01, 0.001):
             report["groups"].append(
                 run_mamba_group(x, y, frac, args.round_seconds, repeats)
