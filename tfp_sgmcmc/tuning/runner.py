@@ -425,7 +425,9 @@ class ArmRunner:
                 parts, r, tf.constant([0, 1], tf.int32), tf.constant(1), tf.constant(0),
                 tf.constant(0), scalars,
             )
-            out[4].numpy()  # discard: the chain does not advance
+            # Discard: the chain does not advance (a tf.data stream does, by the batches
+            # the bootstrap and the step read, on either path).
+            out[4].numpy()
             compile_s = time.perf_counter() - t0
             have = r.target_log_prob.shape.as_list()
             if int(np.prod(have, dtype=np.int64)) != self.chains_per_arm:
