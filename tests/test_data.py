@@ -157,6 +157,26 @@ def test_random_window_inclusion_is_exactly_n_over_N(seed):
     np.testing.assert_array_equal(counts, np.full(big_n, n))
 
 
+def test_random_window_copy_is_built_once_outside_a_traced_program():
+    """A program that builds its estimator while tracing (as the tuner does per arm)
+    captures the shuffled copy; the shuffle and the N-row gather are not graph ops, so
+    they do not run again at every call."""
+    data = sg.InMemoryData(_rows(50), scheme="random_window")
+
+    @tf.function
+    def program(seed):
+        est = sg.MinibatchEstimator(lambda t, b: -tf.square(t), data, batch_size=5)
+        return est.data.sample_batch(5, data.init_batch_state(), seed)[0]
+
+    graph = program.get_concrete_function(tf.TensorSpec([2], tf.int32)).graph
+    ops = {op.type for op in graph.get_operations()}
+    assert not any("Shuffle" in t for t in ops), sorted(ops)
+    copy = data._windowed[5][0]
+    assert hasattr(copy, "numpy")  # an eager tensor, computed once
+    batch = tf.nest.flatten(program(tf.constant([1, 2])))
+    assert batch[0].shape[0] == 5
+
+
 @pytest.mark.parametrize("scheme", sg.data.SCHEMES)
 def test_same_seed_same_batch_and_full_batch(scheme):
     data = sg.InMemoryData(_rows(20), scheme=scheme)

@@ -342,11 +342,15 @@ class InMemoryData(DataSource):
 
     def _window_copy(self, n: int) -> list[tf.Tensor]:
         if n not in self._windowed:
-            perm = tf.random.experimental.stateless_shuffle(
-                tf.range(self._num_examples), seed=[self._shuffle_seed, 0x5EED]
-            )
-            ext = tf.concat([perm, perm[:n]], axis=0)
-            self._windowed[n] = [tf.gather(t, ext) for t in self._flat]
+            # Built eagerly even when first asked for inside a traced function (the tuner
+            # builds an arm's estimator while tracing its program): inside the graph, the
+            # shuffle and the N-row gather would run again at every call of the program.
+            with tf.init_scope():
+                perm = tf.random.experimental.stateless_shuffle(
+                    tf.range(self._num_examples), seed=[self._shuffle_seed, 0x5EED]
+                )
+                ext = tf.concat([perm, perm[:n]], axis=0)
+                self._windowed[n] = [tf.gather(t, ext) for t in self._flat]
         return self._windowed[n]
 
     def sample_batch(
