@@ -324,9 +324,11 @@ def test_dataset_full_pass_with_rows_or_batches(batched):
 
 
 @pytest.mark.parametrize("kernel", ["sghmc", "csgld"])
-def test_chains_are_bit_identical_with_and_without_the_packed_copy(kernel):
+def test_chains_agree_with_and_without_the_packed_copy(kernel):
     """The packed copy changes how rows are fetched, not which: a compiled chain of a
-    fixed seed is the same to the last bit (N = 2,003: the permutation cycle-walks)."""
+    fixed seed sees the same batches (N = 2,003: the permutation cycle-walks), so it
+    agrees to rounding. XLA may fuse the likelihood differently around the unpacking
+    (here d = 3: last-bit differences), hence a tolerance rather than bit equality."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2003, 3)).astype(np.float32)
     y = (rng.random(2003) < 0.5).astype(np.float32)
@@ -347,4 +349,5 @@ def test_chains_are_bit_identical_with_and_without_the_packed_copy(kernel):
             jit_compile=True,
         )
         chains.append(run().numpy())
-    np.testing.assert_array_equal(chains[0], chains[1])
+    np.testing.assert_allclose(chains[0], chains[1], rtol=1e-5, atol=1e-6)
+    assert np.max(np.abs(chains[1])) > 1e-3  # the chains moved
