@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.stats
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.data import feistel_permutation, feistel_radices
@@ -207,6 +208,95 @@ def test_sample_batch_compiles_with_xla(scheme):
                                               len(set(idx.numpy().tolist())))
 
 
+def _mixed_rows(big_n, rng, float_dtype):
+    """Arrays of every packing case: 4- and 8-byte dtypes (packed), 1- and 2-byte (not)."""
+    return {
+        "x": rng.standard_normal((big_n, 3, 2)).astype(float_dtype),
+        "label": rng.integers(0, 5, big_n).astype(np.int32),
+        "w": rng.standard_normal(big_n).astype(float_dtype),
+        "count": rng.integers(-(2**40), 2**40, (big_n, 2)),  # int64: two words per value
+        "mask": rng.random(big_n) < 0.5,  # bool: gathered on its own
+        "code": rng.integers(0, 9, big_n).astype(np.uint16),  # 2 bytes: gathered on its own
+    }
+
+
+@pytest.mark.parametrize("scheme", ["epoch", "with_replacement"])
+@pytest.mark.parametrize("big_n", [1000, 1003])  # 1003: the Feistel network cycle-walks
+@pytest.mark.parametrize("float_dtype", [np.float32, np.float64])
+def test_packed_rows_give_bit_identical_batches(scheme, big_n, float_dtype):
+    """One gather from the row-packed copy returns exactly the per-array gathers:
+    every dtype, dict structure, consecutive steps across epoch boundaries, per-chain
+    batches, eagerly and under XLA."""
+    arrays = _mixed_rows(big_n, np.random.default_rng(3), float_dtype)
+    packed = sg.InMemoryData(arrays, scheme=scheme)
+    plain = sg.InMemoryData(arrays, scheme=scheme, pack_rows=False)
+    n = 100
+    packed.prepare(n)
+    plain.prepare(n)
+    assert packed._packed_cache["rows"] is not None and "rows" not in plain._packed_cache
+
+    def same(a, b):
+        assert set(a) == set(b)
+        for k in a:
+            assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape
+            np.testing.assert_array_equal(a[k].numpy(), b[k].numpy())
+
+    st = packed.init_batch_state()
+    for k in range(23):  # 10 batches per epoch: two epoch boundaries
+        sd = tf.constant([k, 3])
+        a, st_a = packed.sample_batch(n, st, sd)
+        b, st_b = plain.sample_batch(n, st, sd)
+        same(a, b)
+        np.testing.assert_array_equal(st_a.position.numpy(), st_b.position.numpy())
+        st = st_a
+    chains = sg.data.BatchState(tf.zeros([3, 2], tf.int32), tf.constant([0, 4, 9]))
+    for k in range(3):
+        a, chains_a = packed.sample_chain_batches(n, chains, tf.constant([k, 9]))
+        b, _ = plain.sample_chain_batches(n, chains, tf.constant([k, 9]))
+        same(a, b)
+        assert a["x"].shape == [3, n, 3, 2]
+        chains = chains_a
+    compiled = tf.function(lambda s, sd: packed.sample_batch(n, s, sd)[0], jit_compile=True)
+    same(compiled(packed.init_batch_state(), tf.constant([4, 5])),
+         plain.sample_batch(n, plain.init_batch_state(), tf.constant([4, 5]))[0])
+
+
+def test_packed_rows_skip_narrow_dtypes_and_single_arrays():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((50, 2))
+    mixed = {"x": x, "mask": rng.random(50) < 0.5, "k": rng.integers(0, 9, 50).astype(np.uint8)}
+    data = sg.InMemoryData(mixed)  # one 8-byte array: nothing to pack
+    data.prepare(5)
+    assert data._packed_cache["rows"] is None
+    plain = sg.InMemoryData(mixed, pack_rows=False)
+    a, _ = data.sample_batch(5, data.init_batch_state(), tf.constant([1, 2]))
+    b, _ = plain.sample_batch(5, plain.init_batch_state(), tf.constant([1, 2]))
+    for k in mixed:
+        np.testing.assert_array_equal(a[k].numpy(), b[k].numpy())
+    both = sg.InMemoryData((x, np.arange(50), rng.random(50) < 0.5))
+    both.prepare(5)
+    rows = both._packed_cache["rows"]
+    assert rows.layout == [(0, 4), (4, 2), None]  # float64 x: 2 x 2 words; int64: 2; bool apart
+    assert rows.packed.dtype == tf.uint64 and rows.packed.shape == [50, 3]  # 6 words in 64 bits
+    views = both.with_scheme("with_replacement")  # the copy is shared, not rebuilt
+    assert views._packed_cache is both._packed_cache
+    with pytest.raises(ValueError, match="pack_rows"):
+        sg.InMemoryData(x, pack_rows=1)
+
+
+@pytest.mark.parametrize("num_items", [7, 1000, 1003])
+def test_feistel_int32_indices_equal_int64(num_items):
+    x = tf.range(num_items)
+    a = feistel_permutation(x, num_items, tf.constant([5, 6]))
+    b = feistel_permutation(x, num_items, tf.constant([5, 6]), index_dtype=tf.int32)
+    assert a.dtype == tf.int64 and b.dtype == tf.int32
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with pytest.raises(ValueError, match="index_dtype"):
+        feistel_permutation(x, 2**31 + 1, tf.constant([5, 6]), index_dtype=tf.int32)
+    with pytest.raises(ValueError, match="index_dtype"):
+        feistel_permutation(x, num_items, tf.constant([5, 6]), index_dtype=tf.uint32)
+
+
 def test_structure_is_preserved_and_full_batches_cover_the_data():
     x = np.arange(14.0).reshape(7, 2)
     data = sg.InMemoryData({"x": x, "y": np.arange(7.0)}, scheme="with_replacement")
@@ -251,3 +341,33 @@ def test_dataset_full_pass_with_rows_or_batches(batched):
     for chunk in (None, 5):
         rows = np.concatenate([c.numpy() for c in data.full_batches(chunk)])
         np.testing.assert_array_equal(rows, x)
+
+
+@pytest.mark.parametrize("kernel", ["sghmc", "csgld"])
+def test_chains_agree_with_and_without_the_packed_copy(kernel):
+    """The packed copy changes how rows are fetched, not which: a compiled chain of a
+    fixed seed sees the same batches (N = 2,003: the permutation cycle-walks), so it
+    agrees to rounding. XLA may fuse the likelihood differently around the unpacking
+    (here d = 3: last-bit differences), hence a tolerance rather than bit equality."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2003, 3)).astype(np.float32)
+    y = (rng.random(2003) < 0.5).astype(np.float32)
+
+    def log_lik(theta, batch):
+        xb, yb = batch
+        logits = tf.linalg.matvec(xb, theta)
+        return -tf.nn.sigmoid_cross_entropy_with_logits(labels=yb, logits=logits)
+
+    chains = []
+    for pack in (False, True):
+        est = sg.MinibatchEstimator(log_lik, sg.InMemoryData((x, y), pack_rows=pack), 50)
+        k = (sg.SGHMC(est, 1e-4, num_leapfrog_steps=3) if kernel == "sghmc"
+             else sg.ContourSGLD(est, 1e-4, min_energy=-1e4))
+        run = tf.function(
+            lambda k=k: tfp.mcmc.sample_chain(60, tf.zeros([3]), kernel=k, trace_fn=None,
+                                              seed=tf.constant([3, 4])),
+            jit_compile=True,
+        )
+        chains.append(run().numpy())
+    np.testing.assert_allclose(chains[0], chains[1], rtol=1e-5, atol=1e-6)
+    assert np.max(np.abs(chains[1])) > 1e-3  # the chains moved
