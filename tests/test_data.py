@@ -228,8 +228,8 @@ def test_packed_rows_give_bit_identical_batches(scheme, big_n, float_dtype):
     every dtype, dict structure, consecutive steps across epoch boundaries, per-chain
     batches, eagerly and under XLA."""
     arrays = _mixed_rows(big_n, np.random.default_rng(3), float_dtype)
-    packed = sg.InMemoryData(arrays, scheme=scheme)
-    plain = sg.InMemoryData(arrays, scheme=scheme, pack_rows=False)
+    packed = sg.InMemoryData(arrays, scheme=scheme, pack_rows=True)
+    plain = sg.InMemoryData(arrays, scheme=scheme)  # the default: no copy
     n = 100
     packed.prepare(n)
     plain.prepare(n)
@@ -265,7 +265,7 @@ def test_packed_rows_skip_narrow_dtypes_and_single_arrays():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((50, 2))
     mixed = {"x": x, "mask": rng.random(50) < 0.5, "k": rng.integers(0, 9, 50).astype(np.uint8)}
-    data = sg.InMemoryData(mixed)  # one 8-byte array: nothing to pack
+    data = sg.InMemoryData(mixed, pack_rows=True)  # one 8-byte array: nothing to pack
     data.prepare(5)
     assert data._packed_cache["rows"] is None
     plain = sg.InMemoryData(mixed, pack_rows=False)
@@ -273,8 +273,11 @@ def test_packed_rows_skip_narrow_dtypes_and_single_arrays():
     b, _ = plain.sample_batch(5, plain.init_batch_state(), tf.constant([1, 2]))
     for k in mixed:
         np.testing.assert_array_equal(a[k].numpy(), b[k].numpy())
-    both = sg.InMemoryData((x, np.arange(50), rng.random(50) < 0.5))
+    both = sg.InMemoryData((x, np.arange(50), rng.random(50) < 0.5), pack_rows=True)
     both.prepare(5)
+    default = sg.InMemoryData((x, np.arange(50)))  # opt-in: the default makes no copy
+    default.prepare(5)
+    assert "rows" not in default._packed_cache
     rows = both._packed_cache["rows"]
     assert rows.layout == [(0, 4), (4, 2), None]  # float64 x: 2 x 2 words; int64: 2; bool apart
     assert rows.packed.dtype == tf.uint64 and rows.packed.shape == [50, 3]  # 6 words in 64 bits

@@ -38,8 +38,8 @@ Two sources share one small protocol (``num_examples``, ``float_dtype``,
 
   Under ``"with_replacement"`` and ``"epoch"`` a minibatch is a random-row
   gather, which on CPU costs per row a cache miss per array and, under XLA,
-  per gathered element. ``InMemoryData`` therefore keeps (``pack_rows=True``,
-  the default) a private copy with the rows of all 4- and 8-byte arrays side
+  per gathered element. With ``pack_rows=True``, ``InMemoryData`` keeps a
+  private copy with the rows of all 4- and 8-byte arrays side
   by side as 64-bit words (``x`` and ``y`` of a ``d = 10`` float32 logistic
   regression: 6 words per row instead of 10 + 1 elements in two arrays), so a
   draw is one gather of fewer, wider elements; the batches are bit-identical
@@ -47,8 +47,8 @@ Two sources share one small protocol (``num_examples``, ``float_dtype``,
   machine, CPU time per sample) it made SGHMC (L = 5) 8% / 11% cheaper at
   batches of 10,000 / 1,000 rows, and cSGLD 21% cheaper at 10,000 rows (no
   measurable change at 1,000; ``docs/benchmarks.md``).
-  The copy costs the memory of those arrays once more; ``pack_rows=False``
-  avoids it.
+  The copy costs the memory of those arrays once more, which is why it is
+  not the default: a data set that fits in memory once need not fit twice.
 
 * [`DatasetData`][tfp_sgmcmc.data.DatasetData] adapts a ``tf.data.Dataset`` for data that does not
   fit in memory. Its iterator cannot be compiled by XLA (``IteratorGetNext`` has
@@ -359,7 +359,7 @@ class InMemoryData(DataSource):
         made once, eagerly, when an estimator prepares the source; it costs
         the memory of those arrays once more (nothing is copied when fewer
         than two arrays qualify). The batches are bit-identical either way.
-        Default value: ``True``.
+        Default value: ``False`` (the copy doubles the memory of those arrays).
       name: name used in error messages.
 
     Raises:
@@ -372,7 +372,7 @@ class InMemoryData(DataSource):
         data: Any,
         scheme: str = "epoch",
         shuffle_seed: int = 0,
-        pack_rows: bool = True,
+        pack_rows: bool = False,
         name: str = "data",
     ) -> None:
         if not isinstance(pack_rows, (bool, np.bool_)):
