@@ -120,42 +120,24 @@ def _parser() -> Any:
     ap = _cli.parser(STUDY_NAME, __doc__.split("\n\n")[0], "reduced grids and budgets (smoke)")
     ap.add_argument("--samplers", default=",".join(SAMPLERS))
     ap.add_argument("--mnist", default=None, help="IDX directory or mnist.npz (default: synthetic)")
-    mamba = ap.add_mutually_exclusive_group()
-    mamba.add_argument(
-        "--budget-gradients",
-        type=float,
-        default=None,
-        help="MAMBA total budget T in per-example gradient evaluations (default: "
-        f"{DEFAULT_MAMBA_GRADIENTS[0]:.3g}, quick {DEFAULT_MAMBA_GRADIENTS[1]:.3g})",
+    # One group per budget (MAMBA's, each grid configuration's, each evaluation's): a
+    # per-example gradient count by default, or steps, or wall-clock seconds.
+    _budget_options(
+        ap, "--budget-gradients", DEFAULT_MAMBA_GRADIENTS,
+        "MAMBA total budget T in per-example gradient evaluations", None,
+        ("--budget", "MAMBA total sampling seconds T (wall clock)"),
     )
-    mamba.add_argument(
-        "--budget", type=float, default=None, help="MAMBA total sampling seconds T (wall clock)"
+    _budget_options(
+        ap, "--grid-gradients", DEFAULT_GRID_GRADIENTS,
+        "per-example gradient evaluations per grid configuration",
+        ("--grid-steps", "iterations per grid configuration"),
+        ("--grid-seconds", "sampling seconds per configuration"),
     )
-    grid = ap.add_mutually_exclusive_group()
-    grid.add_argument(
-        "--grid-gradients",
-        type=float,
-        default=None,
-        help="per-example gradient evaluations per grid configuration (default: "
-        f"{DEFAULT_GRID_GRADIENTS[0]:.3g}, quick {DEFAULT_GRID_GRADIENTS[1]:.3g})",
-    )
-    grid.add_argument(
-        "--grid-steps", type=int, default=None, help="iterations per grid configuration"
-    )
-    grid.add_argument(
-        "--grid-seconds", type=float, default=None, help="sampling seconds per configuration"
-    )
-    ev = ap.add_mutually_exclusive_group()
-    ev.add_argument(
-        "--eval-gradients",
-        type=float,
-        default=None,
-        help="per-example gradient evaluations of each evaluation run (default: "
-        f"{DEFAULT_EVAL_GRADIENTS[0]:.3g}, quick {DEFAULT_EVAL_GRADIENTS[1]:.3g})",
-    )
-    ev.add_argument("--eval-steps", type=int, default=None, help="steps of each evaluation run")
-    ev.add_argument(
-        "--eval-seconds", type=float, default=None, help="sampling seconds of each evaluation"
+    _budget_options(
+        ap, "--eval-gradients", DEFAULT_EVAL_GRADIENTS,
+        "per-example gradient evaluations of each evaluation run",
+        ("--eval-steps", "steps of each evaluation run"),
+        ("--eval-seconds", "sampling seconds of each evaluation"),
     )
     ap.add_argument("--ksd-samples", type=int, default=None, help="max samples per KSD")
     ap.add_argument("--map-steps", type=int, default=None, help="Adam steps for the MAP")
@@ -174,25 +156,49 @@ def _parser() -> Any:
     return ap
 
 
+def _budget_options(
+    ap: Any,
+    gradients_flag: str,
+    defaults: tuple[float, float],
+    what: str,
+    steps: tuple[str, str] | None,
+    seconds: tuple[str, str],
+) -> None:
+    """A mutually exclusive group: gradients (``what``, the default unit), [steps,] seconds."""
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument(
+        gradients_flag,
+        type=float,
+        default=None,
+        help=f"{what} (default: {defaults[0]:.3g}, quick {defaults[1]:.3g})",
+    )
+    if steps is not None:
+        group.add_argument(steps[0], type=int, default=None, help=steps[1])
+    group.add_argument(seconds[0], type=float, default=None, help=seconds[1])
+
+
+def _budget(
+    gradients: float | None, steps: int | None, seconds: float | None, default: float
+) -> tuning.Budget:
+    """The budget an option group asked for (steps, seconds, else gradients)."""
+    if steps is not None:
+        return tuning.steps(steps)
+    if seconds is not None:
+        return tuning.seconds(seconds)
+    return tuning.gradient_evaluations(gradients or default)
+
+
 def _budgets(args: Any) -> dict[str, tuning.Budget]:
     q = 1 if args.quick else 0
-    if args.budget is not None:
-        mamba = tuning.seconds(args.budget)
-    else:
-        mamba = tuning.gradient_evaluations(args.budget_gradients or DEFAULT_MAMBA_GRADIENTS[q])
-    if args.grid_steps is not None:
-        grid = tuning.steps(args.grid_steps)
-    elif args.grid_seconds is not None:
-        grid = tuning.seconds(args.grid_seconds)
-    else:
-        grid = tuning.gradient_evaluations(args.grid_gradients or DEFAULT_GRID_GRADIENTS[q])
-    if args.eval_steps is not None:
-        evaluation = tuning.steps(args.eval_steps)
-    elif args.eval_seconds is not None:
-        evaluation = tuning.seconds(args.eval_seconds)
-    else:
-        evaluation = tuning.gradient_evaluations(args.eval_gradients or DEFAULT_EVAL_GRADIENTS[q])
-    return {"mamba": mamba, "grid": grid, "eval": evaluation}
+    return {
+        "mamba": _budget(args.budget_gradients, None, args.budget, DEFAULT_MAMBA_GRADIENTS[q]),
+        "grid": _budget(
+            args.grid_gradients, args.grid_steps, args.grid_seconds, DEFAULT_GRID_GRADIENTS[q]
+        ),
+        "eval": _budget(
+            args.eval_gradients, args.eval_steps, args.eval_seconds, DEFAULT_EVAL_GRADIENTS[q]
+        ),
+    }
 
 
 def _budget_json(b: tuning.Budget) -> dict[str, Any]:

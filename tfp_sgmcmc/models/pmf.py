@@ -391,8 +391,10 @@ class PMF(TrainSplitMixin):
         predictions ``f_ij = U_iᵀV_j`` (the factors themselves are not identified:
         ``docs/models.md``), from the exact Gibbs sampler.
         """
+        if self.data.source != "synthetic":  # before reading the 0.6 MB file
+            return None
         gt = load_ground_truth()
-        if gt is None or self.data.source != "synthetic":
+        if gt is None:
             return None
         if (
             gt.get("num_ratings") != self.data.num_ratings
