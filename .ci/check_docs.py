@@ -52,7 +52,8 @@ PRIVATE_NOTES = re.compile(
 MAKING_OF = re.compile(
     r"seed[ -]papers?\b|\bseeds? (?:paper )?0{2}[0-9]\b|main[ -]job|"
     r"\bissue ?#?[0-9]+\b|\bsession [0-9]+\b|\b(?:previous|earlier|last|next) session\b|"
-    r"\bend of the session\b|\bhelper agents?\b",
+    r"\bend of the session\b|\bhelper agents?\b|"
+    r"\bthe issue's\b|\bthe issue (?:asks|says|requires)\b",
     re.IGNORECASE,
 )
 
