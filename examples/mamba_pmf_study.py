@@ -145,6 +145,7 @@ def _parser() -> Any:
     ap.add_argument("--ratings", default=None, help="u.data or ratings.csv (default: synthetic)")
     add_budget_options(ap, DEFAULT_MAMBA_GRADIENTS, DEFAULT_GRID_GRADIENTS, DEFAULT_EVAL_GRADIENTS)
     ap.add_argument("--ksd-samples", type=int, default=None, help="max samples per KSD")
+    ap.add_argument("--map-steps", type=int, default=500, help="L-BFGS steps for the MAP")
     ap.add_argument(
         "--from-json",
         metavar="FILE",
@@ -187,6 +188,15 @@ def main() -> None:
             results = json.load(f)
         publish(results, outs)
         return
+    publish(run(args, outs), outs)
+
+
+def run(args: Any, outs: Any) -> dict[str, Any]:
+    """Runs the study that ``args`` (from `_parser`) describe; returns the results JSON.
+
+    The JSON is rewritten under ``outs`` after each row, so an interrupted run keeps
+    its rows.
+    """
     quick = args.quick
     samplers = args.samplers.split(",")
     for s in samplers:
@@ -202,7 +212,9 @@ def main() -> None:
     prob = pmf(ratings=args.ratings) if args.ratings else pmf(synthetic=True)
     gt = prob.ground_truth()
     base = prob.estimator(prob.batch_size_from_fraction(0.01))
-    theta_map = sg.find_map(base, prob.init_state(), method="lbfgs", num_steps=500).position
+    theta_map = sg.find_map(
+        base, prob.init_state(), method="lbfgs", num_steps=args.map_steps
+    ).position
     map_rmse = prob.test_rmse([p.numpy() for p in theta_map])
     cv = prob.control_variate_estimator(theta_map, prob.batch_size_from_fraction(0.01))
     ksd = tuning.KSDMetric(max_samples=ksd_n, score_block_size=16)
@@ -216,6 +228,7 @@ def main() -> None:
         "ksd_max_samples": ksd_n,
         "mamba_thin": MAMBA_THIN,
         "eval_samples": EVAL_SAMPLES,
+        "map_steps": args.map_steps,
         "step_grid_log10": [float(np.log10(x)) for x in steps],
         "batch_fractions": fractions,
         "leapfrogs": leapfrogs,
@@ -305,7 +318,7 @@ def main() -> None:
     results["finished"] = True
     load.stop()
     save()
-    publish(results, outs)
+    return results
 
 
 # --------------------------------------------------------------------------- #
@@ -490,7 +503,8 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         "posterior-mean predictive (≤ 200 samples) |",
         "",
         'SGHMC uses the SGMCMCJax update order (`order="explicit"`, friction 0.01) and SGNHT '
-        "diffusion 0.01, as the paper's code. The MAP is 500 L-BFGS steps. ξ is computed over "
+        "diffusion 0.01, as the paper's code. The MAP is "
+        f"{cfg.get('map_steps', 500):,} L-BFGS steps. ξ is computed over "
         "the posterior standard deviations of the 20,000 test predictions `U_iᵀV_j` "
         "(`PMF.xi`) against the Gibbs reference `pmf_synthetic.json` in the package's "
         "`models/ground_truth` directory, on the synthetic data set it was computed on "
@@ -559,7 +573,9 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         lines.append(
             f"| {r['sampler']} | {r['method']} | {arm_short(r['arm'])} | {k} | {xi} | "
             f"{_f(r['rmse'])} | {_f(r['test_loglik'])} | {r['eval_steps']:,} | "
-            f"{p[3].replace('-', '−')} | {p[0]} | {p[1]} | {p[2]} |"
+            f"{p[3].replace('-', '−')} | {p[0]} | {p[1]} | "
+            + (f"{p[2]:.2f}" if isinstance(p[2], float) else str(p[2]))
+            + " |"
         )
     lines += [
         "",
