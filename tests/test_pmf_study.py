@@ -191,10 +191,20 @@ def test_partial_results_render_a_page_that_says_so(study, tmp_path):
             _row("SGLD", "Grid", 10**-3.5, 0.1, 400.0, 0.5, 1.01),
             _row("SGLD", "Heuristic", 1 / 80000, 0.1, 300.0, 0.7, 1.03),
             _row("SGHMC", "MAMBA-KSD", 1e-6, 0.01, 100.0, 0.9, 1.02, leapfrogs=5),
+            _row("SGHMC", "Grid", 1e-5, 0.1, 900.0, 0.8, 1.03, leapfrogs=10),
+            dict(
+                _row("SGHMC", "Heuristic", 1 / 80000, 0.1, math.inf, math.inf, math.nan, 10),
+                eval_diverged=True,
+                eval_steps=2,
+                eval_samples=2,
+                test_loglik=math.nan,
+            ),
         ],
         "mamba": {"SGLD": _mamba(), "SGHMC": _mamba()},
         "finished": False,
     }
+    sghmc_done = json.loads(json.dumps(results))
+    results["rows"] = results["rows"][:4]
     study.publish(json.loads(json.dumps(results)), study._cli.Outputs(str(tmp_path)))
     page = (tmp_path / "studies" / "mamba_pmf.md").read_text()
     assert (tmp_path / "figures" / "mamba_pmf.png").is_file()
@@ -219,3 +229,14 @@ def test_partial_results_render_a_page_that_says_so(study, tmp_path):
     assert "exact posterior (Gibbs reference) 0.835" in page
     again = json.loads((tmp_path / "studies" / "mamba_pmf.json").read_text())
     assert again["rows"] == results["rows"]
+    # With SGHMC's three rows the counts cover both samplers, and a diverged heuristic
+    # evaluation is reported as such (no metric), not as a number.
+    study.publish(sghmc_done, study._cli.Outputs(str(tmp_path)))
+    page = (tmp_path / "studies" / "mamba_pmf.md").read_text()
+    assert "samplers with all three rows: SGLD, SGHMC" in page
+    assert "MAMBA-KSD picks a 1% batch for 2 of 2 samplers (paper: 2 of 2)" in page
+    assert (
+        "RMSE grid picks a larger step than MAMBA-KSD for 2 of 2 samplers (paper: 2 of 2)" in page
+    )
+    assert "| SGHMC | Heuristic | −4.9, 10%, L=10 | diverged | – | – | – | 2 |" in page
+    assert "paper KSD 3942, ξ×100 50.3): diverged after 2 steps." in page
