@@ -35,9 +35,15 @@ for the grid, and ``--eval-steps``).
 
 Run::
 
-    python examples/mamba_pmf_study.py --quick        # smoke test (about 5 minutes)
-    python examples/mamba_pmf_study.py                # full CPU-scale study (about 40 minutes)
+    python examples/mamba_pmf_study.py --quick        # smoke test (about 10 minutes)
+    python examples/mamba_pmf_study.py                # full CPU-scale study (about 35 minutes)
     python examples/mamba_pmf_study.py --throughput   # gradients/s per batch size
+
+The default budgets (``DEFAULT_*_GRADIENTS``) were chosen so that the full study fits
+well within 50 minutes on a 2-core CPU: it took 35 minutes under ``nice -n 10`` at a
+mean load average of 4.7 (``docs/studies/mamba_pmf.md``), the quick one 10 minutes at
+3.1. Most of the time is compilation (one program per batch size and L, three to six per
+sampler) and KSD evaluations, not sampling.
 
 Writes ``studies/mamba_pmf.md``, ``studies/mamba_pmf.json`` (every number on the
 page; rewritten after each row, so an interrupted run keeps its rows) and
@@ -531,7 +537,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         "```bash",
         f"{SCRIPT}                  # full CPU-scale study → out/mamba_pmf/",
         f"{SCRIPT} --ratings ml-100k/u.data",
-        f"{SCRIPT} --quick          # smoke run (about 5 minutes)",
+        f"{SCRIPT} --quick          # smoke run (about 10 minutes)",
         f"{SCRIPT} --throughput     # gradients/s per batch size (the budget conversion)",
         f"{SCRIPT} --from-json out/mamba_pmf/studies/mamba_pmf.json --write-docs",
         "```",
@@ -577,7 +583,11 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         "model at a 1% batch on a 2-core CPU (`--throughput`). On PMF a step's cost is "
         "dominated by the prior and the update over all parameters, so larger batches run "
         "far more gradients per second (3.7e6 at 10%, 1.7e7 at 100% in the same measurement) "
-        "and for them the quoted idle seconds are upper bounds. The options and their "
+        "and for them the quoted idle seconds are upper bounds. The default MAMBA and "
+        "evaluation budgets are the paper's scale in seconds (T ≈ 60 s; 20 s per evaluation) "
+        "converted at that rate; the grid's default is 1,000 SGLD iterations at a 10% batch, "
+        "half the paper's 2,000, so that the full study stays well within 50 minutes on two "
+        "cores. The options and their "
         "conversion are the BNN study's ([MNIST BNN](mamba_mnist_bnn.md)); the time budgets "
         "of the paper remain available (`--budget`, `--grid-seconds`, `--eval-seconds`), and "
         "step counts (`--grid-steps`, `--eval-steps`).",
