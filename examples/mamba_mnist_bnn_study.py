@@ -46,19 +46,33 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
 import time
 from typing import Any
 
 import _cli
 import numpy as np
 import tensorflow as tf
-from _paper_tables import SAMPLERS, kernel_class, tune_three_ways
+from _paper_tables import (
+    SAMPLERS,
+    LoadSampler,
+    add_budget_options,
+    arm_short,
+    arm_throughput,
+    budget_json,
+    budget_text,
+    budgets,
+    kernel_class,
+    mamba_json,
+    num,
+    plot_mamba_rounds,
+    round0,
+    run_throughput,
+    tune_three_ways,
+)
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning
 from tfp_sgmcmc.models import mnist_bnn as mb
-from tfp_sgmcmc.tuning.baselines import run_fixed
 
 STUDY_NAME = "mamba_mnist_bnn"
 SCRIPT = "python examples/mamba_mnist_bnn_study.py"
@@ -122,23 +136,7 @@ def _parser() -> Any:
     ap.add_argument("--mnist", default=None, help="IDX directory or mnist.npz (default: synthetic)")
     # One group per budget (MAMBA's, each grid configuration's, each evaluation's): a
     # per-example gradient count by default, or steps, or wall-clock seconds.
-    _budget_options(
-        ap, "--budget-gradients", DEFAULT_MAMBA_GRADIENTS,
-        "MAMBA total budget T in per-example gradient evaluations", None,
-        ("--budget", "MAMBA total sampling seconds T (wall clock)"),
-    )
-    _budget_options(
-        ap, "--grid-gradients", DEFAULT_GRID_GRADIENTS,
-        "per-example gradient evaluations per grid configuration",
-        ("--grid-steps", "iterations per grid configuration"),
-        ("--grid-seconds", "sampling seconds per configuration"),
-    )
-    _budget_options(
-        ap, "--eval-gradients", DEFAULT_EVAL_GRADIENTS,
-        "per-example gradient evaluations of each evaluation run",
-        ("--eval-steps", "steps of each evaluation run"),
-        ("--eval-seconds", "sampling seconds of each evaluation"),
-    )
+    add_budget_options(ap, DEFAULT_MAMBA_GRADIENTS, DEFAULT_GRID_GRADIENTS, DEFAULT_EVAL_GRADIENTS)
     ap.add_argument("--ksd-samples", type=int, default=None, help="max samples per KSD")
     ap.add_argument("--map-steps", type=int, default=None, help="Adam steps for the MAP")
     ap.add_argument(
@@ -156,117 +154,15 @@ def _parser() -> Any:
     return ap
 
 
-def _budget_options(
-    ap: Any,
-    gradients_flag: str,
-    defaults: tuple[float, float],
-    what: str,
-    steps: tuple[str, str] | None,
-    seconds: tuple[str, str],
-) -> None:
-    """A mutually exclusive group: gradients (``what``, the default unit), [steps,] seconds."""
-    group = ap.add_mutually_exclusive_group()
-    group.add_argument(
-        gradients_flag,
-        type=float,
-        default=None,
-        help=f"{what} (default: {defaults[0]:.3g}, quick {defaults[1]:.3g})",
-    )
-    if steps is not None:
-        group.add_argument(steps[0], type=int, default=None, help=steps[1])
-    group.add_argument(seconds[0], type=float, default=None, help=seconds[1])
-
-
-def _budget(
-    gradients: float | None, steps: int | None, seconds: float | None, default: float
-) -> tuning.Budget:
-    """The budget an option group asked for (steps, seconds, else gradients)."""
-    if steps is not None:
-        return tuning.steps(steps)
-    if seconds is not None:
-        return tuning.seconds(seconds)
-    return tuning.gradient_evaluations(gradients or default)
-
-
 def _budgets(args: Any) -> dict[str, tuning.Budget]:
-    q = 1 if args.quick else 0
-    return {
-        "mamba": _budget(args.budget_gradients, None, args.budget, DEFAULT_MAMBA_GRADIENTS[q]),
-        "grid": _budget(
-            args.grid_gradients, args.grid_steps, args.grid_seconds, DEFAULT_GRID_GRADIENTS[q]
-        ),
-        "eval": _budget(
-            args.eval_gradients, args.eval_steps, args.eval_seconds, DEFAULT_EVAL_GRADIENTS[q]
-        ),
-    }
-
-
-def _budget_json(b: tuning.Budget) -> dict[str, Any]:
-    return {"amount": float(b.amount), "unit": b.unit}
-
-
-class _LoadSampler:
-    """Samples the 1-minute load average every ``period`` seconds in a daemon thread."""
-
-    def __init__(self, period: float = 20.0) -> None:
-        self.values = [os.getloadavg()[0]]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(period,), daemon=True)
-        self._thread.start()
-
-    def _run(self, period: float) -> None:
-        while not self._stop.wait(period):
-            self.values.append(os.getloadavg()[0])
-
-    def summary(self) -> dict[str, float]:
-        v = self.values + [os.getloadavg()[0]]
-        return {"mean": float(np.mean(v)), "min": float(min(v)), "max": float(max(v)), "n": len(v)}
-
-    def stop(self) -> None:
-        self._stop.set()
+    return budgets(args, DEFAULT_MAMBA_GRADIENTS, DEFAULT_GRID_GRADIENTS, DEFAULT_EVAL_GRADIENTS)
 
 
 def throughput(seconds: float = 8.0) -> None:
     """Prints SGLD's steps/s and per-example gradients/s at 1%, 10% and 100% batches."""
     prob = mb.mnist_bnn(synthetic=True)
     base = prob.estimator(prob.batch_size_from_fraction(0.01))
-    zero = tuning.FunctionMetric(lambda s: 0.0, "none")
-    common = dict(
-        make_kernel=tuning.KernelFactory(sg.SGLD, base, {}), estimator=base, program_cache={}
-    )
-    out = {"load_average_start": os.getloadavg()[0]}
-    for frac in (0.01, 0.1, 1.0):
-        arm = {"step_size": 1e-6, "batch_fraction": frac}
-        run_fixed(
-            "warm-up",
-            [arm],
-            mb.init_state(),
-            budget_per_arm=tuning.steps(20),
-            metric=zero,
-            progress=False,
-            **common,
-        )
-        rec = run_fixed(
-            "throughput",
-            [arm],
-            mb.init_state(),
-            budget_per_arm=tuning.seconds(seconds),
-            metric=zero,
-            progress=False,
-            **common,
-        ).records[0]
-        rate = rec.steps / rec.sampling_seconds
-        out[f"{frac:g}"] = {
-            "steps_per_s": rate,
-            "gradients_per_s": rate * prob.batch_size_from_fraction(frac),
-        }
-        print(
-            f"batch {100 * frac:g}%: {rate:.1f} steps/s, "
-            f"{out[f'{frac:g}']['gradients_per_s']:.3g} per-example gradients/s",
-            flush=True,
-        )
-    out["load_average_end"] = os.getloadavg()[0]
-    print(json.dumps(out))
+    run_throughput(base, mb.init_state(), prob.batch_size_from_fraction, seconds=seconds)
 
 
 def main() -> None:
@@ -284,7 +180,7 @@ def main() -> None:
     samplers = args.samplers.split(",")
     for s in samplers:
         kernel_class(s)  # ValueError naming `name` for an unknown sampler
-    budgets = _budgets(args)
+    bud = _budgets(args)
     ksd_n = args.ksd_samples or (5 if quick else 8)
     map_steps = args.map_steps or (500 if quick else 3000)
     steps = tuning.log10_grid(-3, -7, 1.0) if quick else tuning.log10_grid(-2, -7.5, 0.5)
@@ -292,7 +188,7 @@ def main() -> None:
     leapfrogs = [5] if quick else [5, 10]
 
     t0 = time.time()
-    load = _LoadSampler()
+    load = LoadSampler()
     prob = mb.mnist_bnn(path=args.mnist) if args.mnist else mb.mnist_bnn(synthetic=True)
     base = prob.estimator(prob.batch_size_from_fraction(0.01))
     theta_map = sg.find_map(
@@ -313,7 +209,7 @@ def main() -> None:
     noisy_map = [p + tf.constant(rng.standard_normal(p.shape), p.dtype) for p in theta_map]
     n_heur = prob.num_train  # 1/60,000: log10 ε = −4.8 as the paper
     config = {
-        "budgets": {k: _budget_json(b) for k, b in budgets.items()},
+        "budgets": {k: budget_json(b) for k, b in bud.items()},
         "idle_gradients_per_second": IDLE_GRADIENTS_PER_SECOND,
         "ksd_max_samples": ksd_n,
         "mamba_thin": MAMBA_THIN,
@@ -348,12 +244,12 @@ def main() -> None:
             steps=steps,
             fractions=fractions,
             leapfrogs=leapfrogs,
-            budget=budgets["mamba"],
+            budget=bud["mamba"],
             ksd=ksd,
             grid_metric=neg_acc,
-            grid_steps=budgets["grid"],
+            grid_steps=bud["grid"],
             num_train=n_heur,
-            eval_seconds=budgets["eval"],
+            eval_seconds=bud["eval"],
             eval_samples=EVAL_SAMPLES,
             mamba_thin=MAMBA_THIN,
             thin=1,
@@ -383,28 +279,7 @@ def main() -> None:
                 "tuning_steps": int(r.total_steps),
             }
             if method == "MAMBA-KSD":
-                results["mamba"][name] = {
-                    "best_index": int(r.best_index),
-                    "round_sizes": list(r.round_sizes),
-                    "per_arm_budgets": [float(x) for x in r.per_arm_budgets],
-                    "records": [
-                        {
-                            "round": int(q.round),
-                            "arm_index": int(q.arm_index),
-                            "batch_fraction": float(q.arm["batch_fraction"]),
-                            "metric": float(q.metric),
-                            "steps": int(q.steps),
-                            "samples": int(q.samples),
-                            "spent": float(q.spent),
-                            "sampling_s": float(q.sampling_seconds),
-                            "metric_s": float(q.metric_seconds),
-                            "diverged": bool(q.diverged),
-                        }
-                        for q in r.records
-                    ],
-                    "compile_s": float(r.total_compile_seconds),
-                    "metric_s": float(r.total_metric_seconds),
-                }
+                results["mamba"][name] = mamba_json(r)
             results["rows"].append(row)
             save()
             print(
@@ -425,107 +300,8 @@ def main() -> None:
 # --------------------------------------------------------------------------- #
 
 
-def _arm_short(arm: dict[str, Any]) -> str:
-    """``−5.5, 1%, L=5`` (the paper's Table 8 form)."""
-    out = f"{math.log10(arm['step_size']):.2g}, {100 * arm['batch_fraction']:g}%"
-    if "num_leapfrog_steps" in arm:
-        out += f", L={arm['num_leapfrog_steps']}"
-    return out.replace("-", "−")
-
-
-def _num(x: float) -> str:
-    """``4.8e6`` for 4.8e+06 (3 significant digits)."""
-    m, _, e = f"{x:.3g}".partition("e")
-    return m + (f"e{int(e)}" if e else "")
-
-
-def _budget_text(b: dict[str, Any], rate: float) -> str:
-    if b["unit"] == "seconds":
-        return f"{b['amount']:g} s (wall clock)"
-    if b["unit"] == "steps":
-        return f"{b['amount']:g} steps"
-    return f"{_num(b['amount'])} gradients (≈ {b['amount'] / rate:.3g} s idle at 1%)"
-
-
 def _pct(x: float) -> str:
     return "–" if not math.isfinite(x) else f"{100 * x:.1f}"
-
-
-def _throughput(results: dict[str, Any]) -> dict[float, float]:
-    """Per-example gradients per sampling second by batch fraction, over all MAMBA arm-rounds
-    (meaningful for a gradient-evaluation budget, where ``spent`` counts gradients)."""
-    spent: dict[float, list[float]] = {}
-    for m in results["mamba"].values():
-        for q in m["records"]:
-            if q["sampling_s"] > 0 and not q["diverged"] and q["steps"] > 0:
-                acc = spent.setdefault(q["batch_fraction"], [0.0, 0.0])
-                acc[0] += q["spent"]
-                acc[1] += q["sampling_s"]
-    return {f: a[0] / a[1] for f, a in sorted(spent.items()) if a[1] > 0}
-
-
-def plot(results: dict[str, Any], path: str) -> None:
-    """MAMBA-KSD's KSD of every arm by round, one panel per sampler (the chosen arm in red)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    names = [s for s in results["config"]["samplers"] if s in results["mamba"]]
-    if not names:
-        return
-    cols = min(3, len(names))
-    rows = math.ceil(len(names) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.5 * rows), dpi=80, squeeze=False)
-    colours = {1.0: "C0", 0.1: "C2", 0.01: "C1"}
-    for ax, name in zip(axes.flat, names):
-        m = results["mamba"][name]
-        finite = [q["metric"] for q in m["records"] if math.isfinite(q["metric"])]
-        top = max(finite) * 3 if finite else 1.0
-        by_arm: dict[int, list[dict]] = {}
-        for q in m["records"]:
-            by_arm.setdefault(q["arm_index"], []).append(q)
-        for idx, qs in by_arm.items():
-            best = idx == m["best_index"]
-            ys = [q["metric"] if math.isfinite(q["metric"]) else top for q in qs]
-            colour = "C3" if best else colours.get(qs[0]["batch_fraction"], "0.6")
-            ax.plot(
-                [q["round"] for q in qs],
-                ys,
-                "-o",
-                color=colour,
-                lw=2 if best else 0.6,
-                ms=3 if best else 1.5,
-                alpha=1 if best else 0.6,
-                zorder=3 if best else 1,
-            )
-            for q in qs:
-                if not math.isfinite(q["metric"]):
-                    ax.plot([q["round"]], [top], "x", color=colour, ms=4)
-        if finite and min(finite) > 0:
-            ax.set_yscale("log")
-        ax.set_xticks(range(len(m["round_sizes"])))
-        ax.set_title(name, fontsize=9)
-        ax.tick_params(labelsize=7)
-    for ax in axes.flat[len(names) :]:
-        ax.axis("off")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("KSD (x: no sample / diverged)", fontsize=7)
-    for ax in axes[-1, :]:
-        ax.set_xlabel("round", fontsize=8)
-    handles = [matplotlib.lines.Line2D([], [], color=c, lw=1) for c in colours.values()]
-    handles.append(matplotlib.lines.Line2D([], [], color="C3", lw=2, marker="o", ms=3))
-    fig.legend(
-        handles,
-        ["100% batch", "10% batch", "1% batch", "chosen arm"],
-        fontsize=7,
-        loc="lower center",
-        ncol=4 if cols > 1 else 2,
-        frameon=False,
-    )
-    fig.tight_layout(rect=(0, 0.06 if cols > 1 else 0.12, 1, 1))
-    fig.savefig(path)
-    plt.close(fig)
 
 
 def _checks(results: dict[str, Any]) -> list[str]:
@@ -603,27 +379,13 @@ def _checks(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def _round0(results: dict[str, Any]) -> dict[float, tuple[int, int, int, int]]:
-    """Round 0 of MAMBA over all samplers, per batch fraction: (min steps, max steps,
-    arms without a sample, arms)."""
-    out: dict[float, list[int]] = {}
-    for m in results["mamba"].values():
-        for q in m["records"]:
-            if q["round"] == 0:
-                a = out.setdefault(q["batch_fraction"], [10**9, 0, 0, 0])
-                a[0], a[1] = min(a[0], q["steps"]), max(a[1], q["steps"])
-                a[2] += int(q["samples"] == 0 and not q["diverged"])
-                a[3] += 1
-    return {f: tuple(a) for f, a in sorted(out.items())}
-
-
 def _budgets_bullet(results: dict[str, Any]) -> str:
     cfg = results["config"]
     text = (
         "* **The budgets.** The paper ran on a GPU with R = 10 s for MAMBA's survivor "
         "(T ≈ 83 s for 36 arms) and 300 s per evaluation."
     )
-    r0 = _round0(results)
+    r0 = round0(results)
     if r0:
         parts = [
             (f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}")
@@ -660,7 +422,7 @@ def _batch_bullet(results: dict[str, Any]) -> str:
         f"{len(rows)} samplers; the paper chose 1% for all six, under a time budget and "
         "thinning by 10."
     )
-    if thin == 1 and _round0(results).get(0.1, (0, 0, 0, 0))[1] < 10:
+    if thin == 1 and round0(results).get(0.1, (0, 0, 0, 0))[1] < 10:
         text += (
             " Here every step is kept, so a 10% arm's handful of round-0 steps counts as "
             "samples and it competes on its KSD; with the paper's thinning it would have had "
@@ -676,10 +438,10 @@ def _grid_bullet(results: dict[str, Any]) -> str:
     b = cfg["budgets"]["grid"]
     if b["unit"] == "gradient_evaluations":
         its = b["amount"] / (0.1 * cfg["num_train"])
-        what = f"{_num(b['amount'])} per-example gradients per configuration ({its:.0f} SGLD "
+        what = f"{num(b['amount'])} per-example gradients per configuration ({its:.0f} SGLD "
         what += "iterations at a 10% batch, fewer for SGHMC and the control variates)"
     else:
-        what = f"{_budget_text(b, cfg['idle_gradients_per_second'])} per configuration"
+        what = f"{budget_text(b, cfg['idle_gradients_per_second'])} per configuration"
     return (
         f"* **The grid search** has {what} where the paper has 1,000 iterations, from MAP + "
         "N(0, 1) noise: noise of the prior's scale on every weight wrecks the network, and in "
@@ -730,12 +492,12 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         f"[× L {{{', '.join(str(x) for x in cfg['leapfrogs'])}}}]: {n_arms} "
         f"[{n_arms * len(cfg['leapfrogs'])}] arms, η = 3 |",
         f"| MAMBA budget | R = 10 s for the surviving arm (T ≈ 83 s for 36 arms) "
-        f"| T = {_budget_text(b['mamba'], rate)} |",
+        f"| T = {budget_text(b['mamba'], rate)} |",
         "| grid search | 10% batch, 1,000 iterations per configuration from MAP + N(0, 1), "
-        f"highest test accuracy (every 20th sample) | same, {_budget_text(b['grid'], rate)} "
+        f"highest test accuracy (every 20th sample) | same, {budget_text(b['grid'], rate)} "
         "per configuration |",
         "| heuristic | ε = 1/60,000 (log10 ε = −4.8), 10% batch, L = 10 | same |",
-        f"| evaluation | 300 s from the MAP | {_budget_text(b['eval'], rate)} from the MAP |",
+        f"| evaluation | 300 s from the MAP | {budget_text(b['eval'], rate)} from the MAP |",
         "| metrics | ECE, MCE (authors' binning) | accuracy, ECE, MCE (10 equal-width bins, "
         f"Bayesian model average of ≤ 50 thinned samples), KSD on ≤ {cfg['ksd_max_samples']} "
         "thinned samples |",
@@ -754,7 +516,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         "leapfrog gradients, a control-variate step its two minibatch gradients) and, unlike a "
         "step count, still charges a 10% batch ten times a 1% one, roughly as time does. The "
         "defaults convert seconds at "
-        f"{_num(rate)} gradients/s, SGLD's throughput on this model at a 1% batch on an idle "
+        f"{num(rate)} gradients/s, SGLD's throughput on this model at a 1% batch on an idle "
         "2-core CPU; larger batches use the cores better and run more gradients per second, "
         "so for them the quoted idle seconds are upper bounds (measure yours with "
         "`--throughput`; this run's own throughput is below). A step-count evaluation "
@@ -764,7 +526,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         "paper remain available (`--budget`, `--grid-seconds`, `--eval-seconds`).",
         "",
     ]
-    tp = _throughput(results) if b["mamba"]["unit"] == "gradient_evaluations" else {}
+    tp = arm_throughput(results) if b["mamba"]["unit"] == "gradient_evaluations" else {}
     status = (
         (
             "partial: the run had not finished when this page was drawn; samplers with all "
@@ -783,8 +545,8 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         + (
             " Throughput in MAMBA's arms over all samplers, per-example gradients per "
             "sampling second: "
-            + ", ".join(f"{_num(x)} at a {100 * f:g}% batch" for f, x in tp.items())
-            + f" (the idle SGLD figure behind the defaults: {_num(rate)})."
+            + ", ".join(f"{num(x)} at a {100 * f:g}% batch" for f, x in tp.items())
+            + f" (the idle SGLD figure behind the defaults: {num(rate)})."
             if tp
             else ""
         ),
@@ -805,7 +567,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
             else ("no sample" if r["eval_samples"] == 0 else f"{r['ksd']:.4g}")
         )
         lines.append(
-            f"| {r['sampler']} | {r['method']} | {_arm_short(r['arm'])} | {acc} | "
+            f"| {r['sampler']} | {r['method']} | {arm_short(r['arm'])} | {acc} | "
             f"{_pct(r['ece'])} | {_pct(r['mce'])} | {k} | {r['eval_steps']:,} | "
             f"{p[2].replace('-', '−')} | {p[0]} | {p[1]} |"
         )
@@ -826,7 +588,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         for s, m in results["mamba"].items():
             samp = sum(q["sampling_s"] for q in m["records"])
             grads = sum(q["spent"] for q in m["records"])
-            gps = _num(grads / samp) if tp and samp > 0 else "–"
+            gps = num(grads / samp) if tp and samp > 0 else "–"
             lines.append(
                 f"| {s} | {len(m['round_sizes'])} "
                 f"({' → '.join(str(x) for x in m['round_sizes'])}) | {samp:.1f} | {gps} | "
@@ -877,7 +639,7 @@ def publish(results: dict[str, Any], outs: Any) -> None:
     fig_name = outs.name(f"{STUDY_NAME}.png")
     figure = None
     if results["mamba"]:
-        plot(results, outs.figure(f"{STUDY_NAME}.png"))
+        plot_mamba_rounds(results, outs.figure(f"{STUDY_NAME}.png"))
         figure = f"../figures/{fig_name}"
     with open(outs.study(f"{STUDY_NAME}.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1, allow_nan=True)
