@@ -659,10 +659,12 @@ class DatasetData(DataSource):
         self._full = full_dataset
         # Chunked reads (tfp_sgmcmc.data_stream): the stacked-batch reader, the
         # cursor counting the batches a chunk program has read, and, while such a
-        # program is traced, its stacked batches ``[K, n, ...]`` (flat).
+        # program is traced, its stacked batches ``[K, n, ...]`` (flat) and the index
+        # of the first one it reads.
         self._reader: Any = None
         self._cursor: tf.Variable | None = None
         self._feed: list[tf.Tensor] | None = None
+        self._feed_offset: tf.Tensor | None = None  # index of the feed's first unread batch
         DatasetData._live.add(self)
 
     batch_size = AttributeView[int]("_batch_size")
@@ -706,8 +708,10 @@ class DatasetData(DataSource):
             recorder[self] = recorder.get(self, 0) + 1
             return [tf.zeros(s.shape, s.dtype) for s in self._flat_spec]
         if self._feed is not None:  # inside a chunk program: the cursor-th stacked batch
-            i = self._cursor.assign_add(1, read_value=True) - 1
-            return [c[i] for c in self._feed]
+            i = self._cursor.assign_add(1, read_value=True) - 1 + self._feed_offset
+            # A gather, not ``c[i]``: XLA compiles a strided slice's start as a constant
+            # (one program per start value); a gather takes it at run time.
+            return [tf.gather(c, i) for c in self._feed]
         if self._reader is not None:
             if tf.executing_eagerly():
                 return [t[0] for t in self._reader.take(1)]

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.data import DatasetData
 from tfp_sgmcmc.diagnostics import fssd_opt, kernel_stein_discrepancy
 from tfp_sgmcmc.diagnostics.stein_kernels import stein_kernel_matrix
 
@@ -67,8 +68,10 @@ class FullDataScorer:
       estimator: a gradient estimator with ``full_log_prob_and_gradient``.
       block_size: samples per call. Default value: ``64``.
       jit_compile: XLA-compile the scoring program (falls back to a graph, with
-        a warning, if the log-likelihood cannot be compiled). Default value:
-        ``True``.
+        a warning, if the log-likelihood cannot be compiled; always a graph for
+        an estimator reading a
+        [`DatasetData`][tfp_sgmcmc.data.DatasetData], whose full pass reads
+        its ``full_dataset`` iterator). Default value: ``True``.
     """
 
     def __init__(self, estimator: Any, block_size: int = 64, jit_compile: bool = True) -> None:
@@ -78,7 +81,9 @@ class FullDataScorer:
             raise ValueError(f"`block_size` must be >= 1, got {block_size!r}.")
         self.estimator = estimator
         self.block_size = int(block_size)
-        self.jit_compile = bool(jit_compile)
+        # A tf.data full pass reads an iterator, which XLA cannot compile: a graph.
+        streamed = isinstance(getattr(estimator, "data", None), DatasetData)
+        self.jit_compile = bool(jit_compile) and not streamed
 
         def score(parts: list[tf.Tensor], single: bool) -> list[tf.Tensor]:
             return estimator.full_log_prob_and_gradient(
