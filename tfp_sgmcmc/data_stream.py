@@ -47,7 +47,7 @@ import tensorflow as tf
 from tfp_sgmcmc.data import DatasetData
 from tfp_sgmcmc.internal.util import check_int
 
-__all__ = ["BlockReader", "StreamFeeder", "stream_feeder"]
+__all__ = ["BlockReader", "FedProgram", "StreamFeeder", "stream_feeder"]
 
 #: Above this many bytes of stacked batches per chunk, the feeder warns.
 CHUNK_BYTES_WARNING = 1 << 30
@@ -270,7 +270,7 @@ class StreamFeeder:
         num_steps: int,
         jit_compile: bool = True,
         steps_run: Callable[[Any], int] | None = None,
-    ) -> Callable[..., Any]:
+    ) -> FedProgram:
         """A callable running ``fn`` (``num_steps`` kernel steps) on fed minibatches.
 
         ``fn(*args)`` must run exactly ``num_steps`` steps of the feeder's
@@ -299,7 +299,8 @@ class StreamFeeder:
             Default value: ``None`` (exactly ``num_steps``).
 
         Returns:
-          ``call(*args) -> fn(*args)``.
+          a [`FedProgram`][tfp_sgmcmc.data_stream.FedProgram]
+          ``fed(*args) -> fn(*args)``.
 
         Raises:
           ValueError: ``num_steps`` not a positive int; ``fn`` or ``steps_run``
@@ -328,9 +329,10 @@ class StreamFeeder:
         def fed(
             feeds: Sequence[Sequence[tf.Tensor]], offsets: Sequence[tf.Tensor], *args: Any
         ) -> Any:
-            # Batch j of a step reads feeds[offset + cursor]. The offset is an argument,
-            # never the cursor's start: XLA specialises its program on the values of
-            # the variables it reads at entry (a new compilation per start value).
+            # Batch j of a step reads feeds[offset + cursor], by a gather (see
+            # DatasetData): an index XLA takes at run time. A slice's start would be
+            # a compile-time constant, and the offset argument with it (one
+            # compilation per offset; tests/tuning/test_compile_once.py).
             for src, flat, offset in zip(sources, feeds, offsets):
                 src._feed = list(flat)
                 src._feed_offset = offset
@@ -342,40 +344,7 @@ class StreamFeeder:
                     src._feed_offset = None
 
         program = tf.function(fed, jit_compile=jit_compile, autograph=False)
-        zero_offsets = [tf.constant(0, tf.int32) for _ in sources]
-
-        def check(read: int, expected: int, steps: int) -> None:
-            if read != expected:
-                raise RuntimeError(
-                    f"The chunk program read {read} minibatches of a tf.data source, but "
-                    f"{steps} steps were expected to read {expected}: the kernel draws a "
-                    "data-dependent number of minibatches per step, which cannot be fed in "
-                    "chunks; run it step by step (jit_compile=False)."
-                )
-
-        def call(*args: Any) -> Any:
-            feeds = [src._reader.take(k) for src, k in zip(sources, wanted)]
-            for src in sources:
-                src._cursor.assign(0)
-            out = program(feeds, zero_offsets, *args)
-            for src, k in zip(sources, wanted):
-                check(int(src._cursor.numpy()), k, num_steps)
-            return out
-
-        def call_partial(*args: Any) -> Any:
-            windows = [src._reader.window(c) for src, c in zip(sources, draws)]
-            for src in sources:
-                src._cursor.assign(0)
-            offsets = [tf.constant(offset, tf.int32) for _, offset in windows]
-            out = program([block for block, _ in windows], offsets, *args)
-            k = int(steps_run(out))
-            for src, c in zip(sources, draws):
-                read = int(src._cursor.numpy())
-                check(read, k * c, k)
-                src._reader.advance(read)
-            return out
-
-        return call if steps_run is None else call_partial
+        return FedProgram(program, sources, wanted, draws, num_steps, steps_run)
 
     def steps_available(self) -> int:
         """Steps the next call of a ``steps_run`` program may run (at least 1).
@@ -397,9 +366,67 @@ class StreamFeeder:
         return max(1, min(steps))
 
 
-def stream_feeder(
-    kernel: Any, state: Any, kernel_results: Any = None
-) -> StreamFeeder | None:
+class FedProgram:
+    """A chunk program fed from prefetched blocks (made by
+    [`StreamFeeder.compile`][tfp_sgmcmc.data_stream.StreamFeeder.compile]).
+
+    ``fed(*args)`` runs one chunk. ``program`` is the ``tf.function`` every
+    call runs, as ``program(feeds, offsets, *args)`` (``feeds``: each source's
+    stacked batches, ``offsets``: the index of its first unread one), e.g. to
+    inspect the XLA program with ``experimental_get_compiler_ir``.
+    """
+
+    def __init__(
+        self,
+        program: Any,
+        sources: list[DatasetData],
+        wanted: list[int],
+        draws: list[int],
+        num_steps: int,
+        steps_run: Callable[[Any], int] | None,
+    ) -> None:
+        self.program = program
+        self._sources = sources
+        self._wanted = wanted
+        self._draws = draws
+        self._num_steps = num_steps
+        self._steps_run = steps_run
+        self._zero_offsets = [tf.constant(0, tf.int32) for _ in sources]
+
+    @staticmethod
+    def _check(read: int, expected: int, steps: int) -> None:
+        if read != expected:
+            raise RuntimeError(
+                f"The chunk program read {read} minibatches of a tf.data source, but "
+                f"{steps} steps were expected to read {expected}: the kernel draws a "
+                "data-dependent number of minibatches per step, which cannot be fed in "
+                "chunks; run it step by step (jit_compile=False)."
+            )
+
+    def __call__(self, *args: Any) -> Any:
+        sources = self._sources
+        if self._steps_run is None:
+            feeds = [src._reader.take(k) for src, k in zip(sources, self._wanted)]
+            for src in sources:
+                src._cursor.assign(0)
+            out = self.program(feeds, self._zero_offsets, *args)
+            for src, k in zip(sources, self._wanted):
+                self._check(int(src._cursor.numpy()), k, self._num_steps)
+            return out
+        windows = [src._reader.window(c) for src, c in zip(sources, self._draws)]
+        for src in sources:
+            src._cursor.assign(0)
+        offsets = [tf.constant(offset, tf.int32) for _, offset in windows]
+        out = self.program([block for block, _ in windows], offsets, *args)
+        k = int(self._steps_run(out))
+        for src, c in zip(sources, self._draws):
+            read = int(src._cursor.numpy())
+            self._check(read, k * c, k)
+            src._reader.advance(read)
+        return out
+
+
+def stream_feeder(kernel: Any, state: Any, kernel_results: Any = None) -> StreamFeeder | None:
     """A [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder] if ``kernel`` reads ``tf.data``.
 
     Returns ``None`` (without tracing anything when no ``DatasetData`` exists)

@@ -27,6 +27,7 @@ import tensorflow as tf
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning as tu
 from tfp_sgmcmc.models.logistic_regression import log_likelihood, log_prior
+from tfp_sgmcmc.tuning import runner as runner_module
 from tfp_sgmcmc.tuning.runner import ArmRunner
 
 N, D, BATCH = 400, 3, 10
@@ -77,3 +78,79 @@ def test_in_memory_arm_program_compiles_once(scheme):
     assert len(calls) == 11  # two arms (two seeds), calls of at most 20 steps
     assert program.experimental_get_tracing_count() == 1
     assert _distinct_programs(program, calls) == 1
+
+
+def _tf_data_estimator() -> sg.MinibatchEstimator:
+    x, y = (np.asarray(t) for t in _data("epoch").arrays)
+    ds = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .batch(BATCH, drop_remainder=True)
+        .cache()
+        .shuffle(N // BATCH, seed=2)
+        .repeat()
+    )
+    return sg.MinibatchEstimator(log_likelihood, sg.DatasetData(ds, N), BATCH, log_prior)
+
+
+def test_tf_data_arm_program_compiles_once(monkeypatch):
+    # Blocks of 16 batches: calls start at many offsets into a block, and blocks are
+    # re-cut when a call would need more batches than the block has left.
+    monkeypatch.setattr(runner_module, "FEED_BLOCK_BYTES", 16 * BATCH * (D + 1) * 4)
+    est = _tf_data_estimator()
+    runner = ArmRunner(
+        lambda step_size: sg.SGLD(est, step_size),
+        [{"step_size": 1e-3}, {"step_size": 3e-3}],
+        tf.zeros([D]),
+        thin=2,
+        seed=5,
+        max_steps_per_call=20,
+    )
+    runner.run(0, 3, tu.steps(1))
+    (prog,) = runner._programs.values()
+    assert prog.feeder is not None and prog.feed_steps == 16
+    fed = prog.chunk_fn
+    program = fed.program
+    calls: list[tuple] = []
+
+    def spy(*args):
+        calls.append(args)
+        return program(*args)
+
+    fed.program = spy
+    for index, steps in [(0, 30), (1, 45), (0, 7), (1, 26), (0, 41)]:
+        out = runner.run(index, steps, tu.steps(1))
+        assert out.steps == steps and out.compile_seconds == 0 and not out.diverged
+    offsets = {int(a[1][0]) for a in calls}
+    assert len(calls) > 10 and len(offsets) > 3
+    assert program.experimental_get_tracing_count() == 1
+    assert _distinct_programs(program, calls) == 1
+
+
+@pytest.mark.parametrize("scheme", ["random_window", "epoch"])
+def test_step_t_draws_the_same_randomness_however_the_steps_are_split(scheme):
+    # Step t of arm j draws from fold_in((seed, j), t): calls of at most 6 or of at most
+    # 200 steps run the same chain (rounds rebuild the sampler state from the round's
+    # seed; within a round the kernel results carry the minibatch state across calls).
+    def chain(max_steps: int, seed: int = 5) -> np.ndarray:
+        est = sg.MinibatchEstimator(log_likelihood, _data(scheme), BATCH, log_prior)
+        runner = ArmRunner(
+            lambda step_size: sg.SGLD(est, step_size),
+            [{"step_size": 1e-3}, {"step_size": 3e-3}],
+            tf.zeros([D]),
+            thin=2,
+            seed=seed,
+            max_steps_per_call=max_steps,
+        )
+        samples = []
+        for index, steps in [(1, 17), (1, 40), (0, 9), (1, 23)]:
+            out = runner.run(index, steps, tu.steps(1))
+            assert out.steps == steps
+            if index == 1:
+                samples.append(out.samples[0])
+        return np.concatenate(samples)
+
+    short, long_ = chain(6), chain(200)
+    assert short.shape == (39, D)  # (17 + 40 + 23) // 2 less the groups split by a round
+    np.testing.assert_allclose(short, long_, rtol=1e-6, atol=1e-7)
+    # Power: another seed gives another chain.
+    assert np.max(np.abs(chain(200, seed=6) - long_)) > 1e-3

@@ -150,14 +150,25 @@ class _Program:
                 [capacity, *results.target_log_prob.shape], results.target_log_prob.dtype
             )
 
-            def cond(i, parts, results, bufs, lp_buf, div):
+            # The loop carries (seed, t) as one vector [s0, s1, t] whose step component
+            # the body increments. Neither the seed nor the first step may reach a step
+            # as a loop invariant (a tensor the body captures, or a loop variable it
+            # passes on unchanged): XLA's constant analysis walks back along those from
+            # any input an op takes as a compile-time constant when it can (tf.slice's
+            # start, e.g. the "random_window" minibatch drawn from the step's seed), so
+            # the seed and first step would become constants keying the compilation
+            # cache: one compilation per call (tests/tuning/test_compile_once.py).
+            key0 = tf.concat([seed, tf.reshape(first_step, [1])], axis=0)
+            key_step = tf.constant([0, 0, 1], tf.int32)
+
+            def cond(i, key, parts, results, bufs, lp_buf, div):
                 return tf.logical_and(i < num_steps, tf.logical_not(div))
 
-            def body(i, parts, results, bufs, lp_buf, div):
+            def body(i, key, parts, results, bufs, lp_buf, div):
                 # Step t of the arm's chain draws its randomness from (arm seed, t),
                 # whatever the calls its steps are split into (budgets size the calls;
                 # a fed tf.data program also stops at the end of its block).
-                step_seed = tf.random.experimental.stateless_fold_in(seed, first_step + i)
+                step_seed = tf.random.experimental.stateless_fold_in(key[:2], key[2])
                 new_state, new_results = kernel.one_step(
                     restructure(parts, like), results, seed=step_seed
                 )
@@ -172,15 +183,15 @@ class _Program:
                 lp = new_results.target_log_prob[tf.newaxis]
                 lp_buf = tf.tensor_scatter_nd_update(lp_buf, j, lp)
                 div = tf.reduce_any(new_results.diverged)
-                return i + 1, new_parts, new_results, bufs, lp_buf, div
+                return i + 1, key + key_step, new_parts, new_results, bufs, lp_buf, div
 
             i0 = tf.constant(0, tf.int32)
             out = tf.while_loop(
                 cond,
                 body,
-                (i0, list(parts), results, bufs, lp_buf, tf.constant(False)),
+                (i0, key0, list(parts), results, bufs, lp_buf, tf.constant(False)),
             )
-            i, parts, results, bufs, lp_buf, div = out
+            i, _, parts, results, bufs, lp_buf, div = out
             return parts, results, bufs, lp_buf, i, div
 
         # The bootstrap is one gradient evaluation: graph mode is enough, and XLA
