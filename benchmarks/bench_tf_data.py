@@ -64,6 +64,7 @@ from _common import dump_json, environment, load_average, log, make_data, median
 import tfp_sgmcmc as sg  # noqa: E402
 from tfp_sgmcmc import tuning as tu  # noqa: E402
 from tfp_sgmcmc.data_stream import StreamFeeder  # noqa: E402
+from tfp_sgmcmc.tuning.metrics import FullDataScorer  # noqa: E402
 from tfp_sgmcmc.tuning.runner import ArmRunner  # noqa: E402
 
 PRIOR_VARIANCE = 10.0
@@ -312,12 +313,38 @@ def broadcast_log_likelihood(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor
     return -tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
 
 
-def run_mamba_tuner(x: np.ndarray, y: np.ndarray, frac: float, budget_seconds: float) -> dict:
+def score_block_seconds(
+    x: np.ndarray, y: np.ndarray, n: int, full_cache_bytes: int | None, blocks: int = 3
+) -> dict[str, Any]:
+    """Seconds of one 64-sample block of full-data scores (the KSD's unit of work)."""
+    big_n, dim = x.shape
+    full = tf.data.Dataset.from_tensor_slices((x, y))
+    data = sg.DatasetData(
+        fast_pipeline(x, y, n), big_n, full_dataset=full, full_cache_bytes=full_cache_bytes
+    )
+    scorer = FullDataScorer(sg.MinibatchEstimator(broadcast_log_likelihood, data, n, log_prior))
+    theta = np.random.default_rng(0).normal(0.0, 0.1, (64, dim)).astype(np.float32)
+    first, _ = timed_call(lambda: scorer([theta])[0])  # traces, compiles, keeps the rows
+    times = [timed_call(lambda: scorer([theta])[0])[0] for _ in range(blocks)]
+    return {
+        "full_in_memory": data.full_in_memory,
+        "xla": scorer.jit_compile,
+        "first_call_seconds": round(first, 3),
+        "seconds_per_block": round(median(times), 3),
+    }
+
+
+def run_mamba_tuner(
+    x: np.ndarray, y: np.ndarray, frac: float, budget_seconds: float,
+    full_cache_bytes: int | None = None,
+) -> dict:
     """One MAMBA-KSD run on a DatasetData: budget honesty, compile and metric time, the pick."""
     big_n, dim = x.shape
     n = max(1, int(round(frac * big_n)))
     full = tf.data.Dataset.from_tensor_slices((x, y))
-    data = sg.DatasetData(fast_pipeline(x, y, n), big_n, full_dataset=full)
+    data = sg.DatasetData(
+        fast_pipeline(x, y, n), big_n, full_dataset=full, full_cache_bytes=full_cache_bytes
+    )
     est = sg.MinibatchEstimator(broadcast_log_likelihood, data, n, log_prior)
     arms = tu.grid(step_size=tu.log10_grid(-4, -7))
     log(f"MAMBA run on tf.data: batch {n}, {len(arms)} arms, T = {budget_seconds:g} s")
@@ -331,6 +358,7 @@ def run_mamba_tuner(x: np.ndarray, y: np.ndarray, frac: float, budget_seconds: f
         "num_arms": len(arms),
         "budget_seconds": budget_seconds,
         "fed_xla": data.chunked,
+        "full_data_in_memory": data.full_in_memory,
         "total_sampling_seconds": round(res.total_sampling_seconds, 3),
         "budget_honesty": round(res.budget_honesty(), 4),
         "total_compile_seconds": round(res.total_compile_seconds, 3),
@@ -376,6 +404,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="--mamba: first run MAMBA-KSD (7 step sizes, 1%% batch) on tf.data with this "
         "budget T and report its budget honesty",
     )
+    p.add_argument(
+        "--full-cache-bytes",
+        type=int,
+        default=None,
+        help="--tuner-seconds: DatasetData(full_cache_bytes=...) of the MAMBA run (default: "
+        "the library's, which keeps the default workload's 44 MB of full data in memory; 0 "
+        "streams them)",
+    )
     p.add_argument("--output", default=None, help="also write the JSON here")
     args = p.parse_args(argv)
     big_n = args.num_examples or (20_000 if args.quick else 1_000_000)
@@ -404,7 +440,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         report["workload"]["round_seconds"] = args.round_seconds
         if args.tuner_seconds:
             report["command"] += f" --tuner-seconds {args.tuner_seconds:g}"
-            report["mamba_run"] = run_mamba_tuner(x, y, 0.01, args.tuner_seconds)
+            keep = args.full_cache_bytes
+            if keep is not None:
+                report["command"] += f" --full-cache-bytes {keep}"
+            n = max(1, int(round(0.01 * big_n)))
+            log("full-data scores of a 64-sample block: full data kept, then streamed")
+            report["full_data_score_block"] = {
+                "kept": score_block_seconds(x, y, n, None),
+                "streamed": score_block_seconds(x, y, n, 0, blocks=1),
+            }
+            report["mamba_run"] = run_mamba_tuner(x, y, 0.01, args.tuner_seconds, keep)
         for frac in (0.01, 0.001):
             report["groups"].append(
                 run_mamba_group(x, y, frac, args.round_seconds, repeats)

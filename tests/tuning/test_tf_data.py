@@ -161,7 +161,8 @@ def test_mamba_tunes_on_a_tf_data_source_with_xla_chunks():
             progress=False,
             jit_compile=True,
         )
-    # The full-data scores read the full dataset in a graph, without trying XLA first.
+    # The full data (960 bytes) are kept in memory: the full-data scores compile.
+    assert est.data.full_in_memory
     assert not [w for w in caught if "could not be XLA-compiled" in str(w.message)]
     assert est.data.chunked  # the arms ran as fed XLA programs
     assert res.best_index == 1 and math.isfinite(res.best_metric)
@@ -211,3 +212,22 @@ def test_batch_size_arms_on_one_tf_data_source_are_refused():
     )
     assert [r.steps for r in res.records] == [200, 200] and res.num_programs == 2
     assert all(e.data.chunked for e in estimators.values())
+
+
+@pytest.mark.parametrize("keep", [None, 0], ids=["kept", "streamed"])
+def test_full_data_scores_compile_when_the_full_data_are_kept(keep):
+    from tfp_sgmcmc.tuning.metrics import FullDataScorer
+
+    data = sg.DatasetData(
+        _dataset(), N, full_dataset=tf.data.Dataset.from_tensor_slices(X), full_cache_bytes=keep
+    )
+    # Kept: XLA (no fallback warning); streamed: a graph reading the iterator.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scorer = FullDataScorer(_estimator(data), block_size=4)
+        assert scorer.jit_compile == (keep is None)
+        theta = np.random.default_rng(1).normal(size=(6, 2)).astype(np.float32)
+        (got,) = scorer([theta])
+    # ∇ log π(θ) = Σ_i (x_i − θ) − θ.
+    want = X.sum(0) - (N + 1) * theta
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)

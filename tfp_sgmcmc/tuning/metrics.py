@@ -70,8 +70,9 @@ class FullDataScorer:
       jit_compile: XLA-compile the scoring program (falls back to a graph, with
         a warning, if the log-likelihood cannot be compiled; always a graph for
         an estimator reading a
-        [`DatasetData`][tfp_sgmcmc.data.DatasetData], whose full pass reads
-        its ``full_dataset`` iterator). Default value: ``True``.
+        [`DatasetData`][tfp_sgmcmc.data.DatasetData] whose full pass reads
+        its ``full_dataset`` iterator, i.e. does not keep it in memory, see
+        ``full_cache_bytes``). Default value: ``True``.
     """
 
     def __init__(self, estimator: Any, block_size: int = 64, jit_compile: bool = True) -> None:
@@ -81,8 +82,10 @@ class FullDataScorer:
             raise ValueError(f"`block_size` must be >= 1, got {block_size!r}.")
         self.estimator = estimator
         self.block_size = int(block_size)
-        # A tf.data full pass reads an iterator, which XLA cannot compile: a graph.
-        streamed = isinstance(getattr(estimator, "data", None), DatasetData)
+        # A tf.data full pass reads an iterator, which XLA cannot compile: a graph
+        # (unless the source keeps its full data in memory).
+        data = getattr(estimator, "data", None)
+        streamed = isinstance(data, DatasetData) and not data.full_in_memory
         self.jit_compile = bool(jit_compile) and not streamed
 
         def score(parts: list[tf.Tensor], single: bool) -> list[tf.Tensor]:
