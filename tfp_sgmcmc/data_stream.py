@@ -14,7 +14,9 @@ A chunk of ``s`` sampler steps needs ``K = s · c`` minibatches, ``c`` being the
 number of minibatches one step draws (1 for SGLD, ``L`` for SGHMC with ``L``
 leapfrog steps). [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder] finds
 every ``DatasetData`` a kernel reads and its ``c`` by tracing one step, pulls the
-``K`` batches of each chunk as one stacked tensor and passes it to the compiled
+``K`` batches of each chunk as one stacked tensor (a source whose first read is
+a chunked one reads a ``dataset.batch(K)`` stream, stacked by ``tf.data``; see
+[`BlockReader`][tfp_sgmcmc.data_stream.BlockReader]) and passes it to the compiled
 chunk program as an argument; inside, every minibatch draw reads the next
 stacked batch (a cursor variable counts them). The ``k``-th minibatch drawn is
 the dataset's ``k``-th batch, exactly as when the iterator is read step by step,
@@ -68,9 +70,10 @@ class BlockReader:
     With ``stacked=True`` the iterator yields whole blocks ``[block, n, ...]``
     (a ``dataset.batch(block)`` stream, which
     [`DatasetData`][tfp_sgmcmc.data.DatasetData] uses when no batch was read
-    before the chunked reads start): ``tf.data`` stacks them itself, without a
-    graph op per batch (2-3x the batches per second of the loop above at a
-    small batch; docs/tuning.md, "Tuning on tf.data").
+    before the chunked reads start): ``tf.data`` stacks them itself, without
+    graph ops per batch. At a 0.1% batch the tuner's fed arm ran at 0.65 of the
+    in-memory ``"random_window"`` speed with such a stream, and at 0.30 with
+    the loop (docs/benchmarks.md, "MAMBA arms on tf.data").
 
     Args:
       iterator: a ``tf.data`` iterator of minibatches (infinite), or of
