@@ -25,11 +25,24 @@ round-robin order (so load drift on the shared machine hits all alike); speeds a
 medians, and each ratio is the median of the per-round ratios. One JSON document
 on stdout (progress on stderr), with the load average before and after.
 
+With ``--mamba`` it times a MAMBA arm instead (what the tuner, grid search and
+the heuristic baseline run): the same SGLD arm on one
+:class:`tfp_sgmcmc.tuning.runner.ArmRunner` per data source, each ``run`` a
+wall-clock round of ``--round-seconds`` (bootstrap, budget-sized compiled calls
+and their synchronisation, all counted as sampling time, as in the tuner). The
+configurations are ``in_memory`` (the default ``"epoch"`` scheme) and
+``in_memory_random_window`` (the fastest scheme),
+``tf_data_chunked`` (``jit_compile=True``: XLA calls fed from prefetched blocks)
+and ``tf_data_graph`` (``jit_compile=False``: the iterator read step by step);
+steps/s is an arm's steps over its sampling seconds in a round.
+
 Usage::
 
     python benchmarks/bench_tf_data.py                 # full run (~5 min on 2 cores)
     python benchmarks/bench_tf_data.py --quick         # smoke test: N = 20,000
     python benchmarks/bench_tf_data.py --pipelines-only  # the two pipelines alone
+    python benchmarks/bench_tf_data.py --mamba         # a MAMBA arm (ArmRunner rounds)
+    python benchmarks/bench_tf_data.py --mamba --tuner-seconds 20  # and a whole MAMBA run
     python benchmarks/bench_tf_data.py --output benchmarks/results/bench_tf_data.json
 """
 
@@ -49,7 +62,10 @@ import tensorflow_probability as tfp  # noqa: E402
 from _common import dump_json, environment, load_average, log, make_data, median, timed_call  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
+from tfp_sgmcmc import tuning as tu  # noqa: E402
 from tfp_sgmcmc.data_stream import StreamFeeder  # noqa: E402
+from tfp_sgmcmc.tuning.metrics import FullDataScorer  # noqa: E402
+from tfp_sgmcmc.tuning.runner import ArmRunner  # noqa: E402
 
 PRIOR_VARIANCE = 10.0
 STEP_SIZE = 1e-6
@@ -218,6 +234,151 @@ def run_group(
     }
 
 
+def run_mamba_group(
+    x: np.ndarray, y: np.ndarray, frac: float, round_seconds: float, repeats: int
+) -> dict[str, Any]:
+    """Steps/s of one SGLD arm's wall-clock rounds on in-memory data and on tf.data."""
+    big_n, dim = x.shape
+    n = max(1, int(round(frac * big_n)))
+    arm = [{"step_size": STEP_SIZE}]
+    start = tf.zeros([dim], tf.float32)
+    mem = sg.InMemoryData((x, y))
+    sources = {
+        "in_memory": (mem, True),
+        "in_memory_random_window": (mem.with_scheme("random_window"), True),
+        "tf_data_chunked": (sg.DatasetData(fast_pipeline(x, y, n), big_n), True),
+        "tf_data_graph": (sg.DatasetData(fast_pipeline(x, y, n, seed=1), big_n), False),
+    }
+    runners: dict[str, ArmRunner] = {}
+    compile_s: dict[str, float] = {}
+    budget = tu.seconds(round_seconds)
+    log(f"MAMBA arm, batch {n}: compiling")
+    for name, (data, jit) in sources.items():
+        est = sg.MinibatchEstimator(log_likelihood, data, n, log_prior)
+        runners[name] = ArmRunner(
+            lambda step_size, est=est: sg.SGLD(est, step_size), arm, start, seed=0,
+            jit_compile=jit,
+        )
+        out = runners[name].run(0, round_seconds, budget)  # compiles; warms the cache
+        compile_s[name] = round(out.compile_seconds, 3)
+        # One more epoch through the pipelines' caches before timing.
+        runners[name].run(0, round_seconds, budget)
+    rates: dict[str, list[float]] = {k: [] for k in runners}
+    seconds: dict[str, list[float]] = {k: [] for k in runners}
+    steps: dict[str, list[int]] = {k: [] for k in runners}
+    for r in range(repeats):
+        for name, runner in runners.items():
+            out = runner.run(0, round_seconds, budget)
+            rates[name].append(out.steps / out.sampling_seconds)
+            seconds[name].append(round(out.sampling_seconds, 3))
+            steps[name].append(out.steps)
+        log(
+            f"  round {r + 1}/{repeats}: "
+            + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items())
+        )
+    fed = runners["tf_data_chunked"].arm_states[0]
+
+    def ratio_of(num: str, den: str) -> float | None:
+        pairs = [(a, b) for a, b in zip(rates[num], rates[den]) if b > 0]
+        # None: the reference ran no step in any round (see its steps per round).
+        return round(median([a / b for a, b in pairs]), 3) if pairs else None
+
+    ratio = {
+        f"{num}/{den}": ratio_of(num, den)
+        for num in ("tf_data_chunked", "tf_data_graph")
+        for den in ("in_memory", "in_memory_random_window")
+    }
+    return {
+        "batch_size": n,
+        "round_seconds": round_seconds,
+        "steps_per_second": {k: round(median(v), 1) for k, v in rates.items()},
+        "ratio": ratio,
+        "sampling_seconds_per_round": seconds,
+        "steps_per_round": steps,
+        "compile_s": compile_s,
+        "total_steps": {k: rn.arm_states[0].total_steps for k, rn in runners.items()},
+        "fed_steps_per_call": max(
+            prog.feed_steps for prog in runners["tf_data_chunked"]._programs.values()
+        ),
+        "fed_arm_diverged": fed.diverged,
+        "rounds": {k: [round(v, 1) for v in vs] for k, vs in rates.items()},
+    }
+
+
+def broadcast_log_likelihood(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    """``log_likelihood`` broadcasting over leading sample dimensions (the KSD scores blocks)."""
+    x, y = batch
+    logits = tf.reduce_sum(x * theta[..., tf.newaxis, :], axis=-1)
+    labels = tf.broadcast_to(y, tf.shape(logits))
+    return -tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+
+
+def score_block_seconds(
+    x: np.ndarray, y: np.ndarray, n: int, full_cache_bytes: int | None, blocks: int = 3
+) -> dict[str, Any]:
+    """Seconds of one 64-sample block of full-data scores (the KSD's unit of work).
+
+    ``full_cache_bytes=-1``: the reference, an ``InMemoryData`` of the same rows.
+    """
+    big_n, dim = x.shape
+    if full_cache_bytes == -1:
+        data = sg.InMemoryData((x, y))
+    else:
+        full = tf.data.Dataset.from_tensor_slices((x, y))
+        data = sg.DatasetData(
+            fast_pipeline(x, y, n), big_n, full_dataset=full, full_cache_bytes=full_cache_bytes
+        )
+    scorer = FullDataScorer(sg.MinibatchEstimator(broadcast_log_likelihood, data, n, log_prior))
+    theta = np.random.default_rng(0).normal(0.0, 0.1, (64, dim)).astype(np.float32)
+    first, _ = timed_call(lambda: scorer([theta])[0])  # traces, compiles, keeps the rows
+    times = [timed_call(lambda: scorer([theta])[0])[0] for _ in range(blocks)]
+    return {
+        "full_in_memory": getattr(data, "full_in_memory", True),
+        "xla": scorer.jit_compile,
+        "first_call_seconds": round(first, 3),
+        "seconds_per_block": round(median(times), 3),
+    }
+
+
+def run_mamba_tuner(
+    x: np.ndarray, y: np.ndarray, frac: float, budget_seconds: float,
+    full_cache_bytes: int | None = None,
+) -> dict:
+    """One MAMBA-KSD run on a DatasetData: budget honesty, compile and metric time, the pick."""
+    big_n, dim = x.shape
+    n = max(1, int(round(frac * big_n)))
+    full = tf.data.Dataset.from_tensor_slices((x, y))
+    data = sg.DatasetData(
+        fast_pipeline(x, y, n), big_n, full_dataset=full, full_cache_bytes=full_cache_bytes
+    )
+    est = sg.MinibatchEstimator(broadcast_log_likelihood, data, n, log_prior)
+    arms = tu.grid(step_size=tu.log10_grid(-4, -7))
+    log(f"MAMBA run on tf.data: batch {n}, {len(arms)} arms, T = {budget_seconds:g} s")
+    t0 = time.perf_counter()
+    res = tu.MAMBA(
+        arms, tf.zeros([dim], tf.float32), kernel_class=sg.SGLD, estimator=est,
+        budget=tu.seconds(budget_seconds), eta=3, progress=False,
+    ).run()
+    return {
+        "batch_size": n,
+        "num_arms": len(arms),
+        "budget_seconds": budget_seconds,
+        "fed_xla": data.chunked,
+        "full_data_in_memory": data.full_in_memory,
+        "total_sampling_seconds": round(res.total_sampling_seconds, 3),
+        "budget_honesty": round(res.budget_honesty(), 4),
+        "total_compile_seconds": round(res.total_compile_seconds, 3),
+        "total_metric_seconds": round(sum(r.metric_seconds for r in res.records), 3),
+        "wall_seconds": round(time.perf_counter() - t0, 3),
+        "best_arm": res.best_arm,
+        "records": [
+            {"round": r.round, "arm": r.arm_index, "metric": r.metric, "steps": r.steps,
+             "sampling_seconds": round(r.sampling_seconds, 3)}
+            for r in res.records
+        ],
+    }
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smoke test: N = 20,000, 3 rounds")
@@ -233,6 +394,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--pipelines-only",
         action="store_true",
         help="only time the two pipelines alone (no sampler)",
+    )
+    p.add_argument(
+        "--mamba",
+        action="store_true",
+        help="time a MAMBA arm (ArmRunner wall-clock rounds) on tf.data against in memory",
+    )
+    p.add_argument(
+        "--round-seconds", type=float, default=2.0, help="--mamba: seconds per arm round"
+    )
+    p.add_argument(
+        "--tuner-seconds",
+        type=float,
+        default=0.0,
+        help="--mamba: first run MAMBA-KSD (7 step sizes, 1%% batch) on tf.data with this "
+        "budget T and report its budget honesty",
+    )
+    p.add_argument(
+        "--full-cache-bytes",
+        type=int,
+        default=None,
+        help="--tuner-seconds: DatasetData(full_cache_bytes=...) of the MAMBA run (default: "
+        "the library's, which keeps the default workload's 44 MB of full data in memory; 0 "
+        "streams them)",
     )
     p.add_argument("--output", default=None, help="also write the JSON here")
     args = p.parse_args(argv)
@@ -255,6 +439,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "load_average_before": load_average(),
         "groups": [],
     }
+    if args.mamba:
+        report["command"] = "python benchmarks/bench_tf_data.py --mamba" + (
+            " --quick" if args.quick else ""
+        )
+        report["workload"]["round_seconds"] = args.round_seconds
+        if args.tuner_seconds:
+            report["command"] += f" --tuner-seconds {args.tuner_seconds:g}"
+            keep = args.full_cache_bytes
+            if keep is not None:
+                report["command"] += f" --full-cache-bytes {keep}"
+            n = max(1, int(round(0.01 * big_n)))
+            log("full-data scores of a 64-sample block: in memory, tf.data kept, streamed")
+            report["full_data_score_block"] = {
+                "in_memory": score_block_seconds(x, y, n, -1),
+                "kept": score_block_seconds(x, y, n, None),
+                "streamed": score_block_seconds(x, y, n, 0, blocks=1),
+            }
+            report["mamba_run"] = run_mamba_tuner(x, y, 0.01, args.tuner_seconds, keep)
+        for frac in (0.01, 0.001):
+            report["groups"].append(
+                run_mamba_group(x, y, frac, args.round_seconds, repeats)
+            )
+        report["load_average_after"] = load_average()
+        dump_json(report, args.output)
+        return report
     if args.pipelines_only:
         report["command"] = "python benchmarks/bench_tf_data.py --pipelines-only"
         report["pipelines_batches_per_second"] = {

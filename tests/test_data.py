@@ -333,17 +333,51 @@ def test_dataset_adapter():
         list(nofull.full_batches())
 
 
+@pytest.mark.parametrize("keep", [None, 0], ids=["kept", "streamed"])
 @pytest.mark.parametrize("batched", [False, True], ids=["rows", "batched"])
-def test_dataset_full_pass_with_rows_or_batches(batched):
+def test_dataset_full_pass_with_rows_or_batches(batched, keep):
     x = np.arange(24.0).reshape(12, 2)
     ds = tf.data.Dataset.from_tensor_slices(x).batch(4, drop_remainder=True)
     full = tf.data.Dataset.from_tensor_slices(x)
     if batched:
         full = full.batch(5)
-    data = sg.DatasetData(ds, num_examples=12, full_dataset=full)
+    data = sg.DatasetData(ds, num_examples=12, full_dataset=full, full_cache_bytes=keep)
+    assert data.full_in_memory == (keep is None)
     for chunk in (None, 5):
         rows = np.concatenate([c.numpy() for c in data.full_batches(chunk)])
         np.testing.assert_array_equal(rows, x)
+
+
+def test_dataset_full_data_kept_in_memory_is_read_once():
+    x = np.arange(24.0).reshape(12, 2)
+    ds = tf.data.Dataset.from_tensor_slices(x).batch(4, drop_remainder=True)
+    passes = []
+
+    def rows():
+        passes.append(1)
+        yield from x
+
+    def full() -> tf.data.Dataset:
+        spec = tf.TensorSpec([2], tf.float64)
+        return tf.data.Dataset.from_generator(rows, output_signature=spec)
+
+    # 12 rows of 16 bytes: kept at 192 bytes, streamed below.
+    data = sg.DatasetData(ds, 12, full_dataset=full(), full_cache_bytes=192)
+    assert data.full_in_memory
+    assert not sg.DatasetData(ds, 12, full_dataset=full(), full_cache_bytes=191).full_in_memory
+    est = sg.MinibatchEstimator(lambda t, b: -0.5 * tf.reduce_sum(tf.square(b - t), -1), data, 4)
+    score = tf.function(
+        lambda t: est.full_log_prob_and_gradient(t).grads_target_log_prob[0], jit_compile=True
+    )
+    for theta in ([1.0, 2.0], [0.0, -1.0]):
+        t = tf.constant(theta, tf.float64)
+        np.testing.assert_allclose(score(t).numpy(), np.sum(x - t.numpy(), axis=0))
+    assert len(passes) == 1
+    with pytest.raises(ValueError, match="`full_dataset` has 11 rows"):
+        short = sg.DatasetData(ds, 12, full_dataset=tf.data.Dataset.from_tensor_slices(x[:11]))
+        list(short.full_batches())
+    with pytest.raises(ValueError, match="`full_cache_bytes`"):
+        sg.DatasetData(ds, 12, full_dataset=full(), full_cache_bytes=-1)
 
 
 @pytest.mark.parametrize("kernel", ["sghmc", "csgld"])

@@ -83,7 +83,7 @@ def test_chunked_graph_program_runs_the_step_by_step_chain(make):
     np.testing.assert_allclose(fed, ref, rtol=1e-6, atol=1e-6)
     # Power: the chain depends on the batch order; a stream one batch late differs.
     est = _estimator()
-    est.data._iterator.get_next()
+    est.data._element_iterator().get_next()
     late = _run(
         sg.SGLD(est, 1e-3) if make == "sgld" else sg.SGHMC(est, 1e-3, num_leapfrog_steps=3),
         4,
@@ -266,8 +266,11 @@ def test_mamba_tunes_on_a_tf_data_source():
     assert {r.arm_index: r.diverged for r in res.records}[2]
 
 
-def test_full_passes_inside_a_traced_function_read_n_examples():
-    data = sg.DatasetData(_dataset(), N, full_dataset=tf.data.Dataset.from_tensor_slices(X))
+@pytest.mark.parametrize("keep", [None, 0], ids=["kept", "streamed"])
+def test_full_passes_inside_a_traced_function_read_n_examples(keep):
+    full = tf.data.Dataset.from_tensor_slices(X)
+    data = sg.DatasetData(_dataset(), N, full_dataset=full, full_cache_bytes=keep)
+    assert data.full_in_memory == (keep is None)
 
     @tf.function
     def total(chunk):
@@ -275,3 +278,25 @@ def test_full_passes_inside_a_traced_function_read_n_examples():
 
     for chunk in (None, 50, 120):
         np.testing.assert_allclose(total(chunk).numpy(), X.sum(0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("read_first", [False, True])
+def test_chunked_reads_from_the_start_are_stacked_by_tf_data(read_first):
+    # A reshuffling, seeded dataset: 12 batches an epoch, 40 read across 4 epochs.
+    def source():
+        return sg.DatasetData(_dataset(), N)
+
+    ref = source()
+    want = np.stack([ref.sample_batch(BATCH, None, None)[0].numpy() for _ in range(40)])
+    data = source()
+    got = []
+    if read_first:  # an element read first: the chunks continue that iterator
+        got.append(data.sample_batch(BATCH, None, None)[0].numpy())
+    data._start_chunks(7)
+    assert data._reader.stacked != read_first
+    got.extend(data._reader.take(40 - len(got))[0].numpy())
+    np.testing.assert_array_equal(np.stack(got), want)
+    # Power: a second iterator of the same dataset sees another order (the stacked
+    # stream must be the source's first iterator, and continue no other).
+    second = np.stack([b.numpy() for b in ref._dataset.take(40)])
+    assert not np.array_equal(second, want)

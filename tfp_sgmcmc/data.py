@@ -582,6 +582,11 @@ class InMemoryData(DataSource):
         return f"InMemoryData(N={self._num_examples}, scheme={self._scheme!r}, arrays={shapes})"
 
 
+#: Default ``full_cache_bytes`` of [`DatasetData`][tfp_sgmcmc.data.DatasetData]: a
+#: ``full_dataset`` whose rows take at most this many bytes is kept in memory.
+FULL_CACHE_BYTES = 512 << 20
+
+
 class DatasetData(DataSource):
     """A ``tf.data.Dataset`` of minibatches, for data that does not fit in memory.
 
@@ -615,6 +620,19 @@ class DatasetData(DataSource):
       full_dataset: optional unbatched or batched dataset that visits every
         example exactly once, used for full-data gradients (control variates,
         MAP, full-data scores). Default value: ``None`` (full passes raise).
+      full_cache_bytes: if the ``N`` rows of ``full_dataset`` take at most
+        this many bytes, they are read once, at the first full pass, and kept
+        in memory: later passes slice tensors (as
+        [`InMemoryData`][tfp_sgmcmc.data.InMemoryData]), which XLA compiles,
+        instead of re-reading the dataset row by row in a graph (the tuner's
+        full-data KSD scores, a MAP search). ``0`` never keeps them.
+        Default value: ``FULL_CACHE_BYTES`` (512 MiB).
+
+    Raises:
+      ValueError: ``dataset`` not batched with a static batch size, mixed
+        float dtypes, a batch larger than ``num_examples``, a negative
+        ``full_cache_bytes``; at the first full pass, a kept ``full_dataset``
+        whose number of rows is not ``num_examples``.
     """
 
     # Set by tfp_sgmcmc.data_stream while it traces one kernel step to count the
@@ -628,6 +646,7 @@ class DatasetData(DataSource):
         dataset: tf.data.Dataset,
         num_examples: int,
         full_dataset: tf.data.Dataset | None = None,
+        full_cache_bytes: int | None = None,
     ) -> None:
         if not isinstance(dataset, tf.data.Dataset):
             raise ValueError(f"`dataset` must be a tf.data.Dataset, got {type(dataset).__name__}.")
@@ -655,14 +674,22 @@ class DatasetData(DataSource):
         self._spec = spec
         self._flat_spec = flat
         self._dataset = dataset.repeat()
-        self._iterator = iter(self._dataset)
+        # Made at the first read (see `_element_iterator`): chunked reads that start
+        # before any other read get a stream of whole blocks instead.
+        self._iterator: Any = None
         self._full = full_dataset
+        if full_cache_bytes is None:
+            full_cache_bytes = FULL_CACHE_BYTES
+        self._full_cache_bytes = check_int(full_cache_bytes, "full_cache_bytes", 0)
+        self._full_arrays: list[tf.Tensor] | None = None  # the kept rows of full_dataset
         # Chunked reads (tfp_sgmcmc.data_stream): the stacked-batch reader, the
         # cursor counting the batches a chunk program has read, and, while such a
-        # program is traced, its stacked batches ``[K, n, ...]`` (flat).
+        # program is traced, its stacked batches ``[K, n, ...]`` (flat) and the index
+        # of the first one it reads.
         self._reader: Any = None
         self._cursor: tf.Variable | None = None
         self._feed: list[tf.Tensor] | None = None
+        self._feed_offset: tf.Tensor | None = None  # index of the feed's first unread batch
         DatasetData._live.add(self)
 
     batch_size = AttributeView[int]("_batch_size")
@@ -706,8 +733,10 @@ class DatasetData(DataSource):
             recorder[self] = recorder.get(self, 0) + 1
             return [tf.zeros(s.shape, s.dtype) for s in self._flat_spec]
         if self._feed is not None:  # inside a chunk program: the cursor-th stacked batch
-            i = self._cursor.assign_add(1, read_value=True) - 1
-            return [c[i] for c in self._feed]
+            i = self._cursor.assign_add(1, read_value=True) - 1 + self._feed_offset
+            # A gather, not ``c[i]``: XLA compiles a strided slice's start as a constant
+            # (one program per start value); a gather takes it at run time.
+            return [tf.gather(c, i) for c in self._feed]
         if self._reader is not None:
             if tf.executing_eagerly():
                 return [t[0] for t in self._reader.take(1)]
@@ -719,7 +748,14 @@ class DatasetData(DataSource):
             for t, s in zip(out, self._flat_spec):
                 t.set_shape(s.shape)
             return list(out)
-        return tf.nest.flatten(self._iterator.get_next())
+        return tf.nest.flatten(self._element_iterator().get_next())
+
+    def _element_iterator(self) -> Any:
+        """The iterator of the stream's batches, made (eagerly) at the first read."""
+        if self._iterator is None:
+            with tf.init_scope():
+                self._iterator = iter(self._dataset)
+        return self._iterator
 
     def _start_chunks(self, block_batches: int) -> None:
         """Switch to chunked reads (called by a
@@ -728,10 +764,60 @@ class DatasetData(DataSource):
             return
         from tfp_sgmcmc.data_stream import BlockReader  # the chunked stream lives there
 
-        # The same iterator: the chunks continue the stream where earlier reads stopped
-        # (a second iterator would restart it, and reshuffle a reshuffling dataset).
-        self._reader = BlockReader(self._iterator, self._flat_spec, block_batches)
+        if self._iterator is None:
+            # Nothing read yet: the stream's first iterator is one of whole blocks, so
+            # tf.data stacks them (the same batches in the same order).
+            with tf.init_scope():
+                blocks = iter(self._dataset.batch(block_batches, drop_remainder=True))
+            self._reader = BlockReader(blocks, self._flat_spec, block_batches, stacked=True)
+        else:
+            # The same iterator: the chunks continue the stream where earlier reads
+            # stopped (a second iterator would restart it, and reshuffle a reshuffling
+            # dataset).
+            self._reader = BlockReader(self._iterator, self._flat_spec, block_batches)
         self._cursor = tf.Variable(0, dtype=tf.int32, trainable=False, name="batch_cursor")
+
+    def _full_batched(self) -> bool:
+        # A batched full_dataset has the minibatches' rank; an unbatched one (single
+        # rows) one less, and must be batched, never unbatched (that would split rows).
+        spec0 = tf.nest.flatten(self._full.element_spec)[0]
+        return spec0.shape.rank == self._batch_rank
+
+    @property
+    def full_in_memory(self) -> bool:
+        """Whether full passes read kept in-memory rows (see ``full_cache_bytes``).
+
+        True when ``full_dataset`` is given, its rows have static shapes, and
+        its ``N`` rows take at most ``full_cache_bytes`` bytes.
+        """
+        if self._full is None or self._full_cache_bytes == 0:
+            return False
+        batched = self._full_batched()
+        nbytes = 0
+        for s in tf.nest.flatten(self._full.element_spec):
+            row = s.shape[1:] if batched else s.shape
+            if not row.is_fully_defined():
+                return False
+            nbytes += int(np.prod(row.as_list(), dtype=np.int64)) * s.dtype.size
+        return nbytes * self._num_examples <= self._full_cache_bytes
+
+    def _kept_full_arrays(self) -> list[tf.Tensor]:
+        """The ``N`` rows of ``full_dataset`` as tensors, read once (eagerly)."""
+        if self._full_arrays is None:
+            # Built eagerly even when first asked for inside a traced function (a
+            # full-data score program): the read must not become part of it.
+            with tf.init_scope():
+                ds = self._full if self._full_batched() else self._full.batch(65_536)
+                pieces = [tf.nest.flatten(b) for b in ds]
+                arrays = [tf.concat(ts, axis=0) for ts in zip(*pieces)]
+            rows = int(arrays[0].shape[0]) if arrays else 0
+            if rows != self._num_examples:
+                raise ValueError(
+                    f"`full_dataset` has {rows} rows, but `num_examples` is "
+                    f"{self._num_examples}: it must visit every example exactly once."
+                )
+            self._full_arrays = arrays
+        return self._full_arrays
 
     def full_batches(self, chunk_size: int | None = None) -> Iterator[Any]:
         if self._full is None:
@@ -740,10 +826,15 @@ class DatasetData(DataSource):
                 "gradients (control variates, MAP, full-data scores)."
             )
         ds = self._full
-        spec0 = tf.nest.flatten(ds.element_spec)[0]
-        # A batched full_dataset has the minibatches' rank; an unbatched one (single
-        # rows) one less, and must be batched, never unbatched (that would split rows).
-        batched = spec0.shape.rank == self._batch_rank
+        if self.full_in_memory:
+            arrays = self._kept_full_arrays()
+            big_n = self._num_examples
+            chunk = big_n if chunk_size is None else max(1, min(int(chunk_size), big_n))
+            for start in range(0, big_n, chunk):
+                stop = min(start + chunk, big_n)
+                yield tf.nest.pack_sequence_as(ds.element_spec, [t[start:stop] for t in arrays])
+            return
+        batched = self._full_batched()
         if not tf.executing_eagerly():
             # Inside a traced function a dataset cannot signal its end to a Python
             # loop (the loop would unroll forever): read exactly the ceil(N / chunk)

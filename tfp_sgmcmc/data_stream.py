@@ -14,7 +14,9 @@ A chunk of ``s`` sampler steps needs ``K = s · c`` minibatches, ``c`` being the
 number of minibatches one step draws (1 for SGLD, ``L`` for SGHMC with ``L``
 leapfrog steps). [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder] finds
 every ``DatasetData`` a kernel reads and its ``c`` by tracing one step, pulls the
-``K`` batches of each chunk as one stacked tensor and passes it to the compiled
+``K`` batches of each chunk as one stacked tensor (a source whose first read is
+a chunked one reads a ``dataset.batch(K)`` stream, stacked by ``tf.data``; see
+[`BlockReader`][tfp_sgmcmc.data_stream.BlockReader]) and passes it to the compiled
 chunk program as an argument; inside, every minibatch draw reads the next
 stacked batch (a cursor variable counts them). The ``k``-th minibatch drawn is
 the dataset's ``k``-th batch, exactly as when the iterator is read step by step,
@@ -22,6 +24,11 @@ so both paths run the same chain from the same seeds (the kernel's seeds never
 reach a ``tf.data`` source). After each chunk the cursor must equal ``K``: a
 kernel drawing a data-dependent number of minibatches per step is refused, never
 fed the wrong batches.
+
+The tuner's arm programs (MAMBA, grid search, the heuristic) run a number
+of steps sized by their budget and stop early on divergence:
+``compile(..., steps_run=...)`` gives each call the current prefetched block
+(one shape, one XLA program) and consumes only the batches it read.
 
 Memory: the running chunk's ``K`` batches plus one prefetched block. Per-example
 work in the pipeline (a per-example shuffle of a large buffer, parsing) costs
@@ -32,6 +39,7 @@ in-memory speed", for a pipeline that keeps up and the measured speeds.
 from __future__ import annotations
 
 import warnings
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -41,7 +49,7 @@ import tensorflow as tf
 from tfp_sgmcmc.data import DatasetData
 from tfp_sgmcmc.internal.util import check_int
 
-__all__ = ["BlockReader", "StreamFeeder", "stream_feeder"]
+__all__ = ["BlockReader", "FedProgram", "StreamFeeder", "stream_feeder"]
 
 #: Above this many bytes of stacked batches per chunk, the feeder warns.
 CHUNK_BYTES_WARNING = 1 << 30
@@ -59,15 +67,50 @@ class BlockReader:
     [`take`][tfp_sgmcmc.data_stream.BlockReader.take] returns any number of
     batches in stream order (whole blocks without a copy).
 
+    With ``stacked=True`` the iterator yields whole blocks ``[block, n, ...]``
+    (a ``dataset.batch(block)`` stream, which
+    [`DatasetData`][tfp_sgmcmc.data.DatasetData] uses when no batch was read
+    before the chunked reads start): ``tf.data`` stacks them itself, without
+    graph ops per batch. At a 0.1% batch the tuner's fed arm ran at 0.65 of the
+    in-memory ``"random_window"`` speed with such a stream, and at 0.30 with
+    the loop (docs/benchmarks.md, "MAMBA arms on tf.data").
+
     Args:
-      iterator: a ``tf.data`` iterator of minibatches (infinite).
+      iterator: a ``tf.data`` iterator of minibatches (infinite), or of
+        stacked blocks of ``block`` minibatches with ``stacked=True``.
       flat_spec: the flat ``tf.TensorSpec`` list of one minibatch.
       block: batches per prefetched block (a positive int).
+      stacked: whether ``iterator`` yields whole blocks. Default value:
+        ``False``.
     """
 
-    def __init__(self, iterator: Any, flat_spec: Sequence[tf.TensorSpec], block: int) -> None:
+    def __init__(
+        self,
+        iterator: Any,
+        flat_spec: Sequence[tf.TensorSpec],
+        block: int,
+        stacked: bool = False,
+    ) -> None:
         self.block = check_int(block, "block", 1)
+        #: Whether the iterator yields whole blocks.
+        self.stacked = bool(stacked)
         specs = list(flat_spec)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tf-data-block")
+        self._next: Future | None = None
+        # Buffered batches in stream order: segments (flat lists of [m, ...] tensors,
+        # whole blocks or pieces), the first one read from ``_offset`` on.
+        self._segments: deque[list[tf.Tensor]] = deque()
+        self._offset = 0
+        if stacked:
+            shapes = [[self.block, *s.shape] for s in specs]
+            have = [t.shape.as_list() for t in tf.nest.flatten(iterator.element_spec)]
+            if have != shapes:
+                raise ValueError(
+                    f"`iterator` must yield blocks of shapes {shapes} with `stacked=True`, "
+                    f"got {have}."
+                )
+            self._pull = lambda k: tf.nest.flatten(iterator.get_next())
+            return
 
         def pull(k: tf.Tensor) -> list[tf.Tensor]:
             arrays = [tf.TensorArray(s.dtype, size=k, element_shape=s.shape) for s in specs]
@@ -83,13 +126,24 @@ class BlockReader:
             return [a.stack() for a in out[1:]]
 
         self._pull = tf.function(pull, autograph=False)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tf-data-block")
-        self._next: Future | None = None
-        self._current: list[tf.Tensor] = []
-        self._offset = self.block  # nothing buffered yet
 
     def _fetch(self) -> list[tf.Tensor]:
         return self._pull(tf.constant(self.block, tf.int32))
+
+    def _append_block(self) -> None:
+        block = self._next.result() if self._next is not None else self._fetch()
+        self._segments.append(block)
+        # Read the next block while the caller computes on this one.
+        self._next = self._executor.submit(self._fetch)
+
+    def _head(self) -> list[tf.Tensor]:
+        """The first segment with an unread batch (fetching a block if none is left)."""
+        while self._segments and self._offset == int(self._segments[0][0].shape[0]):
+            self._segments.popleft()
+            self._offset = 0
+        if not self._segments:
+            self._append_block()
+        return self._segments[0]
 
     def take(self, k: int) -> list[tf.Tensor]:
         """The next ``k`` batches, flat: one tensor ``[k, n, ...]`` per array."""
@@ -97,21 +151,57 @@ class BlockReader:
         pieces: list[list[tf.Tensor]] = []
         need = k
         while need:
-            if self._offset == self.block:
-                block = self._next.result() if self._next is not None else self._fetch()
-                self._current, self._offset = block, 0
-                # Read the next block while the caller computes on this one.
-                self._next = self._executor.submit(self._fetch)
-            m = min(need, self.block - self._offset)
-            if m == self.block:
-                pieces.append(self._current)
+            head = self._head()
+            size = int(head[0].shape[0])
+            m = min(need, size - self._offset)
+            if m == size:
+                pieces.append(head)
             else:
-                pieces.append([t[self._offset : self._offset + m] for t in self._current])
+                pieces.append([t[self._offset : self._offset + m] for t in head])
             self._offset += m
             need -= m
         if len(pieces) == 1:
             return pieces[0]
         return [tf.concat(ts, axis=0) for ts in zip(*pieces)]
+
+    def window(self, need: int) -> tuple[list[tf.Tensor], int]:
+        """``(block, offset)``: ``block`` batches holding the next ones from ``offset`` on.
+
+        Nothing is consumed: a program reads batches ``offset, offset + 1, ...``
+        of ``block`` (always ``[block, n, ...]``, so one compiled shape serves
+        every call) and then [`advance`][tfp_sgmcmc.data_stream.BlockReader.advance]
+        moves past the ones it read, however many that was. ``block`` is the
+        prefetched block itself (no copy) while it still holds ``need``
+        unread batches; otherwise its unread tail and the next batches are
+        copied into one new block starting at offset 0.
+        """
+        need = check_int(need, "need", 1)
+        if need > self.block:
+            raise ValueError(f"`need` = {need} exceeds the block of {self.block} batches.")
+        head = self._head()
+        if int(head[0].shape[0]) == self.block and self.block - self._offset >= need:
+            return head, self._offset
+        realigned = self.take(self.block)
+        if self._segments:  # the segment the copy ended in keeps only its unread part
+            head, size = self._segments[0], int(self._segments[0][0].shape[0])
+            if self._offset == size:
+                self._segments.popleft()
+            elif self._offset:
+                self._segments[0] = [t[self._offset :] for t in head]
+        self._segments.appendleft(realigned)
+        self._offset = 0
+        return realigned, 0
+
+    def advance(self, m: int) -> None:
+        """Consume ``m`` batches of the last
+        [`window`][tfp_sgmcmc.data_stream.BlockReader.window]."""
+        m = check_int(m, "m", 0)
+        size = int(self._segments[0][0].shape[0]) if self._segments else 0
+        if self._offset + m > size:
+            raise ValueError(
+                f"`m` = {m} batches run past the window ({size - self._offset} unread)."
+            )
+        self._offset += m
 
 
 def _count_draws(kernel: Any, state: Any, kernel_results: Any) -> dict[DatasetData, int]:
@@ -206,8 +296,12 @@ class StreamFeeder:
         return list(self._draws)
 
     def compile(
-        self, fn: Callable[..., Any], num_steps: int, jit_compile: bool = True
-    ) -> Callable[..., Any]:
+        self,
+        fn: Callable[..., Any],
+        num_steps: int,
+        jit_compile: bool = True,
+        steps_run: Callable[[Any], int] | None = None,
+    ) -> FedProgram:
         """A callable running ``fn`` (``num_steps`` kernel steps) on fed minibatches.
 
         ``fn(*args)`` must run exactly ``num_steps`` steps of the feeder's
@@ -217,24 +311,41 @@ class StreamFeeder:
         source, runs ``fn`` in one program and checks that exactly that many
         were read.
 
+        With ``steps_run``, ``fn`` may instead run any number ``k`` of steps
+        up to [`steps_available`][tfp_sgmcmc.data_stream.StreamFeeder.steps_available]
+        (e.g. a loop with a step-count argument that stops early on
+        divergence, as the tuner's arm programs): each call is given the
+        source's current prefetched block (one shape for every call, so XLA
+        compiles once) with the read cursor at its first unread batch, and
+        consumes exactly the ``k · c`` batches it read; the rest stay at the
+        head of the stream for the next call or any other read.
+
         Args:
           fn: the chunk function (any arguments, any outputs).
-          num_steps: kernel steps one call of ``fn`` runs.
+          num_steps: kernel steps one call of ``fn`` runs (with ``steps_run``:
+            the most steps a call may run; it sets the prefetched block,
+            ``num_steps · c`` batches, if the source has none yet).
           jit_compile: compile with XLA. Default value: ``True``.
+          steps_run: ``steps_run(outputs) -> k``, the steps a call ran.
+            Default value: ``None`` (exactly ``num_steps``).
 
         Returns:
-          ``call(*args) -> fn(*args)``.
+          a [`FedProgram`][tfp_sgmcmc.data_stream.FedProgram]
+          ``fed(*args) -> fn(*args)``.
 
         Raises:
-          ValueError: ``num_steps`` not a positive int; ``fn`` not callable.
+          ValueError: ``num_steps`` not a positive int; ``fn`` or ``steps_run``
+            not callable.
         """
         if not callable(fn):
             raise ValueError("`fn` must be callable.")
+        if steps_run is not None and not callable(steps_run):
+            raise ValueError("`steps_run` must be callable (outputs) -> steps.")
         num_steps = check_int(num_steps, "num_steps", 1)
         wanted = [num_steps * c for c in self._draws]
         for src, k in zip(self._sources, wanted):
             src._start_chunks(k)  # the first program's chunk sets the prefetched block
-            nbytes = k * src.batch_nbytes
+            nbytes = (src._reader.block if steps_run is not None else k) * src.batch_nbytes
             if nbytes > CHUNK_BYTES_WARNING:
                 warnings.warn(
                     f"A chunk of {num_steps} steps holds {k} minibatches "
@@ -244,45 +355,124 @@ class StreamFeeder:
                     stacklevel=2,
                 )
         sources = self._sources
+        draws = self._draws
 
-        def fed(feeds: Sequence[Sequence[tf.Tensor]], *args: Any) -> Any:
-            for src, flat in zip(sources, feeds):
+        def fed(
+            feeds: Sequence[Sequence[tf.Tensor]], offsets: Sequence[tf.Tensor], *args: Any
+        ) -> Any:
+            # Batch j of a step reads feeds[offset + cursor], by a gather (see
+            # DatasetData): an index XLA takes at run time. A slice's start would be
+            # a compile-time constant, and the offset argument with it (one
+            # compilation per offset; tests/tuning/test_compile_once.py).
+            for src, flat, offset in zip(sources, feeds, offsets):
                 src._feed = list(flat)
+                src._feed_offset = offset
             try:
                 return fn(*args)
             finally:
                 for src in sources:
                     src._feed = None
+                    src._feed_offset = None
 
         program = tf.function(fed, jit_compile=jit_compile, autograph=False)
+        return FedProgram(program, sources, wanted, draws, num_steps, steps_run)
 
-        def call(*args: Any) -> Any:
-            feeds = [src._reader.take(k) for src, k in zip(sources, wanted)]
+    def steps_available(self) -> int:
+        """Steps the next call of a ``steps_run`` program may run (at least 1).
+
+        The unread batches of each source's current block, divided by its
+        draws per step (a block with fewer than one step's batches left is
+        first merged with the next one, see
+        [`BlockReader.window`][tfp_sgmcmc.data_stream.BlockReader.window]).
+
+        Raises:
+          RuntimeError: no program was compiled yet (no block exists).
+        """
+        steps = []
+        for src, c in zip(self._sources, self._draws):
+            if src._reader is None:
+                raise RuntimeError("Compile a program before asking for `steps_available`.")
+            block, offset = src._reader.window(c)
+            steps.append((int(block[0].shape[0]) - offset) // c)
+        return max(1, min(steps))
+
+
+class FedProgram:
+    """A chunk program fed from prefetched blocks (made by
+    [`StreamFeeder.compile`][tfp_sgmcmc.data_stream.StreamFeeder.compile]).
+
+    ``fed(*args)`` runs one chunk. ``program`` is the ``tf.function`` every
+    call runs, as ``program(feeds, offsets, *args)`` (``feeds``: each source's
+    stacked batches, ``offsets``: the index of its first unread one), e.g. to
+    inspect the XLA program with ``experimental_get_compiler_ir``.
+    """
+
+    def __init__(
+        self,
+        program: Any,
+        sources: list[DatasetData],
+        wanted: list[int],
+        draws: list[int],
+        num_steps: int,
+        steps_run: Callable[[Any], int] | None,
+    ) -> None:
+        self.program = program
+        self._sources = sources
+        self._wanted = wanted
+        self._draws = draws
+        self._num_steps = num_steps
+        self._steps_run = steps_run
+        self._zero_offsets = [tf.constant(0, tf.int32) for _ in sources]
+
+    @staticmethod
+    def _check(read: int, expected: int, steps: int) -> None:
+        if read != expected:
+            raise RuntimeError(
+                f"The chunk program read {read} minibatches of a tf.data source, but "
+                f"{steps} steps were expected to read {expected}: the kernel draws a "
+                "data-dependent number of minibatches per step, which cannot be fed in "
+                "chunks; run it step by step (jit_compile=False)."
+            )
+
+    def __call__(self, *args: Any) -> Any:
+        sources = self._sources
+        if self._steps_run is None:
+            feeds = [src._reader.take(k) for src, k in zip(sources, self._wanted)]
             for src in sources:
                 src._cursor.assign(0)
-            out = program(feeds, *args)
-            for src, k in zip(sources, wanted):
-                read = int(src._cursor.numpy())
-                if read != k:
-                    raise RuntimeError(
-                        f"The chunk program read {read} minibatches of a tf.data source, but "
-                        f"{num_steps} steps were expected to read {k}: the kernel draws a "
-                        "data-dependent number of minibatches per step, which cannot be fed in "
-                        "chunks; run it step by step (jit_compile=False)."
-                    )
+            out = self.program(feeds, self._zero_offsets, *args)
+            for src, k in zip(sources, self._wanted):
+                self._check(int(src._cursor.numpy()), k, self._num_steps)
             return out
+        windows = [src._reader.window(c) for src, c in zip(sources, self._draws)]
+        for src in sources:
+            src._cursor.assign(0)
+        offsets = [tf.constant(offset, tf.int32) for _, offset in windows]
+        out = self.program([block for block, _ in windows], offsets, *args)
+        k = int(self._steps_run(out))
+        for src, c in zip(sources, self._draws):
+            read = int(src._cursor.numpy())
+            self._check(read, k * c, k)
+            src._reader.advance(read)
+        return out
 
-        return call
 
-
-def stream_feeder(kernel: Any, state: Any, kernel_results: Any) -> StreamFeeder | None:
+def stream_feeder(kernel: Any, state: Any, kernel_results: Any = None) -> StreamFeeder | None:
     """A [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder] if ``kernel`` reads ``tf.data``.
 
     Returns ``None`` (without tracing anything when no ``DatasetData`` exists)
     for kernels whose data are all in memory: their programs need no feeding.
+    Without ``kernel_results``, the kernel is bootstrapped at ``state`` on
+    placeholder minibatches (no batch of the stream is read).
     """
     if not len(DatasetData._live):
         return None
+    if kernel_results is None:
+        DatasetData._recorder = {}
+        try:
+            kernel_results = kernel.bootstrap_results(state)
+        finally:
+            DatasetData._recorder = None
     counts = _count_draws(kernel, state, kernel_results)
     if not counts:
         return None

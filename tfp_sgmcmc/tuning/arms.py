@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from tfp_sgmcmc.data import DatasetData
+
 __all__ = [
     "grid",
     "log10_grid",
@@ -157,6 +159,7 @@ class KernelFactory:
         if n is None:
             return self.estimator
         if n not in self._estimators:
+            self._check_stream_batch(arm, n)
             if not hasattr(self.estimator, "with_batch_size"):
                 raise ValueError(
                     "`estimator` has no `with_batch_size`: the arms cannot tune the batch size."
@@ -169,6 +172,20 @@ class KernelFactory:
                 else self.estimator.with_batch_size(n)
             )
         return self._estimators[n]
+
+    def _check_stream_batch(self, arm: dict[str, Any], n: int) -> None:
+        """A ``DatasetData`` yields one batch size: an arm asking for another is refused."""
+        data = getattr(self.estimator, "data", None)
+        if not isinstance(data, DatasetData) or n == data.batch_size:
+            return
+        key = "batch_size" if "batch_size" in arm else "batch_fraction"
+        raise ValueError(
+            f"`{key}` = {arm[key]!r} asks for minibatches of {n}, but the estimator reads a "
+            f"DatasetData whose dataset yields batches of {data.batch_size}: a tf.data "
+            f"source has one batch size. Tune the other hyperparameters on it (drop `{key}` "
+            "from the arms), or pass `make_kernel` building one DatasetData per batch size "
+            "(docs/tuning.md, 'Tuning on tf.data')."
+        )
 
     def __call__(self, **arm: Any) -> Any:
         est = self.estimator_for(arm)

@@ -24,10 +24,12 @@ pool.close()
   extra) runs them on a pool of Ray actors [2], each holding an ``ArmRunner``
   over the same arms, so seeds and records are those of the sequential run.
 
-An arm's seed stream is ``(seed, j)`` for arm ``j`` and its ``c``-th compiled
-call uses ``(7919·seed + c, j)``: it depends on the arm and its own history,
-never on which worker runs it or in what order, which is why any executor
-reproduces the sequential records under a deterministic budget.
+An arm's seed stream is ``(seed, j)`` for arm ``j``: step ``t`` of its chain
+(counted over all its rounds) draws from ``fold_in((seed, j), t)`` and the
+bootstrap of its ``c``-th round from ``(7919·seed + c, j)``. It depends on the
+arm and its own history, never on which worker runs it, in what order, or how
+its steps are split into compiled calls, which is why any executor reproduces
+the sequential records under a deterministic budget.
 
 A new executor subclasses [`Executor`][tfp_sgmcmc.tuning.executors.Executor]
 (``open(job) -> ArmPool``) and [`ArmPool`][tfp_sgmcmc.tuning.executors.ArmPool]

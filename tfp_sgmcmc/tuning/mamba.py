@@ -115,7 +115,11 @@ class MAMBA:
       static_keys: extra hyperparameter names to treat as structural.
         Default value: ``()``.
       max_steps_per_call: steps per compiled call. Default value: ``2000``.
-      jit_compile: XLA-compile the sampling programs. Default value: ``True``.
+      jit_compile: XLA-compile the sampling programs; an arm reading a
+        [`DatasetData`][tfp_sgmcmc.data.DatasetData] is then fed its
+        minibatches in prefetched blocks (``False``: the iterator is read step
+        by step in a graph; see docs/tuning.md, "Tuning on tf.data").
+        Default value: ``True``.
       progress: show a tqdm bar per round. Default value: ``True``.
       program_cache: dict of compiled programs shared with other runs of the
         same ``make_kernel`` in this process (see

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.data import DatasetData
 from tfp_sgmcmc.diagnostics import fssd_opt, kernel_stein_discrepancy
 from tfp_sgmcmc.diagnostics.stein_kernels import stein_kernel_matrix
 
@@ -67,8 +68,11 @@ class FullDataScorer:
       estimator: a gradient estimator with ``full_log_prob_and_gradient``.
       block_size: samples per call. Default value: ``64``.
       jit_compile: XLA-compile the scoring program (falls back to a graph, with
-        a warning, if the log-likelihood cannot be compiled). Default value:
-        ``True``.
+        a warning, if the log-likelihood cannot be compiled; always a graph for
+        an estimator reading a
+        [`DatasetData`][tfp_sgmcmc.data.DatasetData] whose full pass reads
+        its ``full_dataset`` iterator, i.e. does not keep it in memory, see
+        ``full_cache_bytes``). Default value: ``True``.
     """
 
     def __init__(self, estimator: Any, block_size: int = 64, jit_compile: bool = True) -> None:
@@ -78,7 +82,11 @@ class FullDataScorer:
             raise ValueError(f"`block_size` must be >= 1, got {block_size!r}.")
         self.estimator = estimator
         self.block_size = int(block_size)
-        self.jit_compile = bool(jit_compile)
+        # A tf.data full pass reads an iterator, which XLA cannot compile: a graph
+        # (unless the source keeps its full data in memory).
+        data = getattr(estimator, "data", None)
+        streamed = isinstance(data, DatasetData) and not data.full_in_memory
+        self.jit_compile = bool(jit_compile) and not streamed
 
         def score(parts: list[tf.Tensor], single: bool) -> list[tf.Tensor]:
             return estimator.full_log_prob_and_gradient(

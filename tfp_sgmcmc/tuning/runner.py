@@ -18,6 +18,16 @@ fixed cost, and an arm stops once less than half a call's fixed cost remains
 is synchronised (``.numpy()``) before the clock stops. The first call of a program (tracing + XLA
 compilation, plus a one-step run whose output is discarded, so the chain does
 not advance -- as the authors' warm-up) is timed separately as compile time.
+
+Step ``t`` of an arm's chain (counted over all its rounds) draws its randomness
+from ``fold_in((seed, j), t)``, so a chain does not depend on how its steps are
+split into calls. A ``tf.data`` source
+([`DatasetData`][tfp_sgmcmc.data.DatasetData]) has no XLA kernel: under
+``jit_compile`` its batches are stacked into prefetched blocks of at most
+``FEED_BLOCK_BYTES`` by a
+[`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder], a call runs at most the
+steps its block holds, and consumes exactly the batches it read (the
+step-by-step order; docs/tuning.md, "Tuning on tf.data").
 """
 
 from __future__ import annotations
@@ -29,8 +39,8 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 
+from tfp_sgmcmc.data_stream import stream_feeder
 from tfp_sgmcmc.internal.util import as_parts, check_int, restructure
 from tfp_sgmcmc.tuning.arms import split_arm, structural_keys
 from tfp_sgmcmc.tuning.budget import Budget, steps_for
@@ -41,6 +51,10 @@ __all__ = ["ArmRunner", "ArmState", "RunOutput", "gradient_cost_per_step"]
 #: sized to fill: at 0.5 a chunk that runs twice as slow as its measured rate
 #: predicts (a load spike on a shared machine) still ends within the budget.
 _FILL = 0.5
+
+#: Bytes of stacked minibatches in one prefetched block of a ``tf.data`` source
+#: (the steps of one fed call are bounded by it; the reader holds about two blocks).
+FEED_BLOCK_BYTES = 128 << 20
 
 
 def _estimator_of(kernel: Any) -> Any:
@@ -117,6 +131,10 @@ class _Program:
         self.thin = thin
         self.capacity = capacity  # buffer slots
         self.compiled = False
+        #: A StreamFeeder when the kernel reads tf.data under XLA (set by ``attach_feeder``).
+        self.feeder: Any = None
+        self.feed_steps = 0  # most steps one fed call runs
+        self._feeder_checked = False
 
         def build(scalars: dict[str, tf.Tensor]) -> Any:
             return make_kernel(**static_arm, **scalars)
@@ -125,18 +143,32 @@ class _Program:
             kernel = build(scalars)
             return kernel.bootstrap_results(restructure(parts, like), seed=seed)
 
-        def chunk_fn(parts, results, seed, num_steps, offset, scalars):
+        def chunk_fn(parts, results, seed, num_steps, offset, first_step, scalars):
             kernel = build(scalars)
             bufs = [tf.zeros([capacity, *p.shape], p.dtype) for p in parts]
             lp_buf = tf.zeros(
                 [capacity, *results.target_log_prob.shape], results.target_log_prob.dtype
             )
 
-            def cond(i, parts, results, seed, bufs, lp_buf, div):
+            # The loop carries (seed, t) as one vector [s0, s1, t] whose step component
+            # the body increments. Neither the seed nor the first step may reach a step
+            # as a loop invariant (a tensor the body captures, or a loop variable it
+            # passes on unchanged): XLA's constant analysis walks back along those from
+            # any input an op takes as a compile-time constant when it can (tf.slice's
+            # start, e.g. the "random_window" minibatch drawn from the step's seed), so
+            # the seed and first step would become constants keying the compilation
+            # cache: one compilation per call (tests/tuning/test_compile_once.py).
+            key0 = tf.concat([seed, tf.reshape(first_step, [1])], axis=0)
+            key_step = tf.constant([0, 0, 1], tf.int32)
+
+            def cond(i, key, parts, results, bufs, lp_buf, div):
                 return tf.logical_and(i < num_steps, tf.logical_not(div))
 
-            def body(i, parts, results, seed, bufs, lp_buf, div):
-                seed, step_seed = tfp.random.split_seed(seed, n=2, salt="mamba_chunk")
+            def body(i, key, parts, results, bufs, lp_buf, div):
+                # Step t of the arm's chain draws its randomness from (arm seed, t),
+                # whatever the calls its steps are split into (budgets size the calls;
+                # a fed tf.data program also stops at the end of its block).
+                step_seed = tf.random.experimental.stateless_fold_in(key[:2], key[2])
                 new_state, new_results = kernel.one_step(
                     restructure(parts, like), results, seed=step_seed
                 )
@@ -151,15 +183,15 @@ class _Program:
                 lp = new_results.target_log_prob[tf.newaxis]
                 lp_buf = tf.tensor_scatter_nd_update(lp_buf, j, lp)
                 div = tf.reduce_any(new_results.diverged)
-                return i + 1, new_parts, new_results, seed, bufs, lp_buf, div
+                return i + 1, key + key_step, new_parts, new_results, bufs, lp_buf, div
 
             i0 = tf.constant(0, tf.int32)
             out = tf.while_loop(
                 cond,
                 body,
-                (i0, list(parts), results, seed, bufs, lp_buf, tf.constant(False)),
+                (i0, key0, list(parts), results, bufs, lp_buf, tf.constant(False)),
             )
-            i, parts, results, _, bufs, lp_buf, div = out
+            i, _, parts, results, bufs, lp_buf, div = out
             return parts, results, bufs, lp_buf, i, div
 
         # The bootstrap is one gradient evaluation: graph mode is enough, and XLA
@@ -167,6 +199,46 @@ class _Program:
         # captured data (random_window copies).
         self.init_fn = tf.function(init_fn, reduce_retracing=True)
         self.chunk_fn = tf.function(chunk_fn, jit_compile=jit_compile, reduce_retracing=True)
+        self._chunk_py = chunk_fn
+
+    def attach_feeder(
+        self, kernel: Any, parts: list[tf.Tensor], max_steps: int, jit_compile: bool
+    ) -> None:
+        """Feed the chunk program its ``tf.data`` minibatches, if ``kernel`` reads any.
+
+        A [`DatasetData`][tfp_sgmcmc.data.DatasetData] iterator has no XLA
+        kernel: a [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder] pulls
+        the batches into prefetched blocks of at most ``FEED_BLOCK_BYTES`` and
+        every chunk call reads the block it is given (one compiled shape) for
+        as many steps as it runs, consuming exactly those batches: the arm
+        draws the stream's batches in the order the step-by-step path draws
+        them. Must run before ``init_fn`` is first traced (graph reads then
+        continue the fed stream). Kernels reading only in-memory data keep
+        ``chunk_fn``.
+        """
+        if self._feeder_checked:
+            return
+        self._feeder_checked = True
+        feeder = stream_feeder(kernel, restructure(parts, self.like))
+        if feeder is None:
+            return
+        per_step = sum(
+            c * src.batch_nbytes for src, c in zip(feeder.sources, feeder.draws_per_step)
+        )
+        self.feed_steps = int(min(max_steps, max(1, FEED_BLOCK_BYTES // max(1, per_step))))
+        self.chunk_fn = feeder.compile(
+            self._chunk_py,
+            self.feed_steps,
+            jit_compile=jit_compile,
+            steps_run=lambda out: int(out[4].numpy()),
+        )
+        self.feeder = feeder
+
+    def steps_now(self, n: int) -> int:
+        """``n``, capped at the steps the fed block holds (``n`` without a feeder)."""
+        if self.feeder is None:
+            return n
+        return min(n, self.feeder.steps_available())
 
 
 class ArmRunner:
@@ -183,7 +255,11 @@ class ArmRunner:
       static_keys: extra structural keys. Default value: ``()``.
       max_steps_per_call: steps per compiled call (bounds the sample buffer).
         Default value: ``2000``.
-      jit_compile: XLA-compile the programs. Default value: ``True``.
+      jit_compile: XLA-compile the programs. A kernel reading a
+        [`DatasetData`][tfp_sgmcmc.data.DatasetData] is then fed its
+        minibatches from prefetched blocks (see `_Program.attach_feeder`);
+        with ``False`` its iterator is read step by step in a graph.
+        Default value: ``True``.
       program_cache: a dict shared between runners with the SAME
         ``make_kernel`` (e.g. MAMBA, grid search and the final evaluation of
         one sampler), so a structural key is compiled once for all of them.
@@ -232,6 +308,9 @@ class ArmRunner:
         self.arms = [dict(a) for a in arms]
         self.thin = thin
         self.jit_compile = jit_compile
+        #: How programs reading tf.data are fed: ``True`` XLA chunks (``jit_compile``),
+        #: ``False`` the same fed chunks as graphs, ``None`` the iterator step by step.
+        self._stream_jit: bool | None = True if jit_compile else None
         parts = [tf.convert_to_tensor(p) for p in as_parts(init_state)]
         self.like = init_state if isinstance(init_state, (list, tuple)) else parts[0]
         self.dtype = parts[0].dtype
@@ -346,11 +425,20 @@ class ArmRunner:
         compile_s = 0.0
         if not prog.compiled:
             t0 = time.perf_counter()
+            if self._stream_jit is not None:
+                # tf.data sources: XLA chunks fed from prefetched blocks (before any
+                # graph that reads the source is traced).
+                prog.attach_feeder(
+                    self.kernels[index], parts, self.max_steps_per_call, self._stream_jit
+                )
             r = prog.init_fn(parts, tf.constant([0, 0], tf.int32), scalars)
             out = prog.chunk_fn(
-                parts, r, tf.constant([0, 1], tf.int32), tf.constant(1), tf.constant(0), scalars
+                parts, r, tf.constant([0, 1], tf.int32), tf.constant(1), tf.constant(0),
+                tf.constant(0), scalars,
             )
-            out[4].numpy()  # discard: the chain does not advance
+            # Discard: the chain does not advance (a tf.data stream does, by the batches
+            # the bootstrap and the step read, on either path).
+            out[4].numpy()
             compile_s = time.perf_counter() - t0
             have = r.target_log_prob.shape.as_list()
             if int(np.prod(have, dtype=np.int64)) != self.chains_per_arm:
@@ -374,6 +462,7 @@ class ArmRunner:
         diverged = False
         t0 = time.perf_counter()
         results = prog.init_fn(parts, self._seed(st), scalars)
+        step_seed = tf.constant(st.seed, tf.int32)  # step t draws from fold_in(seed, t)
         results.target_log_prob.numpy()  # synchronise before stopping the clock
         elapsed += time.perf_counter() - t0
         if budget.unit == "seconds":
@@ -404,8 +493,10 @@ class ArmRunner:
                 break
             offset = done % self.thin
             t0 = time.perf_counter()
+            n = prog.steps_now(n)  # a fed program runs at most the steps its block holds
             parts, results, bufs, lp_buf, k, div = prog.chunk_fn(
-                parts, results, self._seed(st), tf.constant(n), tf.constant(offset), scalars
+                parts, results, step_seed, tf.constant(n), tf.constant(offset),
+                tf.constant(st.total_steps + done), scalars,
             )
             k = int(k.numpy())  # synchronises the device
             div = bool(div.numpy())
