@@ -515,3 +515,48 @@ def plot_mamba_rounds(results: dict[str, Any], path: str) -> None:
     fig.tight_layout(rect=(0, 0.06 if cols > 1 else 0.12, 1, 1))
     fig.savefig(path)
     plt.close(fig)
+
+
+def mamba_cost_lines(
+    results: dict[str, Any], figure: str | None, tp: dict[float, float], machine: str
+) -> list[str]:
+    """The page's note on shared evaluations, MAMBA-KSD's tuning-cost table and its figure.
+
+    ``tp`` is :func:`arm_throughput` (empty when the budgets are not in gradients);
+    ``machine`` describes the machine the seconds were measured on ("loaded", "shared").
+    """
+    lines: list[str] = []
+    lines += [
+        "",
+        "Methods that chose the same arm share one evaluation run (same seed, same budget), so "
+        "their rows differ only where their choices do.",
+        "",
+    ]
+    if results["mamba"]:
+        lines += [
+            "MAMBA-KSD's tuning cost per sampler (the budget is in gradients; seconds are "
+            f"this run's, on the {machine} machine):",
+            "",
+            "| sampler | rounds (arms) | sampling s | gradients/s | KSD s | compile s |",
+            "|---|---|---|---|---|---|",
+        ]
+        for s, m in results["mamba"].items():
+            samp = sum(q["sampling_s"] for q in m["records"])
+            grads = sum(q["spent"] for q in m["records"])
+            gps = num(grads / samp) if tp and samp > 0 else "–"
+            lines.append(
+                f"| {s} | {len(m['round_sizes'])} "
+                f"({' → '.join(str(x) for x in m['round_sizes'])}) | {samp:.1f} | {gps} | "
+                f"{m['metric_s']:.1f} | {m['compile_s']:.1f} |"
+            )
+        lines.append("")
+    if figure:
+        lines += [
+            f"![MAMBA-KSD by round]({figure})",
+            "",
+            "MAMBA-KSD's KSD of every arm by round (colour: batch size; red: the chosen "
+            "arm; arms plotted at the top had no thinned sample in their budget or "
+            "diverged).",
+            "",
+        ]
+    return lines

@@ -74,6 +74,7 @@ from _paper_tables import (
     budget_text,
     budgets,
     kernel_class,
+    mamba_cost_lines,
     mamba_json,
     num,
     plot_mamba_rounds,
@@ -646,39 +647,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
             + (f"{p[2]:.2f}" if isinstance(p[2], float) else str(p[2]))
             + " |"
         )
-    lines += [
-        "",
-        "Methods that chose the same arm share one evaluation run (same seed, same budget), so "
-        "their rows differ only where their choices do.",
-        "",
-    ]
-    if results["mamba"]:
-        lines += [
-            "MAMBA-KSD's tuning cost per sampler (the budget is in gradients; seconds are "
-            "this run's, on the shared machine):",
-            "",
-            "| sampler | rounds (arms) | sampling s | gradients/s | KSD s | compile s |",
-            "|---|---|---|---|---|---|",
-        ]
-        for s, m in results["mamba"].items():
-            samp = sum(q["sampling_s"] for q in m["records"])
-            grads = sum(q["spent"] for q in m["records"])
-            gps = num(grads / samp) if tp and samp > 0 else "–"
-            lines.append(
-                f"| {s} | {len(m['round_sizes'])} "
-                f"({' → '.join(str(x) for x in m['round_sizes'])}) | {samp:.1f} | {gps} | "
-                f"{m['metric_s']:.1f} | {m['compile_s']:.1f} |"
-            )
-        lines.append("")
-    if figure:
-        lines += [
-            f"![MAMBA-KSD by round]({figure})",
-            "",
-            "MAMBA-KSD's KSD of every arm by round (colour: batch size; red: the chosen "
-            "arm; arms plotted at the top had no thinned sample in their budget or "
-            "diverged).",
-            "",
-        ]
+    lines += mamba_cost_lines(results, figure, tp, "shared")
     rmses = [r["rmse"] for r in results["rows"] if math.isfinite(r["rmse"])]
     lines += ["## Reading", "", "Counted on the table above (samplers with all three rows):", ""]
     lines += _checks(results)
