@@ -40,18 +40,23 @@ def _data(scheme: str) -> sg.InMemoryData:
     return sg.InMemoryData((x, y), scheme=scheme)
 
 
-def _spy_on_chunks(runner: ArmRunner) -> tuple[list[tuple], object]:
-    """Record the arguments of every later call of the runner's (one) chunk program."""
-    (prog,) = runner._programs.values()
-    program = prog.chunk_fn
+def _spy(owner: object, attr: str) -> tuple[list[tuple], object]:
+    """Replace the program ``owner.attr`` by one recording the arguments of every later call."""
+    program = getattr(owner, attr)
     calls: list[tuple] = []
 
     def spy(*args):
         calls.append(args)
         return program(*args)
 
-    prog.chunk_fn = spy
+    setattr(owner, attr, spy)
     return calls, program
+
+
+def _spy_on_chunks(runner: ArmRunner) -> tuple[list[tuple], object]:
+    """Record the arguments of every later call of the runner's (one) chunk program."""
+    (prog,) = runner._programs.values()
+    return _spy(prog, "chunk_fn")
 
 
 def _distinct_programs(program, calls: list[tuple]) -> int:
@@ -108,15 +113,7 @@ def test_tf_data_arm_program_compiles_once(monkeypatch):
     runner.run(0, 3, tu.steps(1))
     (prog,) = runner._programs.values()
     assert prog.feeder is not None and prog.feed_steps == 16
-    fed = prog.chunk_fn
-    program = fed.program
-    calls: list[tuple] = []
-
-    def spy(*args):
-        calls.append(args)
-        return program(*args)
-
-    fed.program = spy
+    calls, program = _spy(prog.chunk_fn, "program")
     for index, steps in [(0, 30), (1, 45), (0, 7), (1, 26), (0, 41)]:
         out = runner.run(index, steps, tu.steps(1))
         assert out.steps == steps and out.compile_seconds == 0 and not out.diverged
