@@ -31,6 +31,7 @@ Usage::
     python benchmarks/bench_mnist_bnn.py                 # ours only, ~2 min idle
     python benchmarks/bench_mnist_bnn.py --quick         # N = 6,000, batch 60, 20 steps
     python benchmarks/bench_mnist_bnn.py --profile-only  # CPU ms/step of noise and gradient
+    python benchmarks/bench_mnist_bnn.py --noise-order   # where the noise is drawn in a step
 """
 
 from __future__ import annotations
@@ -182,6 +183,88 @@ def step_parts_profile(x: np.ndarray, y: np.ndarray, batch: int, steps: int, rep
     return {"cpu_ms_per_step_median": out, "steps_per_loop": steps, "repeats": repeats}
 
 
+def noise_order_profile(x: np.ndarray, y: np.ndarray, batch: int, steps: int, repeats: int) -> dict:
+    """Wall and CPU ms per SGLD step of three bare compiled loops that differ only in
+    where the step's Gaussian noise is drawn (default intra-op threads).
+
+    ``no_noise``: ``θ + ε/2 ∇`` only. ``noise_after_gradient``: the kernels' order,
+    the gradient at ``θ_t`` carried from the previous step and the noise drawn in
+    the update ``θ_{t+1} = θ_t + ε/2 g_t + √ε ξ_t`` that follows the previous
+    step's backward pass. ``noise_before_gradient``: the same chain, but ``ξ_t``
+    is drawn at the top of the step, before the forward pass (a zero-weight data
+    dependency of the forward pass on ``ξ_t`` makes XLA schedule it there), and
+    used after the backward pass. Same arithmetic, same noise
+    (``tfp_sgmcmc.internal.random.standard_normal``), contiguous minibatch windows.
+    """
+    from tfp_sgmcmc.internal.random import standard_normal
+
+    xt, yt = tf.constant(x), tf.constant(y)
+    big_n = x.shape[0]
+    scale = float(big_n) / batch
+
+    def gradient(ws, i):
+        start = tf.random.stateless_uniform([], tf.stack([i, -1]), 0, big_n - batch, tf.int32)
+        xb = tf.slice(xt, [start, 0], [batch, x.shape[1]])
+        yb = tf.slice(yt, [start], [batch])
+        with tf.GradientTape() as tape:
+            tape.watch(ws)
+            lp = scale * tf.reduce_sum(mb.log_likelihood(ws, (xb, yb))) + mb.log_prior(ws)
+        return tape.gradient(lp, ws)
+
+    def noise(ws, i):
+        return [1e-3 * standard_normal(w.shape, tf.stack([i, j])) for j, w in enumerate(ws)]
+
+    def carried(draw: bool):
+        def body(i, ws, gs):
+            zs = noise(ws, i) if draw else [0.0] * len(ws)
+            new = [w + 1e-6 * g + z for w, g, z in zip(ws, gs, zs)]
+            return i + 1, new, gradient(new, i)
+
+        return body
+
+    def before(i, ws, gs):
+        zs = noise(ws, i)
+        first = ws[0] + 0.0 * zs[0][0, 0]  # orders the draw before the forward pass
+        g = gradient([first] + list(ws[1:]), i)
+        return i + 1, [w + 1e-6 * gi + z for w, gi, z in zip(ws, g, zs)], g
+
+    def loop(body):
+        @tf.function(jit_compile=True)
+        def run(ws):
+            gs = [tf.zeros_like(w) for w in ws]
+            return tf.while_loop(lambda i, *_: i < steps, body, (0, ws, gs))[1]
+
+        return run
+
+    programs = {
+        "no_noise": loop(carried(False)),
+        "noise_after_gradient": loop(carried(True)),
+        "noise_before_gradient": loop(before),
+    }
+    init = mb.init_state(seed=3, scale=1e-2)
+    wall: dict[str, list[float]] = {k: [] for k in programs}
+    cpu: dict[str, list[float]] = {k: [] for k in programs}
+    for fn in programs.values():
+        timed_call(fn, init)  # compile
+    for _ in range(repeats):  # interleaved
+        for name, fn in programs.items():
+            c0 = time.process_time()
+            t, _ = timed_call(fn, init)
+            wall[name].append(1000 * t / steps)
+            cpu[name].append(1000 * (time.process_time() - c0) / steps)
+    out = {
+        "wall_ms_per_step_median": {k: median(v) for k, v in wall.items()},
+        "cpu_ms_per_step_median": {k: median(v) for k, v in cpu.items()},
+        "steps_per_loop": steps,
+        "repeats": repeats,
+    }
+    log(
+        "[noise order] wall ms/step "
+        + ", ".join(f"{k} {v:.3f}" for k, v in out["wall_ms_per_step_median"].items())
+    )
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -196,6 +279,11 @@ def main(argv: list[str] | None = None) -> dict:
         "--profile-only",
         action="store_true",
         help="only time the pieces of a step (noise, gradient) on one thread, then exit",
+    )
+    ap.add_argument(
+        "--noise-order",
+        action="store_true",
+        help="only time three bare SGLD loops that differ in where the noise is drawn, then exit",
     )
     args = ap.parse_args(argv)
     if args.profile_only:  # before TensorFlow creates its thread pools
@@ -219,6 +307,10 @@ def main(argv: list[str] | None = None) -> dict:
     }
     if args.profile_only:
         report["profile"] = step_parts_profile(x, y, batch, 200 if not args.quick else 20, 5)
+        dump_json(report, args.output)
+        return report
+    if args.noise_order:
+        report["noise_order"] = noise_order_profile(x, y, batch, 20 if args.quick else 300, 7)
         dump_json(report, args.output)
         return report
     prob = mb.MnistBNN(x, y, x[:10], y[:10], source="peers_mlp_data")
