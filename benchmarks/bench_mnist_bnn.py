@@ -12,6 +12,8 @@ loop do). Configurations:
   one ``tf.function(jit_compile=True)``, for each minibatch scheme;
 * ``keras``: the same network as a Keras 3 ``Sequential`` through
   [`KerasPosterior`][tfp_sgmcmc.keras.KerasPosterior] (``stateless_call``), same loop;
+* a ``:prefetch`` suffix: the same with ``SGLD(prefetch_noise=True)`` (each step
+  draws the next step's noise);
 * ``sgmcmcjax`` / ``blackjax`` (with ``--peers DIR``): the peers' own MLP
   benchmark scripts (``bench_sgmcmcjax.py`` / ``bench_blackjax.py --sections
   mlp`` in ``DIR``), each run in its own virtualenv's Python.
@@ -75,9 +77,12 @@ def make_run(kernel: tfp.mcmc.TransitionKernel, num_steps: int):
 class Ours:
     """One of our configurations: compiled on the first call, then timed calls on demand."""
 
-    def __init__(self, name: str, estimator, init, num_steps: int) -> None:
+    def __init__(
+        self, name: str, estimator, init, num_steps: int, prefetch_noise: bool = False
+    ) -> None:
         self.name, self.init, self.num_steps = name, init, num_steps
-        self.run = make_run(sg.SGLD(estimator, step_size=1e-6), num_steps)
+        kernel = sg.SGLD(estimator, step_size=1e-6, prefetch_noise=prefetch_noise)
+        self.run = make_run(kernel, num_steps)
         self.first_s, out = timed_call(self.run, init, tf.constant([0, 0], tf.int32))
         self.stored = int(sum(np.prod(o.shape) for o in out))
         self.times: list[float] = []
@@ -270,7 +275,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=3, help="timed calls per config per round")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--configs", default="plain_tf:random_window,keras:random_window")
+    ap.add_argument(
+        "--configs",
+        default="plain_tf:random_window,plain_tf:random_window:prefetch,"
+        "keras:random_window,keras:random_window:prefetch",
+        help="comma list of IMPL:SCHEME[:prefetch] (prefetch: SGLD(prefetch_noise=True))",
+    )
     ap.add_argument("--peers", default=None, help="directory of the peers' benchmark scripts")
     ap.add_argument("--sgmcmcjax-python", default=None)
     ap.add_argument("--blackjax-python", default=None)
@@ -316,13 +326,15 @@ def main(argv: list[str] | None = None) -> dict:
     prob = mb.MnistBNN(x, y, x[:10], y[:10], source="peers_mlp_data")
     ours = []
     for cfg in args.configs.split(","):
-        impl, scheme = cfg.split(":")
+        impl, scheme, *flags = cfg.split(":")
+        if flags not in ([], ["prefetch"]):
+            raise ValueError(f"unknown config {cfg!r}: IMPL:SCHEME or IMPL:SCHEME:prefetch")
         if impl == "plain_tf":
             est, state = prob.estimator(batch, scheme=scheme), init
         else:
             est = mb.keras_posterior(prob, scheme=scheme).estimator(batch)
             state = [tf.constant(np.asarray(p)) for p in init]
-        ours.append(Ours(cfg, est, state, steps))
+        ours.append(Ours(cfg, est, state, steps, prefetch_noise=flags == ["prefetch"]))
     peers = {}
     if args.peers:
         pythons = {"sgmcmcjax": args.sgmcmcjax_python, "blackjax": args.blackjax_python}

@@ -383,3 +383,16 @@ def test_bad_flag_values_are_one_line(argv, flag, capsys):
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert e.value.code == 2 and len(lines) == 1 and flag in lines[0], err
+
+
+def test_prefetch_noise_kernel_arg_reaches_sgld(model, tmp_path):
+    """``--kernel-arg prefetch_noise=True`` is stored with the run and changes SGLD's
+    random stream (not its law: see tests/kernels/test_statistical.py)."""
+    runs = {}
+    for name, extra in (("prefetch", ["--kernel-arg", "prefetch_noise=True"]), ("default", [])):
+        run_dir = str(tmp_path / name)
+        assert main(_sample_args(model, run_dir, *extra)) == 0
+        runs[name] = open_run(run_dir)
+    assert runs["prefetch"].metadata["kernel_args"] == {"prefetch_noise": True}
+    a, b = runs["prefetch"].samples(), runs["default"].samples()
+    assert a.shape == b.shape and np.all(np.isfinite(a)) and not np.array_equal(a, b)

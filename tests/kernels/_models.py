@@ -202,6 +202,9 @@ def _sa(inner: Callable[..., Any]) -> Callable[..., Any]:
 _K = sg.kernels
 KERNEL_SPECS: list[KernelSpec] = [
     KernelSpec("sgld", "plain", lambda est, eps, **kw: sg.SGLD(est, eps, **kw), xla_loop=True),
+    KernelSpec("sgld-prefetch", "plain",
+               lambda est, eps, **kw: sg.SGLD(est, eps, prefetch_noise=True, **kw),
+               xla_loop=True),
     KernelSpec("sgld-cv", "cv", lambda est, eps, **kw: sg.SGLD(est, eps, **kw), xla_loop=True),
     KernelSpec("psgld", "plain", lambda est, eps, **kw: sg.PSGLD(est, eps, **kw), xla_loop=True),
     *_sghmc_specs(),

@@ -81,6 +81,57 @@ def test_sgld_step(rng, seed, temperature):
         assert float(results.step_size) == eps
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_sgld_prefetch_noise_step(rng, seed, temperature):
+    """``prefetch_noise=True``: step 0 draws its own normals (salt ``sgld.noise.first``),
+    every step draws the next step's (salt ``sgld.noise``) from its own seed, and the
+    update is SGLD's with those normals; the results carry the draw ahead."""
+    eps = 0.05
+    theta0 = theta = _init(rng)
+    seeds = _seeds(seed)
+    kernel = sg.SGLD(_estimator(), eps, temperature=temperature, prefetch_noise=True)
+    got = _run(kernel, theta, seeds)
+    ahead = None
+    for t, (s, (state, results)) in enumerate(zip(seeds, got)):
+        noise_seed, _ = tfp.random.split_seed(s, n=2, salt="sgld.one_step")
+        (xi,) = _z(noise_seed, "sgld.noise.first") if t == 0 else ahead
+        theta = theta + eps * _score(theta) + np.sqrt(2 * eps * temperature) * xi
+        np.testing.assert_allclose(state, theta, rtol=RTOL)
+        np.testing.assert_allclose(results.grads_target_log_prob[0].numpy(), _score(theta),
+                                   rtol=RTOL)
+        ahead = _z(noise_seed, "sgld.noise")
+        np.testing.assert_array_equal(results.next_noise[0].numpy(), ahead[0])
+    # The shifted stream is a different chain from the default one (same seeds).
+    plain = _run(sg.SGLD(_estimator(), eps, temperature=temperature), theta0, seeds)
+    assert not np.allclose(plain[-1][0], got[-1][0])
+
+
+def test_sgld_prefetch_noise_resumes_from_stored_results(rng, seed):
+    """A run stopped after step 2 and resumed from its results written out as NumPy
+    leaves (what the driver's checkpoint stores) continues the same chain: the noise
+    drawn ahead travels in the results."""
+    kernel = sg.SGLD(_estimator(), 0.05, prefetch_noise=True)
+    seeds = _seeds(seed)
+    theta = tf.constant(_init(rng))
+    whole = _run(kernel, theta.numpy(), seeds)
+    state, results = theta, kernel.bootstrap_results(theta)
+    for s in seeds[:2]:
+        state, results = kernel.one_step(state, results, seed=s)
+    leaves = [np.asarray(x) for x in tf.nest.flatten(results)]
+    restored = tf.nest.pack_sequence_as(results, [tf.constant(x) for x in leaves])
+    resumed, _ = kernel.one_step(tf.constant(state.numpy()), restored, seed=seeds[2])
+    np.testing.assert_array_equal(resumed.numpy(), whole[2][0])
+    # Restarting from the state alone (fresh results) would not: the draw is lost.
+    fresh = kernel.bootstrap_results(state)._replace(step=results.step)
+    restarted, _ = kernel.one_step(state, fresh, seed=seeds[2])
+    assert not np.allclose(restarted.numpy(), whole[2][0])
+
+
+def test_sgld_prefetch_noise_must_be_a_bool():
+    with pytest.raises(ValueError, match="prefetch_noise"):
+        sg.SGLD(_estimator(), 0.1, prefetch_noise=1)
+
+
 def test_sgld_list_of_parts(rng, seed):
     """Each part draws its own noise; a two-part state equals the NumPy step."""
     eps = 0.05

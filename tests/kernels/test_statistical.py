@@ -82,19 +82,26 @@ def test_lyapunov_solver_reproduces_algorithms_reference():
     )
 
 
-@tf.function(jit_compile=True)
-def _run_sgld(prec, seed):
-    est = sg.NoisyGradientEstimator(_gaussian_target(prec), noise_scale=1.0)
-    return tfp.mcmc.sample_chain(
-        1000, tf.zeros([1000, 2], tf.float64), kernel=sg.SGLD(est, SGLD_EPS),
-        num_burnin_steps=300, trace_fn=None, seed=seed,
-    )
+def _sgld_runner(prefetch_noise: bool):
+    @tf.function(jit_compile=True)
+    def run(prec, seed):
+        est = sg.NoisyGradientEstimator(_gaussian_target(prec), noise_scale=1.0)
+        kernel = sg.SGLD(est, SGLD_EPS, prefetch_noise=prefetch_noise)
+        return tfp.mcmc.sample_chain(
+            1000, tf.zeros([1000, 2], tf.float64), kernel=kernel,
+            num_burnin_steps=300, trace_fn=None, seed=seed,
+        )
+
+    return run
 
 
-def test_sgld_stationary_covariance(seed):
+@pytest.mark.parametrize("prefetch_noise", [False, True])
+def test_sgld_stationary_covariance(seed, prefetch_noise):
+    # Drawing each step's normals one step ahead changes the random stream, not the law.
+    run = _sgld_runner(prefetch_noise)
     cov = sgld_stationary_cov(PREC, SGLD_EPS, 1.0)
-    samples = _run_sgld(tf.constant(PREC), tf.constant([seed, 1])).numpy()
-    wrong = _run_sgld(tf.constant(WRONG_PREC), tf.constant([seed, 2])).numpy()
+    samples = run(tf.constant(PREC), tf.constant([seed, 1])).numpy()
+    wrong = run(tf.constant(WRONG_PREC), tf.constant([seed, 2])).numpy()
     _check(samples, wrong, cov)
 
 

@@ -23,14 +23,18 @@ __all__ = [
 
 class SGLDKernelResults(
     SGMCMCResultsMixin,
-    collections.namedtuple("SGLDKernelResults", sgmcmc_results_fields("transform_state")),
+    collections.namedtuple(
+        "SGLDKernelResults", sgmcmc_results_fields("transform_state", "next_noise")
+    ),
 ):
     """Results of SGLD and of every kernel built on it (pSGLD and the adaptive-drift SGLD
     variants).
 
     The common SG fields (``target_log_prob``, ``grads_target_log_prob``,
     ``estimator_state``, ``step``, ``step_size``, ``diverged``, ``seed``) and
-    ``transform_state``, the drift/preconditioner accumulators (``()`` for plain SGLD).
+    ``transform_state``, the drift/preconditioner accumulators (``()`` for plain SGLD),
+    and ``next_noise``, the standard normals of the next step drawn ahead (one per state
+    part) with ``prefetch_noise=True``, else ``()``.
     """
 
     __slots__ = ()
@@ -72,11 +76,20 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
         Default value: ``1.``.
       transform: optional [`DriftTransform`][tfp_sgmcmc.transforms.DriftTransform].
         Default value: ``None`` (plain SGLD).
+      prefetch_noise: draw step ``t + 1``'s normals ``ξ_{t+1}`` during step ``t``
+        (from step ``t``'s seed) and carry them in the results' ``next_noise``;
+        step 0 draws its own. The law of the chain is unchanged (``ξ_{t+1}``
+        is independent of everything before it); the random stream is not the
+        one of ``prefetch_noise=False``, and the results hold one more copy of
+        the state. Under XLA on a multi-core CPU this lets the compiler draw
+        the noise apart from the update, which on a large model makes a step
+        markedly faster (docs/benchmarks.md#mnist-bnn).
+        Default value: ``False``.
       name: name scope. Default value: ``None`` (``'sgld'``).
 
     Raises:
-      ValueError: non-positive ``step_size``, negative ``temperature``, or an
-        ``estimator``/``transform`` of the wrong type.
+      ValueError: non-positive ``step_size``, negative ``temperature``, an
+        ``estimator``/``transform`` of the wrong type, or ``prefetch_noise`` not a bool.
 
     #### Examples
 
@@ -117,12 +130,24 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
         temperature: Any = 1.0,
         transform: DriftTransform | None = None,
         name: str | None = None,
+        prefetch_noise: bool = False,
     ) -> None:
         if transform is not None and not isinstance(transform, DriftTransform):
             raise ValueError(
                 f"`transform` must be a DriftTransform or None, got {type(transform).__name__}."
             )
-        super().__init__(estimator, step_size, temperature, name, transform=transform)
+        if not isinstance(prefetch_noise, bool):
+            raise ValueError(
+                f"`prefetch_noise` must be a bool, got {type(prefetch_noise).__name__}."
+            )
+        super().__init__(
+            estimator,
+            step_size,
+            temperature,
+            name,
+            transform=transform,
+            prefetch_noise=prefetch_noise,
+        )
 
     @property
     def transform(self) -> DriftTransform | None:
@@ -131,9 +156,19 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
     def _transform(self) -> DriftTransform | None:
         return self._parameters.get("transform")
 
+    @property
+    def prefetch_noise(self) -> bool:
+        """Whether each step draws the next step's noise (see the class docstring)."""
+        # Subclasses (pSGLD, the adaptive drifts) do not take the argument.
+        return bool(self._parameters.get("prefetch_noise", False))
+
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
         t = self._transform()
-        return {"transform_state": () if t is None else t.init(est.grads_target_log_prob)}
+        return {
+            "transform_state": () if t is None else t.init(est.grads_target_log_prob),
+            # Step 0 draws its own noise (its results hold no draw yet): zeros stand in.
+            "next_noise": [tf.zeros_like(p) for p in parts] if self.prefetch_noise else (),
+        }
 
     def _transition(self, parts, like, prev, step_size, seed):
         noise_seed, est_seed = self._split(seed, 2, "sgld.one_step")
@@ -143,14 +178,27 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
             drift, precond, t_state = grads, None, ()
         else:
             drift, precond, t_state = t.update(grads, prev.transform_state)
-        noise = self._normals(parts, noise_seed, "sgld.noise")
+        extra: dict[str, Any] = {"transform_state": t_state}
+        if self.prefetch_noise:
+            # ξ_t was drawn by step t − 1 (from its seed); step 0 draws its own.
+            noise = tf.cond(
+                tf.equal(prev.step, 0),
+                lambda: self._normals(parts, noise_seed, "sgld.noise.first"),
+                lambda: list(prev.next_noise),
+            )
+            # Drawn here but used by the next step: nothing in this step waits for it,
+            # so XLA may schedule it apart from the update (docs/benchmarks.md#mnist-bnn).
+            extra["next_noise"] = self._normals(parts, noise_seed, "sgld.noise")
+        else:
+            noise = self._normals(parts, noise_seed, "sgld.noise")
+            extra["next_noise"] = ()
         temp = self._temperature(parts[0].dtype, prev.step)
         new_parts = [
             langevin_step(p, d, step_size, temp, xi, None if precond is None else g)
             for p, d, xi, g in zip(parts, drift, noise, precond or [None] * len(parts))
         ]
         est, est_state = self._estimate(new_parts, like, prev.estimator_state, est_seed)
-        return new_parts, est, est_state, {"transform_state": t_state}
+        return new_parts, est, est_state, extra
 
 
 class PreconditionedStochasticGradientLangevinDynamics(StochasticGradientLangevinDynamics):
@@ -205,4 +253,3 @@ class PreconditionedStochasticGradientLangevinDynamics(StochasticGradientLangevi
 
     def _transform(self) -> DriftTransform:
         return self._rms
-
