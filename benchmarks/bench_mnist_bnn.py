@@ -134,6 +134,24 @@ def run_peer(name: str, python: str, peers_dir: str, repeats: int, quick: bool) 
     return mlp
 
 
+def time_programs(
+    programs: dict, init: list, steps: int, repeats: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU ms per step of each compiled ``steps``-step loop, ``repeats`` interleaved
+    calls each after a compiling call."""
+    wall: dict[str, list[float]] = {k: [] for k in programs}
+    cpu: dict[str, list[float]] = {k: [] for k in programs}
+    for fn in programs.values():
+        timed_call(fn, init)  # compile
+    for _ in range(repeats):  # interleaved
+        for name, fn in programs.items():
+            c0 = time.process_time()
+            t, _ = timed_call(fn, init)
+            wall[name].append(1000 * t / steps)
+            cpu[name].append(1000 * (time.process_time() - c0) / steps)
+    return wall, cpu
+
+
 def step_parts_profile(x: np.ndarray, y: np.ndarray, batch: int, steps: int, repeats: int) -> dict:
     """CPU ms per step of the pieces of an SGLD step, each alone in one compiled loop.
 
@@ -174,15 +192,7 @@ def step_parts_profile(x: np.ndarray, y: np.ndarray, batch: int, steps: int, rep
         "noise_threefry": loop(noise(standard_normal)),
         "minibatch_gradient": loop(gradient),
     }
-    init = mb.init_state(seed=3, scale=1e-2)
-    cpu: dict[str, list[float]] = {k: [] for k in programs}
-    for fn in programs.values():
-        timed_call(fn, init)  # compile
-    for _ in range(repeats):  # interleaved
-        for name, fn in programs.items():
-            c0 = time.process_time()
-            timed_call(fn, init)
-            cpu[name].append(1000 * (time.process_time() - c0) / steps)
+    _, cpu = time_programs(programs, mb.init_state(seed=3, scale=1e-2), steps, repeats)
     out = {k: median(v) for k, v in cpu.items()}
     log("[profile] CPU ms/step " + ", ".join(f"{k} {v:.2f}" for k, v in out.items()))
     return {"cpu_ms_per_step_median": out, "steps_per_loop": steps, "repeats": repeats}
@@ -246,17 +256,7 @@ def noise_order_profile(x: np.ndarray, y: np.ndarray, batch: int, steps: int, re
         "noise_after_gradient": loop(carried(True)),
         "noise_before_gradient": loop(before),
     }
-    init = mb.init_state(seed=3, scale=1e-2)
-    wall: dict[str, list[float]] = {k: [] for k in programs}
-    cpu: dict[str, list[float]] = {k: [] for k in programs}
-    for fn in programs.values():
-        timed_call(fn, init)  # compile
-    for _ in range(repeats):  # interleaved
-        for name, fn in programs.items():
-            c0 = time.process_time()
-            t, _ = timed_call(fn, init)
-            wall[name].append(1000 * t / steps)
-            cpu[name].append(1000 * (time.process_time() - c0) / steps)
+    wall, cpu = time_programs(programs, mb.init_state(seed=3, scale=1e-2), steps, repeats)
     out = {
         "wall_ms_per_step_median": {k: median(v) for k, v in wall.items()},
         "cpu_ms_per_step_median": {k: median(v) for k, v in cpu.items()},
