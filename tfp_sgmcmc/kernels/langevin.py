@@ -182,7 +182,7 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
         if self.prefetch_noise:
             # ξ_t was drawn by step t − 1 (from its seed); step 0 draws its own.
             noise = tf.cond(
-                tf.equal(prev.step, 0),
+                prev.step == 0,  # the same first-step idiom as SGHMC's momentum
                 lambda: self._normals(parts, noise_seed, "sgld.noise.first"),
                 lambda: list(prev.next_noise),
             )
