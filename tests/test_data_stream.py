@@ -54,12 +54,23 @@ def _fold(kernel, steps):
 
 
 def _run(kernel, chunks, steps, mode):
-    """The chain after each chunk: ``mode`` is 'graph' (step by step) or 'fed-graph'/'fed-xla'."""
+    """The chain after each chunk: ``mode`` is 'graph' (step by step) or 'fed-graph'/'fed-xla'.
+
+    A ``-started`` mode starts the feeder's stream before the bootstrap reads the
+    first batch (as the driver does): every chunk then starts one batch into a
+    block and reads across two blocks.
+    """
     state = tf.zeros([2])
-    results = kernel.bootstrap_results(state)  # an eager read of the first batch
+    if mode.endswith("-started"):
+        feeder = stream_feeder(kernel, state)  # traces a step on placeholders: no read
+        run = feeder.compile(_fold(kernel, steps), steps, jit_compile="xla" in mode)
+        results = kernel.bootstrap_results(state)  # reads batch 0 from the first block
+        assert all(src._reader.stacked for src in feeder.sources)
+    else:
+        results = kernel.bootstrap_results(state)  # an eager read of the first batch
     if mode == "graph":
         run = tf.function(_fold(kernel, steps), autograph=False)
-    else:
+    elif not mode.endswith("-started"):
         feeder = StreamFeeder(kernel, state, results)
         run = feeder.compile(_fold(kernel, steps), steps, jit_compile=mode == "fed-xla")
     out = []
@@ -69,8 +80,9 @@ def _run(kernel, chunks, steps, mode):
     return np.array(out)
 
 
+@pytest.mark.parametrize("mode", ["fed-graph", "fed-graph-started"])
 @pytest.mark.parametrize("make", ["sgld", "sghmc"])
-def test_chunked_graph_program_runs_the_step_by_step_chain(make):
+def test_chunked_graph_program_runs_the_step_by_step_chain(make, mode):
     # 4 chunks of 7 steps: chunks straddle the 12-batch epochs and the blocks.
     def kernel():
         est = _estimator()
@@ -79,7 +91,7 @@ def test_chunked_graph_program_runs_the_step_by_step_chain(make):
         return sg.SGHMC(est, 1e-3, num_leapfrog_steps=3)
 
     ref = _run(kernel(), 4, 7, "graph")
-    fed = _run(kernel(), 4, 7, "fed-graph")
+    fed = _run(kernel(), 4, 7, mode)
     np.testing.assert_allclose(fed, ref, rtol=1e-6, atol=1e-6)
     # Power: the chain depends on the batch order; a stream one batch late differs.
     est = _estimator()
@@ -93,10 +105,11 @@ def test_chunked_graph_program_runs_the_step_by_step_chain(make):
     assert np.max(np.abs(late - ref)) > 1e-3
 
 
-def test_chunked_xla_program_follows_the_same_minibatches():
+@pytest.mark.parametrize("mode", ["fed-xla", "fed-xla-started"])
+def test_chunked_xla_program_follows_the_same_minibatches(mode):
     # Temperature 0: no injected noise, the path is a function of the batches only.
     ref = _run(sg.SGLD(_estimator(), 1e-3, temperature=0.0), 5, 9, "graph")
-    fed = _run(sg.SGLD(_estimator(), 1e-3, temperature=0.0), 5, 9, "fed-xla")
+    fed = _run(sg.SGLD(_estimator(), 1e-3, temperature=0.0), 5, 9, mode)
     np.testing.assert_allclose(fed, ref, rtol=1e-5, atol=1e-6)
     other = sg.DatasetData(_dataset(reshuffle=False).skip(1), N)
     shifted = _run(sg.SGLD(_estimator(other), 1e-3, temperature=0.0), 5, 9, "fed-xla")
@@ -162,6 +175,27 @@ def test_block_reader_returns_the_stream_in_order_across_blocks():
     np.testing.assert_array_equal(got, np.arange(2 * 21))
 
 
+def test_block_reader_spans_blocks_without_copying_them():
+    ds = tf.data.Dataset.range(10_000).batch(2, drop_remainder=True)
+    spec = tf.nest.flatten(ds.element_spec)
+    reader = BlockReader(iter(ds.batch(4, drop_remainder=True)), spec, block=4, stacked=True)
+    first = reader.take(1)[0].numpy()  # a single read: the stream is now one batch in
+    blocks, offset = reader.span(4)
+    assert (len(blocks), offset) == (2, 1)
+    assert blocks[0][0] is reader._segments[0][0]  # the buffered blocks themselves
+    laid = np.concatenate([b[0].numpy() for b in blocks])[offset:]
+    np.testing.assert_array_equal(laid[:4].ravel(), np.arange(2, 10))
+    reader.consume(4)  # past the first block's end: it is dropped
+    assert len(reader._segments) == 1 and reader._offset == 1
+    blocks, offset = reader.span(9)  # three blocks
+    assert (len(blocks), offset) == (3, 1)
+    reader.consume(9)  # batches 5 to 13
+    np.testing.assert_array_equal(first.ravel(), [0, 1])
+    np.testing.assert_array_equal(reader.take(2)[0].numpy().ravel(), np.arange(28, 32))
+    with pytest.raises(ValueError, match="run past"):
+        reader.consume(10**6)
+
+
 def test_reads_outside_chunks_continue_the_chunked_stream():
     data = sg.DatasetData(tf.data.Dataset.range(1000).batch(5, drop_remainder=True), 1000)
     first, _ = data.sample_batch(5, data.init_batch_state(), None)  # eager, before chunks
@@ -175,8 +209,11 @@ def test_reads_outside_chunks_continue_the_chunked_stream():
 
 
 def test_driver_feeds_xla_chunks_from_tf_data(tmp_path):
+    sources = {}
+
     def run(jit, name):
-        kernel = sg.SGLD(_estimator(), 1e-3, temperature=0.0)
+        sources[jit] = sg.DatasetData(_dataset(), N)
+        kernel = sg.SGLD(_estimator(sources[jit]), 1e-3, temperature=0.0)
         return sample(
             kernel,
             tf.zeros([2]),
@@ -193,6 +230,10 @@ def test_driver_feeds_xla_chunks_from_tf_data(tmp_path):
     ref = run(False, "graph").samples()
     fed = run(True, "xla")
     np.testing.assert_allclose(fed.samples(), ref, rtol=1e-5, atol=1e-6)
+    # The stream of stacked blocks started before the bootstrap's read (no loop of
+    # single reads); blocks hold the longest chunk, 5 draws thinned by 2.
+    assert sources[True]._reader.stacked and sources[True]._reader.block == 10
+    assert sources[False]._reader is None
     # The driver's graph-mode gradient-noise probe reads the chunked stream too.
     with pytest.warns(RuntimeWarning, match="gradient-noise ratio"):
         noisy = sample(

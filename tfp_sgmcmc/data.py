@@ -587,6 +587,25 @@ class InMemoryData(DataSource):
 FULL_CACHE_BYTES = 512 << 20
 
 
+def _fed_batch(blocks: list[list[tf.Tensor]], i: tf.Tensor) -> list[tf.Tensor]:
+    """Batch ``i`` of consecutive stacked blocks (each a flat list of ``[m_k, n, ...]``).
+
+    A gather, not ``c[i]``: XLA compiles a strided slice's start as a constant
+    (one program per start value); a gather takes it at run time. Several
+    blocks (a chunk that starts inside one block and ends in the next) are
+    read through a ``tf.switch_case`` on the block that holds ``i``, so they
+    are never copied into one tensor.
+    """
+    if len(blocks) == 1:
+        return [tf.gather(c, i) for c in blocks[0]]
+    starts = np.cumsum([0] + [int(b[0].shape[0]) for b in blocks])
+    which = tf.reduce_sum(tf.cast(i >= tf.constant(starts[1:-1], i.dtype), tf.int32))
+    branches = [
+        (lambda b=b, s=int(s): [tf.gather(c, i - s) for c in b]) for b, s in zip(blocks, starts)
+    ]
+    return tf.switch_case(which, branches)
+
+
 class DatasetData(DataSource):
     """A ``tf.data.Dataset`` of minibatches, for data that does not fit in memory.
 
@@ -688,7 +707,7 @@ class DatasetData(DataSource):
         # of the first one it reads.
         self._reader: Any = None
         self._cursor: tf.Variable | None = None
-        self._feed: list[tf.Tensor] | None = None
+        self._feed: list[list[tf.Tensor]] | None = None  # consecutive blocks, each flat
         self._feed_offset: tf.Tensor | None = None  # index of the feed's first unread batch
         DatasetData._live.add(self)
 
@@ -732,11 +751,9 @@ class DatasetData(DataSource):
         if recorder is not None:  # counting the calls of one traced step: no data read
             recorder[self] = recorder.get(self, 0) + 1
             return [tf.zeros(s.shape, s.dtype) for s in self._flat_spec]
-        if self._feed is not None:  # inside a chunk program: the cursor-th stacked batch
+        if self._feed is not None:  # inside a chunk program: the cursor-th fed batch
             i = self._cursor.assign_add(1, read_value=True) - 1 + self._feed_offset
-            # A gather, not ``c[i]``: XLA compiles a strided slice's start as a constant
-            # (one program per start value); a gather takes it at run time.
-            return [tf.gather(c, i) for c in self._feed]
+            return _fed_batch(self._feed, i)
         if self._reader is not None:
             if tf.executing_eagerly():
                 return [t[0] for t in self._reader.take(1)]

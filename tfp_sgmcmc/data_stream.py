@@ -164,6 +164,43 @@ class BlockReader:
             return pieces[0]
         return [tf.concat(ts, axis=0) for ts in zip(*pieces)]
 
+    def span(self, need: int) -> tuple[list[list[tf.Tensor]], int]:
+        """``(blocks, offset)``: the buffered blocks that hold the next ``need`` batches.
+
+        Nothing is consumed or copied: the batches are ``offset, offset + 1,
+        ...`` of the blocks laid end to end (one block when they lie in the
+        head block, more when they run past its end, e.g. after single reads
+        left the stream between block boundaries). Blocks not yet read are
+        fetched. [`consume`][tfp_sgmcmc.data_stream.BlockReader.consume]
+        then moves past the batches a program read.
+        """
+        need = check_int(need, "need", 1)
+        head = self._head()
+        blocks, have = [head], int(head[0].shape[0]) - self._offset
+        while have < need:
+            while len(self._segments) <= len(blocks):
+                self._append_block()
+            nxt = self._segments[len(blocks)]
+            blocks.append(nxt)
+            have += int(nxt[0].shape[0])
+        return blocks, self._offset
+
+    def consume(self, m: int) -> None:
+        """Move past the next ``m`` batches of a
+        [`span`][tfp_sgmcmc.data_stream.BlockReader.span] (dropping the blocks read to
+        their end)."""
+        m = check_int(m, "m", 0)
+        while m:
+            size = int(self._segments[0][0].shape[0]) if self._segments else 0
+            step = min(m, size - self._offset)
+            if step <= 0:
+                raise ValueError(f"{m} batches run past the buffered blocks.")
+            self._offset += step
+            m -= step
+            if self._offset == size:
+                self._segments.popleft()
+                self._offset = 0
+
     def window(self, need: int) -> tuple[list[tf.Tensor], int]:
         """``(block, offset)``: ``block`` batches holding the next ones from ``offset`` on.
 
@@ -295,6 +332,30 @@ class StreamFeeder:
         """Minibatches one step draws from each source (in ``sources`` order)."""
         return list(self._draws)
 
+    def start(self, num_steps: int) -> None:
+        """Start every source's stream of prefetched blocks for chunks of ``num_steps`` steps.
+
+        Call it before anything reads a source (e.g. before
+        ``kernel.bootstrap_results`` reads its first minibatch), as
+        [`sample`][tfp_sgmcmc.driver.sampler.sample] does: a stream started
+        before any read is a ``dataset.batch(K)`` stream (``K = num_steps · c``),
+        whose blocks ``tf.data`` stacks itself, and reads made before the first
+        chunk take their batches from its first block. A source whose iterator
+        was read first can only be fed by a compiled loop of single reads, which
+        competes with the running chunk program for the cores: at a 0.1% batch
+        of the logistic-regression benchmark it fed SGLD at about 0.4 of the
+        in-memory ``"random_window"`` speed (``docs/estimators.md``). Sources
+        already streaming keep their stream;
+        [`compile`][tfp_sgmcmc.data_stream.StreamFeeder.compile] starts the
+        streams of sources that have none.
+
+        Raises:
+          ValueError: ``num_steps`` not a positive int.
+        """
+        num_steps = check_int(num_steps, "num_steps", 1)
+        for src, c in zip(self._sources, self._draws):
+            src._start_chunks(num_steps * c)
+
     def compile(
         self,
         fn: Callable[..., Any],
@@ -360,19 +421,26 @@ class StreamFeeder:
         def fed(
             feeds: Sequence[Sequence[tf.Tensor]], offsets: Sequence[tf.Tensor], *args: Any
         ) -> Any:
-            # Batch j of a step reads feeds[offset + cursor], by a gather (see
-            # DatasetData): an index XLA takes at run time. A slice's start would be
-            # a compile-time constant, and the offset argument with it (one
-            # compilation per offset; tests/tuning/test_compile_once.py).
-            for src, flat, offset in zip(sources, feeds, offsets):
-                src._feed = list(flat)
+            # A step's batch is batch ``offset + cursor`` of the source's blocks laid
+            # end to end, read by a gather (see DatasetData): an index XLA takes at
+            # run time. A slice's start would be a compile-time constant, and the
+            # offset argument with it (one compilation per offset;
+            # tests/tuning/test_compile_once.py).
+            # The read cursors are reset and read inside the program, not by eager
+            # variable ops around each call: those cost more per call than a short
+            # chunk's steps (automatic control dependencies order the reset, the
+            # reads of ``fn`` and the final value, as all touch the same variable).
+            for src, blocks, offset in zip(sources, feeds, offsets):
+                src._feed = [list(flat) for flat in blocks]
                 src._feed_offset = offset
+                src._cursor.assign(0)
             try:
-                return fn(*args)
+                out = fn(*args)
             finally:
                 for src in sources:
                     src._feed = None
                     src._feed_offset = None
+            return out, [src._cursor.read_value() for src in sources]
 
         program = tf.function(fed, jit_compile=jit_compile, autograph=False)
         return FedProgram(program, sources, wanted, draws, num_steps, steps_run)
@@ -402,9 +470,11 @@ class FedProgram:
     [`StreamFeeder.compile`][tfp_sgmcmc.data_stream.StreamFeeder.compile]).
 
     ``fed(*args)`` runs one chunk. ``program`` is the ``tf.function`` every
-    call runs, as ``program(feeds, offsets, *args)`` (``feeds``: each source's
-    stacked batches, ``offsets``: the index of its first unread one), e.g. to
-    inspect the XLA program with ``experimental_get_compiler_ir``.
+    call runs, as ``program(feeds, offsets, *args) -> (outputs, reads)``
+    (``feeds``: each source's blocks of stacked batches, in stream order;
+    ``offsets``: the index of its first unread batch in them; ``reads``: the
+    batches the call read from each source),
+    e.g. to inspect the XLA program with ``experimental_get_compiler_ir``.
     """
 
     def __init__(
@@ -422,7 +492,6 @@ class FedProgram:
         self._draws = draws
         self._num_steps = num_steps
         self._steps_run = steps_run
-        self._zero_offsets = [tf.constant(0, tf.int32) for _ in sources]
 
     @staticmethod
     def _check(read: int, expected: int, steps: int) -> None:
@@ -437,21 +506,21 @@ class FedProgram:
     def __call__(self, *args: Any) -> Any:
         sources = self._sources
         if self._steps_run is None:
-            feeds = [src._reader.take(k) for src, k in zip(sources, self._wanted)]
-            for src in sources:
-                src._cursor.assign(0)
-            out = self.program(feeds, self._zero_offsets, *args)
-            for src, k in zip(sources, self._wanted):
-                self._check(int(src._cursor.numpy()), k, self._num_steps)
+            # The blocks themselves, never a copy: a chunk that starts inside a block
+            # (single reads came before it) reads across two of them.
+            spans = [src._reader.span(k) for src, k in zip(sources, self._wanted)]
+            offsets = [tf.constant(offset, tf.int32) for _, offset in spans]
+            out, reads = self.program([blocks for blocks, _ in spans], offsets, *args)
+            for src, read, k in zip(sources, reads, self._wanted):
+                self._check(int(read), k, self._num_steps)
+                src._reader.consume(k)
             return out
         windows = [src._reader.window(c) for src, c in zip(sources, self._draws)]
-        for src in sources:
-            src._cursor.assign(0)
         offsets = [tf.constant(offset, tf.int32) for _, offset in windows]
-        out = self.program([block for block, _ in windows], offsets, *args)
+        out, reads = self.program([[block] for block, _ in windows], offsets, *args)
         k = int(self._steps_run(out))
-        for src, c in zip(sources, self._draws):
-            read = int(src._cursor.numpy())
+        for src, c, read in zip(sources, self._draws, reads):
+            read = int(read)
             self._check(read, k * c, k)
             src._reader.advance(read)
         return out

@@ -301,6 +301,15 @@ def _open_run(
     init_state = list(init_parts) if is_list else init_parts[0]
     trace = _make_trace_fn(trace_fn)
 
+    feeder = None
+    if jit_compile:
+        # A tf.data source's compiled chunks read prefetched blocks of batches. Their
+        # stream starts before the bootstrap reads the first batch: a stream whose
+        # iterator was read batch by batch is fed by a much slower loop of single reads.
+        feeder = stream_feeder(kernel, init_state)
+        if feeder is not None:
+            plan = chunk_plan(num_samples, num_burnin_steps, thin, chunk_size)
+            feeder.start(max(chunk_steps(k, n, thin) for k, n in plan))
     results = kernel.bootstrap_results(init_state)
     reducer_states = {k: r.initialize(init_state, results) for k, r in reducer.items()}
     trace0 = trace(init_state, results)
@@ -342,6 +351,7 @@ def _open_run(
         )
     store = SampleStore(os.path.join(run_dir, SAMPLES_FILE))
     run = _Run(run_dir, kernel, config, store, reducer, trace, init_state, results, reducer_states)
+    run.feeder, run.feeder_built = feeder, bool(jit_compile)
     if resume:
         ckpt = _load_for_resume(run_dir, config, store)
         state_parts = [tf.constant(x) for x in ckpt.state]
