@@ -619,9 +619,10 @@ class DatasetData(DataSource):
 
     * **Chunked, compiled** (what [`sample`][tfp_sgmcmc.driver.sampler.sample]
       does with ``jit_compile=True``): a
-      [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder] pulls the ``K``
-      batches a chunk of steps needs as one stacked tensor from a prefetched
-      ``dataset.batch(K)`` stream, and the steps read them inside one
+      [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder] reads the source
+      in prefetched blocks of ``K`` stacked batches (a ``dataset.batch(K)``
+      stream, when it starts before the source's first read, as the driver
+      starts it), and the ``K`` steps of a chunk read theirs inside one
       ``tf.function(jit_compile=True)`` program (see ``docs/estimators.md``,
       "Out-of-core data at in-memory speed").
     * **Step by step**, under ``tf.function`` without ``jit_compile`` (the

@@ -13,12 +13,14 @@ dataset iterator ─▶ K reads, stacked ─▶ [K, n, ...] ─▶ XLA program: 
 A chunk of ``s`` sampler steps needs ``K = s · c`` minibatches, ``c`` being the
 number of minibatches one step draws (1 for SGLD, ``L`` for SGHMC with ``L``
 leapfrog steps). [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder] finds
-every ``DatasetData`` a kernel reads and its ``c`` by tracing one step, pulls the
-``K`` batches of each chunk as one stacked tensor (a source whose first read is
-a chunked one reads a ``dataset.batch(K)`` stream, stacked by ``tf.data``; see
-[`BlockReader`][tfp_sgmcmc.data_stream.BlockReader]) and passes it to the compiled
-chunk program as an argument; inside, every minibatch draw reads the next
-stacked batch (a cursor variable counts them). The ``k``-th minibatch drawn is
+every ``DatasetData`` a kernel reads and its ``c`` by tracing one step, reads
+each source in prefetched blocks of ``K`` stacked batches (a ``dataset.batch(K)``
+stream, stacked by ``tf.data``, when the stream starts before the source's first
+read; see [`StreamFeeder.start`][tfp_sgmcmc.data_stream.StreamFeeder.start] and
+[`BlockReader`][tfp_sgmcmc.data_stream.BlockReader]) and passes the blocks that
+hold a chunk's batches to the compiled chunk program as arguments; inside, every
+minibatch draw reads the next unread batch (a cursor variable counts them; a
+chunk that starts inside a block reads across two). The ``k``-th minibatch drawn is
 the dataset's ``k``-th batch, exactly as when the iterator is read step by step,
 so both paths run the same chain from the same seeds (the kernel's seeds never
 reach a ``tf.data`` source). After each chunk the cursor must equal ``K``: a
@@ -30,7 +32,7 @@ of steps sized by their budget and stop early on divergence:
 ``compile(..., steps_run=...)`` gives each call the current prefetched block
 (one shape, one XLA program) and consumes only the batches it read.
 
-Memory: the running chunk's ``K`` batches plus one prefetched block. Per-example
+Memory: the blocks the running chunk reads plus one prefetched block. Per-example
 work in the pipeline (a per-example shuffle of a large buffer, parsing) costs
 more than the sampler; see ``docs/estimators.md``, "Out-of-core data at
 in-memory speed", for a pipeline that keeps up and the measured speeds.
@@ -71,9 +73,11 @@ class BlockReader:
     (a ``dataset.batch(block)`` stream, which
     [`DatasetData`][tfp_sgmcmc.data.DatasetData] uses when no batch was read
     before the chunked reads start): ``tf.data`` stacks them itself, without
-    graph ops per batch. At a 0.1% batch the tuner's fed arm ran at 0.65 of the
-    in-memory ``"random_window"`` speed with such a stream, and at 0.30 with
-    the loop (docs/benchmarks.md, "MAMBA arms on tf.data").
+    graph ops per batch. The loop's ops compete with the running program for
+    the cores: at a 0.1% batch of the logistic-regression benchmark, chunks
+    of SGLD fed by the loop ran at 0.39–0.40 of the in-memory
+    ``"random_window"`` speed, and at 0.85–0.88 fed by such a stream
+    (``docs/estimators.md``, "Out-of-core data at in-memory speed").
 
     Args:
       iterator: a ``tf.data`` iterator of minibatches (infinite), or of
@@ -269,14 +273,16 @@ class StreamFeeder:
     docstring and ``docs/estimators.md``.
 
     Example (SGLD on a seeded, cached, batch-shuffled pipeline; 4 chunks of 25
-    steps, each one XLA program):
+    steps, each one XLA program). The feeder is built before the bootstrap
+    reads the first batch, so the chunks read blocks that ``tf.data`` stacks
+    (see [`start`][tfp_sgmcmc.data_stream.StreamFeeder.start]):
 
     ```python
     import numpy as np
     import tensorflow as tf
     import tensorflow_probability as tfp
     import tfp_sgmcmc as sg
-    from tfp_sgmcmc.data_stream import StreamFeeder
+    from tfp_sgmcmc.data_stream import stream_feeder
 
     x = np.random.default_rng(0).normal(1.0, 1.0, 1000).astype(np.float32)
     ds = (tf.data.Dataset.from_tensor_slices(x).batch(50, drop_remainder=True).cache()
@@ -285,15 +291,15 @@ class StreamFeeder:
                                 sg.DatasetData(ds, num_examples=1000), batch_size=50)
     kernel = sg.SGLD(est, step_size=1e-4)
     state = tf.constant(0.0)
-    results = kernel.bootstrap_results(state)
-    feeder = StreamFeeder(kernel, state, results)
+    feeder = stream_feeder(kernel, state)  # reads no batch
 
     def chunk(state, results, seed):
         _, state, results = tfp.experimental.mcmc.sample_fold(
             25, state, results, kernel, seed=seed)
         return state, results
 
-    run = feeder.compile(chunk, num_steps=25)
+    run = feeder.compile(chunk, num_steps=25)  # starts the stream of 25-batch blocks
+    results = kernel.bootstrap_results(state)  # reads batch 0 of the first block
     for i in range(4):
         state, results = run(state, results, tf.constant([0, i]))
     assert abs(float(state) - 1.0) < 0.3
