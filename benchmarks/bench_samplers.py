@@ -210,6 +210,62 @@ def make_gradient_floor(
     return run
 
 
+def make_draw_floor(
+    data: sg.InMemoryData, n: int, draws_per_sample: int, num_samples: int
+) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """The minibatch draws of one sample alone, ``draws_per_sample`` of them: no gradient.
+
+    Each draw is the estimator's own (``data.sample_batch`` with the scheme's
+    state), and every gathered element is read once by a sum, so the rows are
+    gathered as a gradient reads them; nothing else is computed. With
+    ``draws_per_sample = 5`` it is the data access of one default SGHMC (L = 5)
+    sample: a floor no SGHMC drawing a batch per leapfrog step can beat.
+    """
+    data.prepare(n)
+
+    @tf.function(jit_compile=True)
+    def run(init: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        def sample(i: tf.Tensor, acc: tf.Tensor, state: Any) -> tuple[Any, ...]:
+            for j in range(draws_per_sample):
+                draw_seed = tf.random.experimental.stateless_fold_in(
+                    seed, i * draws_per_sample + j
+                )
+                (xb, yb), state = data.sample_batch(n, state, draw_seed)
+                acc = acc + tf.reduce_sum(xb, axis=0) + tf.reduce_sum(yb)
+            return i + 1, acc, state
+
+        _, acc, _ = tf.while_loop(
+            lambda i, *_: i < num_samples,
+            sample,
+            (tf.constant(0), tf.zeros_like(init), data.init_batch_state()),
+        )
+        return acc
+
+    return run
+
+
+def make_numpy_take_floor(
+    data: sg.InMemoryData, n: int, draws_per_sample: int, num_samples: int
+) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """``draws_per_sample`` NumPy ``take`` calls of ``n`` random rows of the packed copy per sample.
+
+    One core, uniform random rows (256 precomputed index sets, cycled), no XLA:
+    what a random-row gather of this data costs on this machine outside our programs.
+    """
+    data.prepare(n)
+    packed = data._packed_cache["rows"].packed.numpy()  # the rows the estimator gathers
+    idx = np.random.default_rng(0).integers(0, packed.shape[0], (256, n))
+    out = np.empty((n, packed.shape[1]), packed.dtype)
+
+    def run(init: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        del seed
+        for k in range(num_samples * draws_per_sample):
+            np.take(packed, idx[k % 256], axis=0, out=out)
+        return tf.zeros_like(init) + float(out[0, 0] & 1)
+
+    return run
+
+
 class _BareSGLD(tfp.mcmc.TransitionKernel):
     """(c): (a)'s step as a bare ``TransitionKernel`` (results = the score only)."""
 
@@ -344,6 +400,18 @@ def build_group(
             "steps": steps,
             "grads_per_step": 1,
         }
+    if "sghmc_L5" in out:  # the data access of its samples alone (a floor for it)
+        out["sghmc_L5_draws_only"] = {
+            "fn": make_draw_floor(est.data, n, 5, hmc_steps),
+            "steps": hmc_steps,
+            "grads_per_step": 0,
+        }
+        if scheme != "random_window":  # the same draws by NumPy on one core
+            out["sghmc_L5_draws_numpy_take"] = {
+                "fn": make_numpy_take_floor(est.data, n, 5, hmc_steps),
+                "steps": hmc_steps,
+                "grads_per_step": 0,
+            }
     out["gradient_floor"] = {
         "fn": make_gradient_floor(x, y, n, 1e-9, floor_steps),
         "steps": floor_steps,
@@ -628,6 +696,7 @@ PEER_NAMES = {
     "csgld": "csgld",
     "sghmc_L5": "sghmc_L5",
     "sghmc_L5_traj": "sghmc_L5",
+    "sghmc_L5_draws_only": "sghmc_L5",
     "sgld": "sgld",
     "sgnht": "sgnht",
 }
