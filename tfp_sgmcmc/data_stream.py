@@ -32,7 +32,8 @@ of steps sized by their budget and stop early on divergence:
 ``compile(..., steps_run=...)`` gives each call the current prefetched block
 (one shape, one XLA program) and consumes only the batches it read.
 
-Memory: the blocks the running chunk reads plus one prefetched block. Per-example
+Memory: the blocks the running chunk reads (two when it starts inside a block)
+plus one prefetched block. Per-example
 work in the pipeline (a per-example shuffle of a large buffer, parsing) costs
 more than the sampler; see ``docs/estimators.md``, "Out-of-core data at
 in-memory speed", for a pipeline that keeps up and the measured speeds.
