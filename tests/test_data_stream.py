@@ -72,7 +72,8 @@ def _run(kernel, chunks, steps, mode):
         run = tf.function(_fold(kernel, steps), autograph=False)
     elif not mode.endswith("-started"):
         feeder = StreamFeeder(kernel, state, results)
-        run = feeder.compile(_fold(kernel, steps), steps, jit_compile=mode == "fed-xla")
+        with pytest.warns(RuntimeWarning, match="read before its chunked stream started"):
+            run = feeder.compile(_fold(kernel, steps), steps, jit_compile=mode == "fed-xla")
     out = []
     for i in range(chunks):
         state, results = run(state, results, tf.constant([3, i]))
@@ -199,7 +200,8 @@ def test_block_reader_spans_blocks_without_copying_them():
 def test_reads_outside_chunks_continue_the_chunked_stream():
     data = sg.DatasetData(tf.data.Dataset.range(1000).batch(5, drop_remainder=True), 1000)
     first, _ = data.sample_batch(5, data.init_batch_state(), None)  # eager, before chunks
-    data._start_chunks(3)
+    with pytest.warns(RuntimeWarning, match="read before its chunked stream started"):
+        data._start_chunks(3)
     graph_read = tf.function(lambda: data.sample_batch(5, data.init_batch_state(), None)[0])
     eager, _ = data.sample_batch(5, data.init_batch_state(), None)
     np.testing.assert_array_equal(first.numpy(), np.arange(5))
@@ -333,7 +335,10 @@ def test_chunked_reads_from_the_start_are_stacked_by_tf_data(read_first):
     got = []
     if read_first:  # an element read first: the chunks continue that iterator
         got.append(data.sample_batch(BATCH, None, None)[0].numpy())
-    data._start_chunks(7)
+        with pytest.warns(RuntimeWarning, match="read before its chunked stream started"):
+            data._start_chunks(7)
+    else:
+        data._start_chunks(7)
     assert data._reader.stacked != read_first
     got.extend(data._reader.take(40 - len(got))[0].numpy())
     np.testing.assert_array_equal(np.stack(got), want)

@@ -63,6 +63,7 @@ Two sources share one small protocol (``num_examples``, ``float_dtype``,
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -792,6 +793,16 @@ class DatasetData(DataSource):
             # The same iterator: the chunks continue the stream where earlier reads
             # stopped (a second iterator would restart it, and reshuffle a reshuffling
             # dataset).
+            warnings.warn(
+                "This DatasetData was read before its chunked stream started, so the blocks "
+                "of compiled chunks come from a loop of single reads that competes with "
+                "the running chunk for the cores (about 0.4 of the stacked stream's speed "
+                "at a 0.1% batch in docs/estimators.md). Build the feeder before the first "
+                "read (stream_feeder(kernel, state) and compile, or StreamFeeder.start, "
+                "then kernel.bootstrap_results), as `sample` does.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             self._reader = BlockReader(self._iterator, self._flat_spec, block_batches)
         self._cursor = tf.Variable(0, dtype=tf.int32, trainable=False, name="batch_cursor")
 

@@ -358,6 +358,10 @@ class StreamFeeder:
 
         Raises:
           ValueError: ``num_steps`` not a positive int.
+
+        Warns:
+          RuntimeWarning: a source was read before its stream started (its
+            blocks then come from the loop of single reads).
         """
         num_steps = check_int(num_steps, "num_steps", 1)
         for src, c in zip(self._sources, self._draws):
@@ -404,6 +408,10 @@ class StreamFeeder:
         Raises:
           ValueError: ``num_steps`` not a positive int; ``fn`` or ``steps_run``
             not callable.
+
+        Warns:
+          RuntimeWarning: a source was read before its stream started (see
+            [`start`][tfp_sgmcmc.data_stream.StreamFeeder.start]).
         """
         if not callable(fn):
             raise ValueError("`fn` must be callable.")
