@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -159,9 +160,11 @@ def build(
             # The bootstrap reads the element iterator before the feeder exists: the
             # blocks then come from a compiled loop of single reads.
             cfg = Config(None, kernel, dim, steps)
-            cfg.fn = StreamFeeder(kernel, cfg.state, cfg.results).compile(
-                fold_fn(kernel, steps), steps
-            )
+            with warnings.catch_warnings():  # the library's warning about this very order
+                warnings.simplefilter("ignore", RuntimeWarning)
+                cfg.fn = StreamFeeder(kernel, cfg.state, cfg.results).compile(
+                    fold_fn(kernel, steps), steps
+                )
         else:
             # As `sg.sample` does: the stream of stacked blocks starts before the
             # bootstrap reads its first batch (the feeder traces a step on
