@@ -245,9 +245,9 @@ class _Run:
     num_written: int = 0
     num_diverged: int = 0
     programs: dict[tuple[str, int], ChunkProgram] = dataclasses.field(default_factory=dict)
-    # Feeds compiled chunks from tf.data sources (tfp_sgmcmc/data_stream.py); built lazily.
+    # Feeds compiled chunks from tf.data sources (tfp_sgmcmc/data_stream.py); set by
+    # `_open_run` under jit_compile, before the bootstrap reads a batch.
     feeder: Any = None
-    feeder_built: bool = False
 
     @property
     def thin(self) -> int:
@@ -351,7 +351,7 @@ def _open_run(
         )
     store = SampleStore(os.path.join(run_dir, SAMPLES_FILE))
     run = _Run(run_dir, kernel, config, store, reducer, trace, init_state, results, reducer_states)
-    run.feeder, run.feeder_built = feeder, bool(jit_compile)
+    run.feeder = feeder
     if resume:
         ckpt = _load_for_resume(run_dir, config, store)
         state_parts = [tf.constant(x) for x in ckpt.state]
@@ -377,10 +377,7 @@ def _compile_chunk(run: _Run, kind: str, n: int) -> ChunkProgram:
     """Step 2: the compiled program of a ``(kind, n)`` chunk (one trace per chunk shape)."""
     key = (kind, n)
     if key not in run.programs:
-        if not run.feeder_built and run.config["jit_compile"]:
-            # tf.data sources have no XLA kernel: compiled chunks are fed their batches.
-            run.feeder = stream_feeder(run.kernel, run.state, run.kernel_results)
-        run.feeder_built = True
+        # tf.data sources have no XLA kernel: compiled chunks are fed their batches.
         run.programs[key] = compile_chunk(
             run.kernel, kind, n, run.thin, run.reducer, run.trace, run.config["jit_compile"],
             feeder=run.feeder,
