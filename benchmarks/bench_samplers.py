@@ -249,18 +249,22 @@ def make_numpy_take_floor(
 ) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """``draws_per_sample`` NumPy ``take`` calls of ``n`` random rows of the packed copy per sample.
 
-    One core, uniform random rows (256 precomputed index sets, cycled), no XLA:
-    what a random-row gather of this data costs on this machine outside our programs.
+    One core, uniform random rows, no XLA: what a random-row gather of this data
+    costs on this machine outside our programs. The precomputed index sets are
+    cycled, and there are enough of them to cover the table four times over
+    (at least 256): with fewer, their rows would stay in the last-level cache
+    and flatter the gather (256 sets of 1,000 rows are 12 MB of rows).
     """
     data.prepare(n)
     packed = data._packed_cache["rows"].packed.numpy()  # the rows the estimator gathers
-    idx = np.random.default_rng(0).integers(0, packed.shape[0], (256, n))
+    num_sets = max(256, -(-4 * packed.shape[0] // n))
+    idx = np.random.default_rng(0).integers(0, packed.shape[0], (num_sets, n), dtype=np.int32)
     out = np.empty((n, packed.shape[1]), packed.dtype)
 
     def run(init: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
         del seed
         for k in range(num_samples * draws_per_sample):
-            np.take(packed, idx[k % 256], axis=0, out=out)
+            np.take(packed, idx[k % num_sets], axis=0, out=out)
         return tf.zeros_like(init) + float(out[0, 0] & 1)
 
     return run

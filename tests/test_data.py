@@ -208,6 +208,62 @@ def test_sample_batch_compiles_with_xla(scheme):
                                               len(set(idx.numpy().tolist())))
 
 
+@pytest.mark.parametrize("pack_rows", [False, True])
+@pytest.mark.parametrize("big_n", [400, 403])  # 400 = 20 x 20: no cycle walk; 403 walks
+@pytest.mark.parametrize("mode", ["eager", "graph", "xla"])
+def test_epoch_batches_are_the_documented_rows_in_every_mode(mode, big_n, pack_rows):
+    """The k-th batch of an epoch is rows ``π(k n), ..., π(k n + n - 1)`` of the keyed
+    permutation, whatever XLA does with the index computation (the indices are
+    computed into their own buffer before the gather): eagerly, in a graph and
+    under XLA, from the packed copy and array by array, and per chain."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((big_n, 3)).astype(np.float32)
+    ids = np.arange(big_n, dtype=np.int32)
+    data = sg.InMemoryData((x, ids), pack_rows=pack_rows)
+    n = 40
+    data.prepare(n)
+
+    def draws(seed):
+        st, out = data.init_batch_state(), []
+        for _ in range(3):
+            (xb, ib), st = data.sample_batch(n, st, seed)
+            out.append((xb, ib))
+        chains = sg.data.BatchState(tf.broadcast_to(st.epoch_seed, [2, 2]), tf.constant([1, 2]))
+        (xc, ic), _ = data.sample_chain_batches(n, chains, seed)
+        return out, st.epoch_seed, (xc, ic), chains.epoch_seed
+
+    run = {"eager": draws, "graph": tf.function(draws),
+           "xla": tf.function(draws, jit_compile=True)}[mode]
+    out, epoch_seed, (xc, ic), chain_seeds = run(tf.constant([8, 1]))
+    for k, (xb, ib) in enumerate(out):
+        want = feistel_permutation(
+            tf.range(k * n, (k + 1) * n), big_n, epoch_seed, index_dtype=tf.int32
+        ).numpy()
+        np.testing.assert_array_equal(ib.numpy(), want)
+        np.testing.assert_array_equal(xb.numpy(), x[want])
+    for c, position in enumerate([1, 2]):  # chains at batches 1 and 2 of their epochs
+        want = feistel_permutation(
+            tf.range(position * n, (position + 1) * n), big_n, chain_seeds[c],
+            index_dtype=tf.int32,
+        ).numpy()
+        np.testing.assert_array_equal(ic.numpy()[c], want)
+        np.testing.assert_array_equal(xc.numpy()[c], x[want])
+
+
+def test_materialized_indices_returns_the_indices_unchanged():
+    """The fusion boundary in front of the gather is the identity on in-range indices,
+    for any shape and both index dtypes, eagerly and under XLA."""
+    from tfp_sgmcmc.data import _materialized_indices
+
+    idx = np.random.default_rng(1).integers(0, 97, (4, 25))
+    for dtype in (tf.int32, tf.int64):
+        t = tf.constant(idx, dtype)
+        np.testing.assert_array_equal(_materialized_indices(t, 97).numpy(), idx)
+        compiled = tf.function(lambda v: _materialized_indices(v, 97), jit_compile=True)
+        np.testing.assert_array_equal(compiled(t).numpy(), idx)
+        assert _materialized_indices(t, 97).dtype == dtype
+
+
 def _mixed_rows(big_n, rng, float_dtype):
     """Arrays of every packing case: 4- and 8-byte dtypes (packed), 1- and 2-byte (not)."""
     return {

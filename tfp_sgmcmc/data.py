@@ -236,6 +236,34 @@ def _hashed_keys(seed: tf.Tensor) -> tf.Tensor:
     return tf.stack(keys, axis=-1)
 
 
+def _materialized_indices(idx: tf.Tensor, num_items: int) -> tf.Tensor:
+    """``idx`` (row indices in ``[0, num_items)``), computed once into its own buffer.
+
+    Under XLA on CPU, an elementwise index computation (the keyed permutation,
+    a uniform draw) is fused into the gather that consumes it, and the fused
+    gather evaluates the index expression again for every element it copies:
+    ``d + 1`` times per row for ``x`` and ``y`` of a ``d``-feature regression
+    gathered array by array, 6 times per row from the packed copy. The long
+    integer chain in front of every load also keeps few loads in flight, so
+    a fused draw costs 1.4 to 2.5 times the same gather from computed indices
+    (``benchmarks/bench_gather.py``, ``docs/benchmarks.md``). A while loop is a
+    fusion boundary XLA cannot remove when its trip count is unknown at compile
+    time; this one tests that every index lies in range, which they all do, so
+    its body never runs and the values are unchanged. Outside XLA it costs one
+    comparison of the indices.
+    """
+    bound = tf.constant(num_items, idx.dtype)
+
+    def out_of_range(v: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_any(v >= bound)
+
+    def wrap(v: tf.Tensor) -> list[tf.Tensor]:  # never runs: a body XLA cannot drop
+        return [tf.where(v >= bound, v - bound, v)]
+
+    out = tf.while_loop(out_of_range, wrap, [idx])
+    return out[0] if isinstance(out, (list, tuple)) else out
+
+
 # --------------------------------------------------------------------------- #
 # Row-packed copy (one gather per minibatch).
 # --------------------------------------------------------------------------- #
@@ -559,7 +587,9 @@ class InMemoryData(DataSource):
 
     def _gather_rows(self, idx: tf.Tensor) -> list[tf.Tensor]:
         """The rows ``idx`` (any shape) of every array: one gather from the packed copy
-        when there is one, else one gather per array."""
+        when there is one, else one gather per array. The indices are computed once
+        (see ``_materialized_indices``)."""
+        idx = _materialized_indices(idx, self._num_examples)
         packed = self._packed_cache.get("rows")
         if packed is None:
             return [tf.gather(t, idx) for t in self._flat]

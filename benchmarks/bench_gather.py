@@ -1,0 +1,232 @@
+"""What a random-row minibatch draw costs, and whether the second core can take it.
+
+SGHMC with one minibatch per leapfrog step (the default, as in Chen et al.
+2014) draws ``L`` random minibatches per sample where a per-trajectory sampler
+draws one. On the logistic-regression workload (``N = 10^6`` rows, ``d = 10``)
+those draws are random-row gathers from a table larger than the last-level
+cache, so their cost is set by memory latency, not arithmetic. This script
+measures the draw and the three ways one might hide it:
+
+``draw``
+    one compiled program (``tf.function(jit_compile=True)``) drawing
+    ``--draws`` consecutive ``"epoch"`` minibatches through
+    :meth:`tfp_sgmcmc.InMemoryData.sample_batch` from the row-packed copy
+    (every gathered element read once by a sum): ns per gathered row.
+``draw_two_threads``
+    the same program called from two Python threads at once (TensorFlow
+    releases the GIL while a program runs), against two calls back to back.
+    ``concurrency_speedup`` is (time of two calls in sequence) / (time of the
+    two calls overlapped): 2.0 if the second core doubled the gather rate,
+    1.0 if the two gathers only share the same memory bandwidth.
+``numpy_take``
+    NumPy ``take`` of the same number of rows of the packed copy on one core,
+    a fresh set of uniform random rows per draw, unsorted and sorted (does
+    locality of the indices help?).
+``prefetch``
+    an SGLD-like loop (minibatch draw, gradient, update) written two ways in
+    one compiled ``tf.while_loop``: the batch of step ``t`` drawn in step ``t``
+    (``inline``) or drawn in step ``t - 1`` and carried in the loop state
+    (``carried``), so the draw has no data dependence on the gradient that
+    runs beside it and XLA may run them at the same time.
+    ``carried_over_inline`` > 1 would mean the overlap pays.
+
+Prints one JSON document (see ``docs/benchmarks.md``, "The cost of a minibatch
+draw"). Reproduce with ``python benchmarks/bench_gather.py``; ``--quick`` is a
+smoke test (small data: its speeds mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from _common import dump_json, environment, load_average, log, make_data, median, sync
+
+import tfp_sgmcmc as sg
+
+PRIOR_VARIANCE = 10.0
+
+
+def _log_likelihood(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    x, y = batch
+    return -tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=tf.linalg.matvec(x, theta))
+
+
+def _make_draws(data: sg.InMemoryData, n: int, draws: int) -> Callable[[tf.Tensor], tf.Tensor]:
+    """``draws`` consecutive epoch-scheme minibatches in one program; returns their sum."""
+
+    @tf.function(jit_compile=True)
+    def run(seed: tf.Tensor) -> tf.Tensor:
+        def body(i: tf.Tensor, acc: tf.Tensor, state: Any) -> tuple[Any, ...]:
+            (xb, yb), state = data.sample_batch(
+                n, state, tf.random.experimental.stateless_fold_in(seed, i)
+            )
+            return i + 1, acc + tf.reduce_sum(xb, axis=0) + tf.reduce_sum(yb), state
+
+        return tf.while_loop(
+            lambda i, *_: i < draws,
+            body,
+            (tf.constant(0), tf.zeros([int(data.arrays[0].shape[1])]), data.init_batch_state()),
+        )[1]
+
+    return run
+
+
+def _make_sgld_loop(
+    data: sg.InMemoryData, n: int, steps: int, carried: bool
+) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """An SGLD-like loop whose batch is drawn inline or one step ahead (carried)."""
+    scale = data.num_examples / n
+
+    def grad(theta: tf.Tensor, batch: Any) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            tape.watch(theta)
+            log_post = scale * tf.reduce_sum(_log_likelihood(theta, batch)) - 0.5 * tf.reduce_sum(
+                tf.square(theta)
+            ) / PRIOR_VARIANCE
+        return tape.gradient(log_post, theta)
+
+    @tf.function(jit_compile=True)
+    def run(theta: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        batch0, state0 = data.sample_batch(
+            n, data.init_batch_state(), tf.random.experimental.stateless_fold_in(seed, 0)
+        )
+
+        def body(i: tf.Tensor, theta: tf.Tensor, batch: Any, state: Any) -> tuple[Any, ...]:
+            step_seed = tf.random.experimental.stateless_fold_in(seed, i + 1)
+            if carried:  # next step's batch: no dependence on this step's gradient
+                next_batch, next_state = data.sample_batch(n, state, step_seed)
+                g = grad(theta, batch)
+            else:
+                batch, state = data.sample_batch(n, state, step_seed)
+                g = grad(theta, batch)
+                next_batch, next_state = batch, state
+            noise = tf.random.stateless_normal(tf.shape(theta), seed=step_seed)
+            return i + 1, theta + 1e-7 * g + 4.5e-4 * noise, next_batch, next_state
+
+        return tf.while_loop(lambda i, *_: i < steps, body, (0, theta, batch0, state0))[1]
+
+    return run
+
+
+def _time(fn: Callable[[], Any], repeats: int) -> float:
+    fn()  # compile / warm up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return median(times)
+
+
+def _two_threads(fn: Callable[[int], Any], repeats: int) -> dict[str, float]:
+    """Median seconds of two calls in sequence and of the same two calls overlapped."""
+    fn(0)
+    seq, par = [], []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        fn(2 * r)
+        fn(2 * r + 1)
+        seq.append(time.perf_counter() - t0)
+        threads = [threading.Thread(target=fn, args=(2 * r + k,)) for k in (0, 1)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        par.append(time.perf_counter() - t0)
+    s, p = median(seq), median(par)
+    return {"two_in_sequence_s": s, "two_overlapped_s": p, "concurrency_speedup": s / p}
+
+
+def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int) -> dict[str, Any]:
+    """Every measurement at batch size ``n``, ``draws`` minibatches per timed call."""
+    data.prepare(n)
+    epoch = data.with_scheme("epoch")
+    group: dict[str, Any] = {"batch_size": n, "draws_per_call": draws}
+    log(f"[n={n}] draws in XLA, one thread and two")
+    draw = _make_draws(epoch, n, draws)
+    t_one = _time(lambda: sync(draw(tf.constant([1, 2]))), repeats)
+    group["draw"] = {"seconds_per_call": t_one, "ns_per_row": t_one / (draws * n) * 1e9}
+    group["draw_two_threads"] = _two_threads(
+        lambda r: sync(draw(tf.constant([r, 3]))), repeats
+    )
+
+    log(f"[n={n}] NumPy take, random and sorted rows")
+    packed = epoch._packed_cache["rows"].packed.numpy()  # the rows the estimator gathers
+    # A fresh index set per draw, as in sampling: cycling through a few sets
+    # would keep their rows in the last-level cache and flatter the gather.
+    sets = np.random.default_rng(0).integers(0, data.num_examples, (draws, n))
+    buf = np.empty((n, packed.shape[1]), packed.dtype)
+    numpy_take = {}
+    for label, idx in (("random", sets), ("sorted", np.sort(sets, axis=1))):
+        def take(idx: np.ndarray = idx) -> None:
+            for k in range(draws):
+                np.take(packed, idx[k], axis=0, out=buf)
+
+        numpy_take[f"{label}_ns_per_row"] = _time(take, repeats) / (draws * n) * 1e9
+    group["numpy_take"] = numpy_take
+
+    log(f"[n={n}] SGLD-like loop, batch drawn inline or carried one step ahead")
+    steps = draws
+    loops = {c: _make_sgld_loop(epoch, n, steps, c) for c in (False, True)}
+    theta0 = tf.zeros([int(data.arrays[0].shape[1])])
+    for fn in loops.values():
+        sync(fn(theta0, tf.constant([0, 1])))
+    per_round: dict[bool, list[float]] = {False: [], True: []}
+    for r in range(repeats):  # round-robin: load drift hits both alike
+        for c, fn in loops.items():
+            t0 = time.perf_counter()
+            sync(fn(theta0, tf.constant([r, 1])))
+            per_round[c].append(time.perf_counter() - t0)
+    inline, carried = median(per_round[False]), median(per_round[True])
+    group["prefetch"] = {
+        "steps_per_call": steps,
+        "inline_steps_per_s": steps / inline,
+        "carried_steps_per_s": steps / carried,
+        "carried_over_inline": median(
+            [i / c for i, c in zip(per_round[False], per_round[True])]
+        ),
+    }
+    return group
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--num-examples", type=int, default=1_000_000)
+    p.add_argument("--dim", type=int, default=10)
+    p.add_argument("--batch-fractions", type=float, nargs="+", default=[0.01, 0.001])
+    p.add_argument("--rows-per-call", type=int, default=2_000_000,
+                   help="gathered rows per timed call (sets --draws per batch size)")
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--quick", action="store_true", help="smoke test: N = 20,000, 3 repeats")
+    p.add_argument("--output", default=None)
+    a = p.parse_args(argv)
+    if a.quick:
+        a.num_examples, a.rows_per_call, a.repeats = 20_000, 20_000, 3
+    x, y = make_data(a.num_examples, a.dim)
+    data = sg.InMemoryData((x, y), pack_rows=True)
+    out: dict[str, Any] = {
+        "benchmark": "bench_gather",
+        "workload": {"N": a.num_examples, "d": a.dim, "scheme": "epoch", "pack_rows": True},
+        "environment": environment(),
+        "load_average_start": load_average(),
+        "groups": [],
+    }
+    for frac in a.batch_fractions:
+        n = max(1, int(round(frac * a.num_examples)))
+        group = _measure(data, n, max(1, a.rows_per_call // n), a.repeats)
+        group["load_average"] = load_average()
+        out["groups"].append(group)
+    out["load_average_end"] = load_average()
+    dump_json(out, a.output)
+    return out
+
+
+if __name__ == "__main__":
+    main()
