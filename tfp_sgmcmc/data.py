@@ -38,7 +38,10 @@ Two sources share one small protocol (``num_examples``, ``float_dtype``,
 
   Under ``"with_replacement"`` and ``"epoch"`` a minibatch is a random-row
   gather, which on CPU costs per row a cache miss per array and, under XLA,
-  per gathered element. With ``pack_rows=True``, ``InMemoryData`` keeps a
+  something per gathered element. The row indices are computed into their own
+  buffer before the gather: left to itself, XLA fuses the index computation
+  into the gather and evaluates it again for every gathered element (see
+  ``_materialized_indices``). With ``pack_rows=True``, ``InMemoryData`` keeps a
   private copy with the rows of all 4- and 8-byte arrays side
   by side as 64-bit words (``x`` and ``y`` of a ``d = 10`` float32 logistic
   regression: 6 words per row instead of 10 + 1 elements in two arrays), so a
@@ -281,8 +284,8 @@ class _PackedRows:
     per row, 8-byte dtypes twice as many (``tf.bitcast`` to ``uint32``); the
     gathered words are bit-cast back, so the batch is bit-identical to
     per-array gathers. The rows are stored as 64-bit words (padded to an even
-    number of 32-bit words): XLA's gather on CPU costs per gathered element,
-    so wider elements make it cheaper. Other dtypes (1- or 2-byte, strings, complex) are
+    number of 32-bit words): XLA's gather on CPU costs something per gathered
+    element, so wider elements make it cheaper. Other dtypes (1- or 2-byte, strings, complex) are
     gathered on their own.
     """
 
