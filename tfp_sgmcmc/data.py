@@ -247,9 +247,10 @@ def _materialized_indices(idx: tf.Tensor, num_items: int) -> tf.Tensor:
     gather evaluates the index expression again for every element it copies:
     ``d + 1`` times per row for ``x`` and ``y`` of a ``d``-feature regression
     gathered array by array, 6 times per row from the packed copy. The long
-    integer chain in front of every load also keeps few loads in flight, so
-    a fused draw costs 1.4 to 2.5 times the same gather from computed indices
-    (``benchmarks/bench_gather.py``, ``docs/benchmarks.md``). A while loop is a
+    integer chain in front of every load also keeps few loads in flight: a
+    fused ``"epoch"`` draw took 1.5 to 1.9 times as long as it does with the
+    indices computed first (``benchmarks/bench_gather.py``, and the "cost of a
+    minibatch draw" section of ``docs/benchmarks.md``). A while loop is a
     fusion boundary XLA cannot remove when its trip count is unknown at compile
     time; this one tests that every index lies in range, which they all do, so
     its body never runs and the values are unchanged. Outside XLA it costs one
