@@ -46,35 +46,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 from _common import dump_json, environment, load_average, log, make_data, median, sync
+from bench_samplers import make_draw_floor, minibatch_grad
 
 import tfp_sgmcmc as sg
-
-PRIOR_VARIANCE = 10.0
-
-
-def _log_likelihood(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
-    x, y = batch
-    return -tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=tf.linalg.matvec(x, theta))
-
-
-def _make_draws(data: sg.InMemoryData, n: int, draws: int) -> Callable[[tf.Tensor], tf.Tensor]:
-    """``draws`` consecutive epoch-scheme minibatches in one program; returns their sum."""
-
-    @tf.function(jit_compile=True)
-    def run(seed: tf.Tensor) -> tf.Tensor:
-        def body(i: tf.Tensor, acc: tf.Tensor, state: Any) -> tuple[Any, ...]:
-            (xb, yb), state = data.sample_batch(
-                n, state, tf.random.experimental.stateless_fold_in(seed, i)
-            )
-            return i + 1, acc + tf.reduce_sum(xb, axis=0) + tf.reduce_sum(yb), state
-
-        return tf.while_loop(
-            lambda i, *_: i < draws,
-            body,
-            (tf.constant(0), tf.zeros([int(data.arrays[0].shape[1])]), data.init_batch_state()),
-        )[1]
-
-    return run
 
 
 def _make_sgld_loop(
@@ -82,14 +56,6 @@ def _make_sgld_loop(
 ) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """An SGLD-like loop whose batch is drawn inline or one step ahead (carried)."""
     scale = data.num_examples / n
-
-    def grad(theta: tf.Tensor, batch: Any) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            tape.watch(theta)
-            log_post = scale * tf.reduce_sum(_log_likelihood(theta, batch)) - 0.5 * tf.reduce_sum(
-                tf.square(theta)
-            ) / PRIOR_VARIANCE
-        return tape.gradient(log_post, theta)
 
     @tf.function(jit_compile=True)
     def run(theta: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
@@ -101,11 +67,10 @@ def _make_sgld_loop(
             step_seed = tf.random.experimental.stateless_fold_in(seed, i + 1)
             if carried:  # next step's batch: no dependence on this step's gradient
                 next_batch, next_state = data.sample_batch(n, state, step_seed)
-                g = grad(theta, batch)
             else:
                 batch, state = data.sample_batch(n, state, step_seed)
-                g = grad(theta, batch)
                 next_batch, next_state = batch, state
+            g = minibatch_grad(theta, *batch, scale)
             noise = tf.random.stateless_normal(tf.shape(theta), seed=step_seed)
             return i + 1, theta + 1e-7 * g + 4.5e-4 * noise, next_batch, next_state
 
@@ -150,7 +115,14 @@ def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int) -> dict[st
     epoch = data.with_scheme("epoch")
     group: dict[str, Any] = {"batch_size": n, "draws_per_call": draws}
     log(f"[n={n}] draws in XLA, one thread and two")
-    draw = _make_draws(epoch, n, draws)
+    # One program of ``draws`` consecutive draws (the estimator's own, every gathered
+    # element read once by a sum): ``make_draw_floor`` with one draw per "sample".
+    draw_floor = make_draw_floor(epoch, n, 1, draws)
+    zeros = tf.zeros([int(epoch.arrays[0].shape[1])])
+
+    def draw(seed: tf.Tensor) -> tf.Tensor:
+        return draw_floor(zeros, seed)
+
     t_one = _time(lambda: sync(draw(tf.constant([1, 2]))), repeats)
     group["draw"] = {"seconds_per_call": t_one, "ns_per_row": t_one / (draws * n) * 1e9}
     group["draw_two_threads"] = _two_threads(
