@@ -22,6 +22,12 @@ measures the draw and the three ways one might hide it:
     NumPy ``take`` of the same number of rows of the packed copy on one core,
     a fresh set of uniform random rows per draw, unsorted and sorted (does
     locality of the indices help?).
+``row_layout``
+    the same draw from the packed copy as the library builds it (rows padded
+    so that none straddles a 64-byte cache line: 64 bytes for ``d = 10``)
+    and from a copy of the same rows without that padding (48 bytes, whole
+    64-bit words only), timed round-robin. ``padded_over_unpadded`` > 1
+    means the padding pays.
 ``prefetch``
     an SGLD-like loop (minibatch draw, gradient, update) written two ways in
     one compiled ``tf.while_loop``: the batch of step ``t`` drawn in step ``t``
@@ -109,6 +115,38 @@ def _two_threads(fn: Callable[[int], Any], repeats: int) -> dict[str, float]:
     return {"two_in_sequence_s": s, "two_overlapped_s": p, "concurrency_speedup": s / p}
 
 
+def _row_layout(epoch: sg.InMemoryData, n: int, draws: int, repeats: int) -> dict[str, Any]:
+    """ns per row of the draw from the library's padded rows and from unpadded ones."""
+    rows = epoch._packed_cache["rows"]  # the copy the estimator gathers from
+    words = sum(w for where in rows.layout if where is not None for w in where[1:])
+    unpadded = epoch.with_scheme("epoch")
+    # The same rows cut to whole 64-bit words: a private copy swapped into a view
+    # (the views share their cache, so the view gets a dict of its own).
+    unpadded._packed_cache = {
+        "rows": sg.data._PackedRows(tf.identity(rows.packed[:, : -(-words // 2)]), rows.layout)
+    }
+    layouts = {"padded": epoch, "unpadded": unpadded}
+    floors = {k: make_draw_floor(d, n, 1, draws) for k, d in layouts.items()}
+    zeros = tf.zeros([int(epoch.arrays[0].shape[1])])
+    for f in floors.values():
+        sync(f(zeros, tf.constant([0, 2])))
+    per_round: dict[str, list[float]] = {k: [] for k in floors}
+    for r in range(repeats):  # round-robin: load drift hits both alike
+        for k, f in floors.items():
+            t0 = time.perf_counter()
+            sync(f(zeros, tf.constant([r, 2])))
+            per_round[k].append(time.perf_counter() - t0)
+    return {
+        "padded_row_bytes": 8 * int(rows.packed.shape[1]),
+        "unpadded_row_bytes": 8 * -(-words // 2),
+        "padded_ns_per_row": median(per_round["padded"]) / (draws * n) * 1e9,
+        "unpadded_ns_per_row": median(per_round["unpadded"]) / (draws * n) * 1e9,
+        "padded_over_unpadded": median(
+            [u / p for u, p in zip(per_round["unpadded"], per_round["padded"])]
+        ),
+    }
+
+
 def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int) -> dict[str, Any]:
     """Every measurement at batch size ``n``, ``draws`` minibatches per timed call."""
     data.prepare(n)
@@ -128,6 +166,9 @@ def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int) -> dict[st
     group["draw_two_threads"] = _two_threads(
         lambda r: sync(draw(tf.constant([r, 3]))), repeats
     )
+
+    log(f"[n={n}] draws from rows padded to cache lines and from unpadded rows")
+    group["row_layout"] = _row_layout(epoch, n, draws, repeats)
 
     log(f"[n={n}] NumPy take, random and sorted rows")
     packed = epoch._packed_cache["rows"].packed.numpy()  # the rows the estimator gathers

@@ -264,6 +264,37 @@ def test_materialized_indices_returns_the_indices_unchanged():
         assert _materialized_indices(t, 97).dtype == dtype
 
 
+def test_materialized_indices_of_empty_and_dynamic_shapes():
+    """No element to test (an empty batch), or a shape known only at run time."""
+    from tfp_sgmcmc.data import _materialized_indices
+
+    empty = tf.zeros([0], tf.int32)
+    assert _materialized_indices(empty, 5).shape == [0]
+    dynamic = tf.function(
+        lambda v: _materialized_indices(v, 10),
+        input_signature=[tf.TensorSpec([None], tf.int64)],
+    )
+    np.testing.assert_array_equal(dynamic(tf.constant([3, 9, 0], tf.int64)).numpy(), [3, 9, 0])
+    assert dynamic(tf.zeros([0], tf.int64)).shape == [0]
+
+
+@pytest.mark.parametrize(
+    "words, padded",
+    [(1, 2), (2, 2), (3, 4), (5, 8), (6, 8), (11, 16), (16, 16), (17, 32), (33, 48)],
+)
+def test_packed_row_width_keeps_rows_inside_cache_lines(words, padded):
+    """Whole 64-bit words; a power of two up to a 64-byte line, whole lines beyond,
+    so a row of a line-aligned table never straddles two lines."""
+    from tfp_sgmcmc.data import _padded_row_words
+
+    got = _padded_row_words(words)
+    assert got == padded
+    row_bytes = 4 * got
+    offsets = np.arange(64) * row_bytes  # 64 rows from a line-aligned start
+    first, last = offsets // 64, (offsets + 4 * words - 1) // 64
+    assert np.all(last - first == -(-4 * words // 64) - 1)  # the fewest lines a row can span
+
+
 def _mixed_rows(big_n, rng, float_dtype):
     """Arrays of every packing case: 4- and 8-byte dtypes (packed), 1- and 2-byte (not)."""
     return {
@@ -336,7 +367,10 @@ def test_packed_rows_skip_narrow_dtypes_and_single_arrays():
     assert "rows" not in default._packed_cache
     rows = both._packed_cache["rows"]
     assert rows.layout == [(0, 4), (4, 2), None]  # float64 x: 2 x 2 words; int64: 2; bool apart
-    assert rows.packed.dtype == tf.uint64 and rows.packed.shape == [50, 3]  # 6 words in 64 bits
+    # 6 data words, padded to 8 (32 bytes: no row straddles a cache line), as 64-bit words
+    assert rows.packed.dtype == tf.uint64 and rows.packed.shape == [50, 4]
+    np.testing.assert_array_equal(
+        tf.bitcast(rows.packed, tf.uint32).numpy().reshape(50, 8)[:, 6:], 0)
     views = both.with_scheme("with_replacement")  # the copy is shared, not rebuilt
     assert views._packed_cache is both._packed_cache
     with pytest.raises(ValueError, match="pack_rows"):

@@ -43,15 +43,19 @@ Two sources share one small protocol (``num_examples``, ``float_dtype``,
   into the gather and evaluates it again for every gathered element (see
   ``_materialized_indices``). With ``pack_rows=True``, ``InMemoryData`` keeps a
   private copy with the rows of all 4- and 8-byte arrays side
-  by side as 64-bit words (``x`` and ``y`` of a ``d = 10`` float32 logistic
-  regression: 6 words per row instead of 10 + 1 elements in two arrays), so a
-  draw is one gather of fewer, wider elements; the batches are bit-identical
-  to per-array gathers. In one-process A/B runs (N = 10⁶, d = 10, loaded
+  by side as 64-bit words, each row padded so that it never straddles a
+  64-byte cache line (``x`` and ``y`` of a ``d = 10`` float32 logistic
+  regression: 44 bytes of data in a 64-byte row of 8 words, instead of 10 + 1
+  elements in two arrays), so a draw is one gather of fewer, wider elements
+  and one cache line per row; the batches are bit-identical to per-array
+  gathers. In one-process A/B runs (N = 10⁶, d = 10, loaded
   machine, CPU time per sample) it made SGHMC (L = 5) 8% / 11% cheaper at
   batches of 10,000 / 1,000 rows, and cSGLD 21% cheaper at 10,000 rows (no
   measurable change at 1,000; ``docs/benchmarks.md``).
-  The copy costs the memory of those arrays once more, which is why it is
-  not the default: a data set that fits in memory once need not fit twice.
+  The copy costs the memory of those arrays once more (plus the padding: at
+  most the next power of two of a row below 64 bytes, less than one line
+  above), which is why it is not the default: a data set that fits in memory
+  once need not fit twice.
 
 * [`DatasetData`][tfp_sgmcmc.data.DatasetData] adapts a ``tf.data.Dataset`` for data that does not
   fit in memory. Its iterator cannot be compiled by XLA (``IteratorGetNext`` has
@@ -252,14 +256,20 @@ def _materialized_indices(idx: tf.Tensor, num_items: int) -> tf.Tensor:
     indices computed first (``benchmarks/bench_gather.py``, and the "cost of a
     minibatch draw" section of ``docs/benchmarks.md``). A while loop is a
     fusion boundary XLA cannot remove when its trip count is unknown at compile
-    time; this one tests that every index lies in range, which they all do, so
-    its body never runs and the values are unchanged. Outside XLA it costs one
-    comparison of the indices.
+    time; this one tests whether the first index lies out of range, which it
+    never does, so its body never runs and the values are unchanged. Testing
+    one element rather than all keeps a reduction (a tree of them, under XLA)
+    out of every draw. Outside XLA it costs one comparison.
     """
     bound = tf.constant(num_items, idx.dtype)
+    size = idx.shape.num_elements()
+    if size == 0:
+        return idx
 
     def out_of_range(v: tf.Tensor) -> tf.Tensor:
-        return tf.reduce_any(v >= bound)
+        if size is None:  # a dynamic shape may be empty: test them all
+            return tf.reduce_any(v >= bound)
+        return tf.reshape(v, [-1])[0] >= bound
 
     def wrap(v: tf.Tensor) -> list[tf.Tensor]:  # never runs: a body XLA cannot drop
         return [tf.where(v >= bound, v - bound, v)]
@@ -276,6 +286,26 @@ _WORD = tf.uint32
 _PACKABLE = (tf.float32, tf.int32, tf.uint32, tf.float64, tf.int64, tf.uint64)
 
 
+_CACHE_LINE_WORDS = 16  # 64-byte cache lines, in 32-bit words
+
+
+def _padded_row_words(words: int) -> int:
+    """The packed row width (32-bit words) for ``words`` words of data.
+
+    Rows are padded to whole 64-bit words (half as many gathered elements as
+    32-bit ones) and then so that no row straddles a 64-byte cache line: to the
+    next power of two up to a line, to whole lines beyond. A row of ``x`` with
+    10 float32 features and a float32 ``y`` (44 bytes) becomes 64 bytes: stored
+    at 48 bytes, half the rows of a random gather touch two lines, and a draw of
+    the default ``"epoch"`` scheme took 3% / 11% longer at batches of 10,000 /
+    1,000 rows (``benchmarks/bench_gather.py``; "Rows on cache lines" in
+    ``docs/benchmarks.md``).
+    """
+    if words <= _CACHE_LINE_WORDS:
+        return max(2, 1 << (words - 1).bit_length())
+    return -(-words // _CACHE_LINE_WORDS) * _CACHE_LINE_WORDS
+
+
 class _PackedRows:
     """The rows of several arrays side by side as 32-bit words, stored as ``uint64[N, W/2]``.
 
@@ -284,10 +314,10 @@ class _PackedRows:
     of packed rows. Arrays of 4-byte dtypes take ``prod(row shape)`` words
     per row, 8-byte dtypes twice as many (``tf.bitcast`` to ``uint32``); the
     gathered words are bit-cast back, so the batch is bit-identical to
-    per-array gathers. The rows are stored as 64-bit words (padded to an even
-    number of 32-bit words): XLA's gather on CPU costs something per gathered
-    element, so wider elements make it cheaper. Other dtypes (1- or 2-byte, strings, complex) are
-    gathered on their own.
+    per-array gathers. The rows are stored as 64-bit words (XLA's gather on
+    CPU costs something per gathered element, so wider elements make it
+    cheaper), padded as ``_padded_row_words`` says. Other dtypes (1- or 2-byte,
+    strings, complex) are gathered on their own.
     """
 
     def __init__(self, packed: tf.Tensor, layout: list[tuple[int, int] | None]) -> None:
@@ -312,9 +342,10 @@ class _PackedRows:
             columns.append(words)
             layout.append((offset, width))
             offset += width
-        if offset % 2:  # pad to whole 64-bit words: half as many gathered elements
-            columns.append(tf.zeros([big_n, 1], _WORD))
-            offset += 1
+        width = _padded_row_words(offset)
+        if width > offset:  # zero words, never read back
+            columns.append(tf.zeros([big_n, width - offset], _WORD))
+            offset = width
         packed = tf.bitcast(tf.reshape(tf.concat(columns, axis=1), [big_n, offset // 2, 2]),
                             tf.uint64)
         return _PackedRows(packed, layout)
@@ -385,13 +416,15 @@ class InMemoryData(DataSource):
       shuffle_seed: seed of the one-off shuffle used by ``"random_window"``.
         Default value: ``0``.
       pack_rows: keep a private row-packed copy of the arrays whose dtypes
-        are 4 or 8 bytes wide (their rows side by side as 32-bit words), so
-        that the ``"epoch"`` and ``"with_replacement"`` schemes fetch a
-        minibatch with one random-row gather instead of one per array (each
-        gathered row costs a cache miss per array otherwise). The copy is
-        made once, eagerly, when an estimator prepares the source; it costs
-        the memory of those arrays once more (nothing is copied when fewer
-        than two arrays qualify). The batches are bit-identical either way.
+        are 4 or 8 bytes wide (their rows side by side, padded so that no
+        row straddles a 64-byte cache line), so that the ``"epoch"`` and
+        ``"with_replacement"`` schemes fetch a minibatch with one random-row
+        gather instead of one per array (each gathered row costs a cache miss
+        per array otherwise). The copy is made once, eagerly, when an
+        estimator prepares the source; it costs the memory of those arrays
+        once more, plus the padding (a row of 44 bytes is stored in 64;
+        nothing is copied when fewer than two arrays qualify). The batches
+        are bit-identical either way.
         Default value: ``False`` (the copy doubles the memory of those arrays).
       name: name used in error messages.
 
