@@ -115,6 +115,20 @@ def _two_threads(fn: Callable[[int], Any], repeats: int) -> dict[str, float]:
     return {"two_in_sequence_s": s, "two_overlapped_s": p, "concurrency_speedup": s / p}
 
 
+def _round_robin(calls: dict[Any, Callable[[int], Any]], repeats: int) -> dict[Any, list[float]]:
+    """Seconds of each call per round, after one warm-up call each; the calls of a
+    round run back to back, so load drift hits them alike."""
+    for call in calls.values():
+        sync(call(0))
+    per_round: dict[Any, list[float]] = {k: [] for k in calls}
+    for r in range(repeats):
+        for k, call in calls.items():
+            t0 = time.perf_counter()
+            sync(call(r))
+            per_round[k].append(time.perf_counter() - t0)
+    return per_round
+
+
 def _row_layout(epoch: sg.InMemoryData, n: int, draws: int, repeats: int) -> dict[str, Any]:
     """ns per row of the draw from the library's padded rows and from unpadded ones."""
     rows = epoch._packed_cache["rows"]  # the copy the estimator gathers from
@@ -128,14 +142,9 @@ def _row_layout(epoch: sg.InMemoryData, n: int, draws: int, repeats: int) -> dic
     layouts = {"padded": epoch, "unpadded": unpadded}
     floors = {k: make_draw_floor(d, n, 1, draws) for k, d in layouts.items()}
     zeros = tf.zeros([int(epoch.arrays[0].shape[1])])
-    for f in floors.values():
-        sync(f(zeros, tf.constant([0, 2])))
-    per_round: dict[str, list[float]] = {k: [] for k in floors}
-    for r in range(repeats):  # round-robin: load drift hits both alike
-        for k, f in floors.items():
-            t0 = time.perf_counter()
-            sync(f(zeros, tf.constant([r, 2])))
-            per_round[k].append(time.perf_counter() - t0)
+    per_round = _round_robin(
+        {k: (lambda r, f=f: f(zeros, tf.constant([r, 2]))) for k, f in floors.items()}, repeats
+    )
     return {
         "padded_row_bytes": 8 * int(rows.packed.shape[1]),
         "unpadded_row_bytes": 8 * -(-words // 2),
@@ -189,14 +198,10 @@ def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int) -> dict[st
     steps = draws
     loops = {c: _make_sgld_loop(epoch, n, steps, c) for c in (False, True)}
     theta0 = tf.zeros([int(data.arrays[0].shape[1])])
-    for fn in loops.values():
-        sync(fn(theta0, tf.constant([0, 1])))
-    per_round: dict[bool, list[float]] = {False: [], True: []}
-    for r in range(repeats):  # round-robin: load drift hits both alike
-        for c, fn in loops.items():
-            t0 = time.perf_counter()
-            sync(fn(theta0, tf.constant([r, 1])))
-            per_round[c].append(time.perf_counter() - t0)
+    per_round = _round_robin(
+        {c: (lambda r, fn=fn: fn(theta0, tf.constant([r, 1]))) for c, fn in loops.items()},
+        repeats,
+    )
     inline, carried = median(per_round[False]), median(per_round[True])
     group["prefetch"] = {
         "steps_per_call": steps,
