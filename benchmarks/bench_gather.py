@@ -28,6 +28,14 @@ measures the draw and the three ways one might hide it:
     and from a copy of the same rows without that padding (48 bytes, whole
     64-bit words only), timed round-robin. ``padded_over_unpadded`` > 1
     means the padding pays.
+``c_loop``
+    the same number of random 64-byte-row copies in plain C
+    (``benchmarks/gather_rows.c``, compiled with ``cc -O2`` into a temporary
+    directory when a C compiler is on the ``PATH``), on one and two threads,
+    without and with a software prefetch 16 rows ahead. The plain loop is the
+    floor of a gather compiled without prefetch instructions (XLA emits none);
+    ``xla_over_c`` is the library's draw time per row over the two-thread
+    plain loop's, ``prefetch_gain`` what the prefetch buys in C.
 ``prefetch``
     an SGLD-like loop (minibatch draw, gradient, update) written two ways in
     one compiled ``tf.while_loop``: the batch of step ``t`` drawn in step ``t``
@@ -44,6 +52,11 @@ smoke test (small data: its speeds mean nothing).
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -156,7 +169,41 @@ def _row_layout(epoch: sg.InMemoryData, n: int, draws: int, repeats: int) -> dic
     }
 
 
-def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int) -> dict[str, Any]:
+_C_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gather_rows.c")
+
+
+def _compile_c_loop(workdir: str) -> str | None:
+    """``gather_rows.c`` compiled into ``workdir``; ``None`` without a C compiler."""
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        return None
+    exe = os.path.join(workdir, "gather_rows")
+    subprocess.run([cc, "-O2", "-pthread", "-o", exe, _C_SOURCE], check=True)
+    return exe
+
+
+def _c_loop(exe: str | None, num_rows: int, row_bytes: int, n: int, rows: int,
+            repeats: int, draw_ns_per_row: float) -> dict[str, Any]:
+    """The plain-C gather (see the module docstring) beside the library's draw."""
+    if exe is None:
+        return {"skipped": "no C compiler on the PATH (set CC)"}
+    runs: dict[str, Any] = {"row_bytes": row_bytes}
+    for threads in (1, 2):
+        for prefetch in (0, 16):
+            args = [exe, str(num_rows), str(row_bytes), str(n), str(rows), str(repeats),
+                    str(threads), str(prefetch)]
+            res = json.loads(subprocess.run(args, check=True, capture_output=True,
+                                            text=True).stdout)
+            key = f"threads_{threads}_prefetch_{prefetch}_ns_per_row"
+            runs[key] = res["ns_per_row_median"]
+    plain, ahead = runs["threads_2_prefetch_0_ns_per_row"], runs["threads_2_prefetch_16_ns_per_row"]
+    runs["xla_over_c"] = draw_ns_per_row / plain
+    runs["prefetch_gain"] = plain / ahead
+    return runs
+
+
+def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int,
+             c_exe: str | None = None) -> dict[str, Any]:
     """Every measurement at batch size ``n``, ``draws`` minibatches per timed call."""
     data.prepare(n)
     epoch = data.with_scheme("epoch")
@@ -175,6 +222,12 @@ def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int) -> dict[st
     group["draw_two_threads"] = _two_threads(
         lambda r: sync(draw(tf.constant([r, 3]))), repeats
     )
+
+    log(f"[n={n}] the same gather in plain C")
+    packed_rows = epoch._packed_cache["rows"].packed
+    row_bytes = int(packed_rows.shape[1]) * packed_rows.dtype.size
+    group["c_loop"] = _c_loop(c_exe, data.num_examples, row_bytes, n, draws * n, repeats,
+                              group["draw"]["ns_per_row"])
 
     log(f"[n={n}] draws from rows padded to cache lines and from unpadded rows")
     group["row_layout"] = _row_layout(epoch, n, draws, repeats)
@@ -223,6 +276,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    help="gathered rows per timed call (sets --draws per batch size)")
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--quick", action="store_true", help="smoke test: N = 20,000, 3 repeats")
+    p.add_argument("--no-c-loop", action="store_true",
+                   help="skip the plain-C gather (c_loop) even if a C compiler is found")
     p.add_argument("--output", default=None)
     a = p.parse_args(argv)
     if a.quick:
@@ -236,11 +291,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "load_average_start": load_average(),
         "groups": [],
     }
-    for frac in a.batch_fractions:
-        n = max(1, int(round(frac * a.num_examples)))
-        group = _measure(data, n, max(1, a.rows_per_call // n), a.repeats)
-        group["load_average"] = load_average()
-        out["groups"].append(group)
+    with tempfile.TemporaryDirectory() as workdir:
+        c_exe = None if a.no_c_loop else _compile_c_loop(workdir)
+        for frac in a.batch_fractions:
+            n = max(1, int(round(frac * a.num_examples)))
+            group = _measure(data, n, max(1, a.rows_per_call // n), a.repeats, c_exe)
+            group["load_average"] = load_average()
+            out["groups"].append(group)
     out["load_average_end"] = load_average()
     dump_json(out, a.output)
     return out
