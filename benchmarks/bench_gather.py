@@ -142,7 +142,9 @@ def _round_robin(calls: dict[Any, Callable[[int], Any]], repeats: int) -> dict[A
     return per_round
 
 
-def _row_layout(epoch: sg.InMemoryData, n: int, draws: int, repeats: int) -> dict[str, Any]:
+def _row_layout(
+    epoch: sg.InMemoryData, n: int, draws: int, repeats: int, zeros: tf.Tensor
+) -> dict[str, Any]:
     """ns per row of the draw from the library's padded rows and from unpadded ones."""
     rows = epoch._packed_cache["rows"]  # the copy the estimator gathers from
     words = sum(w for where in rows.layout if where is not None for w in where[1:])
@@ -154,7 +156,6 @@ def _row_layout(epoch: sg.InMemoryData, n: int, draws: int, repeats: int) -> dic
     }
     layouts = {"padded": epoch, "unpadded": unpadded}
     floors = {k: make_draw_floor(d, n, 1, draws) for k, d in layouts.items()}
-    zeros = tf.zeros([int(epoch.arrays[0].shape[1])])
     per_round = _round_robin(
         {k: (lambda r, f=f: f(zeros, tf.constant([r, 2]))) for k, f in floors.items()}, repeats
     )
@@ -212,7 +213,8 @@ def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int,
     # One program of ``draws`` consecutive draws (the estimator's own, every gathered
     # element read once by a sum): ``make_draw_floor`` with one draw per "sample".
     draw_floor = make_draw_floor(epoch, n, 1, draws)
-    zeros = tf.zeros([int(epoch.arrays[0].shape[1])])
+    zeros = tf.zeros([int(epoch.arrays[0].shape[1])])  # θ of every loop below
+    packed = epoch._packed_cache["rows"].packed  # the rows the estimator gathers
 
     def draw(seed: tf.Tensor) -> tf.Tensor:
         return draw_floor(zeros, seed)
@@ -224,25 +226,24 @@ def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int,
     )
 
     log(f"[n={n}] the same gather in plain C")
-    packed_rows = epoch._packed_cache["rows"].packed
-    row_bytes = int(packed_rows.shape[1]) * packed_rows.dtype.size
+    row_bytes = int(packed.shape[1]) * packed.dtype.size
     group["c_loop"] = _c_loop(c_exe, data.num_examples, row_bytes, n, draws * n, repeats,
                               group["draw"]["ns_per_row"])
 
     log(f"[n={n}] draws from rows padded to cache lines and from unpadded rows")
-    group["row_layout"] = _row_layout(epoch, n, draws, repeats)
+    group["row_layout"] = _row_layout(epoch, n, draws, repeats, zeros)
 
     log(f"[n={n}] NumPy take, random and sorted rows")
-    packed = epoch._packed_cache["rows"].packed.numpy()  # the rows the estimator gathers
+    packed_np = packed.numpy()
     # A fresh index set per draw, as in sampling: cycling through a few sets
     # would keep their rows in the last-level cache and flatter the gather.
     sets = np.random.default_rng(0).integers(0, data.num_examples, (draws, n))
-    buf = np.empty((n, packed.shape[1]), packed.dtype)
+    buf = np.empty((n, packed_np.shape[1]), packed_np.dtype)
     numpy_take = {}
     for label, idx in (("random", sets), ("sorted", np.sort(sets, axis=1))):
         def take(idx: np.ndarray = idx) -> None:
             for k in range(draws):
-                np.take(packed, idx[k], axis=0, out=buf)
+                np.take(packed_np, idx[k], axis=0, out=buf)
 
         numpy_take[f"{label}_ns_per_row"] = _time(take, repeats) / (draws * n) * 1e9
     group["numpy_take"] = numpy_take
@@ -250,9 +251,8 @@ def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int,
     log(f"[n={n}] SGLD-like loop, batch drawn inline or carried one step ahead")
     steps = draws
     loops = {c: _make_sgld_loop(epoch, n, steps, c) for c in (False, True)}
-    theta0 = tf.zeros([int(data.arrays[0].shape[1])])
     per_round = _round_robin(
-        {c: (lambda r, fn=fn: fn(theta0, tf.constant([r, 1]))) for c, fn in loops.items()},
+        {c: (lambda r, fn=fn: fn(zeros, tf.constant([r, 1]))) for c, fn in loops.items()},
         repeats,
     )
     inline, carried = median(per_round[False]), median(per_round[True])
