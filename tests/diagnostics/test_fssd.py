@@ -144,3 +144,21 @@ def test_bad_inputs(rng):
         fssd_opt(x, -x, train_fraction=1.0)
     with pytest.raises(ValueError, match="`samples`"):
         fssd_opt(x[:5], -x[:5])
+
+
+def test_fssd_with_run_time_sample_count_and_one_location(rng):
+    """A traced function without a static n gives the eager value (and NaN for n < 2);
+    a single location must be passed as [1, d]."""
+    x = rng.normal(size=(37, 3))
+    s = -x
+    v = x[:4]
+    dyn = tf.function(lambda a, b: fssd(a, b, v, chunk_size=5),
+                      input_signature=[tf.TensorSpec([None, 3], tf.float64)] * 2)
+    np.testing.assert_allclose(dyn(x, s).numpy(), fssd(x, s, v, chunk_size=5).numpy(),
+                               rtol=1e-12)
+    assert np.isnan(dyn(x[:1], s[:1]).numpy())
+    with pytest.raises(ValueError, match=r"`locations` must be \[J, d\]"):
+        fssd(x, s, x[0])
+    np.testing.assert_allclose(fssd(x, s, x[:1]).numpy(), fssd(x, s, x[None, 0]).numpy())
+    with pytest.raises(ValueError, match="`bandwidth`"):
+        fssd(x, s, v, bandwidth=tf.constant(0.0, tf.float64))

@@ -189,3 +189,46 @@ def test_bad_inputs(rng):
         kernel_stein_discrepancy(bad, s)
     with pytest.raises(ValueError, match="`samples`"):
         kernel_stein_discrepancy(x.astype(np.int32), s.astype(np.int32))
+
+
+def _median_ref(x, max_points=1000):
+    n = len(x)
+    m = min(n, max_points)
+    z = x[np.round(np.linspace(0, n - 1, m)).astype(int)].astype(np.float64)
+    iu, ju = np.triu_indices(m, 1)
+    return np.sqrt(np.median(((z[iu] - z[ju]) ** 2).sum(-1)))
+
+
+@pytest.mark.parametrize("n", [2, 3, 201, 1300])
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+def test_median_heuristic_centres_before_the_gram_form(rng, n, offset):
+    """Far from the origin, float32 distances from ‖x‖² + ‖y‖² − 2xᵀy cancel; the
+    subsample is centred first, so the median stays the reference's (in eager mode,
+    a traced function with unknown n, and XLA)."""
+    x64 = rng.normal(size=(n, 2)) + offset
+    x = x64.astype(np.float32)
+    want = _median_ref(x)
+    dyn = tf.function(median_heuristic, input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+    xla = tf.function(lambda a: median_heuristic(a), jit_compile=True)
+    for got in (median_heuristic(x), dyn(x), xla(tf.constant(x))):
+        np.testing.assert_allclose(got.numpy(), want, rtol=2e-4)
+    # num_valid: only the leading rows count (a partly filled buffer).
+    padded = np.concatenate([x, np.zeros((5, 2), np.float32)])
+    np.testing.assert_allclose(
+        median_heuristic(padded, num_valid=tf.constant(n)).numpy(), want, rtol=2e-4
+    )
+    assert median_heuristic(padded[:1], num_valid=1).numpy() == 1.0  # no pair: 1
+
+
+def test_tensor_bandwidth_and_empty_event_are_rejected(rng):
+    x, s = _random_inputs(rng, n=10, d=3)
+    for bad in (0.0, -1.0, np.nan):
+        with pytest.raises(ValueError, match="`bandwidth`"):
+            kernel_stein_discrepancy(x, s, kernel="rbf", bandwidth=tf.constant(bad, tf.float64))
+    with pytest.raises(ValueError, match="`bandwidth` must be a scalar"):
+        kernel_stein_discrepancy(x, s, kernel="rbf", bandwidth=tf.constant([1.0, 2.0]))
+    with pytest.raises(ValueError, match="`samples` has no coordinates"):
+        kernel_stein_discrepancy(np.zeros((5, 0)), np.zeros((5, 0)))
+    # Overflow names KSD's own inputs (not another function's arguments).
+    with pytest.raises(ValueError, match=r"^`samples`/`scores` too large"):
+        kernel_stein_discrepancy(x.astype(np.float32), (s * 1e30).astype(np.float32))

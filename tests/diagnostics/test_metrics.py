@@ -210,3 +210,50 @@ def test_predictive_metrics_by_hand():
     assert predictive_metrics(probs, labels, min_probability=1e-12)["log_loss"] < out["log_loss"]
     with pytest.raises(ValueError, match="probs"):
         predictive_metrics(probs[:, 0], labels)
+
+
+def test_ess_single_tensor_takes_per_part_arguments(rng):
+    """A single tensor reaches TFP as one tensor, so ``cross_chain_dims=1`` (a scalar
+    for a scalar structure) works as in TFP."""
+    x = _ar1(rng, 400, 6, 0.5).reshape(400, 3, 2)
+    np.testing.assert_allclose(
+        effective_sample_size(x, cross_chain_dims=1).numpy(),
+        tfp.mcmc.effective_sample_size(tf.constant(x), cross_chain_dims=1).numpy(),
+        rtol=1e-12,
+    )
+
+
+@pytest.mark.parametrize("num_bins", [10, 25, 29, 35, 38, 100])
+def test_ece_bins_are_right_closed_at_every_edge(num_bins):
+    """A confidence equal to an edge b/M falls in bin ((b−1)/M, b/M] for every M
+    (conf·M rounded up would put 0.56 with M = 25 into the next bin)."""
+    for b in range(1, num_bins):
+        edge = b / num_bins
+        if edge <= 0.5:
+            continue  # binary confidences lie in [0.5, 1]
+        # One correct prediction at the edge, one wrong just above it: two bins,
+        # each with gap |acc − conf|.
+        above = min(edge + 0.5 / num_bins, 1.0)
+        probs = np.array([edge, above])
+        labels = np.array([1, 0])
+        ece, mce = calibration_errors(probs, labels, num_bins=num_bins)
+        want_gaps = [1.0 - edge, above]
+        assert ece == pytest.approx(np.mean(want_gaps), abs=1e-12), (num_bins, b)
+        assert mce == pytest.approx(max(want_gaps), abs=1e-12), (num_bins, b)
+
+
+def test_labels_are_validated():
+    from tfp_sgmcmc.diagnostics import predictive_metrics
+
+    probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])
+    for bad in ([5, 0, 1], [-1, 0, 1], [2, 0, 1], [0.5, 0, 1]):
+        with pytest.raises(ValueError, match="`labels`"):
+            calibration_errors(probs, np.array(bad))
+        with pytest.raises(ValueError, match="`labels`"):
+            predictive_metrics(probs, np.array(bad))
+    with pytest.raises(ValueError, match="`labels`"):
+        calibration_errors(probs, np.array([[1, 1], [0, 1], [1, 0]]))  # not one-hot
+    one_hot = np.eye(2)[[0, 1, 1]]
+    assert predictive_metrics(probs, one_hot) == predictive_metrics(probs, np.array([0, 1, 1]))
+    assert calibration_errors(probs[:, 1], np.array([True, False, True])) == calibration_errors(
+        probs, np.array([1, 0, 1]))

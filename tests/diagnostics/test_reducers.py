@@ -200,3 +200,43 @@ def test_reducer_bad_arguments():
         FSSDReducer(V3).initialize(tf.zeros([4]))
     with pytest.raises(ValueError, match="`score_getter_fn`"):
         get_innermost_score(tfem.SampleDiscardingKernel)  # no results fields at all
+
+
+@pytest.mark.parametrize(
+    "capacity, steps, chain_ndims",
+    [(100, 30, 0), (100, 30, 1), (7, 23, 0), (7, 23, 1), (1100, 1250, 0)],
+    ids=["partly-filled", "partly-filled-chains", "wrapped", "wrapped-chains", "wrapped-large"],
+)
+def test_rbf_median_bandwidth_matches_batch_function(capacity, steps, chain_ndims, tf_seed):
+    """RBF with the median-heuristic bandwidth: a partly filled buffer's empty rows
+    stay out of the median, and a wrapped buffer is subsampled in time order (above
+    1000 rows the heuristic takes evenly spaced rows), as the batch function does."""
+    est = _gaussian_estimator(noise=1.0)
+    kernel = sg.SGLD(est, 0.05)
+    score_fn = est.score_fn()
+    red = KSDReducer(capacity=capacity, kernel="rbf", score_fn=score_fn,
+                     chain_ndims=chain_ndims)
+    trace = tfem.TracingReducer(size=steps)
+    shape = [2, 3] if chain_ndims else [3]
+
+    @tf.function(jit_compile=True)
+    def run(seed):
+        x0 = tf.fill(shape, tf.constant(3.0, tf.float64))
+        out, _, _ = tfem.sample_fold(steps, x0, kernel=kernel, reducer=[red, trace], seed=seed)
+        return out
+
+    k, (states, _) = run(tf_seed)
+    states = states.numpy()
+    kept = states[-capacity:]
+    expect = [kernel_stein_discrepancy(kept, -kept, kernel="rbf").numpy()] if not chain_ndims \
+        else [kernel_stein_discrepancy(kept[:, c], -kept[:, c], kernel="rbf").numpy()
+              for c in range(2)]
+    np.testing.assert_allclose(np.reshape(k.numpy(), [-1]), expect, rtol=1e-9)
+    # Power: the zero rows (the old behaviour) give another bandwidth and another value.
+    if steps < capacity and not chain_ndims:
+        padded = np.concatenate([kept, np.zeros((capacity - steps, 3))])
+        from tfp_sgmcmc.diagnostics import median_heuristic
+
+        wrong_h = float(median_heuristic(padded))
+        wrong = kernel_stein_discrepancy(kept, -kept, kernel="rbf", bandwidth=wrong_h).numpy()
+        assert abs(wrong - expect[0]) > 1e-3 * abs(expect[0])

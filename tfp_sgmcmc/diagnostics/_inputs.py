@@ -47,8 +47,9 @@ def flatten_parts(x: Any, arg_name: str, sample_ndims: int = 1) -> tf.Tensor:
         Default value: ``1``.
 
     Raises:
-      ValueError: empty list, non-floating parts, mixed dtypes or leading
-        dimensions that differ between parts.
+      ValueError: empty list, non-floating parts, mixed dtypes, leading
+        dimensions that differ between parts, or no coordinates at all (every
+        event shape empty).
     """
     parts = list(x) if is_list_like(x) else [x]
     if not parts:
@@ -61,7 +62,7 @@ def flatten_parts(x: Any, arg_name: str, sample_ndims: int = 1) -> tf.Tensor:
         )
     if not parts[0].dtype.is_floating:
         raise ValueError(f"`{arg_name}` must be floating point, got {parts[0].dtype.name}.")
-    flat = []
+    flat, sizes = [], []
     lead = None
     for p in parts:
         if p.shape.rank is not None and p.shape.rank < sample_ndims:
@@ -81,8 +82,14 @@ def flatten_parts(x: Any, arg_name: str, sample_ndims: int = 1) -> tf.Tensor:
             size = int(np.prod(event.as_list())) if event.rank else 1
         else:
             size = -1
+        sizes.append(size)
         new_shape = tf.concat([tf.shape(p)[:sample_ndims], [size]], axis=0)
         flat.append(tf.reshape(p, new_shape))
+    if sum(sizes) == 0 and all(z == 0 for z in sizes):
+        shapes = [p.shape.as_list() if p.shape.rank is not None else None for p in parts]
+        raise ValueError(
+            f"`{arg_name}` has no coordinates: every event shape is empty (shapes {shapes})."
+        )
     return flat[0] if len(flat) == 1 else tf.concat(flat, axis=-1)
 
 
@@ -144,13 +151,15 @@ def check_imq_parameters(c: Any, beta: Any) -> None:
         raise ValueError(f"`beta` must lie in (-1, 0), got {beta!r}.")
 
 
-def check_finite_result(value: tf.Tensor, what: str) -> tf.Tensor:
-    """Eagerly, raise ``ValueError`` naming the inputs if finite ``samples``/``scores``
-    gave a non-finite statistic (they are too large: the kernel sums overflowed);
-    a huge number must not come back as a silent ``inf``."""
+def check_finite_result(
+    value: tf.Tensor, what: str, inputs: str = "`samples`/`scores`"
+) -> tf.Tensor:
+    """Eagerly, raise ``ValueError`` naming the ``inputs`` if finite inputs gave a
+    non-finite statistic (they are too large: the sums overflowed); a huge number
+    must not come back as a silent ``inf``."""
     if tf.executing_eagerly() and not bool(tf.reduce_all(tf.math.is_finite(value))):
         raise ValueError(
-            f"`samples`/`scores` too large: the {what} overflowed to {value.numpy()!r} "
-            "(rescale the inputs; `samples_or_std`/`reference_std` for relative errors)."
+            f"{inputs} too large: the {what} overflowed to {value.numpy()!r} "
+            "(rescale them, or pass them in float64)."
         )
     return value

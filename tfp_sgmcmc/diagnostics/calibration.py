@@ -91,9 +91,37 @@ def model_averaged_probabilities(
     return np.mean(p, axis=0)
 
 
+def _class_indices(labels: Any, n: int, k: int) -> np.ndarray:
+    """``labels`` (``[n]`` class ids in ``[0, k)`` or ``[n, k]`` one-hot) as ``[n]`` ints."""
+    y = np.asarray(labels)
+    if y.ndim == 2:  # one-hot
+        if y.shape != (n, k) or not np.all((y == 0) | (y == 1)) or np.any(y.sum(-1) != 1):
+            raise ValueError(
+                f"`labels` given as [n, K] must be one-hot with n = {n}, K = {k}, got shape "
+                f"{y.shape} (or rows that are not one-hot)."
+            )
+        return np.argmax(y, axis=-1)
+    if y.shape != (n,):
+        raise ValueError(
+            f"`labels` must be [n] class indices or [n, K] one-hot for n = {n}, "
+            f"got shape {y.shape}."
+        )
+    if y.dtype.kind == "b":
+        y = y.astype(np.int64)
+    if y.dtype.kind not in "iu":
+        if y.dtype.kind != "f" or not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
+            raise ValueError(f"`labels` must be integer class ids, got dtype {y.dtype}.")
+        y = y.astype(np.int64)
+    if y.size and (y.min() < 0 or y.max() >= k):
+        raise ValueError(
+            f"`labels` must lie in [0, {k}) for {k} classes, got values in "
+            f"[{y.min()}, {y.max()}]."
+        )
+    return y.astype(np.int64)
+
+
 def _confidence_and_correct(probs: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
     p = np.asarray(probs, dtype=np.float64)
-    y = np.asarray(labels)
     if p.ndim == 1:  # binary: probability of class 1
         p = np.stack([1.0 - p, p], axis=-1)
     if p.ndim != 2 or p.shape[0] == 0:
@@ -104,13 +132,7 @@ def _confidence_and_correct(probs: Any, labels: Any) -> tuple[np.ndarray, np.nda
         raise ValueError("`probs` contains non-finite values (NaN or Inf).")
     if np.any(p < 0) or np.any(p > 1):
         raise ValueError("`probs` must lie in [0, 1].")
-    if y.ndim == 2:  # one-hot
-        y = np.argmax(y, axis=-1)
-    if y.shape != (p.shape[0],):
-        raise ValueError(
-            f"`labels` must be [n] class indices or [n, K] one-hot for n = {p.shape[0]}, "
-            f"got shape {np.shape(labels)}."
-        )
+    y = _class_indices(labels, p.shape[0], p.shape[1])
     pred = np.argmax(p, axis=-1)
     conf = p[np.arange(p.shape[0]), pred]
     return conf, (pred == y).astype(np.float64)
@@ -132,7 +154,8 @@ def calibration_errors(
 
     Raises:
       ValueError: ``num_bins`` not an int in ``[1, MAX_BINS]``, shape mismatch,
-        non-finite ``probs`` or outside ``[0, 1]``.
+        non-finite ``probs`` or outside ``[0, 1]``, ``labels`` not integer class
+        ids in ``[0, K)`` (``K = 2`` for binary ``probs``) nor one-hot rows.
     """
     # The bins are materialised (histogram edges): bound them.
     num_bins = check_int(num_bins, "num_bins", 1, maximum=MAX_BINS)
@@ -149,8 +172,10 @@ def calibration_errors(
             ece_terms.append(m.sum() * abs(acc - cb))
             gaps.append(abs(acc - cb))
         return float(np.sum(ece_terms) / n), float(max(gaps))
-    # Bin b holds confidences in ((b-1)/M, b/M]; 0 joins bin 0.
-    idx = np.clip(np.ceil(conf * num_bins).astype(int) - 1, 0, num_bins - 1)
+    # Bin b holds confidences in ((b-1)/M, b/M]; 0 joins bin 0. Compared with the
+    # edges b/M themselves: ceil(conf * M) misplaces some edges (0.56 * 25 > 14).
+    edges = np.arange(num_bins + 1) / num_bins
+    idx = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, num_bins - 1)
     ece, mce = 0.0, 0.0
     for b in np.unique(idx):  # only occupied bins contribute
         m = idx == b
@@ -199,7 +224,7 @@ def predictive_metrics(
     Args:
       probs: ``[n, K]`` class probabilities (e.g. from
         [`model_averaged_probabilities`][tfp_sgmcmc.diagnostics.calibration.model_averaged_probabilities]).
-      labels: ``[n]`` integer class ids.
+      labels: ``[n]`` integer class ids in ``[0, K)``, or ``[n, K]`` one-hot.
       num_bins: calibration bins. Default value: ``10``.
       paper_compatible: the MAMBA code's binning. Default value: ``False``.
       min_probability: floor of the true class's probability in the log-loss, so a
@@ -217,8 +242,8 @@ def predictive_metrics(
     p = np.asarray(probs, dtype=np.float64)
     if p.ndim != 2:
         raise ValueError(f"`probs` must be [n, K] class probabilities, got shape {p.shape}.")
-    y = np.asarray(labels).astype(int)
-    ece, mce = calibration_errors(p, y, num_bins=num_bins, paper_compatible=paper_compatible)
+    ece, mce = calibration_errors(p, labels, num_bins=num_bins, paper_compatible=paper_compatible)
+    y = _class_indices(labels, p.shape[0], p.shape[1])
     p_true = np.clip(p[np.arange(y.size), y], min_probability, 1.0)
     return {
         "accuracy": float(np.mean(np.argmax(p, -1) == y)),

@@ -38,6 +38,7 @@ from tfp_sgmcmc.diagnostics._inputs import (
     flatten_samples_and_scores,
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import median_heuristic, validate_kernel_args
+from tfp_sgmcmc.internal.util import is_list_like
 
 __all__ = [
     "FSSD_KERNELS",
@@ -127,6 +128,28 @@ def _sums(
     return sum_tau, sum_sq
 
 
+def _sums_dynamic(
+    x: tf.Tensor, s: tf.Tensor, v: tf.Tensor, kernel: str, bandwidth: Any, c: Any, beta: Any,
+    chunk_size: int,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """``_sums`` for a number of rows known at run time only (a while loop over chunks)."""
+    n = tf.shape(x)[0]
+    acc = tf.float64
+
+    def body(start, sum_tau, sum_sq):
+        stop = tf.minimum(start + chunk_size, n)
+        t = tf.cast(
+            fssd_features(x[start:stop], s[start:stop], v, kernel, bandwidth, c, beta), acc
+        )
+        return start + chunk_size, sum_tau + tf.reduce_sum(t, 0), sum_sq + tf.reduce_sum(t * t)
+
+    _, sum_tau, sum_sq = tf.while_loop(
+        lambda start, *_: start < n, body,
+        [tf.constant(0), tf.zeros(tf.shape(v), acc), tf.constant(0.0, acc)],
+    )
+    return sum_tau, sum_sq
+
+
 # Eager calls run the chunk loop as one graph (per-op dispatch dominated at small d).
 _sums_graph = tf.function(_sums)
 
@@ -167,7 +190,8 @@ def fssd(
     Raises:
       ValueError: bad ``kernel``/``bandwidth``/``c``/``beta``, mismatched
         ``samples``/``scores``/``locations``, ``n < 2``, ``J < 1``, non-finite
-        values.
+        values. (A number of samples known only at run time, in a traced function,
+        gives NaN for ``n < 2`` instead.)
 
     #### References
 
@@ -182,20 +206,36 @@ def fssd(
         x, s = flatten_samples_and_scores(samples, scores)
         v = _flat_locations(locations, x)
         n = x.shape[0]
-        if n is None or n < 2:
-            raise ValueError(f"`samples` must hold at least 2 samples (static), got {n}.")
+        if n is not None and n < 2:
+            raise ValueError(f"`samples` must hold at least 2 samples, got {n}.")
         for arr, nm in ((x, "samples"), (s, "scores"), (v, "locations")):
             check_finite_eager(arr, nm)
         if kernel == "gaussian" and bandwidth is None:
             bandwidth = median_heuristic(x)
-        sums = _sums_graph if tf.executing_eagerly() else _sums
         bw = None if bandwidth is None else as_dtype(bandwidth, x.dtype)
-        sum_tau, sum_sq = sums(x, s, v, kernel, bw, float(c), float(beta), int(chunk_size))
-        value = tf.cast(fssd_statistic_from_sums(n, sum_tau, sum_sq), x.dtype)
+        args = (x, s, v, kernel, bw, float(c), float(beta), int(chunk_size))
+        if n is None:  # known at run time only (a traced function without a static n)
+            sum_tau, sum_sq = _sums_dynamic(*args)
+            n_run = tf.shape(x)[0]
+            value = tf.cast(fssd_statistic_from_sums(n_run, sum_tau, sum_sq), x.dtype)
+            # Fewer than 2 samples: NaN, as the static check cannot run.
+            value = tf.where(n_run >= 2, value, tf.constant(np.nan, x.dtype))
+        else:
+            sums = _sums_graph if tf.executing_eagerly() else _sums
+            sum_tau, sum_sq = sums(*args)
+            value = tf.cast(fssd_statistic_from_sums(n, sum_tau, sum_sq), x.dtype)
         return check_finite_result(value, "FSSD")
 
 
 def _flat_locations(locations: Any, x: tf.Tensor) -> tf.Tensor:
+    if not is_list_like(locations):
+        rank = getattr(locations, "shape", np.shape(locations))
+        rank = tf.TensorShape(rank).rank
+        if rank is not None and rank < 2 and x.shape.rank == 2 and x.shape[1] != 1:
+            raise ValueError(
+                "`locations` must be [J, d] (one location is [1, d]), got shape "
+                f"{tf.TensorShape(getattr(locations, 'shape', np.shape(locations)))}."
+            )
     v = flatten_parts(locations, "locations")
     if v.dtype != x.dtype:
         v = tf.cast(v, x.dtype)

@@ -159,15 +159,21 @@ def ksd_from_flat(
     """KSD of flat ``[n, d]`` samples with 0/1 row ``weights`` (``None`` = all 1).
 
     Rows of weight 0 are ignored (used by the reducer's partly filled buffer)
-    but must be finite; ``n`` is then the number of rows of weight 1. Arguments as in
+    but must be finite and must follow the rows of weight 1; ``n`` is then the
+    number of rows of weight 1. Arguments as in
     [`kernel_stein_discrepancy`][tfp_sgmcmc.diagnostics.ksd.kernel_stein_discrepancy],
     whose defaults the callers have already applied (no validation here).
     """
+    if kernel == "rbf" and bandwidth is None:
+        # The median over the weighted rows only (the buffer's zero rows would
+        # otherwise enter it), taken as the batch function takes it.
+        num_valid = None
+        if weights is not None and x.shape[0] is not None:
+            num_valid = tf.cast(tf.reduce_sum(tf.cast(weights, tf.float64)), tf.int32)
+        bandwidth = median_heuristic(x, num_valid=num_valid)
     if weights is None:
         weights = tf.ones(tf.shape(x)[:1], x.dtype)
     weights = tf.cast(weights, x.dtype)
-    if kernel == "rbf" and bandwidth is None:
-        bandwidth = median_heuristic(x)
     bw = tf.constant(1.0, x.dtype) if bandwidth is None else as_dtype(bandwidth, x.dtype)
     fn = _ksd_blocked
     if tf.executing_eagerly():

@@ -66,8 +66,11 @@ def effective_sample_size(samples: Any, **kwargs: Any) -> Any:
       ValueError: fewer than 2 draws or non-finite values (eager).
     """
     parts = _check_samples(samples)
-    out = tfp.mcmc.effective_sample_size(parts, **kwargs)
-    return list(out) if is_list_like(samples) else out[0]
+    if not is_list_like(samples):
+        # A single tensor goes to TFP as one: per-part arguments such as a scalar
+        # `cross_chain_dims` must keep matching the structure of its input.
+        return tfp.mcmc.effective_sample_size(parts[0], **kwargs)
+    return list(tfp.mcmc.effective_sample_size(parts, **kwargs))
 
 
 class IntegratedAutocorrelationTime(NamedTuple):
@@ -190,7 +193,9 @@ def relative_std_error(samples_or_std: Any, reference_std: Any) -> tf.Tensor:
     den = tf.norm(ref_v)
     if tf.executing_eagerly() and float(den) == 0.0:
         raise ValueError("`reference_std` must not be all zeros.")
-    return check_finite_result(tf.norm(sig_v - ref_v) / den, "relative error")
+    return check_finite_result(
+        tf.norm(sig_v - ref_v) / den, "relative error", "`samples_or_std`/`reference_std`"
+    )
 
 
 def _as_float64(x: Any, name: str) -> tf.Tensor:

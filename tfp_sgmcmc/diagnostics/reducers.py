@@ -379,6 +379,15 @@ class KSDReducer(_SteinReducerBase):
         cap = self._capacity
         count = tf.minimum(st.num_stored, cap)
         weights = tf.cast(tf.range(cap) < count, st.samples.dtype)
+        if self._ksd_kwargs["kernel"] == "rbf" and self._ksd_kwargs["bandwidth"] is None:
+            # The median heuristic subsamples rows in time order, as the batch
+            # function on the kept states does: unroll a buffer that has wrapped
+            # (the oldest row sits at the write position). KSD itself ignores order.
+            start = tf.where(st.num_stored > cap, tf.math.floormod(st.num_stored, cap), 0)
+            st = st._replace(
+                samples=tf.roll(st.samples, -start, axis=0),
+                scores=tf.roll(st.scores, -start, axis=0),
+            )
         rank = st.samples.shape.rank
         d = tf.shape(st.samples)[-1]
         min_n = 2 if self._ksd_kwargs["statistic"] == "u" else 1

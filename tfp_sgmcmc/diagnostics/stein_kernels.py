@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from tfp_sgmcmc.diagnostics._inputs import as_dtype, check_imq_parameters
 
@@ -69,10 +68,18 @@ def validate_kernel_args(
                 f"`bandwidth` applies to the {others} kernel only; the IMQ kernel is set by "
                 "`c` and `beta`."
             )
-    elif bandwidth is not None and not isinstance(bandwidth, (tf.Tensor, tf.Variable)):
-        b = np.asarray(bandwidth, dtype=float)
+    elif bandwidth is not None:
+        if isinstance(bandwidth, (tf.Tensor, tf.Variable)):
+            if bandwidth.shape.rank not in (None, 0):
+                raise ValueError(f"`bandwidth` must be a scalar, got shape {bandwidth.shape}.")
+            if not hasattr(bandwidth, "numpy") or not tf.executing_eagerly():
+                return  # a traced value: checked where it is known
+            value = bandwidth.numpy().item()
+        else:
+            value = bandwidth
+        b = np.asarray(value, dtype=float)
         if b.ndim != 0 or not np.isfinite(b) or b <= 0:
-            raise ValueError(f"`bandwidth` must be a finite scalar > 0, got {bandwidth!r}.")
+            raise ValueError(f"`bandwidth` must be a finite scalar > 0, got {value!r}.")
 
 
 def _products(x: tf.Tensor, y: tf.Tensor, sx: tf.Tensor, sy: tf.Tensor):
@@ -188,52 +195,104 @@ def stein_kernel_matrix(
     return stein_kernel_block(x, x, s, s, kernel, c, beta, bandwidth)
 
 
-def median_heuristic(x: tf.Tensor, max_points: int = 1000) -> tf.Tensor:
+def median_heuristic(
+    x: tf.Tensor, max_points: int = 1000, num_valid: Any = None
+) -> tf.Tensor:
     """Median pairwise Euclidean distance of (at most ``max_points``) rows of ``x``.
 
     Rows are taken evenly spaced (deterministic) when ``n > max_points``; pairs
-    ``i < j`` only. This is the RBF length-scale default of Liu, Lee & Jordan
+    ``i < j`` only; an even number of pairs takes the midpoint of the two middle
+    distances. This is the RBF length-scale default of Liu, Lee & Jordan
     (2016) and Jitkrittum et al. (2017) (``med``; the Gaussian width ``σ² = med²``).
+    The subsample is centred before the distances are formed, so that float32
+    samples far from the origin keep their distances. Fewer than two rows, or
+    all rows equal, give ``1``.
 
     Args:
-      x: ``[n, d]`` samples, ``n ≥ 2``.
-      max_points: subsample size bound. Default value: ``1000``.
+      x: ``[n, d]`` samples.
+      max_points: subsample size bound (an int ``≥ 2``). Default value: ``1000``.
+      num_valid: only the first ``num_valid`` rows of ``x`` count (a scalar
+        tensor; the others are ignored, as in a partly filled buffer).
+        Default value: ``None`` (all rows).
     """
     x = tf.convert_to_tensor(x)
+    max_points = int(max_points)
+    if max_points < 2:
+        raise ValueError(f"`max_points` must be an int >= 2, got {max_points!r}.")
     if tf.executing_eagerly():
-        return _median_graph(x, int(max_points))
-    return _median_impl(x, int(max_points))
+        if num_valid is not None:
+            num_valid = tf.convert_to_tensor(num_valid, tf.int32)
+        return _median_graph(x, max_points, num_valid)
+    return _median_impl(x, max_points, num_valid)
 
 
-def _median_impl(x: tf.Tensor, max_points: int) -> tf.Tensor:
-    n_static = x.shape[0]
-    if n_static is not None:
-        # Static indices keep every shape static (the function then runs under XLA).
-        m = min(n_static, max_points)
-        idx = np.round(np.linspace(0, n_static - 1, m)).astype(np.int32)
-        z = tf.gather(x, idx)
-        iu, ju = np.triu_indices(m, k=1)
-        diff = tf.gather(z, iu) - tf.gather(z, ju) if m <= 200 else None
-        if diff is not None:
-            vals = tf.reduce_sum(diff * diff, -1)
-        else:
-            sq = tf.reduce_sum(z * z, -1)
-            d2 = sq[:, None] + sq[None, :] - 2.0 * tf.matmul(z, z, transpose_b=True)
-            vals = tf.maximum(tf.gather_nd(d2, np.stack([iu, ju], -1)), 0.0)
+def _median_impl(x: tf.Tensor, max_points: int, num_valid: Any) -> tf.Tensor:
+    if x.shape[0] is None:  # (also when the eager entry point's trace relaxed the shape)
+        if num_valid is not None:
+            x = x[: tf.maximum(tf.cast(num_valid, tf.int32), 0)]
+        return _median_dynamic(x, max_points)
+    cap = int(x.shape[0])
+    k = tf.constant(cap, tf.int32) if num_valid is None else tf.cast(num_valid, tf.int32)
+    k = tf.clip_by_value(k, 0, cap)
+    # Static slots for the subsample; slot j < m holds row round(j (k-1)/(m-1)), as
+    # np.linspace(0, k - 1, m) rounded half to even (tf.round does the same).
+    big_m = max(min(cap, max_points), 1)
+    m = tf.minimum(k, big_m)
+    step = tf.cast(k - 1, tf.float64) / tf.cast(tf.maximum(m - 1, 1), tf.float64)
+    slots = tf.range(big_m)
+    idx = tf.cast(tf.round(tf.cast(slots, tf.float64) * step), tf.int32)
+    idx = tf.minimum(idx, cap - 1)
+    valid = slots < m
+    z = tf.gather(x, idx)
+    # Centre on the subsample's mean: distances are translation invariant, and
+    # the Gram form below loses them in float32 far from the origin otherwise.
+    wv = tf.cast(valid, z.dtype)
+    z = z - tf.reduce_sum(z * wv[:, None], 0) / tf.maximum(tf.reduce_sum(wv), 1.0)
+    iu, ju = np.triu_indices(big_m, k=1)
+    if big_m <= 200:
+        diff = tf.gather(z, iu) - tf.gather(z, ju)
+        vals = tf.reduce_sum(diff * diff, -1)
     else:
-        n = tf.shape(x)[0]
-        m = tf.minimum(n, max_points)
-        idx = tf.cast(tf.round(tf.linspace(0.0, tf.cast(n - 1, tf.float32), m)), tf.int32)
-        z = tf.gather(x, idx)
         sq = tf.reduce_sum(z * z, -1)
-        d2 = tf.maximum(sq[:, None] + sq[None, :] - 2.0 * tf.matmul(z, z, transpose_b=True), 0.0)
-        upper = tf.linalg.band_part(tf.ones_like(d2), 0, -1) - tf.linalg.band_part(
-            tf.ones_like(d2), 0, 0
-        )
-        vals = tf.boolean_mask(d2, upper > 0)
-    med = tf.sqrt(tfp.stats.percentile(vals, 50.0, interpolation="midpoint"))
-    # All-equal rows would give 0: fall back to 1 rather than divide by zero.
-    return tf.where(med > 0, med, tf.ones_like(med))
+        d2 = sq[:, None] + sq[None, :] - 2.0 * tf.matmul(z, z, transpose_b=True)
+        vals = tf.maximum(tf.gather_nd(d2, np.stack([iu, ju], -1)), 0.0)
+    # Pairs with an ignored row sort last; the median is taken over the first P.
+    pair_ok = tf.logical_and(tf.gather(valid, iu), tf.gather(valid, ju))
+    vals = tf.sort(tf.where(pair_ok, vals, tf.constant(np.inf, vals.dtype)))
+    num_pairs = m * (m - 1) // 2
+    lo = tf.maximum((num_pairs - 1) // 2, 0)
+    hi = tf.maximum(num_pairs // 2, 0)
+    if vals.shape[0] == 0:  # fewer than two slots: no pair at all
+        return tf.ones([], x.dtype)
+    med = tf.sqrt(0.5 * (tf.gather(vals, lo) + tf.gather(vals, hi)))
+    # No pair, or all rows equal, would give inf or 0: fall back to 1.
+    ok = tf.logical_and(num_pairs > 0, med > 0)
+    return tf.where(ok, med, tf.ones_like(med))
 
 
-_median_graph = tf.function(_median_impl, reduce_retracing=True)
+def _median_dynamic(x: tf.Tensor, max_points: int) -> tf.Tensor:
+    """The same for a number of rows unknown until run time (not under XLA)."""
+    n = tf.shape(x)[0]
+    m = tf.minimum(n, max_points)
+    idx = tf.cast(
+        tf.round(tf.linspace(tf.constant(0.0, tf.float64), tf.cast(n - 1, tf.float64), m)),
+        tf.int32,
+    )
+    z = tf.gather(x, idx)
+    z = z - tf.reduce_mean(z, 0)
+    sq = tf.reduce_sum(z * z, -1)
+    d2 = tf.maximum(sq[:, None] + sq[None, :] - 2.0 * tf.matmul(z, z, transpose_b=True), 0.0)
+    upper = tf.linalg.band_part(tf.ones_like(d2), 0, -1) - tf.linalg.band_part(
+        tf.ones_like(d2), 0, 0
+    )
+    vals = tf.sort(tf.boolean_mask(d2, upper > 0))
+    num_pairs = tf.size(vals)
+    lo = tf.maximum((num_pairs - 1) // 2, 0)
+    hi = tf.maximum(num_pairs // 2, 0)
+    safe = tf.concat([vals, tf.ones([1], vals.dtype)], 0)  # indexable when empty
+    med = tf.sqrt(0.5 * (tf.gather(safe, lo) + tf.gather(safe, hi)))
+    ok = tf.logical_and(num_pairs > 0, med > 0)
+    return tf.where(ok, med, tf.ones_like(med))
+
+
+_median_graph = tf.function(_median_impl, reduce_retracing=True)  # one trace per (shape, m)
