@@ -151,3 +151,62 @@ def test_step_t_draws_the_same_randomness_however_the_steps_are_split(scheme):
     np.testing.assert_allclose(short, long_, rtol=1e-6, atol=1e-7)
     # Power: another seed gives another chain.
     assert np.max(np.abs(chain(200, seed=6) - long_)) > 1e-3
+
+
+def _gaussian_log_likelihood(theta, x):
+    # A reduction over the last axis (as most models have): under tf.vectorized_map its
+    # gradient needed the reduction's shifted axis as a compile-time constant.
+    return -0.5 * tf.reduce_sum((tf.expand_dims(theta, -2) - x) ** 2, -1)
+
+
+def _gaussian_data(scheme: str) -> sg.InMemoryData:
+    return sg.InMemoryData(
+        np.random.default_rng(0).normal(1.0, 1.0, size=(N, D)).astype(np.float32), scheme=scheme
+    )
+
+
+def test_arms_with_several_independent_chains_share_one_compilation():
+    """``chains_per_arm > 1`` maps the likelihood over the chains (``tf.vectorized_map``):
+    its gradient must not turn the arms' step sizes into compile-time constants (they
+    did: every arm compiled its own program and its first call charged the compilation
+    to sampling)."""
+    est = sg.MinibatchEstimator(
+        _gaussian_log_likelihood, _gaussian_data("epoch"), BATCH, independent_chains=True
+    )
+    runner = ArmRunner(
+        lambda step_size: sg.SGLD(est, step_size),
+        [{"step_size": 1e-3}, {"step_size": 3e-3}, {"step_size": 2e-3}],
+        tf.zeros([D]),
+        thin=2,
+        seed=5,
+        chains_per_arm=3,
+        max_steps_per_call=20,
+    )
+    runner.run(0, 3, tu.steps(1))
+    calls, program = _spy_on_chunks(runner)
+    for index, steps in [(0, 30), (1, 45), (2, 7), (1, 26)]:
+        out = runner.run(index, steps, tu.steps(1))
+        assert out.compile_seconds == 0 and not out.diverged
+    assert program.experimental_get_tracing_count() == 1
+    assert _distinct_programs(program, calls) == 1
+
+
+def test_independent_chains_gradient_keeps_state_and_seed_out_of_the_compilation():
+    """A jit-compiled step with per-chain batches: new seeds and new states reuse the
+    program (XLA's HLO for each call's arguments is the same)."""
+    est = sg.MinibatchEstimator(
+        _gaussian_log_likelihood, _gaussian_data("with_replacement"), BATCH,
+        independent_chains=True,
+    )
+    kernel = sg.SGLD(est, 1e-3)
+
+    @tf.function(jit_compile=True)
+    def step(state, seed):
+        results = kernel.bootstrap_results(state)
+        return kernel.one_step(state, results, seed=seed)[0]
+
+    args = [
+        (tf.fill([3, D], v), tf.constant(s, tf.int32))
+        for v, s in [(0.0, [1, 2]), (0.5, [1, 3]), (-1.0, [7, 2])]
+    ]
+    assert len({step.experimental_get_compiler_ir(*a)(stage="hlo") for a in args}) == 1

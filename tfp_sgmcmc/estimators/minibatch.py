@@ -66,6 +66,51 @@ LogPriorFn = Callable[[Any], tf.Tensor]
 LogLikelihoodFn = Callable[[Any, Any], tf.Tensor]
 
 
+def _mapped_over_chains(
+    one: Callable[[tuple], tf.Tensor], parts: list[tf.Tensor], batch: list[tf.Tensor]
+) -> tf.Tensor:
+    """``tf.vectorized_map(one, (parts, batch))``, differentiable in ``parts`` under XLA
+    without making the state a compile-time constant.
+
+    Under XLA, ``tf.vectorized_map`` runs the vectorised body as a nested function. A
+    gradient taken through it feeds intermediates of that function (for example a
+    reduction's shifted axis) to ops that need compile-time constants, so XLA's
+    constant analysis marks the function's inputs -- the chains' states, hence the
+    step size and seed they depend on -- as compile-time constants: every new value
+    of them compiled the program again (seconds each). The backward pass here
+    recomputes each chain's vector-Jacobian product inside its own vectorised
+    map instead: the same gradient, at the cost of one more likelihood
+    evaluation, and nothing crosses the function boundary that must be constant.
+    """
+
+    @tf.custom_gradient
+    def mapped(*ps: tf.Tensor):
+        ll = tf.vectorized_map(one, (list(ps), batch))
+
+        def grad(upstream: tf.Tensor, variables: Any = None):
+            variables = list(variables or [])
+
+            def vjp(args: tuple) -> tuple[list[tf.Tensor], list[tf.Tensor]]:
+                ps_i, bs_i, up_i = args
+                with tf.GradientTape() as tape:
+                    tape.watch(ps_i)
+                    value = one((ps_i, bs_i))
+                g_ps, g_vars = tape.gradient(
+                    value, (list(ps_i), variables), output_gradients=up_i,
+                    unconnected_gradients=tf.UnconnectedGradients.ZERO,
+                )
+                return list(g_ps), list(g_vars)
+
+            g_ps, g_vars = tf.vectorized_map(vjp, (list(ps), batch, upstream))
+            if variables:  # variables the likelihood reads: summed over the chains
+                return list(g_ps), [tf.reduce_sum(g, 0) for g in g_vars]
+            return list(g_ps)
+
+        return ll, grad
+
+    return mapped(*parts)
+
+
 class MinibatchEstimator(GradientEstimator):
     """Unbiased minibatch estimate of the log-posterior and its gradient.
 
@@ -209,7 +254,7 @@ class MinibatchEstimator(GradientEstimator):
                 restructure(list(ps), state), tf.nest.pack_sequence_as(structure, list(bs))
             )
 
-        ll = tf.vectorized_map(one, (parts_c, batch_c))
+        ll = _mapped_over_chains(one, parts_c, batch_c)
         return tf.reshape(ll, [*chain_shape, *ll.shape[1:]])
 
     def scaled_log_likelihood(self, state: Any, batch: Any, num_rows: int) -> tf.Tensor:
