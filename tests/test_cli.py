@@ -202,6 +202,28 @@ def test_tune_prints_round_table_and_writes_plot(model, tmp_path, capsys):
     assert plot.exists() and plot.stat().st_size > 1000
 
 
+def test_tune_plot_path_and_grid_flags(model, tmp_path, monkeypatch, capsys):
+    """``--plot`` is checked before the run; by default no existing file is replaced;
+    errors about the grid name tune's plural flags."""
+    from tfp_sgmcmc.cli import _plot_path
+
+    base = ["tune", "--model", model, "--kernel", "sgld", "--budget-steps", "600",
+            "--no-xla", "--no-progress", "--model-arg", "num_chains=1"]
+    code = main([*base, "--step-sizes", "1e-5,1e-4,1e-2",
+                 "--plot", str(tmp_path / "missing" / "x.png")])
+    err = capsys.readouterr().err
+    assert code == 2 and "`--plot`" in err and "does not exist" in err
+    code = main([*base, "--step-sizes", "1e-5,1e-4,-1e-2", "--no-plot"])
+    err = capsys.readouterr().err
+    assert code == 2 and "`--step-sizes` must be > 0, got -0.01" in err
+    monkeypatch.chdir(tmp_path)
+    assert _plot_path(None) == "mamba.png"
+    (tmp_path / "mamba.png").write_text("the user's own file")
+    (tmp_path / "mamba-2.png").write_text("another")
+    assert _plot_path(None) == "mamba-3.png"
+    assert _plot_path("mamba.png") == "mamba.png"  # named explicitly: replaced
+
+
 @pytest.mark.subprocess
 def test_ctrl_c_in_a_real_process_then_resume(model, tmp_path):
     """SIGINT (Ctrl-C) to a ``python -m tfp_sgmcmc.cli sample`` process: exit 130,

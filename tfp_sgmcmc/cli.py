@@ -53,7 +53,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["main", "build_parser", "KERNELS"]
+__all__ = ["main", "console_main", "build_parser", "KERNELS"]
 
 #: ``--kernel`` names (case-insensitive; the full class names work too).
 KERNELS = {
@@ -167,7 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--metric", default="ksd", choices=["ksd", "fssd"])
     t.add_argument("--thin", type=int, default=10, help="thinning of the metric's samples")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--plot", default="mamba.png", help="where to write the plot (PNG)")
+    t.add_argument(
+        "--plot",
+        default=None,
+        help="where to write the plot (PNG; replaced if it exists). Default: mamba.png, or "
+        "mamba-2.png, mamba-3.png, ... if that exists (an existing file is never replaced "
+        "unless named here)",
+    )
+    t.add_argument("--no-plot", action="store_true", help="do not write the plot")
     t.add_argument("--no-xla", action="store_true")
     t.add_argument("--no-progress", action="store_true")
     t.add_argument(
@@ -206,16 +213,22 @@ _FLAGS = {
 }
 
 
-def _flag_message(msg: str, kernel_args: Sequence[str] = ()) -> str:
+#: ``tune`` sets the grid's axes with plural flags.
+_TUNE_FLAGS = {"step_size": "--step-sizes", "batch_size": "--batch-sizes"}
+
+
+def _flag_message(
+    msg: str, kernel_args: Sequence[str] = (), flags: dict[str, str] | None = None
+) -> str:
     """Rewrites Python argument names in ``msg`` as the flags that set them.
 
     The library's errors name their Python arguments (`` `step_size` ``,
     ``resume=True``); a command-line user needs the flag (``--step-size``,
-    ``--resume``).
+    ``--resume``). ``flags`` overrides the default mapping (``tune``'s plural flags).
     """
     for name in kernel_args:
         msg = msg.replace(f"`{name}`", f"`--kernel-arg {name}`")
-    for name, flag in _FLAGS.items():
+    for name, flag in {**_FLAGS, **(flags or {})}.items():
         msg = msg.replace(f"`{name}`", f"`{flag}`")
         msg = msg.replace(f"{name}=True", flag)
     return msg
@@ -635,6 +648,7 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     except ImportError as e:  # pragma: no cover - the tuning package ships with us
         raise CLIError(f"the tuning package is unavailable: {e}") from e
 
+    plot = None if a.no_plot else _plot_path(a.plot)  # before the run, not after it
     model_args = _parse_kv(a.model_arg, "--model-arg")
     if "num_chains" not in model_args and _accepts(a.model, "num_chains"):
         # MAMBA runs one chain per arm; a model file's default may build several.
@@ -679,7 +693,7 @@ def _cmd_tune(a: argparse.Namespace) -> int:
             progress=not a.no_progress,
         )
     except (ValueError, TypeError) as e:
-        raise CLIError(_flag_message(str(e), list(kernel_kwargs))) from e
+        raise CLIError(_flag_message(str(e), list(kernel_kwargs), _TUNE_FLAGS)) from e
     except (RuntimeError, ConnectionError) as e:  # --ray: no cluster, or an actor failed
         raise CLIError(f"--ray: {' '.join(str(e).split())}") from e
     try:
@@ -695,18 +709,48 @@ def _cmd_tune(a: argparse.Namespace) -> int:
         ) from e
     print(result.to_markdown())
     print(result.summary())
-    if a.plot:
+    if plot is not None:
         import matplotlib
 
         matplotlib.use("Agg")
-        result.plot(a.plot)
-        print(f"plot written to {a.plot}")
+        result.plot(plot)
+        print(f"plot written to {plot}")
     return 0
+
+
+def _plot_path(path: str | None) -> str:
+    """``--plot``, checked before the run (its directory must exist); by default the
+    first of ``mamba.png``, ``mamba-2.png``, ... that does not exist yet."""
+    if path is not None:
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise CLIError(f"`--plot` {path!r}: directory {parent!r} does not exist.")
+        if os.path.isdir(path):
+            raise CLIError(f"`--plot` {path!r} is a directory; give a file name (.png).")
+        return path
+    k = 1
+    while os.path.exists(name := "mamba.png" if k == 1 else f"mamba-{k}.png"):
+        k += 1
+    return name
 
 
 # --------------------------------------------------------------------------- #
 # Entry point
 # --------------------------------------------------------------------------- #
+def _show_warning(message: Warning | str, category: type, filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    print(f"tfp-sgmcmc: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def console_main() -> int:
+    """The ``tfp-sgmcmc`` command: [`main`][tfp_sgmcmc.cli.main], with library warnings
+    (e.g. a tuner whose arms all failed) shown as one ``tfp-sgmcmc: warning:`` line
+    each rather than with a source location. (Callers of ``main`` in their own
+    process keep their warning handling.)"""
+    warnings.showwarning = _show_warning
+    return main()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs ``tfp-sgmcmc`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     # SG kernels are uncalibrated by design (no Metropolis step); TFP's sample_chain warns
@@ -740,4 +784,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(console_main())

@@ -127,7 +127,8 @@ class KerasPosterior:
 
     Args:
       model: a built Keras 3 model (TF backend).
-      data: ``(x, y)`` arrays, an [`InMemoryData`][tfp_sgmcmc.data.InMemoryData], or a
+      data: ``(x, y)`` arrays (``x`` a list/tuple/dict of arrays for a model with
+        several inputs), an [`InMemoryData`][tfp_sgmcmc.data.InMemoryData], or a
         batched ``tf.data.Dataset`` of ``(x, y)``.
       likelihood: ``"categorical"``, ``"bernoulli"``, ``"gaussian"`` or a
         callable ``(y, outputs) -> [n]``. Default value: ``"categorical"``.
@@ -191,19 +192,25 @@ class KerasPosterior:
         elif isinstance(data, (InMemoryData, DatasetData)):
             self.data = data
         else:
+            if not isinstance(data, (tuple, list)) or len(data) != 2:
+                raise ValueError(
+                    "`data` must be (x, y) arrays, an InMemoryData/DatasetData, or a tf.data "
+                    f"dataset, got {type(data).__name__}."
+                )
             x, y = data
-            x = np.asarray(x, np.float32)
+            x = _as_inputs(x, "data")
             y = np.asarray(y)
+            n = _num_rows(x)
+            if y.ndim == 0 or y.shape[0] != n:
+                raise ValueError(f"`data`: {n} inputs but labels of shape {y.shape}.")
             if classification:
-                y = self._check_labels(model, x, y, likelihood)
+                y = self._check_labels(model, y, likelihood)
             self.data = InMemoryData((x, y), scheme=scheme)
         self._non_trainable = [tf.convert_to_tensor(v.value) for v in model.non_trainable_variables]
         self._weight_ranks = [len(v.shape) for v in model.trainable_variables]
 
     @staticmethod
-    def _check_labels(model: Any, x: np.ndarray, y: np.ndarray, likelihood: str) -> np.ndarray:
-        if y.shape[0] != x.shape[0]:
-            raise ValueError(f"`data`: {x.shape[0]} inputs but {y.shape[0]} labels.")
+    def _check_labels(model: Any, y: np.ndarray, likelihood: str) -> np.ndarray:
         if likelihood == "bernoulli":
             return _class_ids(y, 2)
         num_classes = int(model.outputs[0].shape[-1]) if getattr(model, "outputs", None) else None
@@ -266,7 +273,7 @@ class KerasPosterior:
         """Per-example ``log p(y_i | f_W(x_i))``, ``[..., n]`` (the estimator's protocol)."""
         x, y = batch
         weights = list(state)
-        x = tf.cast(x, weights[0].dtype)
+        x = tf.nest.map_structure(lambda t: tf.cast(t, weights[0].dtype), x)
 
         def one(ws: list) -> tf.Tensor:
             return self.per_example_log_likelihood(y, self.outputs(ws, x))
@@ -321,6 +328,29 @@ def _sample_parts(posterior: KerasPosterior, samples: Any) -> list[np.ndarray]:
     return parts
 
 
+def _as_inputs(x: Any, name: str) -> Any:
+    """Model inputs as float32 arrays: one array, or a list/tuple/dict of arrays (a
+    model with several inputs) sharing their number of rows."""
+    try:
+        x = tf.nest.map_structure(lambda t: np.asarray(t, np.float32), x)
+    except (ValueError, TypeError) as e:
+        raise ValueError(
+            f"`{name}`: the inputs must be an array or a list/tuple/dict of arrays (one per "
+            f"model input), each [N, ...] of numbers: {e}"
+        ) from e
+    leaves = tf.nest.flatten(x)
+    if not leaves or any(t.ndim == 0 for t in leaves):
+        raise ValueError(f"`{name}`: every input must be an array [N, ...].")
+    rows = {t.shape[0] for t in leaves}
+    if len(rows) > 1:
+        raise ValueError(f"`{name}`: the model's inputs disagree on N: {sorted(rows)} rows.")
+    return x
+
+
+def _num_rows(x: Any) -> int:
+    return int(tf.nest.flatten(x)[0].shape[0])
+
+
 def predictive_probabilities(
     posterior: KerasPosterior, samples: Any, x: Any, batch_size: int = 2048
 ) -> np.ndarray:
@@ -330,19 +360,22 @@ def predictive_probabilities(
       posterior: the [`KerasPosterior`][tfp_sgmcmc.keras.KerasPosterior].
       samples: list of weight parts, each ``[S, ...]`` (NumPy arrays or tensors,
         e.g. ``sample_chain``'s output).
-      x: inputs ``[n, ...]``.
+      x: inputs ``[n, ...]`` (a list/tuple/dict of them for a model with several inputs).
       batch_size: rows per forward pass. Default value: ``2048``.
     """
     samples = _sample_parts(posterior, samples)
-    x = np.asarray(x, np.float32)
+    x = _as_inputs(x, "x")
     fn = tf.function(lambda ws, xb: posterior.outputs(ws, xb), reduce_retracing=True)
     out = []
     num = samples[0].shape[0]
     for s in range(num):
         ws = [tf.constant(p[s]) for p in samples]
         rows = []
-        for start in range(0, x.shape[0], batch_size):
-            xb = tf.constant(x[start : start + batch_size], ws[0].dtype)
+        for start in range(0, _num_rows(x), batch_size):
+            stop = start + batch_size
+            xb = tf.nest.map_structure(
+                lambda t, a=start, b=stop, d=ws[0].dtype: tf.constant(t[a:b], d), x
+            )
             rows.append(fn(ws, xb).numpy())
         logits = np.concatenate(rows, 0).astype(np.float64)
         if not posterior.from_logits:  # the model outputs probabilities already

@@ -151,3 +151,38 @@ def test_construction_errors():
         tu.MAMBA(arms, x0, make_kernel=mk, budget=tu.steps(2))
     with pytest.raises(ValueError, match="exactly one"):
         tu.MAMBA(arms, x0)
+
+
+def test_arm_names_seed_and_budget_amounts_are_checked():
+    x0 = tf.zeros([D], tf.float64)
+    arms = tu.grid(step_size=[0.1, 0.2, 0.3])
+    # A hyperparameter the kernel does not take (a typo) names the arm, not a TypeError.
+    with pytest.raises(ValueError, match=r"`arms\[0\]`.*'frictoin'.*it takes: .*step_size"):
+        tu.MAMBA(tu.grid(step_size=[0.1, 0.2, 0.3], frictoin=[0.1]), x0,
+                 kernel_class=sg.SGLD, estimator=ESTIMATOR, budget=tu.steps(300))
+    with pytest.raises(ValueError, match=r"`arms\[0\]`"):  # a make_kernel's TypeError too
+        tu.MAMBA(arms, x0, make_kernel=lambda step: sg.SGLD(ESTIMATOR, step),
+                 budget=tu.steps(300))
+    for bad in (-1, 2**40, 1.5):
+        with pytest.raises(ValueError, match="`seed`"):
+            tu.MAMBA(arms, x0, kernel_class=sg.SGLD, estimator=ESTIMATOR,
+                     budget=tu.steps(300), seed=bad)
+    assert tu.steps(np.float32(100)).amount == 100.0
+    assert tu.steps(np.int64(100)).amount == 100
+    for bad in (True, np.nan, "100"):
+        with pytest.raises(ValueError, match="`amount`"):
+            tu.steps(bad)
+
+
+def test_budget_without_a_thinned_sample_is_refused_and_all_inf_warns():
+    x0 = tf.fill([D], tf.constant(8.0, tf.float64))
+    arms = tu.grid(step_size=[0.1, 0.2, 0.3])
+    # 12 steps over 3 arms: 4 each, fewer than thin = 10 even in the last round.
+    with pytest.raises(ValueError, match=r"fewer than `thin` = 10"):
+        tu.MAMBA(arms, x0, kernel_class=sg.SGLD, estimator=ESTIMATOR, budget=tu.steps(12))
+    # Every arm diverges: the result says so instead of presenting arm 0 as a choice.
+    with pytest.warns(RuntimeWarning, match="no arm of the deciding round"):
+        res = tu.grid_search(tu.grid(step_size=[50.0, 60.0]), x0, kernel_class=sg.SGLD,
+                             estimator=ESTIMATOR, budget_per_arm=tu.steps(200),
+                             progress=False, jit_compile=False)
+    assert all(math.isinf(r.metric) for r in res.records)

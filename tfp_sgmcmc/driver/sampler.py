@@ -243,6 +243,9 @@ class _Run:
     reducer_states: Any
     chunk_index: int = 0
     num_written: int = 0
+    #: Draws the last checkpoint covers (what a resume keeps; ``num_written`` may be
+    #: ahead between a chunk's append and its checkpoint).
+    num_checkpointed: int = 0
     num_diverged: int = 0
     programs: dict[tuple[str, int], ChunkProgram] = dataclasses.field(default_factory=dict)
     # Feeds compiled chunks from tf.data sources (tfp_sgmcmc/data_stream.py); set by
@@ -360,6 +363,7 @@ def _open_run(
         run.kernel_results = _repack(results, ckpt.kernel_results, "kernel results", run_dir)
         run.reducer_states = _repack(reducer_states, ckpt.reducer_states, "reducer states", run_dir)
         run.chunk_index, run.num_written = ckpt.chunk_index, ckpt.num_written
+        run.num_checkpointed = ckpt.num_written
         return run
     _prepare_new_run_dir(run_dir, overwrite)
     _write_config(run_dir, config)
@@ -426,6 +430,7 @@ def _checkpoint(run: _Run, next_index: int) -> None:
             reducer_states=_leaves(run.reducer_states),
         ),
     )
+    run.num_checkpointed = run.num_written
 
 
 def _close(run: _Run) -> SamplingRun:
@@ -559,7 +564,7 @@ def sample(
     except KeyboardInterrupt:
         bar.close()
         print(
-            f"\ninterrupted in chunk {index + 1}/{len(run.plan)}: {run.num_written} draws are "
+            f"\ninterrupted in chunk {index + 1}/{len(run.plan)}: {run.num_checkpointed} draws are "
             f"safe in {run.run_dir}; resume with resume=True (CLI: --resume).",
             file=sys.stderr,
         )

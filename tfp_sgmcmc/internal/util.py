@@ -138,12 +138,13 @@ def check_positive(x: Any, name: str, allow_zero: bool = False, scalar: bool = F
     v = static_number(x, name, scalar)
     if v is None:
         return
+    shown = v.item() if np.ndim(v) == 0 else v  # -1.0, not array(-1.)
     if not np.all(np.isfinite(v)):
-        raise ValueError(f"`{name}` must be finite, got {v!r}.")
+        raise ValueError(f"`{name}` must be finite, got {shown!r}.")
     bad = np.any(v < 0) if allow_zero else np.any(v <= 0)
     if bad:
         rel = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"`{name}` must be {rel}, got {v!r}.")
+        raise ValueError(f"`{name}` must be {rel}, got {shown!r}.")
 
 
 def check_int(

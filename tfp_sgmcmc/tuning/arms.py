@@ -20,6 +20,7 @@ if it is one of [`STRUCTURAL_KEYS`][tfp_sgmcmc.tuning.arms.STRUCTURAL_KEYS].
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -191,7 +192,31 @@ class KernelFactory:
         est = self.estimator_for(arm)
         kwargs = dict(self.kernel_kwargs)
         kwargs.update({k: v for k, v in arm.items() if k not in ("batch_size", "batch_fraction")})
+        self._check_names(kwargs)
         return self.kernel_class(est, **kwargs)
+
+    def _check_names(self, kwargs: dict[str, Any]) -> None:
+        """Refuse a hyperparameter the kernel does not take (a typo would otherwise
+        surface as a bare ``TypeError`` from the constructor)."""
+        try:
+            params = inspect.signature(self.kernel_class).parameters
+        except (TypeError, ValueError):  # no introspectable signature: let the call decide
+            return
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return
+        unknown = sorted(set(kwargs) - set(params))
+        if unknown:
+            accepted = sorted(
+                k for k, p in params.items()
+                if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              inspect.Parameter.KEYWORD_ONLY)
+                and k not in ("self", "estimator")
+            )
+            raise ValueError(
+                f"{getattr(self.kernel_class, '__name__', self.kernel_class)} takes no "
+                f"hyperparameter {', '.join(repr(k) for k in unknown)} (it takes: "
+                f"{', '.join(accepted)}, and `batch_size` or `batch_fraction`)."
+            )
 
     def __repr__(self) -> str:
         return f"KernelFactory({self.kernel_class.__name__}, {self.estimator!r})"

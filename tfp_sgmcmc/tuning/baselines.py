@@ -33,7 +33,7 @@ from tfp_sgmcmc.tuning.budget import Budget
 from tfp_sgmcmc.tuning.executors import Executor, make_job, resolve_executor
 from tfp_sgmcmc.tuning.mamba import as_budget
 from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
-from tfp_sgmcmc.tuning.results import TuningResult
+from tfp_sgmcmc.tuning.results import TuningResult, warn_if_no_usable_arm
 
 __all__ = ["grid_search", "heuristic", "heuristic_arm", "run_fixed"]
 
@@ -139,7 +139,7 @@ def grid_search(
     records = [runs[j].record for j in range(len(arms))]
     best = min(range(len(arms)), key=lambda j: (records[j].metric, j))
     records[best].survived = True
-    return TuningResult(
+    result = TuningResult(
         method=method,
         best_arm=dict(arms[best]),
         best_index=best,
@@ -158,6 +158,8 @@ def grid_search(
         single_part=not isinstance(init_state, (list, tuple)),
         chains_per_arm=pool.chains_per_arm,
     )
+    warn_if_no_usable_arm(result)
+    return result
 
 
 def run_fixed(method: str, arms: Sequence[dict[str, Any]], init_state: Any, *args: Any,

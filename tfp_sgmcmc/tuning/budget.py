@@ -43,6 +43,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from tfp_sgmcmc.internal.util import check_int
 
 __all__ = [
@@ -112,10 +114,16 @@ class Budget:
             raise ValueError(f"`unit` must be one of {UNITS}, got {self.unit!r}.")
         if self.per not in ("total", "arm"):
             raise ValueError(f"`per` must be 'total' or 'arm', got {self.per!r}.")
-        if not isinstance(self.amount, (int, float)) or not math.isfinite(self.amount) or (
-            self.amount <= 0
+        amount = self.amount
+        if (
+            isinstance(amount, (bool, np.bool_))
+            or not isinstance(amount, (int, float, np.integer, np.floating))
+            or not math.isfinite(amount)
+            or amount <= 0
         ):
-            raise ValueError(f"`amount` must be a finite number > 0, got {self.amount!r}.")
+            raise ValueError(f"`amount` must be a finite number > 0, got {amount!r}.")
+        if isinstance(amount, (np.integer, np.floating)):  # stored as a Python number
+            object.__setattr__(self, "amount", amount.item())
 
     @property
     def deterministic(self) -> bool:

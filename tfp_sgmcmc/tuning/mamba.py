@@ -66,7 +66,7 @@ from tfp_sgmcmc.tuning.executors import (
     resolve_make_kernel,
 )
 from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
-from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult
+from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult, warn_if_no_usable_arm
 
 __all__ = [
     "MAMBA",
@@ -111,7 +111,7 @@ class MAMBA:
       metric: ``"ksd"``, ``"fssd"`` or a callable ``metric(samples, trace,
         estimator) -> float`` (lower is better). Default value: ``"ksd"``.
       thin: thinning of the samples the metric sees. Default value: ``10``.
-      seed: integer seed. Default value: ``0``.
+      seed: integer seed in ``[0, 2**31)``. Default value: ``0``.
       static_keys: extra hyperparameter names to treat as structural.
         Default value: ``()``.
       max_steps_per_call: steps per compiled call. Default value: ``2000``.
@@ -209,6 +209,18 @@ class MAMBA:
                     f"`budget` {self.budget} gives every arm 0 steps in round 0 (r_0 = {r0:g} "
                     f"{self.budget.unit}); increase it."
                 )
+            r_last = self.per_arm_budgets[-1]
+            most = max(self.pool.steps_for(i, r_last, self.budget) for i in range(len(arms)))
+            if most < job.thin:
+                # The deciding round needs thinned samples: with fewer than `thin` steps
+                # no arm has one, and the "best" arm would be the first in grid order.
+                self.pool.close()
+                raise ValueError(
+                    f"`budget` {self.budget} gives every arm at most {most} step(s) in the "
+                    f"last round (r = {r_last:g} {self.budget.unit}), fewer than `thin` = "
+                    f"{job.thin}: no arm could yield a thinned sample; increase the budget "
+                    "or lower `thin`."
+                )
 
     arms = AttributeView[list[dict[str, Any]]]("_arms")
 
@@ -220,6 +232,7 @@ class MAMBA:
             result = self._run()
         finally:
             self.pool.close()
+        warn_if_no_usable_arm(result)
         result.gradient_noise = best_arm_gradient_noise(result)
         return result
 

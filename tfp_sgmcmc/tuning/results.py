@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -316,3 +317,19 @@ def _pm(value: float, se: float) -> str:
 
 def _sort_metric(m: float) -> float:
     return math.inf if not math.isfinite(m) else m
+
+
+def warn_if_no_usable_arm(result: TuningResult) -> None:
+    """Warn when the chosen arm's metric is infinite: every arm diverged or ran too
+    few steps for a thinned sample, so the "best" arm is only the first in grid order."""
+    last = [r for r in result.records if r.round == result.num_rounds - 1] or result.records
+    if last and all(math.isinf(r.metric) for r in last):
+        diverged = sum(r.diverged for r in last)
+        warnings.warn(
+            f"{result.method}: no arm of the deciding round has a finite {result.metric_name} "
+            f"({diverged} of {len(last)} diverged, the others had no thinned sample): "
+            f"best arm #{result.best_index} is the first in grid order, not a choice. "
+            "Lower the step sizes or raise the budget (at least `thin` steps per arm).",
+            RuntimeWarning,
+            stacklevel=3,
+        )

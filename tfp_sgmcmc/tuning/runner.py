@@ -251,7 +251,7 @@ class ArmRunner:
       arms: list of hyperparameter dicts.
       init_state: initial chain state (tensor or list of parts; one chain).
       thin: keep every ``thin``-th state. Default value: ``10``.
-      seed: integer seed. Default value: ``0``.
+      seed: integer seed in ``[0, 2**31)``. Default value: ``0``.
       static_keys: extra structural keys. Default value: ``()``.
       max_steps_per_call: steps per compiled call (bounds the sample buffer).
         Default value: ``2000``.
@@ -295,6 +295,8 @@ class ArmRunner:
         chains_per_arm: int = 1,
     ) -> None:
         chains_per_arm = check_int(chains_per_arm, "chains_per_arm", 1)
+        # Arm i's chain draws from the stateless key (seed, i): both int32.
+        seed = check_int(seed, "seed", 0, maximum=2**31 - 1)
         if not callable(make_kernel):
             raise ValueError("`make_kernel` must be callable (**arm) -> kernel.")
         if not arms:
@@ -335,7 +337,7 @@ class ArmRunner:
         for i, arm in enumerate(self.arms):
             try:
                 kernel = make_kernel(**arm)
-            except ValueError as e:
+            except (ValueError, TypeError) as e:  # a bad value, or a name the kernel lacks
                 raise ValueError(f"`arms[{i}]` = {arm}: {e}") from e
             self.kernels.append(kernel)
             # Deterministic budgets count every chain's work: C chains split an arm's
