@@ -171,7 +171,11 @@ def feistel_permutation(
     bijection of ``[0, N)``; as ``a b < N + a``, a value walks with
     probability below ``1/b ≈ 1/√N`` (a power-of-two domain can exceed ``N``
     by a factor up to 4, and a batch then pays for its slowest element's
-    walk). Different ``seed`` values give (pseudo-)independent permutations.
+    walk). A last keyed rotation ``y ↦ (y + o) mod N``, with ``o`` uniform on
+    ``[0, N)``, makes the image of every position uniform on ``[0, N)`` over
+    seeds (the four rounds alone are not, on small domains), so a batch of
+    ``n`` positions holds each row with probability exactly ``n/N``.
+    Different ``seed`` values give (pseudo-)independent permutations.
     All arithmetic is ``uint32``. This is a shuffling device, not
     cryptography.
 
@@ -228,14 +232,23 @@ def feistel_permutation(
             [y],
         )
         y = y[0] if isinstance(y, (list, tuple)) else y
+    # A keyed rotation y -> (y + o) mod N, o uniform on [0, N): each position's image
+    # is then uniform on [0, N) whatever the network's own bias (four rounds on a
+    # small domain are far from a uniform shuffle: at N = 5 some rows were drawn 5%
+    # more often than others), so every row is in a batch with probability n/N.
+    # Written without overflow for N up to 2**32 - 2**16.
+    offset = keys[..., _FEISTEL_ROUNDS] % tf.constant(num_items, u32)
+    room = tf.constant(num_items, u32) - offset
+    y = tf.where(y >= room, y - room, y + offset)
     return tf.cast(y, index_dtype)
 
 
 def _hashed_keys(seed: tf.Tensor) -> tf.Tensor:
-    """Feistel round keys ``uint32[..., rounds]`` from stateless seeds ``int32[..., 2]``."""
+    """Feistel round keys and the rotation key, ``uint32[..., rounds + 1]``, from
+    stateless seeds ``int32[..., 2]``."""
     s = tf.bitcast(tf.cast(seed, tf.int32), tf.uint32)
     keys = []
-    for r in range(_FEISTEL_ROUNDS):
+    for r in range(_FEISTEL_ROUNDS + 1):
         # Two hash passes over (seed_0, seed_1, round): distinct seeds or rounds
         # give unrelated keys.
         h = _hash32(s[..., 0] + tf.constant((r + 1) * _GOLDEN % 2**32, tf.uint32))
