@@ -448,6 +448,31 @@ def test_dataset_adapter():
         list(nofull.full_batches())
 
 
+def test_dataset_misuse_is_named():
+    """Unbatched elements, a scalar per-example likelihood and a streamed full pass inside
+    an XLA program get errors that say what to do."""
+    x = np.ones((10, 3), np.float32)
+    for ds in (tf.data.Dataset.from_tensor_slices((x, np.arange(10))), tf.data.Dataset.range(10),
+               tf.data.Dataset.from_tensor_slices(x).batch(2).map(lambda b: (b, 1.0))):
+        with pytest.raises(ValueError, match="`dataset` must yield batches"):
+            sg.DatasetData(ds, num_examples=10)
+    est = sg.MinibatchEstimator(lambda t, b: tf.reduce_sum(-0.5 * (b - t) ** 2), x, 2)
+    theta = tf.zeros(3)
+    with pytest.raises(ValueError, match="got a scalar"):
+        est(theta, est.bootstrap(theta), tf.constant([0, 0]))
+    with pytest.raises(ValueError, match="got a scalar"):
+        est.full_log_prob_and_gradient(theta)
+    rows = tf.data.Dataset.from_tensor_slices(x)
+    data = sg.DatasetData(rows.batch(2, drop_remainder=True), 10, full_dataset=rows,
+                          full_cache_bytes=0)
+    est = sg.MinibatchEstimator(lambda t, b: -0.5 * tf.reduce_sum((b - t) ** 2, -1), data, 2)
+    with pytest.raises(ValueError, match="inside an XLA-compiled program"):
+        tf.function(est.full_log_prob_and_gradient, jit_compile=True)(theta)
+    # As a graph the streamed pass works.
+    full = tf.function(est.full_log_prob_and_gradient)(theta)
+    np.testing.assert_allclose(full.grads_target_log_prob[0].numpy(), np.full(3, 10.0))
+
+
 @pytest.mark.parametrize("keep", [None, 0], ids=["kept", "streamed"])
 @pytest.mark.parametrize("batched", [False, True], ids=["rows", "batched"])
 def test_dataset_full_pass_with_rows_or_batches(batched, keep):

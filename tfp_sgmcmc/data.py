@@ -668,6 +668,15 @@ class InMemoryData(DataSource):
 FULL_CACHE_BYTES = 512 << 20
 
 
+def _in_xla_context() -> bool:
+    """Whether the graph being built is compiled by XLA (``jit_compile=True``)."""
+    try:  # TensorFlow has no public equivalent; without it, XLA's own error stands
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # pragma: no cover
+        return False
+    return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+
+
 def _fed_batch(blocks: list[list[tf.Tensor]], i: tf.Tensor) -> list[tf.Tensor]:
     """Batch ``i`` of consecutive stacked blocks (each a flat list of ``[m_k, n, ...]``).
 
@@ -754,6 +763,13 @@ class DatasetData(DataSource):
         num_examples = check_int(num_examples, "num_examples", 1)
         spec = dataset.element_spec
         flat = tf.nest.flatten(spec)
+        if not flat or any(s.shape.rank is None or s.shape.rank == 0 for s in flat):
+            shapes = [s.shape for s in flat]
+            raise ValueError(
+                "`dataset` must yield batches (every component with a leading batch "
+                f"dimension), got element shapes {shapes}: use "
+                "dataset.batch(batch_size, drop_remainder=True)."
+            )
         dims = {s.shape[0] for s in flat}
         if len(dims) != 1 or None in dims or not all(s.shape.is_fully_defined() for s in flat):
             raise ValueError(
@@ -944,6 +960,14 @@ class DatasetData(DataSource):
                 yield tf.nest.pack_sequence_as(ds.element_spec, [t[start:stop] for t in arrays])
             return
         batched = self._full_batched()
+        if not tf.executing_eagerly() and _in_xla_context():
+            raise ValueError(
+                "A full pass over this DatasetData's `full_dataset` was asked for inside an "
+                "XLA-compiled program (e.g. an SVRG anchor refresh in a jit-compiled chunk), "
+                "but its rows are streamed, not kept in memory, and a tf.data iterator has "
+                "no XLA kernel. Keep them in memory (raise `full_cache_bytes` above the "
+                f"{self._num_examples} rows' size), or run without XLA (jit_compile=False)."
+            )
         if not tf.executing_eagerly():
             # Inside a traced function a dataset cannot signal its end to a Python
             # loop (the loop would unroll forever): read exactly the ceil(N / chunk)

@@ -110,3 +110,19 @@ def test_lbfgs_refuses_a_start_of_zero_density(model):
     est = sg.MinibatchEstimator(ll, (x, y), 20, log_prior_fn=lp)
     with pytest.raises(ValueError, match="initial_state"):
         sg.find_map(est, tf.zeros(D, tf.float64))
+
+
+@pytest.mark.parametrize("keep_full", [False, True], ids=["no-full-pass", "full-pass"])
+def test_adam_on_a_tf_data_source(model, keep_full):
+    """Adam's loop reads a tf.data stream as a graph (its iterator has no XLA kernel) and
+    ends near the MAP; the log-density is NaN without a full pass."""
+    x, y, log_likelihood, log_prior, map_ = model
+    ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(N, seed=1)
+          .batch(50, drop_remainder=True).repeat())
+    full = tf.data.Dataset.from_tensor_slices((x, y)) if keep_full else None
+    est = sg.MinibatchEstimator(log_likelihood, sg.DatasetData(ds, N, full_dataset=full), 50,
+                                log_prior)
+    res = sg.find_map(est, tf.zeros([D], tf.float64), method="adam", num_steps=3000,
+                      learning_rate=0.02)
+    np.testing.assert_allclose(res.position.numpy(), map_, atol=0.1)
+    assert np.isfinite(res.log_prob.numpy()) == keep_full

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.data import DatasetData
 from tfp_sgmcmc.estimators.base import GradientEstimator
 from tfp_sgmcmc.internal.adam import AdamState, adam_ascent_step, adam_init
 from tfp_sgmcmc.internal.util import (
@@ -140,7 +141,8 @@ def find_map(
         est_state: Any
         seed: tf.Tensor
 
-    @tf.function(jit_compile=True)
+    # A tf.data iterator has no XLA kernel: an estimator reading one runs as a graph.
+    @tf.function(jit_compile=not _reads_stream(estimator, initial_state))
     def run(x0: list, seed0: tf.Tensor) -> list:
         init = _Loop(
             x0, adam_init(x0), estimator.bootstrap(restructure(x0, initial_state)), seed0
@@ -163,3 +165,20 @@ def find_map(
     except (NotImplementedError, ValueError):
         lp = tf.constant(float("nan"), parts[0].dtype)
     return MapResult(pos, lp, True, int(num_steps))
+
+
+def _reads_stream(estimator: GradientEstimator, state: Any) -> bool:
+    """Whether an estimate reads a ``DatasetData`` (traced, nothing is read)."""
+    if not len(DatasetData._live):
+        return False
+
+    def one(s: Any) -> tf.Tensor:
+        est, _ = estimator(s, estimator.bootstrap(s), tf.constant([0, 0], tf.int32))
+        return est.target_log_prob
+
+    DatasetData._recorder = {}
+    try:
+        tf.function(one, autograph=False).get_concrete_function(state)
+        return bool(DatasetData._recorder)
+    finally:
+        DatasetData._recorder = None

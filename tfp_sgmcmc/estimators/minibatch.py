@@ -66,6 +66,21 @@ LogPriorFn = Callable[[Any], tf.Tensor]
 LogLikelihoodFn = Callable[[Any, Any], tf.Tensor]
 
 
+def _check_per_example(ll: tf.Tensor, num_rows: int | None) -> None:
+    """``log_likelihood_fn`` returned ``[..., n]`` (one value per example), statically."""
+    if ll.shape.rank == 0:
+        raise ValueError(
+            "`log_likelihood_fn` must return one log-likelihood per example (shape [..., n]), "
+            "got a scalar: return the per-example values, not their sum."
+        )
+    if ll.shape.rank is not None and ll.shape[-1] is not None and num_rows is not None:
+        if int(ll.shape[-1]) != int(num_rows):
+            raise ValueError(
+                "`log_likelihood_fn` must return one log-likelihood per example (last "
+                f"axis of length {num_rows}), got shape {ll.shape.as_list()}."
+            )
+
+
 def _mapped_over_chains(
     one: Callable[[tuple], tf.Tensor], parts: list[tf.Tensor], batch: list[tf.Tensor]
 ) -> tf.Tensor:
@@ -268,12 +283,7 @@ class MinibatchEstimator(GradientEstimator):
             ll = self._per_chain_log_likelihood(state, batch, chain_ndims)
         else:
             ll = self._log_likelihood_fn(state, batch)
-        if ll.shape.rank is not None and ll.shape.rank >= 1 and ll.shape[-1] is not None:
-            if int(ll.shape[-1]) != num_rows:
-                raise ValueError(
-                    "`log_likelihood_fn` must return one log-likelihood per example (last "
-                    f"axis of length {num_rows}), got shape {ll.shape.as_list()}."
-                )
+        _check_per_example(ll, num_rows)
         scale = tf.constant(self.num_examples / num_rows, ll.dtype)
         return scale * tf.reduce_sum(ll, axis=-1)
 
@@ -355,7 +365,9 @@ class MinibatchEstimator(GradientEstimator):
         def full(s: Any) -> tf.Tensor:
             total = None
             for chunk in self._data.full_batches(self._chunk):
-                ll = tf.reduce_sum(self._log_likelihood_fn(s, chunk), axis=-1)
+                ll = self._log_likelihood_fn(s, chunk)
+                _check_per_example(ll, tf.nest.flatten(chunk)[0].shape[0])
+                ll = tf.reduce_sum(ll, axis=-1)
                 total = ll if total is None else total + ll
             if self._log_prior_fn is not None:
                 total = total + self._log_prior_fn(s)
