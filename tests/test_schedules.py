@@ -121,3 +121,37 @@ def test_parameters_record_the_constructor_arguments():
 def test_bad_schedule_arguments(build, arg):
     with pytest.raises(ValueError, match=f"`{arg}`"):
         build()
+
+
+@pytest.mark.parametrize(
+    "build,arg",
+    [
+        (lambda: sg.SAStepSize(1.0, alpha=None), "alpha"),  # was accepted, failed when evaluated
+        (lambda: sg.SAStepSize(1.0, alpha="a"), "alpha"),  # was numpy's unnamed TypeError
+        (lambda: sg.SAStepSize(1.0, alpha=[0.5, 0.7]), "alpha"),
+        (lambda: sg.SAStepSize(1.0, cap="a"), "cap"),
+        (lambda: sg.CyclicalStepSize(1.0, 10, 2, exploration_fraction="a"),
+         "exploration_fraction"),
+        (lambda: sg.CyclicalStepSize(1.0, 10, 2, exploration_fraction=None),
+         "exploration_fraction"),
+        (lambda: sg.CyclicalStepSize(1.0, True, 1), "num_steps"),  # a bool is not an int
+        (lambda: sg.CyclicalStepSize(1.0, 10, np.True_), "num_cycles"),
+        (lambda: sg.CyclicalStepSize(1.0, 10.0, 2), "num_steps"),
+        (lambda: sg.ConstantStepSize("a"), "step_size"),
+        (lambda: sg.ConstantStepSize(None), "step_size"),
+        (lambda: as_schedule("a", "temperature", allow_zero=True), "temperature"),
+    ],
+)
+def test_non_numeric_or_non_scalar_schedule_arguments_raise_value_error(build, arg):
+    """Every bad schedule argument is a ``ValueError`` naming it, at construction."""
+    with pytest.raises(ValueError, match=f"`{arg}`"):
+        build()
+
+
+def test_cyclical_accepts_numpy_ints():
+    s = sg.CyclicalStepSize(1.0, np.int64(10), np.int32(2))
+    assert s.parameters["num_steps"] == 10 and s.parameters["num_cycles"] == 2
+    plain = sg.CyclicalStepSize(1.0, 10, 2)
+    for t in range(10):
+        step = tf.constant(t)
+        assert float(s(step, tf.float64)) == float(plain(step, tf.float64))

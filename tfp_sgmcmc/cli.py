@@ -92,7 +92,7 @@ def _model_args(p: argparse.ArgumentParser, required: bool) -> None:
     )
 
 
-def _kernel_args(p: argparse.ArgumentParser, required: bool) -> None:
+def _kernel_args(p: argparse.ArgumentParser, required: bool, chains: bool = True) -> None:
     p.add_argument("--kernel", required=required, help=f"one of {', '.join(KERNELS)}")
     p.add_argument(
         "--kernel-arg",
@@ -102,6 +102,8 @@ def _kernel_args(p: argparse.ArgumentParser, required: bool) -> None:
         help="extra kernel argument, e.g. num_leapfrog_steps=5 (repeatable)",
     )
     p.add_argument("--temperature", type=float, default=None, help="temperature T (default 1)")
+    if not chains:  # tune runs one chain per arm: nothing to share
+        return
     p.add_argument(
         "--shared-batches",
         action="store_true",
@@ -157,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("tune", help="MAMBA: pick hyperparameters by successive halving")
     _model_args(t, required=True)
-    _kernel_args(t, required=True)
+    _kernel_args(t, required=True, chains=False)
     t.add_argument("--step-sizes", required=True, help="comma-separated step sizes")
     t.add_argument("--batch-sizes", default=None, help="comma-separated batch sizes")
     b = t.add_mutually_exclusive_group(required=True)

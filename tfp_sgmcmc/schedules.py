@@ -38,11 +38,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.internal.util import (
     RecordedParameters,
+    check_in_interval,
+    check_int,
     check_positive,
     static_number,
     static_value,
@@ -147,6 +148,12 @@ class CyclicalStepSize(StepSizeSchedule):
         "exploration" (the paper runs an optimiser there). Exposed through
         `is_exploration` so a driver can discard those samples.
         Default value: ``0.``.
+
+    Raises:
+      ValueError: naming the argument: ``initial_step_size`` not a positive
+        scalar; ``num_steps`` not an int ≥ 1 or ``num_cycles`` not an int in
+        ``[1, num_steps]`` (Python and NumPy ints pass, bools do not);
+        ``exploration_fraction`` not a number in ``[0, 1)``.
     """
 
     def __init__(
@@ -157,19 +164,23 @@ class CyclicalStepSize(StepSizeSchedule):
         exploration_fraction: float = 0.0,
     ) -> None:
         check_positive(initial_step_size, "initial_step_size", scalar=True)
-        if not isinstance(num_steps, int) or num_steps < 1:
-            raise ValueError(f"`num_steps` must be a positive int, got {num_steps!r}.")
-        if not isinstance(num_cycles, int) or not 1 <= num_cycles <= num_steps:
-            raise ValueError(f"`num_cycles` must be an int in [1, num_steps], got {num_cycles!r}.")
-        if not 0.0 <= float(exploration_fraction) < 1.0:
+        num_steps = check_int(num_steps, "num_steps", 1)
+        num_cycles = check_int(num_cycles, "num_cycles", 1, maximum=num_steps)
+        check_in_interval(
+            exploration_fraction, "exploration_fraction", 0.0, 1.0, high_open=True, scalar=True
+        )
+        try:  # kept as a Python float: ``is_exploration`` compares with it in float64
+            exploration_fraction = float(exploration_fraction)
+        except (TypeError, ValueError) as e:
             raise ValueError(
-                f"`exploration_fraction` must lie in [0, 1), got {exploration_fraction!r}."
-            )
+                "`exploration_fraction` must be a number in [0, 1) known at construction, "
+                f"got {exploration_fraction!r}."
+            ) from e
         self._record(
             initial_step_size=initial_step_size,
             num_steps=num_steps,
             num_cycles=num_cycles,
-            exploration_fraction=float(exploration_fraction),
+            exploration_fraction=exploration_fraction,
         )
         self._cycle_length = math.ceil(num_steps / num_cycles)
 
@@ -209,7 +220,8 @@ class SAStepSize(StepSizeSchedule):
 
     Raises:
       ValueError: ``A ≤ 0``, ``B < 0``, ``alpha`` outside ``(0, 1]`` or ``cap``
-        outside ``(0, 1]``, naming the argument.
+        outside ``(0, 1]``, or any of them not a real scalar (``None`` is
+        allowed for ``cap`` only), naming the argument.
 
     #### References
 
@@ -220,14 +232,10 @@ class SAStepSize(StepSizeSchedule):
     def __init__(self, A: Any, B: Any = 0.0, alpha: Any = 0.7, cap: Any = None) -> None:
         check_positive(A, "A", scalar=True)
         check_positive(B, "B", allow_zero=True, scalar=True)
-        av = static_value(alpha)
-        if av is not None and not (np.isfinite(av).all() and np.all(av > 0) and np.all(av <= 1)):
-            raise ValueError(f"`alpha` must lie in (0, 1] (ω_k → 0 with Σ ω_k = ∞), got {av!r}.")
+        # ω_k → 0 with Σ ω_k = ∞ needs α in (0, 1].
+        check_in_interval(alpha, "alpha", 0.0, 1.0, low_open=True, scalar=True)
         if cap is not None:
-            cv = static_value(cap)
-            ok = cv is None or (np.isfinite(cv).all() and np.all(cv > 0) and np.all(cv <= 1))
-            if not ok:
-                raise ValueError(f"`cap` must lie in (0, 1], got {cv!r}.")
+            check_in_interval(cap, "cap", 0.0, 1.0, low_open=True, scalar=True)
         self._record(A=A, B=B, alpha=alpha, cap=cap)
 
     def __call__(self, step: tf.Tensor, dtype: tf.DType) -> tf.Tensor:

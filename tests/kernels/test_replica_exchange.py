@@ -135,8 +135,118 @@ def test_estimate_energy_variance_matches_the_closed_form(rng):
         (dict(energy_variance=-1.0), "energy_variance"),
         (dict(energy_variance=[0.1, 0.2, 0.3]), "energy_variance"),
         (dict(temperature=0.0), "temperature"),
+        (dict(max_temperature=[5.0, 10.0]), "max_temperature"),
     ],
 )
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         sg.ReplicaExchangeSGLD(sg.NoisyGradientEstimator(_gauss), 0.1, **kwargs)
+
+
+def _quartic(x):
+    return -tf.reduce_sum(x**4, -1)
+
+
+def test_a_diverged_hot_replica_is_reported():
+    """log π = −x⁴: explicit Euler is unstable once 12εx² > 2, which only the hot
+    replica (T_K = 1000) reaches. Its inf/NaN state used to leave ``diverged`` False
+    (the cold replica is finite) while every swap was silently rejected."""
+    kernel = sg.ReplicaExchangeSGLD(
+        sg.NoisyGradientEstimator(_quartic), 0.05, num_replicas=2, max_temperature=1000.0
+    )
+    run = tf.function(
+        lambda: tfp.mcmc.sample_chain(
+            300,
+            tf.zeros([1], tf.float64),
+            kernel=kernel,
+            seed=tf.constant([1, 2]),
+            trace_fn=lambda _, r: (
+                r.diverged,
+                r.replica_states[0][:, 0],
+                r.replica_target_log_prob,
+                r.replica_grads_target_log_prob[0][:, 0],
+            ),
+        )
+    )
+    cold, (diverged, states, lps, grads) = run()
+    finite = np.isfinite(states.numpy()) & np.isfinite(lps.numpy()) & np.isfinite(grads.numpy())
+    assert np.isfinite(cold.numpy()).all()  # the returned replica stays finite
+    assert finite[:, 0].all() and not finite[:, 1].all()  # only the hot replica blows up
+    np.testing.assert_array_equal(diverged.numpy(), ~finite.all(1))
+
+
+def test_diverged_is_per_chain_over_all_replicas():
+    kernel = sg.ReplicaExchangeSGLD(sg.NoisyGradientEstimator(_gauss), 0.1, num_replicas=3)
+    state = tf.zeros([4, 2], tf.float64)
+    r = kernel.bootstrap_results(state)
+    assert r.diverged.shape == [4] and not r.diverged.numpy().any()
+    bad = r.replica_states[0].numpy()
+    bad[2, 1, 0] = np.nan  # the hottest replica of chain 1
+    r = r._replace(replica_states=[tf.constant(bad)])
+    _, r = kernel.one_step(state, r, seed=[3, 4])
+    np.testing.assert_array_equal(r.diverged.numpy(), [False, True, False, False])
+    nan_init = tf.constant([[0.0, 0.0], [np.nan, 0.0], [0.0, 0.0], [0.0, 0.0]], tf.float64)
+    r0 = kernel.bootstrap_results(nan_init)
+    np.testing.assert_array_equal(r0.diverged.numpy(), [False, True, False, False])
+
+
+def _independent_estimator(num_examples=200, batch_size=50):
+    y = np.random.default_rng(0).normal(size=num_examples)
+
+    def loglik(theta, batch):
+        return -0.5 * tf.reduce_sum(tf.square(batch[:, None] - theta[..., None, :]), -1)
+
+    return sg.MinibatchEstimator(
+        loglik,
+        sg.InMemoryData(y),
+        batch_size,
+        log_prior_fn=lambda t: -0.5 * tf.reduce_sum(t**2, -1),
+        independent_chains=True,
+    )
+
+
+@pytest.mark.parametrize("chain_shape", [[], [4]])
+def test_independent_chains_give_every_replica_its_own_batch(chain_shape):
+    """With ``independent_chains=True`` the estimator is bootstrapped on the
+    ``[K] + state shape`` replica stack: each replica of each chain draws its own
+    batch. It used to fail at the first ``one_step`` (estimator state of the chains
+    only)."""
+    k = 3
+    est = _independent_estimator()
+    kernel = sg.ReplicaExchangeSGLD(est, 1e-3, num_replicas=k)
+    x = tf.zeros(chain_shape + [2], tf.float64)
+    r = kernel.bootstrap_results(x)
+    assert r.estimator_state.position.shape == [k] + chain_shape
+    # Every replica starts at x, so only the batches make their estimates differ.
+    lp = r.replica_target_log_prob.numpy().reshape(k, -1)
+    assert len(np.unique(lp)) == lp.size
+    np.testing.assert_array_equal(r.target_log_prob.numpy(), r.replica_target_log_prob[0].numpy())
+    run = tf.function(
+        lambda: tfp.mcmc.sample_chain(
+            5, x, kernel=kernel, seed=tf.constant([1, 2]),
+            trace_fn=lambda _, r: (r.replica_target_log_prob, r.diverged),
+        )
+    )
+    samples, (lps, diverged) = run()
+    assert samples.shape == [5] + chain_shape + [2]
+    assert lps.shape == [5, k] + chain_shape
+    assert not diverged.numpy().any()
+    # The shared-batch estimator on the same data: all replicas see one batch.
+    shared = sg.ReplicaExchangeSGLD(est.with_independent_chains(False), 1e-3, num_replicas=k)
+    lp_shared = shared.bootstrap_results(x).replica_target_log_prob.numpy()
+    np.testing.assert_array_equal(lp_shared, np.broadcast_to(lp_shared[:1], lp_shared.shape))
+
+
+def test_independent_replica_batches_are_unbiased():
+    """The per-replica batches are draws of the scheme (every row in a batch with
+    probability n/N), so the K × C bootstrap estimates at θ = 0 average to the
+    full-data log-likelihood."""
+    n_total, n, k, chains = 200, 50, 4, 64
+    est = _independent_estimator(n_total, n)
+    kernel = sg.ReplicaExchangeSGLD(est, 1e-3, num_replicas=k)
+    theta = tf.zeros([chains, 2], tf.float64)
+    lp = kernel.bootstrap_results(theta, seed=[5, 6]).replica_target_log_prob.numpy().ravel()
+    y = np.random.default_rng(0).normal(size=n_total)
+    ell = -0.5 * 2 * y**2  # per-example log-likelihood at θ = 0, d = 2
+    mean_want = n_total * ell.mean()
+    assert abs(lp.mean() - mean_want) < Z * lp.std(ddof=1) / np.sqrt(lp.size)

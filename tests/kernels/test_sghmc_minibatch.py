@@ -120,3 +120,27 @@ def test_per_trajectory_uses_one_batch_and_advances_the_epoch_once():
     assert any(not np.array_equal(a, b.numpy()) for a, b in zip(start, r.estimator_state))
     with pytest.raises(ValueError, match="minibatch_per_trajectory"):
         sg.SGHMC(est, 1e-2, minibatch_per_trajectory=1)
+
+
+def test_per_trajectory_refuses_a_tf_data_source():
+    """A ``DatasetData`` yields the next batch on every read, so the ``L`` leapfrog
+    steps of a trajectory cannot share one: construction raises instead of silently
+    drawing one batch per step, also through wrapping estimators."""
+    y = np.repeat(np.arange(4.0), 10)
+    ds = tf.data.Dataset.from_tensor_slices(y).batch(10, drop_remainder=True)
+
+    def loglik(theta, batch):
+        return -0.5 * tf.square(batch - theta[..., None])
+
+    est = sg.MinibatchEstimator(loglik, sg.DatasetData(ds, num_examples=40), 10)
+    wrapped = [
+        est,
+        sg.SVRGEstimator(est, update_rate=10),
+        sg.TransformedEstimator(est, tfp.bijectors.Identity()),
+    ]
+    for e in wrapped:
+        with pytest.raises(ValueError, match="`minibatch_per_trajectory=True`.*DatasetData"):
+            sg.SGHMC(e, 1e-3, num_leapfrog_steps=3, minibatch_per_trajectory=True)
+        sg.SGHMC(e, 1e-3, num_leapfrog_steps=3)  # the default per-update scheme is fine
+    mem = sg.MinibatchEstimator(loglik, y, 10)
+    sg.SGHMC(mem, 1e-3, num_leapfrog_steps=3, minibatch_per_trajectory=True)

@@ -277,3 +277,21 @@ def test_divergence_is_flagged(rng, tf_seed):
     assert r1.diverged.numpy() and r1.inner_results.diverged.numpy()
     r_bad = k.bootstrap_results(bad)
     assert r_bad.diverged.numpy()
+
+
+def test_chains_without_batch_ndims_name_it(rng):
+    """A ``[C, p]`` state with the default ``batch_ndims=0`` used to fail with an
+    opaque BroadcastTo error; it now names ``batch_ndims`` at bootstrap, and
+    ``batch_ndims=1`` runs the chains."""
+    x, y, _ = linear_problem(rng)
+    state = tf.zeros([3, x.shape[1]], F64)
+    kernel = StochasticApproximation(sg.SGLD(make_est(x, y, 10), 1e-3), 0.5)
+    with pytest.raises(ValueError, match=r"`batch_ndims` is 0.*Set `batch_ndims`.*\(here 1\)"):
+        kernel.bootstrap_results(state)
+    with pytest.raises(ValueError, match="`batch_ndims`"):
+        make_est(x, y, 10).full_log_prob_and_gradient(state)
+    kernel = StochasticApproximation(sg.SGLD(make_est(x, y, 10, batch_ndims=1), 1e-3), 0.5)
+    r = kernel.bootstrap_results(state)
+    new_state, r = kernel.one_step(state, r, seed=[1, 2])
+    assert new_state.shape == state.shape
+    assert r.latents.sigma.shape == [3]

@@ -29,6 +29,7 @@ __all__ = [
     "check_finite_tensor",
     "all_finite",
     "cast_param",
+    "estimator_data",
     "RecordedParameters",
     "RecordedArgument",
     "AttributeView",
@@ -107,24 +108,29 @@ def static_value(x: Any) -> np.ndarray | None:
 
 
 def static_number(x: Any, name: str, scalar: bool = False) -> np.ndarray | None:
-    """:func:`static_value` as a float array; ``TypeError`` naming ``name`` if it is
-    not a number (a string, a bool, ``None`` inside a list, ...), ``ValueError`` if
-    it is empty or (with ``scalar``) not a scalar.
+    """:func:`static_value` as a float array; ``ValueError`` naming ``name`` if it is
+    not a number (a string, a bool, ``None``, ``None`` inside a list, ...), if it is
+    empty or (with ``scalar``) not a scalar.
 
-    Python ints beyond int64 (which NumPy stores as objects) become floats.
+    With ``scalar``, a tensor or ``tf.Variable`` whose value is not known statically
+    but whose static rank is known and non-zero is refused too. Python ints beyond
+    int64 (which NumPy stores as objects) become floats.
     """
     if x is None or isinstance(x, (bool, np.bool_, str, bytes)):
-        raise TypeError(f"`{name}` must be a number, got {x!r}.")
+        raise ValueError(f"`{name}` must be a number, got {x!r}.")
     v = static_value(x)
     if v is None:
+        rank = getattr(getattr(x, "shape", None), "rank", None)
+        if scalar and rank is not None and rank != 0:
+            raise ValueError(f"`{name}` must be a scalar, got shape {x.shape}.")
         return None
     if v.dtype == bool or not (np.issubdtype(v.dtype, np.number) or v.dtype == object):
-        raise TypeError(f"`{name}` must be a number, got {x!r}.")
+        raise ValueError(f"`{name}` must be a number, got {x!r}.")
     if v.dtype == object or np.issubdtype(v.dtype, np.complexfloating):
         try:
             v = v.astype(np.float64)
         except (TypeError, ValueError, OverflowError) as e:
-            raise TypeError(f"`{name}` must be a real number, got {x!r}.") from e
+            raise ValueError(f"`{name}` must be a real number, got {x!r}.") from e
     if v.size == 0:
         raise ValueError(f"`{name}` must not be empty, got {x!r}.")
     if scalar and v.ndim != 0:
@@ -133,8 +139,8 @@ def static_number(x: Any, name: str, scalar: bool = False) -> np.ndarray | None:
 
 
 def check_positive(x: Any, name: str, allow_zero: bool = False, scalar: bool = False) -> None:
-    """Raise ``ValueError`` naming ``name`` if a statically known ``x`` is not > 0
-    (or, with ``scalar``, not a scalar); ``TypeError`` if it is not a number."""
+    """Raise ``ValueError`` naming ``name`` if a statically known ``x`` is not a
+    number, not > 0 (or >= 0 with ``allow_zero``) or, with ``scalar``, not a scalar."""
     v = static_number(x, name, scalar)
     if v is None:
         return
@@ -174,8 +180,8 @@ def check_in_interval(
     high_open: bool = False,
     scalar: bool = False,
 ) -> None:
-    """Raise ``ValueError`` naming ``name`` if a static ``x`` is outside the interval
-    (or, with ``scalar``, not a scalar); ``TypeError`` if it is not a number."""
+    """Raise ``ValueError`` naming ``name`` if a static ``x`` is not a number, is
+    outside the interval or, with ``scalar``, is not a scalar."""
     v = static_number(x, name, scalar)
     if v is None:
         return
@@ -187,8 +193,14 @@ def check_in_interval(
         raise ValueError(f"`{name}` must lie in {lb}{low}, {high}{rb}, got {v!r}.")
 
 
-def check_finite_tensor(x: Any, name: str) -> None:
-    """Raise ``ValueError`` if a statically known array contains NaN or Inf."""
+def check_finite_tensor(x: Any, name: str, scalar: bool = False) -> None:
+    """Raise ``ValueError`` if a statically known array contains NaN or Inf.
+
+    With ``scalar``, ``x`` must also be a real number and a scalar (``ValueError``
+    naming ``name``, from :func:`static_number`).
+    """
+    if scalar:
+        static_number(x, name, scalar=True)
     v = static_value(x)
     if v is not None and v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
         raise ValueError(f"`{name}` contains non-finite values (NaN or Inf).")
@@ -203,6 +215,24 @@ def cast_param(x: Any, dtype: tf.DType) -> tf.Tensor:
     if isinstance(x, (tf.Tensor, tf.Variable)):
         return tf.cast(x, dtype)
     return tf.constant(x, dtype)
+
+
+def estimator_data(estimator: Any) -> Any:
+    """The data source an estimator reads, or ``None`` if none is found.
+
+    An estimator's own ``data`` (``MinibatchEstimator``), else that of the estimator it
+    wraps (``base``: control variates, SVRG, transformed, structured and SSGL estimators),
+    followed down the chain of wrappers.
+    """
+    seen: set[int] = set()
+    est = estimator
+    while est is not None and id(est) not in seen:
+        seen.add(id(est))
+        data = getattr(est, "data", None)
+        if data is not None:
+            return data
+        est = getattr(est, "base", None)
+    return None
 
 
 class RecordedParameters:

@@ -136,7 +136,9 @@ class ContourSGLD(SGMCMCKernel):
 
     Raises:
       ValueError: a non-int or ``< 2`` ``num_partitions``; non-positive
-        ``energy_gap``; negative ``zeta``; ``sa_step_size`` outside ``[0, 1)``.
+        ``energy_gap``; negative ``zeta``; non-finite ``min_energy``;
+        ``energy_gap``, ``min_energy`` or ``zeta`` not a real scalar;
+        ``sa_step_size`` outside ``[0, 1)``.
 
     #### References
 
@@ -161,11 +163,11 @@ class ContourSGLD(SGMCMCKernel):
         name: str | None = None,
     ) -> None:
         num_partitions = check_int(num_partitions, "num_partitions", 2)
-        check_positive(energy_gap, "energy_gap")
-        check_positive(zeta, "zeta", allow_zero=True)
-        check_finite_tensor(min_energy, "min_energy")
+        check_positive(energy_gap, "energy_gap", scalar=True)
+        check_positive(zeta, "zeta", allow_zero=True, scalar=True)
+        check_finite_tensor(min_energy, "min_energy", scalar=True)
         if not hasattr(sa_step_size, "parameters"):
-            check_in_interval(sa_step_size, "sa_step_size", 0.0, 1.0, high_open=True)
+            check_in_interval(sa_step_size, "sa_step_size", 0.0, 1.0, high_open=True, scalar=True)
         self._omega = as_schedule(sa_step_size, "sa_step_size", allow_zero=True)
         super().__init__(
             estimator,

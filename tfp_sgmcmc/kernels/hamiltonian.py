@@ -6,8 +6,10 @@ import collections
 import warnings
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.data import DatasetData
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import sghmc_momentum_step
 from tfp_sgmcmc.internal.util import (
@@ -16,6 +18,7 @@ from tfp_sgmcmc.internal.util import (
     cast_param,
     check_int,
     check_positive,
+    estimator_data,
     static_value,
 )
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
@@ -101,15 +104,19 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
         ``tests/kernels/test_sghmc_minibatch.py``).
         Under XLA the identical batch draws are computed once, so a sample
         costs one batch gather instead of ``L``. Needs an estimator whose batch
-        is a function of its state and seed (every in-memory scheme; not
-        ``DatasetData``). With ``order="explicit"`` the first update still uses
+        is a function of its state and seed (every in-memory scheme; a
+        ``DatasetData`` yields the next batch on every read and raises a
+        ``ValueError``). With ``order="explicit"`` the first update still uses
         the previous sample's score. Default value: ``False``.
       name: Default value: ``None`` (``'sghmc'``).
 
     Raises:
       ValueError: non-positive ``step_size``/``friction``, ``noise_estimate``
         outside ``[0, friction]``, ``num_leapfrog_steps`` not an int in
-        ``[1, 1000]``, unknown ``order``.
+        ``[1, 1000]``, unknown ``order``; ``momentum_refresh`` or
+        ``minibatch_per_trajectory`` not a bool; ``minibatch_per_trajectory=True``
+        with an estimator reading a ``DatasetData`` (also through a wrapping
+        estimator's ``base``).
 
     #### References
 
@@ -133,11 +140,25 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
         minibatch_per_trajectory: bool = False,
         name: str | None = None,
     ) -> None:
-        if not isinstance(minibatch_per_trajectory, bool):
-            raise ValueError(
-                "`minibatch_per_trajectory` must be a bool, got "
-                f"{type(minibatch_per_trajectory).__name__}."
-            )
+        for flag, value in (
+            ("minibatch_per_trajectory", minibatch_per_trajectory),
+            ("momentum_refresh", momentum_refresh),
+        ):
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"`{flag}` must be a bool, got {value!r}.")
+        momentum_refresh = bool(momentum_refresh)
+        minibatch_per_trajectory = bool(minibatch_per_trajectory)
+        if minibatch_per_trajectory:
+            data = estimator_data(estimator)
+            if isinstance(data, DatasetData):
+                raise ValueError(
+                    "`minibatch_per_trajectory=True` needs a minibatch that is a function of "
+                    "the estimator state and the seed, so that every leapfrog step of a "
+                    "trajectory can draw the same one; the estimator reads a DatasetData "
+                    "(tf.data) source, which yields the next batch on every read. Use an "
+                    "in-memory source (InMemoryData or arrays) or "
+                    "`minibatch_per_trajectory=False`."
+                )
         # The leapfrog loop is unrolled at trace time: a huge L would never finish tracing.
         check_int(num_leapfrog_steps, "num_leapfrog_steps", 1, maximum=MAX_LEAPFROG_STEPS)
         check_positive(friction, "friction", scalar=True)
@@ -169,7 +190,7 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
             num_leapfrog_steps=num_leapfrog_steps,
             friction=friction,
             noise_estimate=noise_estimate,
-            momentum_refresh=bool(momentum_refresh),
+            momentum_refresh=momentum_refresh,
             order=order,
             minibatch_per_trajectory=minibatch_per_trajectory,
         )

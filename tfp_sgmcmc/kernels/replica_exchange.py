@@ -26,14 +26,16 @@ from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
 from tfp_sgmcmc.internal.util import (
     RecordedArgument,
+    all_finite,
     as_parts,
     cast_param,
     check_int,
     check_positive,
     restructure,
+    stateless_seed,
     static_value,
 )
-from tfp_sgmcmc.kernels.base import SGMCMCKernel
+from tfp_sgmcmc.kernels.base import BOOTSTRAP_SEED, SGMCMCKernel
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 
 __all__ = [
@@ -113,6 +115,13 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
     dimensions of the state are kept: each chain has its own ``K`` replicas.
     One estimator call per step evaluates all ``K`` replicas (``K`` times the
     per-example gradients of SGLD). The step size is shared by the replicas.
+    The replicas share a step's minibatch, unless the estimator was built with
+    ``independent_chains=True``: then it is bootstrapped on the replica stack and
+    every replica of every chain draws its own minibatch.
+
+    **Divergence.** ``results.diverged`` (one flag per chain) is set when any
+    replica of the chain has a non-finite state, log-density or score, not only
+    the returned coldest one.
 
     Args:
       estimator: gradient estimator (must accept a leading batch dimension).
@@ -124,9 +133,9 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
       name: Default value: ``None`` (``'replica_exchange_sgld'``).
 
     Raises:
-      ValueError: ``num_replicas`` not an int ≥ 2; a static ``max_temperature``
-        not above ``temperature``; negative ``energy_variance``; non-positive
-        ``temperature``.
+      ValueError: ``num_replicas`` not an int ≥ 2; ``max_temperature`` not a
+        positive scalar, or (static) not above ``temperature``; negative
+        ``energy_variance``; non-positive ``temperature``.
 
     #### References
 
@@ -148,10 +157,10 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
         name: str | None = None,
     ) -> None:
         num_replicas = check_int(num_replicas, "num_replicas", 2)
-        check_positive(max_temperature, "max_temperature")
+        check_positive(max_temperature, "max_temperature", scalar=True)
         check_positive(energy_variance, "energy_variance", allow_zero=True)
         if not hasattr(temperature, "parameters"):
-            check_positive(temperature, "temperature")
+            check_positive(temperature, "temperature", scalar=True)
             t1, tk = static_value(temperature), static_value(max_temperature)
             if t1 is not None and tk is not None and not float(tk) > float(t1):
                 raise ValueError(
@@ -183,24 +192,106 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
         frac = tf.range(k, dtype=dtype) / tf.cast(k - 1, dtype)
         return t1 * tf.pow(tk / t1, frac)
 
-    def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
+    def _tile(self, x: tf.Tensor) -> tf.Tensor:
+        """``x`` repeated along a new leading replica axis of length ``K``."""
         k = self.num_replicas
-        dtype = parts[0].dtype
+        return tf.tile(x[tf.newaxis], tf.concat([[k], tf.ones_like(tf.shape(x))], 0))
 
-        def tile(x: tf.Tensor) -> tf.Tensor:
-            return tf.tile(x[tf.newaxis], tf.concat([[k], tf.ones_like(tf.shape(x))], 0))
-
-        batch_shape = tf.shape(est.target_log_prob)
+    def _replica_extra(
+        self, replica_parts: list[tf.Tensor], replica_est: GradientEstimate
+    ) -> dict[str, Any]:
+        """The replica fields of the results at bootstrap, from the ``[K] + ...`` stacks."""
+        k = self.num_replicas
+        dtype = replica_parts[0].dtype
+        batch_shape = tf.shape(replica_est.target_log_prob)[1:]
         pair_shape = tf.concat([[k - 1], batch_shape], 0)
         return {
-            "replica_states": [tile(p) for p in parts],
-            "replica_target_log_prob": tile(est.target_log_prob),
-            "replica_grads_target_log_prob": [tile(g) for g in est.grads_target_log_prob],
+            "replica_states": list(replica_parts),
+            "replica_target_log_prob": replica_est.target_log_prob,
+            "replica_grads_target_log_prob": list(replica_est.grads_target_log_prob),
             "temperatures": self.temperatures(0, dtype),
             "is_swap_accepted": tf.zeros(pair_shape, tf.bool),
             "swap_accepts": tf.zeros(pair_shape, tf.int32),
             "swap_attempts": tf.zeros(pair_shape, tf.int32),
         }
+
+    def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
+        tiled = GradientEstimate(
+            self._tile(est.target_log_prob), [self._tile(g) for g in est.grads_target_log_prob]
+        )
+        return self._replica_extra([self._tile(p) for p in parts], tiled)
+
+    def bootstrap_results(
+        self, init_state: Any, seed: Any = None
+    ) -> ReplicaExchangeSGLDKernelResults:
+        """Results at ``init_state``: every replica starts there.
+
+        With a shared minibatch the estimate at ``init_state`` is computed once and
+        copied to the ``K`` replicas. With an estimator built with
+        ``independent_chains=True`` the estimator is bootstrapped and evaluated on
+        the ``[K] + state shape`` replica stack, so every replica of every chain
+        draws its own minibatch, from the first estimate on.
+
+        Args:
+          init_state: tensor or list of tensors (optional leading chain dims).
+          seed: optional seed of the first minibatch. Default value: ``None``
+            (the fixed ``BOOTSTRAP_SEED``).
+
+        Raises:
+          ValueError: ``init_state`` is not floating point, its parts have
+            different dtypes, or its dtype differs from the data.
+        """
+        if not getattr(self.estimator, "independent_chains", False):
+            results = super().bootstrap_results(init_state, seed)
+            return results._replace(diverged=self._replica_diverged(results))
+        with tf.name_scope(f"{self.name}/bootstrap_results"):
+            self.estimator.validate_state(init_state, "init_state")
+            parts = as_parts(init_state)
+            replicas = restructure([self._tile(p) for p in parts], init_state)
+            est_state = self.estimator.bootstrap(replicas)
+            seed = stateless_seed(BOOTSTRAP_SEED if seed is None else seed)
+            est, est_state = self.estimator(replicas, est_state, seed)
+            replica_est = GradientEstimate(est.target_log_prob, list(est.grads_target_log_prob))
+            dtype = parts[0].dtype
+            results = ReplicaExchangeSGLDKernelResults(
+                target_log_prob=replica_est.target_log_prob[0],
+                grads_target_log_prob=[g[0] for g in replica_est.grads_target_log_prob],
+                estimator_state=est_state,
+                step=tf.constant(0, tf.int32),
+                step_size=self._schedule(tf.constant(0, tf.int32), dtype),
+                diverged=tf.zeros([], tf.bool),  # replaced below
+                seed=tf.zeros([2], tf.int32),
+                **self._replica_extra(as_parts(replicas), replica_est),
+            )
+            return results._replace(diverged=self._replica_diverged(results))
+
+    def one_step(
+        self,
+        current_state: Any,
+        previous_kernel_results: ReplicaExchangeSGLDKernelResults,
+        seed: Any = None,
+    ) -> tuple[Any, ReplicaExchangeSGLDKernelResults]:
+        """One SGLD move of every replica, then the swaps of this step's pairs.
+
+        ``diverged`` is per chain: set when any replica of the chain (its state,
+        minibatch log-density or score) is non-finite, not only the returned
+        coldest one.
+
+        Returns:
+          ``(next_state, kernel_results)``, the state (the coldest replica) in the
+          structure of ``current_state``.
+        """
+        state, results = super().one_step(current_state, previous_kernel_results, seed)
+        return state, results._replace(diverged=self._replica_diverged(results))
+
+    @staticmethod
+    def _replica_diverged(results: ReplicaExchangeSGLDKernelResults) -> tf.Tensor:
+        """Per chain: some replica's state, log-density or score is non-finite."""
+        lp = results.replica_target_log_prob
+        nb = lp.shape.rank  # 1 + chain batch dims
+        parts = list(results.replica_states) + list(results.replica_grads_target_log_prob)
+        finite = tf.logical_and(all_finite(parts, nb), tf.math.is_finite(lp))
+        return tf.logical_not(tf.reduce_all(finite, axis=0))
 
     def _transition(self, parts, like, prev, step_size, seed):
         noise_seed, est_seed, swap_seed = self._split(seed, 3, "resgld.one_step")

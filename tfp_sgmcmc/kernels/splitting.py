@@ -110,7 +110,8 @@ class BAOAB(SGMCMCKernel):
       name: Default value: ``None`` (``'baoab'``).
 
     Raises:
-      ValueError: non-positive ``step_size`` or ``friction``, negative ``temperature``.
+      ValueError: non-positive or non-scalar ``step_size`` or ``friction``,
+        negative ``temperature``.
 
     #### References
 
@@ -130,7 +131,7 @@ class BAOAB(SGMCMCKernel):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        check_positive(friction, "friction")
+        check_positive(friction, "friction", scalar=True)
         super().__init__(estimator, step_size, temperature, name, friction=friction)
 
     friction = RecordedArgument[Any]("The friction ``γ > 0``.")
@@ -204,8 +205,8 @@ class BADODAB(SGMCMCKernel):
       name: Default value: ``None`` (``'badodab'``).
 
     Raises:
-      ValueError: non-positive ``step_size``, ``diffusion`` or ``thermostat_mass``,
-        negative ``temperature``.
+      ValueError: non-positive or non-scalar ``step_size``, ``diffusion`` or
+        ``thermostat_mass``, negative ``temperature``.
 
     #### References
 
@@ -226,8 +227,8 @@ class BADODAB(SGMCMCKernel):
         temperature: Any = 1.0,
         name: str | None = None,
     ) -> None:
-        check_positive(diffusion, "diffusion")
-        check_positive(thermostat_mass, "thermostat_mass")
+        check_positive(diffusion, "diffusion", scalar=True)
+        check_positive(thermostat_mass, "thermostat_mass", scalar=True)
         super().__init__(
             estimator,
             step_size,

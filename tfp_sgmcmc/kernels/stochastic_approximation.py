@@ -194,9 +194,7 @@ class StochasticApproximation(ParameterizedKernel):
             self._omega: StepSizeSchedule = check_sa_schedule(sa_step_size, "sa_step_size")
         else:
             if not isinstance(sa_step_size, StepSizeSchedule):
-                v = static_value(sa_step_size)
-                if v is not None and (v.ndim != 0 or not 0.0 <= float(v) <= 1.0):
-                    raise ValueError(f"`sa_step_size` must lie in [0, 1], got {v!r}.")
+                check_in_interval(sa_step_size, "sa_step_size", 0.0, 1.0, scalar=True)
             self._omega = as_schedule(sa_step_size, "sa_step_size", allow_zero=True)
         self._parameters = dict(
             inner_kernel=inner_kernel,
@@ -321,7 +319,8 @@ def deng_sghmc(
       name: Default value: ``None``.
 
     Raises:
-      ValueError: ``momentum`` outside ``(0, 1)``; ``β̂ > α`` (Deng's code
+      ValueError: ``momentum`` outside ``(0, 1)``; a negative or non-scalar
+        ``gradient_noise_variance``; ``β̂ > α`` (Deng's code
         aborts there too: the injected noise variance would be negative).
     """
     check_in_interval(momentum, "momentum", 0.0, 1.0, low_open=True, high_open=True, scalar=True)
@@ -329,6 +328,9 @@ def deng_sghmc(
     # negative or NaN β̂ and an error about `noise_estimate` instead of this argument.
     if not isinstance(learning_rate, StepSizeSchedule):
         check_positive(learning_rate, "learning_rate", scalar=True)
+    if gradient_noise_variance is not None:
+        check_positive(gradient_noise_variance, "gradient_noise_variance", allow_zero=True,
+                       scalar=True)
     friction = 1.0 - float(momentum)
     lr = static_value(learning_rate)
     if gradient_noise_variance is None or lr is None or isinstance(learning_rate, StepSizeSchedule):

@@ -102,7 +102,8 @@ class SSGLEstimator(WrappingEstimator):
       dense_prior_scale: ``σ0 > 0`` of the non-sparse parts, or ``None`` for a
         flat prior on them. Default value: ``None``.
       batch_ndims: number of leading chain dimensions of every part (the
-        latents get the same leading dims). Default value: ``0``.
+        latents get the same leading dims): ``0`` for a single chain, ``1``
+        for a state of shape ``[C, ...]`` holding ``C`` chains. Default value: ``0``.
       initial_rho: initial inclusion probability ρ. Default value: ``0.5``.
       initial_kappa0: initial spike penalty κ0. Default value: ``1.``.
       initial_kappa1: initial slab penalty κ1. Default value: ``1.``.
@@ -115,7 +116,9 @@ class SSGLEstimator(WrappingEstimator):
 
     Raises:
       ValueError: both or neither likelihood given; ``sigma_form`` mismatch;
-        ``sparse_parts`` with no ``True``; bad initial values.
+        ``sparse_parts`` with no ``True``; bad initial values. When the
+        estimate is first computed (a kernel's ``bootstrap_results``): a state
+        with more leading chain dimensions than ``batch_ndims``.
     """
 
     def __init__(
@@ -296,6 +299,7 @@ class SSGLEstimator(WrappingEstimator):
         value, grads = value_and_gradient_parts(
             lambda s: self._base.scaled_log_likelihood(s, batch, n), state
         )
+        self._check_chain_rank(value, state)
         value = tf.broadcast_to(value, tf.shape(estimator_state.lik_value))
         sse = -2.0 * value if self._regression else tf.zeros_like(value)
         new_state = SSGLEstimatorState(batch_state, estimator_state.latents, value, grads, sse)
@@ -306,10 +310,24 @@ class SSGLEstimator(WrappingEstimator):
     ) -> GradientEstimate:
         """``Q1`` on all the data at fixed ``latents`` (default: the initial ones)."""
         full = self._base.full_log_prob_and_gradient(state)
+        self._check_chain_rank(full.target_log_prob, state)
         lat = self.initial_latents(state) if latents is None else latents
         value = tf.broadcast_to(full.target_log_prob, tf.shape(lat.sigma))
         est_state = SSGLEstimatorState((), lat, value, full.grads_target_log_prob, -2.0 * value)
         return self.assemble(state, est_state)
+
+    def _check_chain_rank(self, value: tf.Tensor, state: Any) -> None:
+        """``ValueError`` naming ``batch_ndims`` if the likelihood has more chain dims."""
+        rank = value.shape.rank
+        if rank is not None and rank > self._batch_ndims:
+            shape = as_parts(state)[0].shape.as_list()
+            raise ValueError(
+                f"`batch_ndims` is {self._batch_ndims} but the state (first part of shape "
+                f"{shape}) has {rank} leading chain dimension(s): the likelihood returns one "
+                f"value per chain, of shape {value.shape.as_list()}. Set `batch_ndims` of the "
+                "SSGLEstimator to the number of leading chain dimensions of the state "
+                f"(here {rank}), so that every chain gets its own latents."
+            )
 
     def __repr__(self) -> str:
         kind = "regression" if self._regression else "classification"
