@@ -222,6 +222,10 @@ def test_tune_plot_path_and_grid_flags(model, tmp_path, monkeypatch, capsys):
     (tmp_path / "mamba-2.png").write_text("another")
     assert _plot_path(None) == "mamba-3.png"
     assert _plot_path("mamba.png") == "mamba.png"  # named explicitly: replaced
+    # `--plot ''` writes no plot (it once wrote a file named ".png" in the working directory).
+    before = set(os.listdir(tmp_path))
+    code = main([*base, "--step-sizes", "1e-5,1e-4,1e-2", "--plot", ""])
+    assert code == 0 and set(os.listdir(tmp_path)) == before
 
 
 @pytest.mark.subprocess

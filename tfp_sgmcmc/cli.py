@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         "mamba-2.png, mamba-3.png, ... if that exists (an existing file is never replaced "
         "unless named here)",
     )
-    t.add_argument("--no-plot", action="store_true", help="do not write the plot")
+    t.add_argument("--no-plot", action="store_true", help="do not write the plot (or --plot '')")
     t.add_argument("--no-xla", action="store_true")
     t.add_argument("--no-progress", action="store_true")
     t.add_argument(
@@ -650,7 +650,8 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     except ImportError as e:  # pragma: no cover - the tuning package ships with us
         raise CLIError(f"the tuning package is unavailable: {e}") from e
 
-    plot = None if a.no_plot else _plot_path(a.plot)  # before the run, not after it
+    # Checked before the run, not after it; an empty --plot, like --no-plot, writes none.
+    plot = None if a.no_plot or a.plot == "" else _plot_path(a.plot)
     model_args = _parse_kv(a.model_arg, "--model-arg")
     if "num_chains" not in model_args and _accepts(a.model, "num_chains"):
         # MAMBA runs one chain per arm; a model file's default may build several.
