@@ -400,6 +400,9 @@ def test_packed_rows_skip_narrow_dtypes_and_single_arrays():
     assert views._packed_cache is both._packed_cache
     with pytest.raises(ValueError, match="pack_rows"):
         sg.InMemoryData(x, pack_rows=1)
+    for bad in ("a", 1.5, True, 2**64):
+        with pytest.raises(ValueError, match="`shuffle_seed`"):
+            sg.InMemoryData(x, scheme="random_window", shuffle_seed=bad)
 
 
 @pytest.mark.parametrize("num_items", [7, 1000, 1003])

@@ -238,12 +238,12 @@ def _flag_message(
 
 def _check_kernel_args(cls: type, kernel_args: dict[str, Any]) -> None:
     """Refuses a ``--kernel-arg`` the kernel does not take (e.g. a typo), naming it."""
-    import inspect
+    from tfp_sgmcmc.internal.util import keyword_parameters
 
-    params = inspect.signature(cls.__init__).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+    names = keyword_parameters(cls)
+    if names is None:
         return
-    accepted = [n for n in params if n not in ("self", "estimator", "step_size", "temperature")]
+    accepted = [n for n in names if n not in ("step_size", "temperature")]
     for name in kernel_args:
         if name in ("step_size", "temperature"):
             raise CLIError(

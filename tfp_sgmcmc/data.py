@@ -72,7 +72,7 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -491,7 +491,7 @@ class InMemoryData(DataSource):
         self._num_examples = n
         self._float_dtype = float_dtypes.pop() if float_dtypes else None
         self._scheme = scheme
-        self._shuffle_seed = int(shuffle_seed)
+        self._shuffle_seed = check_int(shuffle_seed, "shuffle_seed", -(2**63), 2**63 - 1)
         self._windowed: dict[int, list[tf.Tensor]] = {}
         self._pack_rows = bool(pack_rows)
         # Shared by the views of ``with_scheme`` (the copy does not depend on the scheme).
@@ -751,6 +751,20 @@ class DatasetData(DataSource):
     # Live instances, so a driver run without any tf.data source skips the count.
     _live: weakref.WeakSet[DatasetData] = weakref.WeakSet()
 
+    @staticmethod
+    def _traced_draws(fn: Callable[..., Any], *args: Any) -> dict[DatasetData, int]:
+        """Minibatches each ``DatasetData`` gives one call ``fn(*args)``.
+
+        ``fn`` is traced once, not run: every draw of a source is counted and
+        nothing is read.
+        """
+        DatasetData._recorder = {}
+        try:
+            tf.function(fn, autograph=False).get_concrete_function(*args)
+            return dict(DatasetData._recorder)
+        finally:
+            DatasetData._recorder = None
+
     def __init__(
         self,
         dataset: tf.data.Dataset,
@@ -834,7 +848,8 @@ class DatasetData(DataSource):
         if batch_size != self._batch_size:
             raise ValueError(
                 f"`batch_size` {batch_size} differs from the dataset's batch size "
-                f"{self._batch_size}: batch the dataset with the estimator's batch size."
+                f"{self._batch_size}: batch the dataset with the estimator's batch size "
+                "(a dataset of single rows reads as batches of the rows' first dimension)."
             )
 
     def sample_batch(

@@ -252,12 +252,7 @@ def _count_draws(kernel: Any, state: Any, kernel_results: Any) -> dict[DatasetDa
     def step(s: Any, r: Any) -> Any:
         return kernel.one_step(s, r, seed=tf.constant([0, 0], tf.int32))
 
-    DatasetData._recorder = {}
-    try:
-        tf.function(step, autograph=False).get_concrete_function(state, kernel_results)
-        return dict(DatasetData._recorder)
-    finally:
-        DatasetData._recorder = None
+    return DatasetData._traced_draws(step, state, kernel_results)
 
 
 class StreamFeeder:

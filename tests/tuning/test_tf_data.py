@@ -198,6 +198,9 @@ def test_batch_size_arms_on_one_tf_data_source_are_refused():
     with pytest.raises(ValueError, match=r"`batch_size` = 20 asks for minibatches of 20"):
         tu.grid_search([{"step_size": 1e-3, "batch_size": 20}], tf.zeros([2]),
                        kernel_class=sg.SGLD, estimator=est, progress=False)
+    with pytest.raises(ValueError, match=r"`batch_size` = 20 asks for minibatches of 20"):
+        tu.grid_search([{"step_size": 1e-3, "batch_size": 20}], tf.zeros([2]), progress=False,
+                       kernel_class=sg.SGLD, estimator=sg.SVRGEstimator(est, update_rate=5))
     # One DatasetData per batch size, built by make_kernel: each arm reads its own stream.
     estimators: dict[int, sg.MinibatchEstimator] = {}
 
@@ -214,17 +217,21 @@ def test_batch_size_arms_on_one_tf_data_source_are_refused():
     assert all(e.data.chunked for e in estimators.values())
 
 
+@pytest.mark.parametrize("wrap", [False, True], ids=["plain", "svrg"])
 @pytest.mark.parametrize("keep", [None, 0], ids=["kept", "streamed"])
-def test_full_data_scores_compile_when_the_full_data_are_kept(keep):
+def test_full_data_scores_compile_when_the_full_data_are_kept(keep, wrap):
     from tfp_sgmcmc.tuning.metrics import FullDataScorer
 
     data = sg.DatasetData(
         _dataset(), N, full_dataset=tf.data.Dataset.from_tensor_slices(X), full_cache_bytes=keep
     )
+    est = _estimator(data)
+    if wrap:  # the source is found under a wrapper too
+        est = sg.SVRGEstimator(est, update_rate=5)
     # Kept: XLA (no fallback warning); streamed: a graph reading the iterator.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        scorer = FullDataScorer(_estimator(data), block_size=4)
+        scorer = FullDataScorer(est, block_size=4)
         assert scorer.jit_compile == (keep is None)
         theta = np.random.default_rng(1).normal(size=(6, 2)).astype(np.float32)
         (got,) = scorer([theta])

@@ -259,15 +259,7 @@ def _median_impl(x: tf.Tensor, max_points: int, num_valid: Any) -> tf.Tensor:
     # Pairs with an ignored row sort last; the median is taken over the first P.
     pair_ok = tf.logical_and(tf.gather(valid, iu), tf.gather(valid, ju))
     vals = tf.sort(tf.where(pair_ok, vals, tf.constant(np.inf, vals.dtype)))
-    num_pairs = m * (m - 1) // 2
-    lo = tf.maximum((num_pairs - 1) // 2, 0)
-    hi = tf.maximum(num_pairs // 2, 0)
-    if vals.shape[0] == 0:  # fewer than two slots: no pair at all
-        return tf.ones([], x.dtype)
-    med = tf.sqrt(0.5 * (tf.gather(vals, lo) + tf.gather(vals, hi)))
-    # No pair, or all rows equal, would give inf or 0: fall back to 1.
-    ok = tf.logical_and(num_pairs > 0, med > 0)
-    return tf.where(ok, med, tf.ones_like(med))
+    return _sorted_median(vals, m * (m - 1) // 2)
 
 
 def _median_dynamic(x: tf.Tensor, max_points: int) -> tf.Tensor:
@@ -286,11 +278,17 @@ def _median_dynamic(x: tf.Tensor, max_points: int) -> tf.Tensor:
         tf.ones_like(d2), 0, 0
     )
     vals = tf.sort(tf.boolean_mask(d2, upper > 0))
-    num_pairs = tf.size(vals)
+    return _sorted_median(vals, tf.size(vals))
+
+
+def _sorted_median(vals: tf.Tensor, num_pairs: tf.Tensor) -> tf.Tensor:
+    """``sqrt`` of the median of the first ``num_pairs`` of the sorted squared
+    distances ``vals`` (the midpoint of the two middle ones for an even count)."""
     lo = tf.maximum((num_pairs - 1) // 2, 0)
     hi = tf.maximum(num_pairs // 2, 0)
     safe = tf.concat([vals, tf.ones([1], vals.dtype)], 0)  # indexable when empty
     med = tf.sqrt(0.5 * (tf.gather(safe, lo) + tf.gather(safe, hi)))
+    # No pair, or all rows equal, would give inf or 0: fall back to 1.
     ok = tf.logical_and(num_pairs > 0, med > 0)
     return tf.where(ok, med, tf.ones_like(med))
 

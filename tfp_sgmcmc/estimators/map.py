@@ -176,9 +176,4 @@ def _reads_stream(estimator: GradientEstimator, state: Any) -> bool:
         est, _ = estimator(s, estimator.bootstrap(s), tf.constant([0, 0], tf.int32))
         return est.target_log_prob
 
-    DatasetData._recorder = {}
-    try:
-        tf.function(one, autograph=False).get_concrete_function(state)
-        return bool(DatasetData._recorder)
-    finally:
-        DatasetData._recorder = None
+    return bool(DatasetData._traced_draws(one, state))

@@ -6,6 +6,7 @@ These are our own copies of the few conveniences TFP keeps in its private
 
 from __future__ import annotations
 
+import inspect
 import operator
 import warnings
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ __all__ = [
     "all_finite",
     "cast_param",
     "estimator_data",
+    "keyword_parameters",
     "RecordedParameters",
     "RecordedArgument",
     "AttributeView",
@@ -233,6 +235,22 @@ def estimator_data(estimator: Any) -> Any:
             return data
         est = getattr(est, "base", None)
     return None
+
+
+def keyword_parameters(cls: Any) -> list[str] | None:
+    """The keyword arguments a kernel class's constructor takes after ``estimator``.
+
+    ``None`` when it takes ``**kwargs`` or has no signature to inspect (then only
+    the call itself can tell a wrong name).
+    """
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [k for k, p in params.items() if p.kind in keyword and k not in ("self", "estimator")]
 
 
 class RecordedParameters:

@@ -134,10 +134,8 @@ class SGMCMCKernel(ParameterizedKernel):
         with tf.name_scope(f"{self.name}/bootstrap_results"):
             self.estimator.validate_state(init_state, "init_state")
             parts = as_parts(init_state)
-            state = restructure(parts, init_state)
-            est_state = self.estimator.bootstrap(state)
             seed = stateless_seed(BOOTSTRAP_SEED if seed is None else seed)
-            est, est_state = self.estimator(state, est_state, seed)
+            est, est_state, extra = self._bootstrap_estimate(parts, init_state, seed)
             dtype = parts[0].dtype
             return self._results_type(
                 target_log_prob=est.target_log_prob,
@@ -147,8 +145,23 @@ class SGMCMCKernel(ParameterizedKernel):
                 step_size=self._schedule(tf.constant(0, tf.int32), dtype),
                 diverged=self._diverged(parts, est),
                 seed=tf.zeros([2], tf.int32),
-                **self._init_extra(parts, est),
+                **extra,
             )
+
+    def _bootstrap_estimate(
+        self, parts: list[tf.Tensor], like: Any, seed: tf.Tensor
+    ) -> tuple[GradientEstimate, Any, dict[str, Any]]:
+        """The first estimate, the estimator state and the sampler's own fields.
+
+        The estimator is bootstrapped and evaluated at ``init_state`` (``parts``
+        in the structure of ``like``). A sampler that evaluates its estimator on
+        another state (replica exchange evaluates a stack of replicas) overrides
+        this and returns the estimate at ``init_state`` itself.
+        """
+        state = restructure(parts, like)
+        est_state = self.estimator.bootstrap(state)
+        est, est_state = self.estimator(state, est_state, seed)
+        return est, est_state, self._init_extra(parts, est)
 
     def one_step(
         self, current_state: Any, previous_kernel_results: Any, seed: Any = None

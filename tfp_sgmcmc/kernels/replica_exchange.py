@@ -32,10 +32,9 @@ from tfp_sgmcmc.internal.util import (
     check_int,
     check_positive,
     restructure,
-    stateless_seed,
     static_value,
 )
-from tfp_sgmcmc.kernels.base import BOOTSTRAP_SEED, SGMCMCKernel
+from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 
 __all__ = [
@@ -241,29 +240,24 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
           ValueError: ``init_state`` is not floating point, its parts have
             different dtypes, or its dtype differs from the data.
         """
+        results = super().bootstrap_results(init_state, seed)
+        return results._replace(diverged=self._replica_diverged(results))
+
+    def _bootstrap_estimate(
+        self, parts: list[tf.Tensor], like: Any, seed: tf.Tensor
+    ) -> tuple[GradientEstimate, Any, dict[str, Any]]:
         if not getattr(self.estimator, "independent_chains", False):
-            results = super().bootstrap_results(init_state, seed)
-            return results._replace(diverged=self._replica_diverged(results))
-        with tf.name_scope(f"{self.name}/bootstrap_results"):
-            self.estimator.validate_state(init_state, "init_state")
-            parts = as_parts(init_state)
-            replicas = restructure([self._tile(p) for p in parts], init_state)
-            est_state = self.estimator.bootstrap(replicas)
-            seed = stateless_seed(BOOTSTRAP_SEED if seed is None else seed)
-            est, est_state = self.estimator(replicas, est_state, seed)
-            replica_est = GradientEstimate(est.target_log_prob, list(est.grads_target_log_prob))
-            dtype = parts[0].dtype
-            results = ReplicaExchangeSGLDKernelResults(
-                target_log_prob=replica_est.target_log_prob[0],
-                grads_target_log_prob=[g[0] for g in replica_est.grads_target_log_prob],
-                estimator_state=est_state,
-                step=tf.constant(0, tf.int32),
-                step_size=self._schedule(tf.constant(0, tf.int32), dtype),
-                diverged=tf.zeros([], tf.bool),  # replaced below
-                seed=tf.zeros([2], tf.int32),
-                **self._replica_extra(as_parts(replicas), replica_est),
-            )
-            return results._replace(diverged=self._replica_diverged(results))
+            return super()._bootstrap_estimate(parts, like, seed)
+        # Every replica of every chain draws its own minibatch: the estimator
+        # state and the first estimate are those of the replica stack.
+        replicas = restructure([self._tile(p) for p in parts], like)
+        est_state = self.estimator.bootstrap(replicas)
+        est, est_state = self.estimator(replicas, est_state, seed)
+        replica_est = GradientEstimate(est.target_log_prob, list(est.grads_target_log_prob))
+        coldest = GradientEstimate(
+            replica_est.target_log_prob[0], [g[0] for g in replica_est.grads_target_log_prob]
+        )
+        return coldest, est_state, self._replica_extra(as_parts(replicas), replica_est)
 
     def one_step(
         self,

@@ -20,7 +20,6 @@ if it is one of [`STRUCTURAL_KEYS`][tfp_sgmcmc.tuning.arms.STRUCTURAL_KEYS].
 
 from __future__ import annotations
 
-import inspect
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from tfp_sgmcmc.data import DatasetData
+from tfp_sgmcmc.internal.util import estimator_data, keyword_parameters
 
 __all__ = [
     "grid",
@@ -176,7 +176,7 @@ class KernelFactory:
 
     def _check_stream_batch(self, arm: dict[str, Any], n: int) -> None:
         """A ``DatasetData`` yields one batch size: an arm asking for another is refused."""
-        data = getattr(self.estimator, "data", None)
+        data = estimator_data(self.estimator)
         if not isinstance(data, DatasetData) or n == data.batch_size:
             return
         key = "batch_size" if "batch_size" in arm else "batch_fraction"
@@ -198,24 +198,15 @@ class KernelFactory:
     def _check_names(self, kwargs: dict[str, Any]) -> None:
         """Refuse a hyperparameter the kernel does not take (a typo would otherwise
         surface as a bare ``TypeError`` from the constructor)."""
-        try:
-            params = inspect.signature(self.kernel_class).parameters
-        except (TypeError, ValueError):  # no introspectable signature: let the call decide
+        accepted = keyword_parameters(self.kernel_class)
+        if accepted is None:  # **kwargs or no signature: let the call decide
             return
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return
-        unknown = sorted(set(kwargs) - set(params))
+        unknown = sorted(set(kwargs) - set(accepted))
         if unknown:
-            accepted = sorted(
-                k for k, p in params.items()
-                if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                              inspect.Parameter.KEYWORD_ONLY)
-                and k not in ("self", "estimator")
-            )
             raise ValueError(
                 f"{getattr(self.kernel_class, '__name__', self.kernel_class)} takes no "
                 f"hyperparameter {', '.join(repr(k) for k in unknown)} (it takes: "
-                f"{', '.join(accepted)}, and `batch_size` or `batch_fraction`)."
+                f"{', '.join(sorted(accepted))}, and `batch_size` or `batch_fraction`)."
             )
 
     def __repr__(self) -> str:

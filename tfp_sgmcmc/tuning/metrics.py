@@ -44,6 +44,7 @@ import tensorflow as tf
 from tfp_sgmcmc.data import DatasetData
 from tfp_sgmcmc.diagnostics import fssd_opt, kernel_stein_discrepancy
 from tfp_sgmcmc.diagnostics.stein_kernels import stein_kernel_matrix
+from tfp_sgmcmc.internal.util import estimator_data
 
 __all__ = [
     "Metric",
@@ -84,7 +85,7 @@ class FullDataScorer:
         self.block_size = int(block_size)
         # A tf.data full pass reads an iterator, which XLA cannot compile: a graph
         # (unless the source keeps its full data in memory).
-        data = getattr(estimator, "data", None)
+        data = estimator_data(estimator)  # also under control-variate or SVRG wrappers
         streamed = isinstance(data, DatasetData) and not data.full_in_memory
         self.jit_compile = bool(jit_compile) and not streamed
 
