@@ -81,6 +81,23 @@ def _one_line_error(capsys, code, match):
     assert match in lines[0], lines[0]
 
 
+def test_a_relative_model_path_resumes_from_anywhere(model, tmp_path, monkeypatch, capsys):
+    """The model file is stored as an absolute path: ``--resume --run-dir`` works from
+    another directory, and so does naming the same file again."""
+    monkeypatch.chdir(tmp_path)
+    run_dir = str(tmp_path / "run")
+    assert main(_sample_args("gauss_model.py", run_dir)) == 0
+    first = open_run(run_dir).samples()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["sample", "--run-dir", run_dir, "--resume", "--no-progress"]) == 0
+    assert main(["sample", "--run-dir", run_dir, "--resume", "--no-progress",
+                 "--model", model]) == 0
+    np.testing.assert_array_equal(open_run(run_dir).samples(), first)
+    assert open_run(run_dir).metadata["model"] == model
+
+
 def test_sample_resume_diagnose(model, tmp_path, capsys):
     run_dir = str(tmp_path / "run")
     assert main(_sample_args(model, run_dir)) == 0

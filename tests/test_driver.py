@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import h5py
 import numpy as np
@@ -374,3 +375,94 @@ def test_run_records_whether_chains_share_minibatches(tmp_path):
     assert _config_diff(old, cfg) == []
     assert _config_diff(cfg, old) == ["independent_chains"]
     assert _config_diff(old, {**cfg, "thin": 99}) == ["thin"]
+
+
+def test_tfp_metropolis_kernels_keep_their_chains(tmp_path):
+    """TFP's HMC keeps its log density under ``accepted_results``: the chains and the
+    traced log density are found there (they were lost: batch shape [], no trace)."""
+    kernel = tfp.mcmc.HamiltonianMonteCarlo(lambda x: -0.5 * tf.reduce_sum(x**2, -1), 0.5, 3)
+    run = sample(kernel, tf.zeros([4, 2]), 10, str(tmp_path / "hmc"), chunk_size=5,
+                 jit_compile=False, progress=False)
+    assert run.batch_shape == [4]
+    tr = run.trace()
+    assert sorted(tr) == ["target_log_prob"] and tr["target_log_prob"].shape == (10, 4)
+    np.testing.assert_allclose(
+        tr["target_log_prob"], -0.5 * (run.samples() ** 2).sum(-1), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_metadata_with_tuples_resumes(tmp_path):
+    """Metadata is compared with its stored JSON copy: a tuple must not read as a change."""
+    meta = {"layer_sizes": (784, 100, 10), "nested": {"shape": (2, 3)}}
+    run = _small_run(tmp_path, metadata=meta)
+    again = _small_run(tmp_path, metadata=meta, resume=True)
+    np.testing.assert_array_equal(again.samples(), run.samples())
+    assert again.metadata["layer_sizes"] == [784, 100, 10]
+    with pytest.raises(RunDirectoryError, match="metadata"):
+        _small_run(tmp_path, metadata={"layer_sizes": (784, 50, 10)}, resume=True)
+
+
+def test_user_files_are_never_taken_for_a_run(tmp_path):
+    """A directory with the user's own ``config.json`` is not a run: nothing is deleted,
+    even with ``overwrite=True``; a ``run_dir`` that is a file is named."""
+    user = tmp_path / "project"
+    user.mkdir()
+    (user / "config.json").write_text('{"learning_rate": 0.1}')
+    for overwrite in (False, True):
+        with pytest.raises(RunDirectoryError, match="but no run"):
+            _small_run(tmp_path, name="project", overwrite=overwrite)
+    assert (user / "config.json").read_text() == '{"learning_rate": 0.1}'
+    assert sorted(os.listdir(user)) == ["config.json"]
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirectoryError, match="`run_dir`.*is a file"):
+        _small_run(tmp_path, name="notes.txt")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    # A run's own directory is still replaced when asked.
+    _small_run(tmp_path)
+    _small_run(tmp_path, overwrite=True, seed=4)
+
+
+def test_hdf5_chunks_stay_small_for_large_states(tmp_path):
+    """A draw of 4.8 MB with ``chunk_size=1000`` asked HDF5 for a 4.8 GB chunk (refused,
+    after the run directory was half written)."""
+    from tfp_sgmcmc.driver.store import SampleStore
+
+    store = SampleStore(str(tmp_path / "s.h5"))
+    store.create([((4, 300_000), "float32")], {"target_log_prob": ((4,), "float32")}, 1000)
+    with h5py.File(tmp_path / "s.h5", "r") as f:
+        assert f["samples/0"].chunks == (1, 4, 300_000)  # 8 MB of draws at most
+        assert f["trace/target_log_prob"].chunks == (1000, 4)
+    huge = SampleStore(str(tmp_path / "h.h5"))
+    with pytest.raises(ValueError, match="state part 0.*under 4 GB"):
+        huge.create([((2**30 + 1,), "float32")], {}, 10)
+    assert not (tmp_path / "h.h5").exists()
+
+
+def test_read_step_is_checked(tmp_path):
+    run = _small_run(tmp_path)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="`step`"):
+            run.samples(step=bad)
+        with pytest.raises(ValueError, match="`step`"):
+            run.trace(step=bad)
+    np.testing.assert_array_equal(run.samples(step=2), run.samples()[::2])
+
+
+def test_resuming_a_tf_data_run_says_its_draws_differ(tmp_path):
+    """A tf.data stream restarts on resume: the driver says so instead of promising the
+    uninterrupted run's draws."""
+    x = np.random.default_rng(0).normal(size=(64, 2)).astype(np.float32)
+    ds = tf.data.Dataset.from_tensor_slices(x).shuffle(64, seed=1).batch(8, drop_remainder=True)
+    est = sg.MinibatchEstimator(
+        lambda t, b: -0.5 * tf.reduce_sum((b - t) ** 2, -1), sg.DatasetData(ds, 64), 8
+    )
+    args = dict(num_samples=6, run_dir=str(tmp_path / "ds"), chunk_size=3, jit_compile=False,
+                progress=False)
+    sample(sg.SGLD(est, 1e-3), tf.zeros([2]), **args)
+    with pytest.warns(UserWarning, match="tf.data source.*draws differ"):
+        sample(sg.SGLD(est, 1e-3), tf.zeros([2]), resume=True, **args)
+    with warnings.catch_warnings(record=True) as seen:  # other data: no such warning
+        warnings.simplefilter("always")
+        _small_run(tmp_path)
+        _small_run(tmp_path, resume=True)
+    assert not [w for w in seen if "tf.data" in str(w.message)]

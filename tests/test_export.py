@@ -132,3 +132,57 @@ def test_raw_samples_of_four_chains_are_never_one_chain():
         to_arviz(draws, batch_ndims=0, kernel_results=results)
     # [draws] alone is unambiguous.
     assert to_arviz(draws[:, 0], include_ess=False).posterior["theta"].shape == (1, 200)
+
+
+def test_raw_samples_that_disagree_are_refused():
+    """Parts and traces of different lengths or chains were aligned by padding with NaN."""
+    a = np.ones((10, 3))
+    cases = [
+        (([a, np.ones((8, 3))],), dict(batch_ndims=1), "disagree on"),
+        (([a, np.ones((10, 4))],), dict(batch_ndims=1), "disagree on"),
+        ((a,), dict(batch_ndims=1, trace={"target_log_prob": np.zeros((7, 3))}),
+         r"trace\['target_log_prob'\]"),
+        ((np.ones((10, 3, 2)),), dict(trace={"target_log_prob": np.zeros((10, 4))}),
+         r"trace\['target_log_prob'\]"),
+        ((a,), dict(batch_ndims=1, trace={"step_size": np.zeros(9)}), r"trace\['step_size'\]"),
+        ((np.ones(10),), dict(batch_ndims=2), "`batch_ndims` = 2"),
+        ((a,), dict(kernel_results=collections.namedtuple("R", ["target_log_prob"])(np.zeros(4))),
+         "kernel_results.target_log_prob"),
+        (({"a": a},), dict(batch_ndims=1), "`run_or_samples` must be a numeric array"),
+        (([a, "x"],), dict(batch_ndims=1), r"`run_or_samples\[1\]`"),
+        (([],), {}, "empty"),
+    ]
+    for args, kw, match in cases:
+        with pytest.raises(ValueError, match=match):
+            to_arviz(*args, **kw)
+    # A step size shared by the chains (one per draw) is still broadcast.
+    idata = to_arviz(a, batch_ndims=1, include_ess=False, trace={"step_size": np.full(10, 0.1)})
+    assert idata.sample_stats["step_size"].shape == (3, 10)
+
+
+def test_tfp_hmc_results_give_the_chains():
+    import tensorflow_probability as tfp
+
+    kernel = tfp.mcmc.HamiltonianMonteCarlo(lambda x: -0.5 * tf.reduce_sum(x**2, -1), 0.5, 3)
+    results = kernel.bootstrap_results(tf.zeros([4, 2]))  # target_log_prob in accepted_results
+    idata = to_arviz(np.zeros((20, 4, 2)), kernel_results=results, include_ess=False)
+    assert dict(idata.posterior["theta"].sizes) == {"chain": 4, "draw": 20, "theta_dim_0": 2}
+
+
+def test_a_diverged_run_exports_and_saves(tmp_path):
+    """Non-finite draws made the ESS step raise (naming `samples`); a diagnostics.json
+    boolean made ``to_netcdf`` fail."""
+    rng = np.random.default_rng(2)
+    draws = rng.normal(size=(30, 2, 3))
+    draws[20:, 1] = np.nan  # chain 1 diverged at draw 20
+    div = np.zeros((30, 2), bool)
+    div[20:, 1] = True
+    with pytest.warns(UserWarning, match="non-finite draws"):
+        idata = to_arviz(draws, batch_ndims=1, trace={"diverged": div},
+                         diagnostics={"independent_chains": True, "ksd": 0.5})
+    assert np.all(np.isnan(idata.sgmcmc_diagnostics["theta_ess"].values))
+    assert idata.sample_stats["diverged"].values.sum() == 10
+    assert idata.posterior.attrs["diagnostic_independent_chains"] == 1
+    idata.to_netcdf(str(tmp_path / "x.nc"))
+    back = az.from_netcdf(str(tmp_path / "x.nc"))
+    assert back.posterior["theta"].shape == (2, 30, 3)

@@ -372,7 +372,7 @@ def _cmd_sample(a: argparse.Namespace) -> int:
     def pick(value: Any, key: str, default: Any = None) -> Any:
         return value if value is not None else stored.get(key, default)
 
-    model = pick(a.model, "model")
+    model = pick(None if a.model is None else _absolute_model(a.model), "model")
     model_args = (
         _parse_kv(a.model_arg, "--model-arg") if a.model_arg else stored.get("model_args", {})
     )
@@ -598,6 +598,16 @@ def _write_json(path: str, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _absolute_model(model: str) -> str:
+    """A model file path (``path.py`` or ``path.py:function``) made absolute; a
+    built-in model's name as it is. The stored run then names the same file from
+    any working directory (a resume, a Ray actor)."""
+    path, sep, func = model.partition(".py")
+    if sep and os.path.exists(path + ".py"):
+        return os.path.abspath(path + ".py") + func
+    return model
+
+
 class _TuneProblem:
     """The ``tune`` problem as a picklable factory (for ``--ray``).
 
@@ -611,10 +621,7 @@ class _TuneProblem:
         self, model: str, model_args: dict[str, Any], kernel: str, kernel_kwargs: dict[str, Any],
         spec: Any = None,
     ) -> None:
-        path, sep, func = model.partition(".py")
-        if sep and os.path.exists(path + ".py"):
-            model = os.path.abspath(path + ".py") + func
-        self.model = model
+        self.model = _absolute_model(model)
         self.model_args = dict(model_args)
         self.kernel = kernel
         self.kernel_kwargs = dict(kernel_kwargs)

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from tfp_sgmcmc.internal.util import check_int
+from tfp_sgmcmc.internal.util import check_int, results_field
 
 __all__ = ["to_arviz", "DIAGNOSTICS_FILE", "chains_independent", "SHARED_MINIBATCH_NOTE"]
 
@@ -120,15 +120,6 @@ def _stat(x: np.ndarray, batch_shape: Sequence[int], name: str) -> np.ndarray:
     return _to_chain_draw(x, nb, name)
 
 
-def _innermost_target_log_prob(results: Any) -> Any:
-    """``target_log_prob`` of the outermost results level that has it (wrappers nest)."""
-    while results is not None:
-        if hasattr(results, "target_log_prob"):
-            return results.target_log_prob
-        results = getattr(results, "inner_results", None)
-    return None
-
-
 def _raw_batch_ndims(
     parts: list[np.ndarray],
     trace: Mapping[str, Any],
@@ -138,7 +129,7 @@ def _raw_batch_ndims(
     """The number of chain dimensions of raw samples, inferred or checked; never guessed."""
     inferred: dict[str, int] = {}
     if kernel_results is not None:
-        tlp = _innermost_target_log_prob(kernel_results)
+        tlp = results_field(kernel_results, "target_log_prob")
         if tlp is None:
             raise ValueError("`kernel_results` has no `target_log_prob` to read the chains from.")
         inferred["kernel_results"] = int(np.ndim(tlp))
@@ -162,6 +153,65 @@ def _raw_batch_ndims(
         "*event], 0 for one chain), or `kernel_results` / `trace={'target_log_prob': ...}` "
         "from the run."
     )
+
+
+def _raw_parts(raw: Any) -> list[np.ndarray]:
+    """Raw samples as a list of numeric arrays with a draw axis, or a ValueError."""
+    items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    if not items:
+        raise ValueError("`run_or_samples` is an empty list: give at least one array.")
+    parts = []
+    for i, p in enumerate(items):
+        a = np.asarray(p.numpy() if hasattr(p, "numpy") else p)
+        if a.dtype.kind not in "fiub" or a.ndim == 0:
+            what = "`run_or_samples`" if len(items) == 1 else f"`run_or_samples[{i}]`"
+            raise ValueError(
+                f"{what} must be a numeric array [draws, ...] (or a run or run directory), "
+                f"got {type(p).__name__}"
+                + (f" of dtype {a.dtype}" if a.dtype.kind not in "fiub" else " (a scalar)")
+                + "."
+            )
+        parts.append(a)
+    return parts
+
+
+def _check_raw_shapes(
+    parts: list[np.ndarray], trace: Mapping[str, Any], kernel_results: Any, batch_ndims: int
+) -> list[int]:
+    """The chains' batch shape; every part and traced value must agree on it."""
+    lead = 1 + batch_ndims
+    for i, p in enumerate(parts):
+        if p.ndim < lead:
+            raise ValueError(
+                f"`batch_ndims` = {batch_ndims} needs samples of rank >= {lead} "
+                f"([draws, *chains, ...]); part {i} has shape {list(p.shape)}."
+            )
+    want = list(parts[0].shape[:lead])
+    for i, p in enumerate(parts[1:], 1):
+        if list(p.shape[:lead]) != want:
+            raise ValueError(
+                f"the parts of `run_or_samples` disagree on [draws, *chains]: part 0 has "
+                f"{want}, part {i} has {list(p.shape[:lead])}."
+            )
+    for k, v in trace.items():
+        shape = list(np.shape(v))
+        # Every traced value has one entry per draw; the log density one per chain as
+        # well (others, like a step size, may be shared by the chains).
+        per_chain = k == "target_log_prob"
+        if (shape[:lead] if per_chain else shape[:1]) != (want if per_chain else want[:1]):
+            needs = "one value per draw and chain" if per_chain else "one entry per draw"
+            raise ValueError(
+                f"`trace[{k!r}]` has shape {shape}, but the samples' [draws, *chains] are "
+                f"{want}: it needs {needs}."
+            )
+    if kernel_results is not None:
+        tlp = np.shape(results_field(kernel_results, "target_log_prob"))
+        if list(tlp) != want[1:]:
+            raise ValueError(
+                f"`kernel_results.target_log_prob` has shape {list(tlp)}, but the samples "
+                f"have {want[1:]} chains."
+            )
+    return want[1:]
 
 
 def _var_names(n: int, names: Sequence[str] | None) -> list[str]:
@@ -226,7 +276,12 @@ def to_arviz(
     Raises:
       ValueError: bad shapes, ``burn``/``step``, or ``var_names``; raw samples
         whose chain dimensions are ambiguous (pass ``batch_ndims``), or a
-        ``batch_ndims`` that contradicts ``trace``/``kernel_results``.
+        ``batch_ndims`` that contradicts ``trace``/``kernel_results``; raw
+        parts, traced values or ``kernel_results`` that disagree on the number
+        of draws or chains.
+
+    A part with non-finite draws (a diverged chain) gets a NaN effective
+    sample size, with a warning; the ``diverged`` statistic says where.
       ImportError: ArviZ is not installed.
     """
     burn = check_int(burn, "burn", 0)
@@ -262,11 +317,10 @@ def to_arviz(
         if independent_chains is None:
             independent_chains = chains_independent(run)
     else:
-        raw = run_or_samples
-        parts = [np.asarray(p) for p in (raw if isinstance(raw, (list, tuple)) else [raw])]
+        parts = _raw_parts(run_or_samples)
         trace = dict(trace or {})
         batch_ndims = _raw_batch_ndims(parts, trace, kernel_results, batch_ndims)
-        batch_shape = list(parts[0].shape[1 : 1 + batch_ndims])
+        batch_shape = _check_raw_shapes(parts, trace, kernel_results, batch_ndims)
     if independent_chains is not None:
         # (netCDF attributes cannot hold booleans.)
         attrs["independent_chains"] = int(bool(independent_chains))
@@ -286,6 +340,7 @@ def to_arviz(
     idata = az.from_dict(posterior=posterior, sample_stats=stats or None)
 
     diag_vars: dict[str, Any] = {}
+    skipped_ess: list[str] = []
     if include_ess:
         from tfp_sgmcmc.diagnostics import effective_sample_size
 
@@ -293,12 +348,16 @@ def to_arviz(
             draws_first = np.moveaxis(x, 0, 1)  # [draws, chains, *event]
             if draws_first.shape[0] < 2:
                 continue
-            if draws_first.shape[1] >= 2:
+            if not np.all(np.isfinite(draws_first)):
+                # A diverged chain's draws have no autocorrelation to estimate: the
+                # part's ESS is NaN (the run still exports, `diverged` says where).
+                ess = np.full(draws_first.shape[2:], np.nan)
+                skipped_ess.append(nm)
+            elif draws_first.shape[1] >= 2:
                 # The wrapper works on a list of parts: per-part arguments are lists.
-                ess = effective_sample_size(draws_first, cross_chain_dims=[1])
+                ess = np.asarray(effective_sample_size(draws_first, cross_chain_dims=[1]))
             else:
-                ess = effective_sample_size(draws_first[:, 0])
-            ess = np.asarray(ess)
+                ess = np.asarray(effective_sample_size(draws_first[:, 0]))
             dims = [f"{nm}_dim_{i}" for i in range(ess.ndim)]
             diag_vars[f"{nm}_ess"] = (dims, ess)
     for name, leaves in reductions.items():
@@ -309,9 +368,18 @@ def to_arviz(
                 [f"reducer_{key}_dim_{i}" for i in range(leaf.ndim)],
                 leaf,
             )
+    if skipped_ess:
+        warnings.warn(
+            f"to_arviz: {', '.join(skipped_ess)} hold non-finite draws (diverged chains); "
+            "their effective sample size is NaN.",
+            UserWarning,
+            stacklevel=2,
+        )
     diag_attrs = {}
     for k, v in (diagnostics or {}).items():
-        if isinstance(v, (int, float, str, bool)):
+        if isinstance(v, (bool, np.bool_)):  # netCDF attributes cannot hold booleans
+            diag_attrs[k] = int(v)
+        elif isinstance(v, (int, float, str)):
             diag_attrs[k] = v
     for k, v in diag_attrs.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):

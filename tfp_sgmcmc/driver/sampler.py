@@ -63,10 +63,13 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import h5py
 import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
+from tfp_sgmcmc.data import DatasetData
+from tfp_sgmcmc.data_stream import _count_draws as count_stream_draws
 from tfp_sgmcmc.data_stream import stream_feeder
 from tfp_sgmcmc.driver.checkpoint import (
     CHECKPOINT_FILE,
@@ -86,7 +89,7 @@ from tfp_sgmcmc.driver.chunks import (
     run_chunk,
 )
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
-from tfp_sgmcmc.internal.util import AttributeView, check_int
+from tfp_sgmcmc.internal.util import AttributeView, check_int, results_field
 
 __all__ = [
     "sample",
@@ -128,14 +131,6 @@ class RunExistsError(RunDirectoryError, FileExistsError):
 # --------------------------------------------------------------------------- #
 # Tracing
 # --------------------------------------------------------------------------- #
-def _find_field(results: Any, name: str) -> Any:
-    """``results.<name>`` from the outermost results level that has it."""
-    r = results
-    while r is not None:
-        if hasattr(r, name) and getattr(r, name) is not None:
-            return getattr(r, name)
-        r = getattr(r, "inner_results", None)
-    return None
 
 
 def _make_trace_fn(
@@ -144,8 +139,10 @@ def _make_trace_fn(
     def trace(state: Any, results: Any) -> dict[str, tf.Tensor]:
         out = {}
         for name in TRACED_FIELDS:
-            v = _find_field(results, name)
-            if v is not None:
+            v = results_field(results, name)
+            # One tensor per field: TFP's HMC keeps a list of per-part step sizes,
+            # empty at bootstrap, which is not a per-draw value of fixed shape.
+            if v is not None and not isinstance(v, (list, tuple)):
                 out[name] = tf.convert_to_tensor(v)
         if user_trace_fn is not None:
             extra = user_trace_fn(state, results)
@@ -316,7 +313,7 @@ def _open_run(
     results = kernel.bootstrap_results(init_state)
     reducer_states = {k: r.initialize(init_state, results) for k, r in reducer.items()}
     trace0 = trace(init_state, results)
-    batch_shape = _find_field(results, "target_log_prob")
+    batch_shape = results_field(results, "target_log_prob")
     batch_shape = [] if batch_shape is None else tf.convert_to_tensor(batch_shape).shape.as_list()
 
     config = {
@@ -364,16 +361,26 @@ def _open_run(
         run.reducer_states = _repack(reducer_states, ckpt.reducer_states, "reducer states", run_dir)
         run.chunk_index, run.num_written = ckpt.chunk_index, ckpt.num_written
         run.num_checkpointed = ckpt.num_written
+        if _reads_stream(kernel, run.state, run.kernel_results):
+            warnings.warn(
+                "sample: the kernel reads a tf.data source (DatasetData), which a resumed "
+                "run reads from its first batch again: the chain continues from its "
+                "checkpoint, but its draws differ from those of an uninterrupted run "
+                "(in-memory data resume bit for bit).",
+                UserWarning,
+                stacklevel=3,  # the caller of `sample`
+            )
         return run
     _prepare_new_run_dir(run_dir, overwrite)
-    _write_config(run_dir, config)
-    _checkpoint(run, 0)
+    # The sample store first: a state it cannot hold fails before the run exists.
     store.create(
         part_specs=[(tuple(p.shape.as_list()), p.dtype.name) for p in init_parts],
         trace_specs={k: (tuple(v.shape.as_list()), v.dtype.name) for k, v in trace0.items()},
         chunk_draws=min(chunk_size, num_samples),
         attrs={"config": json.dumps(config, sort_keys=True)},
     )
+    _write_config(run_dir, config)
+    _checkpoint(run, 0)
     return run
 
 
@@ -508,7 +515,9 @@ def sample(
       ValueError: bad arguments (named in the message).
       RunExistsError: a run exists in ``run_dir`` and neither ``resume`` nor
         ``overwrite`` was given.
-      RunDirectoryError: ``resume`` with a missing, corrupted or mismatching run.
+      RunDirectoryError: ``resume`` with a missing, corrupted or mismatching run;
+        a ``run_dir`` that is a file, or that holds files named like a run's
+        (``config.json``, ...) but no run (they are never deleted).
       KeyboardInterrupt: re-raised after Ctrl-C; the last checkpoint is intact.
     """
     num_samples = check_int(num_samples, "num_samples", 1)
@@ -525,8 +534,10 @@ def sample(
         raise ValueError("`trace_fn` must be callable (state, kernel_results) -> dict.")
     run_seed = as_run_seed(seed)
     try:
-        json.dumps(dict(metadata or {}))
-    except TypeError as e:
+        # Stored as JSON and compared with the stored copy on resume: normalised the
+        # same way (tuples become lists), so the same arguments always match.
+        metadata = json.loads(json.dumps(dict(metadata or {})))
+    except (TypeError, ValueError) as e:
         raise ValueError(f"`metadata` must be JSON-serializable: {e}") from e
 
     run = _open_run(
@@ -543,7 +554,7 @@ def sample(
         resume,
         overwrite,
         jit_compile,
-        dict(metadata or {}),
+        metadata,
     )
     bar = tqdm(
         total=run.total_steps,
@@ -609,16 +620,57 @@ def _write_config(run_dir: str, config: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _reads_stream(kernel: Any, state: Any, kernel_results: Any) -> bool:
+    """Whether a step of ``kernel`` reads a ``DatasetData`` (one traced step; nothing read)."""
+    if not len(DatasetData._live):
+        return False
+    try:
+        return bool(count_stream_draws(kernel, state, kernel_results))
+    except Exception:  # a kernel that cannot be traced here: nothing to say
+        return False
+
+
 def _prepare_new_run_dir(run_dir: str, overwrite: bool) -> None:
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise RunDirectoryError(f"`run_dir` {run_dir} is a file, not a directory.")
+    if not _holds_run(run_dir):
+        # A directory of the user's own files (even one named like ours) is not a
+        # run: those files are left alone, and only a name clash is refused.
+        clash = [f for f in _OUR_FILES if os.path.exists(os.path.join(run_dir, f))]
+        if clash:
+            raise RunDirectoryError(
+                f"{run_dir} holds {', '.join(clash)}, which a run would write, but no run: "
+                "choose another `run_dir`."
+            )
+        os.makedirs(run_dir, exist_ok=True)
+        return
     present = [f for f in _OUR_FILES if os.path.exists(os.path.join(run_dir, f))]
-    if present and not overwrite:
+    if not overwrite:
         raise RunExistsError(
             f"{run_dir} already holds a run ({', '.join(present)}); pass resume=True to "
             "continue it or overwrite=True to replace it."
         )
     for f in present:
         os.remove(os.path.join(run_dir, f))
-    os.makedirs(run_dir, exist_ok=True)
+
+
+def _holds_run(run_dir: str) -> bool:
+    """Whether ``run_dir`` holds a run of this driver (its checkpoint, its sample store
+    or its config)."""
+    if os.path.exists(os.path.join(run_dir, CHECKPOINT_FILE)):
+        return True
+    try:  # a store the driver made (it records the run's config)
+        with h5py.File(os.path.join(run_dir, SAMPLES_FILE), "r") as f:
+            if "config" in f.attrs:
+                return True
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(run_dir, CONFIG_FILE)) as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "format_version" in config and "state_spec" in config
 
 
 def _read_run_checkpoint(run_dir: str) -> Checkpoint:
@@ -744,7 +796,9 @@ class SamplingRun:
         return list(self.config.get("batch_shape", []))
 
     def samples(self, step: int = 1) -> Any:
-        """Draws ``[num_written, *batch, *event]`` (a list if the state was a list)."""
+        """Draws ``[num_written, *batch, *event]`` (a list if the state was a list),
+        every ``step``-th (an int >= 1)."""
+        step = check_int(step, "step", 1)
         self._check_store()
         try:
             parts = self.store.read_samples(self.num_written, step)
@@ -753,7 +807,9 @@ class SamplingRun:
         return parts if self.config["state_is_list"] else parts[0]
 
     def trace(self, step: int = 1) -> dict[str, np.ndarray]:
-        """Traced diagnostics per draw (``target_log_prob``, ``step_size``, ``diverged``, ...)."""
+        """Traced diagnostics per draw (``target_log_prob``, ``step_size``, ``diverged``, ...),
+        every ``step``-th draw (an int >= 1)."""
+        step = check_int(step, "step", 1)
         self._check_store()
         try:
             return self.store.read_trace(self.num_written, step)

@@ -32,6 +32,10 @@ import numpy as np
 __all__ = ["SampleStore", "SAMPLES_FILE"]
 
 SAMPLES_FILE = "samples.h5"
+# HDF5 chunk sizes: at most this many bytes of draws per chunk (fewer draws than
+# asked for when one draw is large), and HDF5's own limit on one chunk.
+_CHUNK_BYTES = 8 << 20
+_MAX_CHUNK_BYTES = 4 << 30
 
 
 def _h5_array(x: Any) -> np.ndarray:
@@ -64,21 +68,41 @@ class SampleStore:
           chunk_draws: HDF5 chunk length along the draw axis.
           attrs: file attributes (strings / numbers).
         """
-        with h5py.File(self.path, "w") as f:
-            for name, specs in (("samples", dict(enumerate(part_specs))), ("trace", trace_specs)):
-                g = f.create_group(name)
-                for key, (shape, dtype) in specs.items():
-                    g.create_dataset(
-                        str(key),
-                        shape=(0, *shape),
-                        maxshape=(None, *shape),
-                        dtype=np.dtype(dtype),
-                        chunks=(max(1, int(chunk_draws)), *shape),
+        groups = {"samples": dict(enumerate(part_specs)), "trace": dict(trace_specs)}
+        chunks = {}
+        for name, specs in groups.items():
+            for key, (shape, dtype) in specs.items():
+                size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+                if size >= _MAX_CHUNK_BYTES:
+                    what = "state part" if name == "samples" else "traced value"
+                    raise ValueError(
+                        f"one draw of {what} {key!r} (shape {list(shape)}, {dtype}) takes "
+                        f"{size:,} bytes: the sample store holds draws of under 4 GB."
                     )
-            f.create_group("reductions")
-            for k, v in (attrs or {}).items():
-                f.attrs[k] = v
-            f.flush()
+                # HDF5 chunks must stay under 4 GB; a few MB reads and writes well.
+                draws = max(1, min(int(chunk_draws), _CHUNK_BYTES // max(1, size)))
+                chunks[name, key] = (draws, *shape)
+        try:
+            with h5py.File(self.path, "w") as f:
+                for name, specs in groups.items():
+                    g = f.create_group(name)
+                    for key, (shape, dtype) in specs.items():
+                        g.create_dataset(
+                            str(key),
+                            shape=(0, *shape),
+                            maxshape=(None, *shape),
+                            dtype=np.dtype(dtype),
+                            chunks=chunks[name, key],
+                        )
+                f.create_group("reductions")
+                for k, v in (attrs or {}).items():
+                    f.attrs[k] = v
+                f.flush()
+        except BaseException:
+            # No half-made store is left behind to be taken for a run.
+            if os.path.exists(self.path):
+                os.remove(self.path)
+            raise
 
     def append(
         self,

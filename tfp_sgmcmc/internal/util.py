@@ -31,6 +31,7 @@ __all__ = [
     "all_finite",
     "cast_param",
     "estimator_data",
+    "results_field",
     "keyword_parameters",
     "RecordedParameters",
     "RecordedArgument",
@@ -234,6 +235,26 @@ def estimator_data(estimator: Any) -> Any:
         if data is not None:
             return data
         est = getattr(est, "base", None)
+    return None
+
+
+def results_field(results: Any, name: str) -> Any:
+    """``<level>.<name>`` of the outermost level of nested kernel results that has it.
+
+    Wrappers nest their kernel's results in ``inner_results`` (TFP's step-size
+    adaptation, ``TransformedTransitionKernel``, this library's wrappers); TFP's
+    Metropolis-Hastings kernels (HMC, MALA, random walk) keep the chain's in
+    ``accepted_results``. Both are followed. ``None`` when no level has it.
+    """
+    pending = [results]
+    while pending:
+        r = pending.pop(0)
+        if r is None:
+            continue
+        value = getattr(r, name, None)
+        if value is not None:
+            return value
+        pending += [getattr(r, "accepted_results", None), getattr(r, "inner_results", None)]
     return None
 
 
