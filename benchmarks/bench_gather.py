@@ -36,6 +36,15 @@ measures the draw and the three ways one might hide it:
     floor of a gather compiled without prefetch instructions (XLA emits none);
     ``xla_over_c`` is the library's draw time per row over the two-thread
     plain loop's, ``prefetch_gain`` what the prefetch buys in C.
+``huge_pages``
+    the same draw, and default SGHMC (``L = 5``, one minibatch per leapfrog
+    step), from the row-packed copy as TensorFlow allocates it (4 KB pages)
+    and from a copy of it on transparent huge pages (a 2 MB-aligned NumPy
+    buffer advised with ``madvise(MADV_HUGEPAGE)``, handed to TensorFlow
+    without a copy through DLPack), timed round-robin; and the two-thread C
+    loop on 4 KB and on huge pages. A random row of a 64 MB table costs a
+    page-table walk on 4 KB pages and none on 2 MB ones: ``thp_over_4k`` > 1
+    means the walk was part of the draw's cost. Linux only (skipped elsewhere).
 ``prefetch``
     an SGLD-like loop (minibatch draw, gradient, update) written two ways in
     one compiled ``tf.while_loop``: the batch of step ``t`` drawn in step ``t``
@@ -52,7 +61,9 @@ smoke test (small data: its speeds mean nothing).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import mmap
 import os
 import shutil
 import subprocess
@@ -65,7 +76,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 from _common import dump_json, environment, load_average, log, make_data, median, sync
-from bench_samplers import make_draw_floor, minibatch_grad
+from bench_samplers import log_likelihood, log_prior, make_chain, make_draw_floor, minibatch_grad
 
 import tfp_sgmcmc as sg
 
@@ -203,67 +214,161 @@ def _c_loop(exe: str | None, num_rows: int, row_bytes: int, n: int, rows: int,
     return runs
 
 
+SECTIONS = ("draw", "c_loop", "row_layout", "huge_pages", "numpy_take", "prefetch")
+_HUGE_PAGE = 2 << 20
+
+
+def _anon_huge_kib() -> int | None:
+    """This process's anonymous memory on transparent huge pages (KiB; Linux)."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("AnonHugePages:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _on_huge_pages(t: tf.Tensor) -> tf.Tensor:
+    """A copy of ``t`` in a 2 MB-aligned buffer advised for transparent huge pages.
+
+    The buffer is an anonymous ``mmap`` advised before its first write, so the
+    kernel backs it with 2 MB pages; TensorFlow reads it in place (DLPack: no
+    copy, the tensor keeps the buffer alive).
+    """
+    a = t.numpy()
+    size = -(-a.nbytes // _HUGE_PAGE) * _HUGE_PAGE + _HUGE_PAGE
+    region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    start = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    offset = (-start) % _HUGE_PAGE
+    region.madvise(mmap.MADV_HUGEPAGE, offset, size - offset)
+    buf = np.frombuffer(region, dtype=a.dtype, count=a.size, offset=offset).reshape(a.shape)
+    buf[...] = a
+    return tf.experimental.dlpack.from_dlpack(buf.__dlpack__())
+
+
+def _huge_pages(epoch: sg.InMemoryData, n: int, draws: int, repeats: int,
+                c_exe: str | None, zeros: tf.Tensor) -> dict[str, Any]:
+    """The draw and default SGHMC from 4 KB-page and huge-page copies of the rows."""
+    if not (hasattr(mmap, "MADV_HUGEPAGE") and _anon_huge_kib() is not None):
+        return {"skipped": "needs Linux with transparent huge pages"}
+    rows = epoch._packed_cache["rows"]
+    before = _anon_huge_kib()
+    huge = epoch.with_scheme("epoch")
+    huge._packed_cache = {"rows": sg.data._PackedRows(_on_huge_pages(rows.packed), rows.layout)}
+    out: dict[str, Any] = {"table_bytes": int(rows.packed.shape[0]) * 8 * int(rows.packed.shape[1]),
+                           "huge_page_kib_gained": (_anon_huge_kib() or 0) - (before or 0)}
+    layouts = {"4k": epoch, "thp": huge}
+    floors = {k: make_draw_floor(d, n, 1, draws) for k, d in layouts.items()}
+    per_round = _round_robin(
+        {k: (lambda r, f=f: f(zeros, tf.constant([r, 4]))) for k, f in floors.items()}, repeats
+    )
+    for k in layouts:
+        out[f"draw_{k}_ns_per_row"] = median(per_round[k]) / (draws * n) * 1e9
+    out["draw_thp_over_4k"] = median([a / b for a, b in zip(per_round["4k"], per_round["thp"])])
+    samples = max(1, draws // 5)
+    chains = {
+        k: make_chain(sg.SGHMC(sg.MinibatchEstimator(log_likelihood, d, n, log_prior), 1e-7,
+                               num_leapfrog_steps=5), samples)
+        for k, d in layouts.items()
+    }
+    per_round = _round_robin(
+        {k: (lambda r, f=f: f(zeros, tf.constant([r, 5]))) for k, f in chains.items()}, repeats
+    )
+    for k in layouts:
+        out[f"sghmc_L5_{k}_samples_per_s"] = samples / median(per_round[k])
+    out["sghmc_L5_thp_over_4k"] = median(
+        [a / b for a, b in zip(per_round["4k"], per_round["thp"])]
+    )
+    if c_exe is not None:
+        row_bytes = int(rows.packed.shape[1]) * 8
+        c = {}
+        for _ in range(3):  # alternated: the machine's memory speed drifts
+            for flag in (0, 1):
+                args = [c_exe, str(epoch.num_examples), str(row_bytes), str(n), str(draws * n),
+                        str(repeats), "2", "0", str(flag)]
+                res = json.loads(subprocess.run(args, check=True, capture_output=True,
+                                                text=True).stdout)
+                c.setdefault(flag, []).append(res["ns_per_row_median"])
+        out["c_two_threads_4k_ns_per_row"] = median(c[0])
+        out["c_two_threads_thp_ns_per_row"] = median(c[1])
+        out["c_thp_over_4k"] = median(c[0]) / median(c[1])
+    return out
+
+
 def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int,
-             c_exe: str | None = None) -> dict[str, Any]:
-    """Every measurement at batch size ``n``, ``draws`` minibatches per timed call."""
+             c_exe: str | None = None, sections: set[str] | None = None) -> dict[str, Any]:
+    """Every measurement (of ``sections``; all by default) at batch size ``n``,
+    ``draws`` minibatches per timed call."""
+    want = (lambda k: True) if sections is None else sections.__contains__
     data.prepare(n)
     epoch = data.with_scheme("epoch")
     group: dict[str, Any] = {"batch_size": n, "draws_per_call": draws}
-    log(f"[n={n}] draws in XLA, one thread and two")
-    # One program of ``draws`` consecutive draws (the estimator's own, every gathered
-    # element read once by a sum): ``make_draw_floor`` with one draw per "sample".
-    draw_floor = make_draw_floor(epoch, n, 1, draws)
     zeros = tf.zeros([int(epoch.arrays[0].shape[1])])  # θ of every loop below
     packed = epoch._packed_cache["rows"].packed  # the rows the estimator gathers
+    if want("draw") or want("c_loop"):
+        log(f"[n={n}] draws in XLA, one thread and two")
+        # One program of ``draws`` consecutive draws (the estimator's own, every gathered
+        # element read once by a sum): ``make_draw_floor`` with one draw per "sample".
+        draw_floor = make_draw_floor(epoch, n, 1, draws)
 
-    def draw(seed: tf.Tensor) -> tf.Tensor:
-        return draw_floor(zeros, seed)
+        def draw(seed: tf.Tensor) -> tf.Tensor:
+            return draw_floor(zeros, seed)
 
-    t_one = _time(lambda: sync(draw(tf.constant([1, 2]))), repeats)
-    group["draw"] = {"seconds_per_call": t_one, "ns_per_row": t_one / (draws * n) * 1e9}
-    group["draw_two_threads"] = _two_threads(
-        lambda r: sync(draw(tf.constant([r, 3]))), repeats
-    )
+        t_one = _time(lambda: sync(draw(tf.constant([1, 2]))), repeats)
+        group["draw"] = {"seconds_per_call": t_one, "ns_per_row": t_one / (draws * n) * 1e9}
+        group["draw_two_threads"] = _two_threads(
+            lambda r: sync(draw(tf.constant([r, 3]))), repeats
+        )
 
-    log(f"[n={n}] the same gather in plain C")
-    row_bytes = int(packed.shape[1]) * packed.dtype.size
-    group["c_loop"] = _c_loop(c_exe, data.num_examples, row_bytes, n, draws * n, repeats,
-                              group["draw"]["ns_per_row"])
+    if want("c_loop"):
+        log(f"[n={n}] the same gather in plain C")
+        row_bytes = int(packed.shape[1]) * packed.dtype.size
+        group["c_loop"] = _c_loop(c_exe, data.num_examples, row_bytes, n, draws * n, repeats,
+                                  group["draw"]["ns_per_row"])
 
-    log(f"[n={n}] draws from rows padded to cache lines and from unpadded rows")
-    group["row_layout"] = _row_layout(epoch, n, draws, repeats, zeros)
+    if want("row_layout"):
+        log(f"[n={n}] draws from rows padded to cache lines and from unpadded rows")
+        group["row_layout"] = _row_layout(epoch, n, draws, repeats, zeros)
 
-    log(f"[n={n}] NumPy take, random and sorted rows")
-    packed_np = packed.numpy()
-    # A fresh index set per draw, as in sampling: cycling through a few sets
-    # would keep their rows in the last-level cache and flatter the gather.
-    sets = np.random.default_rng(0).integers(0, data.num_examples, (draws, n))
-    buf = np.empty((n, packed_np.shape[1]), packed_np.dtype)
-    numpy_take = {}
-    for label, idx in (("random", sets), ("sorted", np.sort(sets, axis=1))):
-        def take(idx: np.ndarray = idx) -> None:
-            for k in range(draws):
-                np.take(packed_np, idx[k], axis=0, out=buf)
+    if want("huge_pages"):
+        log(f"[n={n}] draws and default SGHMC from 4 KB pages and from huge pages")
+        group["huge_pages"] = _huge_pages(epoch, n, draws, repeats, c_exe, zeros)
 
-        numpy_take[f"{label}_ns_per_row"] = _time(take, repeats) / (draws * n) * 1e9
-    group["numpy_take"] = numpy_take
+    if want("numpy_take"):
+        log(f"[n={n}] NumPy take, random and sorted rows")
+        packed_np = packed.numpy()
+        # A fresh index set per draw, as in sampling: cycling through a few sets
+        # would keep their rows in the last-level cache and flatter the gather.
+        sets = np.random.default_rng(0).integers(0, data.num_examples, (draws, n))
+        buf = np.empty((n, packed_np.shape[1]), packed_np.dtype)
+        numpy_take = {}
+        for label, idx in (("random", sets), ("sorted", np.sort(sets, axis=1))):
+            def take(idx: np.ndarray = idx) -> None:
+                for k in range(draws):
+                    np.take(packed_np, idx[k], axis=0, out=buf)
 
-    log(f"[n={n}] SGLD-like loop, batch drawn inline or carried one step ahead")
-    steps = draws
-    loops = {c: _make_sgld_loop(epoch, n, steps, c) for c in (False, True)}
-    per_round = _round_robin(
-        {c: (lambda r, fn=fn: fn(zeros, tf.constant([r, 1]))) for c, fn in loops.items()},
-        repeats,
-    )
-    inline, carried = median(per_round[False]), median(per_round[True])
-    group["prefetch"] = {
-        "steps_per_call": steps,
-        "inline_steps_per_s": steps / inline,
-        "carried_steps_per_s": steps / carried,
-        "carried_over_inline": median(
-            [i / c for i, c in zip(per_round[False], per_round[True])]
-        ),
-    }
+            numpy_take[f"{label}_ns_per_row"] = _time(take, repeats) / (draws * n) * 1e9
+        group["numpy_take"] = numpy_take
+
+    if want("prefetch"):
+        log(f"[n={n}] SGLD-like loop, batch drawn inline or carried one step ahead")
+        steps = draws
+        loops = {c: _make_sgld_loop(epoch, n, steps, c) for c in (False, True)}
+        per_round = _round_robin(
+            {c: (lambda r, fn=fn: fn(zeros, tf.constant([r, 1]))) for c, fn in loops.items()},
+            repeats,
+        )
+        inline, carried = median(per_round[False]), median(per_round[True])
+        group["prefetch"] = {
+            "steps_per_call": steps,
+            "inline_steps_per_s": steps / inline,
+            "carried_steps_per_s": steps / carried,
+            "carried_over_inline": median(
+                [i / c for i, c in zip(per_round[False], per_round[True])]
+            ),
+        }
     return group
 
 
@@ -278,6 +383,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--quick", action="store_true", help="smoke test: N = 20,000, 3 repeats")
     p.add_argument("--no-c-loop", action="store_true",
                    help="skip the plain-C gather (c_loop) even if a C compiler is found")
+    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                   help="what to measure (default: all; see the module docstring)")
     p.add_argument("--output", default=None)
     a = p.parse_args(argv)
     if a.quick:
@@ -292,10 +399,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "groups": [],
     }
     with tempfile.TemporaryDirectory() as workdir:
-        c_exe = None if a.no_c_loop else _compile_c_loop(workdir)
+        needs_c = {"c_loop", "huge_pages"} & set(a.sections)
+        c_exe = None if a.no_c_loop or not needs_c else _compile_c_loop(workdir)
         for frac in a.batch_fractions:
             n = max(1, int(round(frac * a.num_examples)))
-            group = _measure(data, n, max(1, a.rows_per_call // n), a.repeats, c_exe)
+            group = _measure(data, n, max(1, a.rows_per_call // n), a.repeats, c_exe,
+                             set(a.sections))
             group["load_average"] = load_average()
             out["groups"].append(group)
     out["load_average_end"] = load_average()

@@ -10,12 +10,17 @@
  * XLA's CPU code generator does not emit, so the gap between the two runs is
  * what a gather could gain that a compiled TensorFlow program cannot.
  *
+ * With `huge` = 1 the table is allocated on 2 MB boundaries and advised for
+ * transparent huge pages (madvise(MADV_HUGEPAGE)) before it is first written,
+ * so a random row costs no 4 KB page-table walk (the kernel's
+ * /sys/kernel/mm/transparent_hugepage/enabled must not be "never").
+ *
  * Every timed call copies `rows_per_call` rows with fresh random indices
  * (drawn before the timing), so no batch is served from the cache.
  *
  * Built and run by benchmarks/bench_gather.py (`c_loop` section):
  *   cc -O2 -pthread -o gather_rows gather_rows.c
- *   ./gather_rows NUM_ROWS ROW_BYTES N ROWS_PER_CALL REPEATS THREADS PREFETCH
+ *   ./gather_rows NUM_ROWS ROW_BYTES N ROWS_PER_CALL REPEATS THREADS PREFETCH [HUGE]
  * Prints one JSON object: the median and minimum ns per gathered row.
  */
 #include <pthread.h>
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 typedef struct {
@@ -60,21 +66,29 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 8) {
-    fprintf(stderr, "usage: %s NUM_ROWS ROW_BYTES N ROWS_PER_CALL REPEATS THREADS PREFETCH\n",
+  if (argc != 8 && argc != 9) {
+    fprintf(stderr,
+            "usage: %s NUM_ROWS ROW_BYTES N ROWS_PER_CALL REPEATS THREADS PREFETCH [HUGE]\n",
             argv[0]);
     return 2;
   }
   long num_rows = atol(argv[1]), n = atol(argv[3]), rows_per_call = atol(argv[4]);
   size_t row_bytes = (size_t)atol(argv[2]);
   int repeats = atoi(argv[5]), threads = atoi(argv[6]), prefetch = atoi(argv[7]);
+  int huge = argc == 9 ? atoi(argv[8]) : 0;
   if (num_rows < 1 || row_bytes < 1 || n < 1 || rows_per_call < n || repeats < 1 ||
       threads < 1 || threads > 64 || prefetch < 0) {
     fprintf(stderr, "invalid arguments\n");
     return 2;
   }
   long batches = rows_per_call / n;
-  unsigned char *table = malloc((size_t)num_rows * row_bytes);
+  const size_t huge_page = (size_t)2 << 20;
+  size_t table_bytes = ((size_t)num_rows * row_bytes + huge_page - 1) / huge_page * huge_page;
+  unsigned char *table = aligned_alloc(huge_page, table_bytes);
+  if (table && huge && madvise(table, table_bytes, MADV_HUGEPAGE) != 0) {
+    perror("madvise(MADV_HUGEPAGE)");
+    return 1;
+  }
   unsigned char *out = malloc((size_t)n * row_bytes);
   uint32_t *idx = malloc(sizeof(uint32_t) * (size_t)(batches * n) * (size_t)repeats);
   double *times = malloc(sizeof(double) * (size_t)repeats);
