@@ -344,7 +344,8 @@ def run(args: argparse.Namespace) -> dict:
     stats = summarise(prob, chunks, args.chains)
     result = {
         "model": "pmf (tfp_sgmcmc/models/pmf.py), tau = (alpha, mu0, a0, b0) = (3, 0, 4, 5), "
-        "d = 20",
+        f"d = {prob.latent_dim}",
+        "latent_dim": int(prob.latent_dim),  # PMF.ground_truth() compares it
         "data": "synthetic_ratings(seed=data_seed): 943 users, 1682 items, 100000 ratings",
         "num_ratings": int(prob.data.num_ratings),
         "num_train": int(prob.num_train),

@@ -68,6 +68,12 @@ def test_ratings_csv_round_trip_keeps_half_stars(tmp_path):
         ("ratings.csv", CSV + "1,2,5.5,3\n", "out of range (expected half stars"),
         ("ratings.csv", CSV + "1,2,3.3,3\n", "out of range"),
         ("ratings.csv", "userId,movieId,rating,timestamp\n", "contains no ratings"),
+        # Non-finite and huge ids equal their rounding and became -2**63 as int64.
+        ("ratings.csv", CSV + "1,inf,3.5,10\n", "line 5: expected integer ids"),
+        ("ratings.csv", CSV + "1e30,2,3.5,10\n", "line 5: expected integer ids"),
+        ("u.data", UDATA + "186\t1e20\t3\t1\n", "line 5: expected integer ids"),
+        ("u.data", UDATA + "186\t9007199254740992\t3\t1\n", "line 5: ids must be non-negative"),
+        ("u.data", UDATA + "-1\t302\t3\t1\n", "line 5: ids must be non-negative"),
     ],
 )
 def test_movielens_errors_name_file_and_expectation(tmp_path, name, text, needle):

@@ -57,6 +57,40 @@ def test_split_and_model_functions():
         logistic_regression(num_examples=100, train_fraction=1.0)
 
 
+@pytest.mark.parametrize(
+    "num_examples, train_fraction", [(3, 0.9), (10, 0.01), (2, 0.2)],
+    ids=["empty_test", "empty_train", "two_rows_rounded_to_zero"],
+)
+def test_split_needs_a_training_and_a_test_row(num_examples, train_fraction):
+    with pytest.raises(ValueError, match="`train_fraction`.*`num_examples`"):
+        logistic_regression(num_examples=num_examples, num_features=2,
+                            train_fraction=train_fraction)
+    logistic_regression(num_examples=2, num_features=2, train_fraction=0.5)
+
+
+@pytest.mark.parametrize("fraction", [-0.5, 0.0, 1.5, float("nan"), float("inf"), None, "0.1"])
+def test_batch_size_from_fraction_refuses_fractions_outside_0_1(fraction):
+    prob = logistic_regression(num_examples=100, num_features=2)
+    with pytest.raises(ValueError, match="`fraction`"):
+        prob.batch_size_from_fraction(fraction)
+    assert prob.batch_size_from_fraction(1.0) == prob.num_train
+    assert prob.batch_size_from_fraction(1e-6) == 1
+
+
+def test_ground_truth_must_match_split_and_features(monkeypatch):
+    """Only seed and N were compared: another split or d got the stored reference."""
+    from tfp_sgmcmc.models import logistic_regression as lr_module
+
+    prob = logistic_regression(num_examples=100, num_features=3)
+    stored = {"seed": 42, "num_examples": 100, "num_train": 80, "mean": [0.0, 0.0, 0.0]}
+    monkeypatch.setattr(lr_module, "load_ground_truth", lambda: dict(stored))
+    assert prob.ground_truth() == stored
+    assert logistic_regression(num_examples=100, num_features=3,
+                               train_fraction=0.5).ground_truth() is None
+    assert logistic_regression(num_examples=100, num_features=4).ground_truth() is None
+    assert logistic_regression(num_examples=100, num_features=3, seed=1).ground_truth() is None
+
+
 def test_stored_ground_truth_is_consistent():
     gt = load_ground_truth()
     if gt is None:

@@ -198,6 +198,20 @@ def test_stored_pmf_reference_matches_the_synthetic_split():
     assert pm.pmf(synthetic=True, split_seed=1).ground_truth() is None
 
 
+def test_pmf_reference_needs_the_same_latent_dim_and_split_size(monkeypatch):
+    """A d = 2 model was scored against the d = 20 reference."""
+    assert pm.pmf(synthetic=True, latent_dim=2).ground_truth() is None
+    assert pm.pmf(synthetic=True, train_fraction=0.7).ground_truth() is None
+    stored = pm.load_ground_truth()
+    prob = pm.pmf(synthetic=True)
+    # A reference that records ``latent_dim`` is compared on it.
+    monkeypatch.setattr(pm, "load_ground_truth", lambda: {**stored, "latent_dim": 20})
+    assert prob.ground_truth() is not None
+    monkeypatch.setattr(pm, "load_ground_truth", lambda: {**stored, "latent_dim": 2})
+    assert prob.ground_truth() is None
+    assert pm.pmf(synthetic=True, latent_dim=2).ground_truth() is not None
+
+
 def _pmf_sgld_program(num_users: int, num_items: int, steps: int, num_ratings: int = 20_000):
     data = pm.synthetic_ratings(
         num_users, num_items, num_ratings, min_per_user=1, latent_dim=pm.LATENT_DIM, seed=0

@@ -152,6 +152,15 @@ def test_sample_shapes_parametrisation_and_bad_input(setup):
         PMFGibbs("not a problem")
 
 
+def test_thin_above_num_sweeps_is_refused_before_sweeping(setup):
+    _, gibbs, theta = setup
+    done = []
+    with pytest.raises(ValueError, match="`thin`"):
+        gibbs.sample(theta, num_sweeps=3, seed=0, thin=5, callback=done.append)
+    assert done == []
+    assert gibbs.sample(theta, num_sweeps=3, seed=0, thin=3)[0].shape[0] == 1
+
+
 def test_the_chain_moves(setup):
     """A sampler whose draws stay constant fails (every part changes between sweeps)."""
     _, gibbs, theta = setup

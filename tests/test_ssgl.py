@@ -276,6 +276,22 @@ def test_sa_update_one_step_matches_reference(form):
             np.testing.assert_allclose(g.numpy(), w, rtol=1e-12, atol=1e-12)
 
 
+def test_sa_update_takes_python_and_other_dtype_omega():
+    """``omega=1.0`` (the EM step) raised AttributeError; float64 ω on float32 latents
+    raised InvalidArgumentError."""
+    prior = SpikeAndSlabGroupLasso(0.1, sigma_form="classification")
+    beta = [tf.constant([0.5, -1.0, 0.0])]
+    lat = prior.initial_latents(beta)
+    want = prior.sa_update(lat, beta, tf.constant(1.0))
+    for omega in (1.0, 1, np.float64(1.0), tf.constant(1.0, F64)):
+        got = prior.sa_update(lat, beta, omega)
+        assert got.sigma.dtype == tf.float32
+        np.testing.assert_allclose(got.rho[0].numpy(), want.rho[0].numpy())
+    for bad in (1.5, -0.1, None, "0.5"):
+        with pytest.raises(ValueError, match="`omega`"):
+            prior.sa_update(lat, beta, bad)
+
+
 @pytest.mark.parametrize("form", ["classification", "regression"])
 def test_sa_recursion_converges_to_fixed_point_with_beta_held_fixed(form):
     """With β fixed, the SA iterates θ_k → θ* with θ* = g_{θ*}(β) (supplement Thm 1)."""

@@ -33,6 +33,7 @@ scores the KSD needs) are mapped over with ``tf.map_fn``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,7 @@ from tfp_sgmcmc.data import DatasetData, InMemoryData
 from tfp_sgmcmc.diagnostics import model_averaged_probabilities
 from tfp_sgmcmc.diagnostics.calibration import predictive_metrics
 from tfp_sgmcmc.estimators import MinibatchEstimator
+from tfp_sgmcmc.internal.util import check_int, check_positive
 
 __all__ = [
     "KerasPosterior",
@@ -121,9 +123,15 @@ class KerasPosterior:
       ``"bernoulli"``; float arrays holding integers are accepted, and one-hot
       rows ``[N, K]`` are converted to ids. Anything else (soft labels, ids out
       of range) is a ``ValueError``. The check runs on in-memory data; a
-      ``tf.data`` dataset must yield ids already.
-    * **Shapes**: ``x`` ``[N, ...]`` (cast to float32), the state is the list
-      of trainable weights, optionally with leading chain dimensions.
+      ``tf.data`` dataset must yield ids already. ``K`` is read from
+      ``model.outputs`` or, for a subclassed model without them, from a
+      forward pass on the first row.
+    * **One output** for the built-in likelihoods; a model with several outputs
+      needs a callable ``likelihood`` (it receives the list of outputs).
+    * **Shapes and dtypes**: ``x`` ``[N, ...]`` and floating ``y`` arrays are
+      cast to the dtype of the model's weights (float64 weights give float64
+      data), the state is the list of trainable weights, optionally with
+      leading chain dimensions.
 
     Args:
       model: a built Keras 3 model (TF backend).
@@ -136,18 +144,27 @@ class KerasPosterior:
         probabilities (``False``), for ``"categorical"``/``"bernoulli"``.
         Default value: ``None`` (logits, and a final softmax/sigmoid layer is
         an error).
-      prior_scale: standard deviation of the isotropic Gaussian prior, or a
-        callable ``list_of_weights -> log p``. Default value: ``1.``.
-      noise_scale: observation noise of the ``"gaussian"`` likelihood.
+      prior_scale: standard deviation of the isotropic Gaussian prior (a
+        positive finite scalar), or a callable ``list_of_weights -> log p``.
         Default value: ``1.``.
-      num_examples: ``N`` for a ``tf.data`` dataset. Default value: ``None``.
-      scheme: minibatch scheme of in-memory data. Default value: ``"epoch"``.
+      noise_scale: observation noise of the ``"gaussian"`` likelihood (a
+        positive finite scalar). Default value: ``1.``.
+      num_examples: ``N``, required for a ``tf.data`` dataset; with arrays or a
+        data source it may only repeat their number of rows.
+        Default value: ``None``.
+      scheme: minibatch scheme of ``(x, y)`` arrays. An ``InMemoryData`` keeps
+        its own (``data.with_scheme(...)`` changes it) and a dataset has none,
+        so another ``scheme`` with them is an error. Default value: ``None``
+        (``"epoch"``).
 
     Raises:
       ValueError: a model that is not built, an unknown likelihood, a
-        non-positive ``prior_scale``, a dataset without ``num_examples``, a
-        final softmax/sigmoid without ``from_logits=False`` (or with
-        ``from_logits=True``), labels that are not class ids.
+        ``prior_scale`` or ``noise_scale`` that is not a positive finite
+        scalar, a dataset without ``num_examples``, a ``num_examples`` or
+        ``scheme`` that the data cannot take, several model outputs with a
+        built-in likelihood, a final softmax/sigmoid without
+        ``from_logits=False`` (or with ``from_logits=True``), labels that are
+        not class ids.
     """
 
     def __init__(
@@ -158,7 +175,7 @@ class KerasPosterior:
         prior_scale: float | Callable[[list], tf.Tensor] = 1.0,
         noise_scale: float = 1.0,
         num_examples: int | None = None,
-        scheme: str = "epoch",
+        scheme: str | None = None,
         from_logits: bool | None = None,
     ) -> None:
         if not isinstance(model, keras.Model):
@@ -167,8 +184,11 @@ class KerasPosterior:
             raise ValueError("`model` must be built (call it once on an input) with weights.")
         if isinstance(likelihood, str) and likelihood not in _LIKELIHOODS:
             raise ValueError(f"`likelihood` must be one of {_LIKELIHOODS} or a callable.")
-        if not callable(prior_scale) and not float(prior_scale) > 0:
-            raise ValueError(f"`prior_scale` must be > 0 or a callable, got {prior_scale!r}.")
+        if not callable(prior_scale):
+            check_positive(prior_scale, "prior_scale", scalar=True)
+        check_positive(noise_scale, "noise_scale", scalar=True)
+        if num_examples is not None:
+            num_examples = check_int(num_examples, "num_examples", minimum=1)
         classification = likelihood in ("categorical", "bernoulli")
         activation = output_activation(model) if classification else None
         if activation in _PROBABILITY_ACTIVATIONS and from_logits is not False:
@@ -185,12 +205,36 @@ class KerasPosterior:
         self.likelihood = likelihood
         self.prior_scale = prior_scale
         self.noise_scale = float(noise_scale)
+        # Keras passes ``training`` through ``stateless_call`` to ``call`` as is, so a
+        # ``call`` without that argument (valid in Keras) must not receive it.
+        self._call_kwargs = {"training": False} if _call_accepts_training(model) else {}
+        # Data follow the weights' dtype so that the state and the data agree.
+        dtype = np.dtype(tf.as_dtype(model.trainable_variables[0].dtype).as_numpy_dtype)
+        self._float_dtype = dtype
         if isinstance(data, tf.data.Dataset):
             if num_examples is None:
                 raise ValueError("`num_examples` is required with a tf.data dataset.")
+            if scheme is not None:
+                raise ValueError(
+                    f"`scheme` applies to in-memory data, not to a tf.data dataset, got {scheme!r}."
+                )
             self.data = DatasetData(data, num_examples)
+            self._check_outputs(model, None, likelihood)
         elif isinstance(data, (InMemoryData, DatasetData)):
+            if num_examples is not None and num_examples != data.num_examples:
+                raise ValueError(
+                    f"`num_examples` = {num_examples} differs from the data's "
+                    f"N = {data.num_examples}; leave it out with a data source."
+                )
+            data_scheme = getattr(data, "scheme", None)
+            if scheme is not None and scheme != data_scheme:
+                raise ValueError(
+                    f"`scheme` = {scheme!r} does not apply to data given as "
+                    f"{type(data).__name__} (its scheme is {data_scheme!r}); pass "
+                    f"data.with_scheme({scheme!r}) for an InMemoryData instead."
+                )
             self.data = data
+            self._check_outputs(model, None, likelihood)
         else:
             if not isinstance(data, (tuple, list)) or len(data) != 2:
                 raise ValueError(
@@ -198,23 +242,40 @@ class KerasPosterior:
                     f"dataset, got {type(data).__name__}."
                 )
             x, y = data
-            x = _as_inputs(x, "data")
+            x = _as_inputs(x, "data", dtype)
             y = np.asarray(y)
             n = _num_rows(x)
             if y.ndim == 0 or y.shape[0] != n:
                 raise ValueError(f"`data`: {n} inputs but labels of shape {y.shape}.")
+            if num_examples is not None and num_examples != n:
+                raise ValueError(
+                    f"`num_examples` = {num_examples} differs from the {n} rows of `data` "
+                    "(it is only needed with a tf.data dataset)."
+                )
+            num_outputs = self._check_outputs(model, x, likelihood)
             if classification:
-                y = self._check_labels(model, y, likelihood)
-            self.data = InMemoryData((x, y), scheme=scheme)
+                y = _class_ids(y, 2 if likelihood == "bernoulli" else num_outputs)
+            elif np.issubdtype(y.dtype, np.floating):
+                y = y.astype(dtype)
+            self.data = InMemoryData((x, y), scheme="epoch" if scheme is None else scheme)
         self._non_trainable = [tf.convert_to_tensor(v.value) for v in model.non_trainable_variables]
         self._weight_ranks = [len(v.shape) for v in model.trainable_variables]
 
     @staticmethod
-    def _check_labels(model: Any, y: np.ndarray, likelihood: str) -> np.ndarray:
-        if likelihood == "bernoulli":
-            return _class_ids(y, 2)
-        num_classes = int(model.outputs[0].shape[-1]) if getattr(model, "outputs", None) else None
-        return _class_ids(y, num_classes)
+    def _check_outputs(model: Any, x: Any, likelihood: Any) -> int | None:
+        """The size of the model's last output axis (``None`` if unknown); a
+        ``ValueError`` for several outputs with a built-in likelihood."""
+        shapes = _output_shapes(model, x)
+        if shapes is None:
+            return None
+        if isinstance(likelihood, str) and len(shapes) != 1:
+            raise ValueError(
+                f"`model` has {len(shapes)} outputs {shapes}, but likelihood={likelihood!r} "
+                "reads a single output: pass a callable `likelihood` (y, outputs) -> [n] "
+                "that combines them."
+            )
+        last = shapes[0][-1] if shapes[0] else None
+        return None if last is None else int(last)
 
     # -- state -------------------------------------------------------------- #
     def init_state(self) -> list[tf.Tensor]:
@@ -228,7 +289,9 @@ class KerasPosterior:
     # -- model pieces ---------------------------------------------------------- #
     def outputs(self, weights: list[tf.Tensor], x: tf.Tensor) -> tf.Tensor:
         """``f_W(x)`` for one set of weights via ``stateless_call``."""
-        out, _ = self.model.stateless_call(list(weights), self._non_trainable, x, training=False)
+        out, _ = self.model.stateless_call(
+            list(weights), self._non_trainable, x, **self._call_kwargs
+        )
         return out
 
     def _extra_dims(self, weights: list[tf.Tensor]) -> int:
@@ -328,11 +391,38 @@ def _sample_parts(posterior: KerasPosterior, samples: Any) -> list[np.ndarray]:
     return parts
 
 
-def _as_inputs(x: Any, name: str) -> Any:
-    """Model inputs as float32 arrays: one array, or a list/tuple/dict of arrays (a
-    model with several inputs) sharing their number of rows."""
+def _call_accepts_training(model: Any) -> bool:
+    """Whether ``model.call`` takes a ``training`` argument (by name or ``**kwargs``)."""
     try:
-        x = tf.nest.map_structure(lambda t: np.asarray(t, np.float32), x)
+        params = inspect.signature(model.call).parameters.values()
+    except (TypeError, ValueError):  # no introspectable signature: keep Keras's default
+        return True
+    return any(p.name == "training" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def _output_shapes(model: Any, x: Any) -> list[tuple] | None:
+    """The shapes of the model's outputs, from ``model.outputs`` (functional and
+    sequential models) or, for a subclassed model, a forward pass on the first row
+    of ``x``; ``None`` when neither is available."""
+    outputs = getattr(model, "outputs", None)
+    if outputs:
+        return [tuple(o.shape) for o in outputs]
+    if x is None:
+        return None
+    try:
+        out = model(tf.nest.map_structure(lambda t: t[:1], x))
+    except Exception as e:  # the user's model failed: one error naming `model`
+        raise ValueError(
+            f"`model` failed on the first row of `data` ({type(e).__name__}: {e})."
+        ) from e
+    return [tuple(t.shape) for t in tf.nest.flatten(out)]
+
+
+def _as_inputs(x: Any, name: str, dtype: Any = np.float32) -> Any:
+    """Model inputs as floating arrays of ``dtype``: one array, or a list/tuple/dict of
+    arrays (a model with several inputs) sharing their number of rows."""
+    try:
+        x = tf.nest.map_structure(lambda t: np.asarray(t, dtype), x)
     except (ValueError, TypeError) as e:
         raise ValueError(
             f"`{name}`: the inputs must be an array or a list/tuple/dict of arrays (one per "
@@ -364,7 +454,7 @@ def predictive_probabilities(
       batch_size: rows per forward pass. Default value: ``2048``.
     """
     samples = _sample_parts(posterior, samples)
-    x = _as_inputs(x, "x")
+    x = _as_inputs(x, "x", posterior._float_dtype)
     fn = tf.function(lambda ws, xb: posterior.outputs(ws, xb), reduce_retracing=True)
     out = []
     num = samples[0].shape[0]

@@ -98,3 +98,44 @@ def test_precomputed_centre_gradient_is_used(rng):
                                     centering_log_prob=tf.constant(1.0, tf.float64))
     out, _ = cv(centre, cv.bootstrap(centre), tf.constant([1, 2]))
     np.testing.assert_allclose(out.grads_target_log_prob[0].numpy(), [5.0, -5.0], rtol=1e-12)
+
+
+
+@pytest.mark.parametrize(
+    "grad",
+    [
+        [tf.zeros([1], tf.float64)],  # broadcast into the estimate before
+        [tf.zeros([2], tf.float64)] * 2,  # one part too many
+        [],  # a part lost
+        [tf.zeros([2], tf.float32)],
+        [tf.constant([np.nan, 0.0], tf.float64)],
+    ],
+    ids=["shape", "too_many_parts", "no_parts", "dtype", "nan"],
+)
+def test_precomputed_centre_gradient_must_match_the_centre(rng, grad):
+    x, y, ll, lp = linear_gaussian_model(rng)
+    base = sg.MinibatchEstimator(ll, (x, y), 2, log_prior_fn=lp)
+    centre = tf.constant([0.1, 0.2], tf.float64)
+    with pytest.raises(ValueError, match=r"`centering_gradient"):
+        sg.ControlVariateEstimator(base, centre, centering_gradient=grad,
+                                   centering_log_prob=tf.constant(1.0, tf.float64))
+
+
+def test_precomputed_centre_score_needs_both_parts_and_a_finite_scalar(rng):
+    """A lone ``centering_gradient`` was silently replaced by a full pass."""
+    x, y, ll, lp = linear_gaussian_model(rng)
+    base = sg.MinibatchEstimator(ll, (x, y), 2, log_prior_fn=lp)
+    centre = tf.constant([0.1, 0.2], tf.float64)
+    good = [tf.constant([5.0, -5.0], tf.float64)]
+    with pytest.raises(ValueError, match="`centering_gradient` was given without "
+                                         "`centering_log_prob`"):
+        sg.ControlVariateEstimator(base, centre, centering_gradient=good)
+    with pytest.raises(ValueError, match="`centering_log_prob` was given without"):
+        sg.ControlVariateEstimator(base, centre, centering_log_prob=1.0)
+    for bad in (tf.constant(np.inf, tf.float64), tf.constant([1.0, 2.0], tf.float64),
+                tf.constant(1.0, tf.float32)):
+        with pytest.raises(ValueError, match="`centering_log_prob`"):
+            sg.ControlVariateEstimator(base, centre, centering_gradient=good,
+                                       centering_log_prob=bad)
+    cv = sg.ControlVariateEstimator(base, centre, centering_gradient=good, centering_log_prob=1.0)
+    assert cv.centering_log_prob.dtype == tf.float64

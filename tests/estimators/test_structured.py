@@ -109,6 +109,8 @@ def test_partition_constructors():
         (lambda: partition_from_group_ids([np.array([0, 1])], num_groups=3), "group_ids"),
         (lambda: partition_from_group_ids([np.array([-1, 0])]), "group_ids"),
         (lambda: partition_from_group_ids([np.array([0.0, 1.0])]), "group_ids"),
+        (lambda: partition_from_group_ids([np.array([0, 1, 2])], num_groups=3.5), "num_groups"),
+        (lambda: partition_from_group_ids([np.array([0, 1])], num_groups="2"), "num_groups"),
         (lambda: partition_by_neuron([(3, 4), (3,)], part_layers=[0, 0]), "part_layers"),
         (lambda: partition_by_part([(3,)], part_layers=[0, 1]), "part_layers"),
         (lambda: partition_by_neuron([(3,)], axis=2), "axis"),

@@ -58,6 +58,17 @@ def test_bad_input(rng):
         SSGLEstimator(prior, (x, y), 10)
     with pytest.raises(ValueError, match="`sparse_parts`"):
         make_est(x, y, 10, sparse_parts=[False, False])
+    for kw, name in [
+        (dict(initial_rho=None), "initial_rho"),
+        (dict(initial_rho=1.5), "initial_rho"),
+        (dict(initial_delta=1.0), "initial_delta"),
+        (dict(initial_delta="abc"), "initial_delta"),
+        (dict(batch_ndims=0.0), "batch_ndims"),
+        (dict(batch_ndims=-1), "batch_ndims"),
+    ]:
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            make_est(x, y, 10, **kw)
+    assert make_est(x, y, 10, batch_ndims=np.int64(0)).batch_ndims == 0
     with pytest.raises(ValueError, match="`initial_delta`"):
         make_est(x, y, 10, initial_delta=1.0)
     with pytest.raises(ValueError, match="`momentum`"):

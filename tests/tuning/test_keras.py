@@ -217,3 +217,109 @@ def test_model_with_several_inputs(as_dict):
     bad = {"a": xa, "b": xb[:30]} if as_dict else [xa, xb[:30]]
     with pytest.raises(ValueError, match="`data`"):
         KerasPosterior(model, (bad, y))
+
+
+class _Subclassed(keras.Model):
+    """A subclassed model (no ``outputs``) whose ``call`` takes ``**kwargs``."""
+
+    def __init__(self, units: int):
+        super().__init__()
+        self.dense = keras.layers.Dense(units)
+
+    def call(self, x, **kwargs):
+        return self.dense(x)
+
+
+class _NoTrainingArg(keras.Model):
+    def __init__(self, units: int):
+        super().__init__()
+        self.dense = keras.layers.Dense(units)
+
+    def call(self, x):
+        return self.dense(x)
+
+
+def test_subclassed_model_labels_are_range_checked(setup):
+    """Without ``model.outputs`` the class count comes from a forward pass on one row."""
+    x, y, _, _ = setup
+    model = _Subclassed(4)
+    model(x[:2])
+    with pytest.raises(ValueError, match=r"in \[0, 4\)"):
+        KerasPosterior(model, (x, y + 4))
+    KerasPosterior(model, (x, y))
+
+
+def test_call_without_training_argument_is_evaluated(setup):
+    x, y, _, _ = setup
+    model = _NoTrainingArg(4)
+    model(x[:2])
+    post = KerasPosterior(model, (x, y))
+    lp = post.estimator(60).full_log_prob_and_gradient(post.init_state()).target_log_prob
+    assert np.isfinite(lp.numpy())
+
+
+def test_several_outputs_need_a_callable_likelihood(setup):
+    x, y, _, _ = setup
+    inp = keras.Input((3,))
+    h = keras.layers.Dense(4)(inp)
+    model = keras.Model(inp, [keras.layers.Dense(4)(h), keras.layers.Dense(5)(h)])
+    with pytest.raises(ValueError, match="2 outputs.*callable `likelihood`"):
+        KerasPosterior(model, (x, y))
+
+    def first_head(labels, outputs):
+        logp = tf.nn.log_softmax(outputs[0])
+        return tf.gather(logp, tf.cast(labels, tf.int32), axis=-1, batch_dims=1)
+
+    post = KerasPosterior(model, (x, y), likelihood=first_head)
+    assert np.isfinite(post.estimator(60).full_log_prob_and_gradient(post.init_state())[0])
+
+
+def test_data_follow_the_weights_dtype():
+    """float64 arrays with a float32 model, and a float64 model with float64 data."""
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((20, 3)), rng.standard_normal(20)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    post = KerasPosterior(model, (x, y), likelihood="gaussian")
+    assert post.data.float_dtype == tf.float32
+    model64 = keras.Sequential(
+        [keras.Input((3,), dtype="float64"), keras.layers.Dense(3, dtype="float64")]
+    )
+    post64 = KerasPosterior(model64, (x, rng.integers(0, 3, 20)))
+    assert post64.data.float_dtype == tf.float64
+    kernel = sg.SGLD(post64.estimator(5), 1e-3)
+    kernel.bootstrap_results(post64.init_state())
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(noise_scale=0.0), "noise_scale"),
+        (dict(noise_scale=-1.0), "noise_scale"),
+        (dict(noise_scale=float("nan")), "noise_scale"),
+        (dict(noise_scale=None), "noise_scale"),
+        (dict(prior_scale=None), "prior_scale"),
+        (dict(prior_scale="abc"), "prior_scale"),
+        (dict(prior_scale=np.array([1.0, 2.0])), "prior_scale"),
+        (dict(num_examples=1000), "num_examples"),
+    ],
+)
+def test_bad_scales_and_num_examples_are_refused(setup, kwargs, name):
+    x, _, _, _ = setup
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    y = np.zeros(60, np.float32)
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        KerasPosterior(model, (x, y), likelihood="gaussian", **kwargs)
+
+
+def test_scheme_and_num_examples_with_a_data_source(setup):
+    from tfp_sgmcmc.data import InMemoryData
+
+    x, y, model, _ = setup
+    data = InMemoryData((x, y))
+    with pytest.raises(ValueError, match="`scheme`"):
+        KerasPosterior(model, data, scheme="with_replacement")
+    with pytest.raises(ValueError, match="`num_examples`"):
+        KerasPosterior(model, data, num_examples=1000)
+    post = KerasPosterior(model, data.with_scheme("with_replacement"), num_examples=60)
+    assert post.data.scheme == "with_replacement"
+    assert KerasPosterior(model, (x, y), scheme="random_window").data.scheme == "random_window"

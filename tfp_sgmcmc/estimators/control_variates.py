@@ -53,14 +53,19 @@ class ControlVariateEstimator(WrappingEstimator):
         but without chain dimensions (one centre shared by all chains).
         Usually [`find_map`][tfp_sgmcmc.estimators.find_map]'s result.
       centering_gradient: optional precomputed full-data score at ``θ̂`` (list of
-        parts) and ``centering_log_prob``; computed with one full pass if not
-        given. Build the estimator outside ``tf.function`` so the pass runs
-        once (inside a compiled function it runs once per call).
-      centering_log_prob: see ``centering_gradient``.
+        parts, one per part of ``centering_value`` with its shape and dtype),
+        given together with ``centering_log_prob``; computed with one full
+        pass if neither is given. Build the estimator outside ``tf.function``
+        so the pass runs once (inside a compiled function it runs once per call).
+      centering_log_prob: the full-data ``log π(θ̂)``, a scalar of the centre's
+        dtype; see ``centering_gradient``.
 
     Raises:
       ValueError: ``base`` is not a ``MinibatchEstimator``; the centre has a
-        different dtype from the data or contains NaN/Inf.
+        different dtype from the data or contains NaN/Inf; only one of
+        ``centering_gradient`` and ``centering_log_prob`` is given, or they
+        do not match the centre (number of parts, shape, dtype) or contain
+        NaN/Inf.
     """
 
     gradient_evaluations_per_call = 2
@@ -78,7 +83,17 @@ class ControlVariateEstimator(WrappingEstimator):
         for i, p in enumerate(centre_parts):
             check_finite_tensor(p, f"centering_value[{i}]")
         self._centre = restructure(centre_parts, centering_value)
-        if centering_gradient is None or centering_log_prob is None:
+        if (centering_gradient is None) != (centering_log_prob is None):
+            given, missing = (
+                ("centering_gradient", "centering_log_prob")
+                if centering_log_prob is None
+                else ("centering_log_prob", "centering_gradient")
+            )
+            raise ValueError(
+                f"`{given}` was given without `{missing}`: pass both (the full-data score "
+                "and log-density at the centre) or neither (one full pass computes them)."
+            )
+        if centering_gradient is None:
             try:
                 full = base.full_log_prob_and_gradient(self._centre)
             except (tf.errors.InvalidArgumentError, ValueError) as e:
@@ -93,8 +108,12 @@ class ControlVariateEstimator(WrappingEstimator):
                 raise ValueError("`centering_value`: the full-data log-density is not finite.")
             centering_log_prob = full.target_log_prob
             centering_gradient = full.grads_target_log_prob
-        self._centre_grad = [tf.convert_to_tensor(g) for g in centering_gradient]
-        self._centre_log_prob = tf.convert_to_tensor(centering_log_prob)
+            self._centre_grad = [tf.convert_to_tensor(g) for g in centering_gradient]
+            self._centre_log_prob = tf.convert_to_tensor(centering_log_prob)
+        else:
+            self._centre_grad, self._centre_log_prob = _checked_centre_score(
+                centre_parts, centering_gradient, centering_log_prob
+            )
 
     centering_value = AttributeView[Any]("_centre")
 
@@ -153,3 +172,48 @@ class ControlVariateEstimator(WrappingEstimator):
 
     def __repr__(self) -> str:
         return f"ControlVariateEstimator(base={self._base!r})"
+
+
+def _checked_centre_score(
+    centre_parts: list[tf.Tensor], gradient: Any, log_prob: Any
+) -> tuple[list[tf.Tensor], tf.Tensor]:
+    """A user-supplied score and log-density at the centre as tensors, refused unless
+    they match the centre part for part: a mismatched part would otherwise broadcast
+    into the estimate (or drop a state part) without an error."""
+    grad_parts = as_parts(gradient)
+    if len(grad_parts) != len(centre_parts):
+        raise ValueError(
+            f"`centering_gradient` has {len(grad_parts)} part(s) but `centering_value` has "
+            f"{len(centre_parts)}: pass one gradient part per state part."
+        )
+    grads = []
+    for i, (g, c) in enumerate(zip(grad_parts, centre_parts)):
+        try:
+            g = tf.convert_to_tensor(g, dtype_hint=c.dtype)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"`centering_gradient[{i}]` is not a tensor: {e}") from e
+        if g.dtype != c.dtype:
+            raise ValueError(
+                f"`centering_gradient[{i}]` has dtype {g.dtype.name} but `centering_value[{i}]` "
+                f"has dtype {c.dtype.name}."
+            )
+        if not g.shape.is_compatible_with(c.shape):
+            raise ValueError(
+                f"`centering_gradient[{i}]` has shape {g.shape} but `centering_value[{i}]` has "
+                f"shape {c.shape}: the score must have the shape of its state part."
+            )
+        check_finite_tensor(g, f"centering_gradient[{i}]")
+        grads.append(g)
+    dtype = centre_parts[0].dtype
+    try:
+        lp = tf.convert_to_tensor(log_prob, dtype_hint=dtype)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"`centering_log_prob` is not a number: {e}") from e
+    if lp.dtype != dtype:
+        raise ValueError(
+            f"`centering_log_prob` has dtype {lp.dtype.name} but the centre has {dtype.name}."
+        )
+    if lp.shape.rank not in (None, 0):
+        raise ValueError(f"`centering_log_prob` must be a scalar, got shape {lp.shape}.")
+    check_finite_tensor(lp, "centering_log_prob")
+    return grads, lp

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from tfp_sgmcmc.internal.util import AttributeView
+from tfp_sgmcmc.internal.util import AttributeView, check_int
 
 __all__ = [
     "Partition",
@@ -130,6 +130,8 @@ class Partition:
         if flat.size == 0:
             raise ValueError(f"`{arg_name}` covers no parameters.")
         inferred = int(flat.max()) + 1
+        if num_groups is not None:
+            num_groups = check_int(num_groups, "num_groups", minimum=1)
         if num_groups is None:
             num_groups = inferred
         elif inferred > num_groups:
@@ -183,7 +185,8 @@ def partition_from_group_ids(group_ids: Sequence[Any], num_groups: int | None = 
     """A user mapping: ``group_ids[p]`` (event shape of part ``p``) gives each entry's group.
 
     Raises:
-      ValueError: negative ids, ids ``>= num_groups`` or an empty group.
+      ValueError: negative ids, a ``num_groups`` that is not an int >= 1, ids
+        ``>= num_groups`` or an empty group.
     """
     return Partition(group_ids, num_groups, arg_name="group_ids")
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from tfp_sgmcmc.internal.util import check_in_interval
+
 __all__ = ["TrainSplitMixin", "read_ground_truth"]
 
 
@@ -32,5 +34,11 @@ class TrainSplitMixin:
         return int(self.x_train.shape[0])
 
     def batch_size_from_fraction(self, fraction: float) -> int:
-        """``n = ⌊τ N_train⌋`` for a fraction ``τ`` (the paper's batch percentages / 100)."""
-        return max(1, int(np.floor(fraction * self.num_train)))
+        """``n = ⌊τ N_train⌋`` (at least 1) for a fraction ``τ`` in ``(0, 1]`` (the paper's
+        batch percentages / 100).
+
+        Raises:
+          ValueError: ``fraction`` is not a finite number in ``(0, 1]``.
+        """
+        check_in_interval(fraction, "fraction", 0.0, 1.0, low_open=True, scalar=True)
+        return max(1, int(np.floor(float(fraction) * self.num_train)))

@@ -64,6 +64,8 @@ MNIST_IDX_FILES = {
     ("test", "labels"): "t10k-labels-idx1-ubyte",
 }
 _CSV_HEADER = ["userId", "movieId", "rating", "timestamp"]
+#: Ids must stay below 2**53, the range in which float64 (the parsed table) is exact.
+_MAX_ID = 2**53
 
 
 class DataFileError(ValueError):
@@ -126,7 +128,10 @@ def _parse_table(
             table = np.loadtxt(lines, delimiter=sep, dtype=np.float64, ndmin=2)
         if table.shape[1] == 4 and table.shape[0] > 0:
             ids = table[:, :2]
-            if np.all(ids == np.round(ids)):
+            # inf and huge values equal their rounding too; above 2**53 a float64 no
+            # longer holds every integer, and the int64 cast would wrap them.
+            in_range = np.isfinite(ids) & (ids >= 0) & (ids < _MAX_ID)
+            if np.all(in_range) and np.all(ids == np.round(ids)):
                 return table[:, :3]
     except ValueError:
         pass
@@ -142,13 +147,20 @@ def _parse_table(
                 f"{len(fields)}: {line.strip()[:60]!r} (truncated or wrong format?).",
             )
         try:
-            rows.append((int(fields[0]), int(fields[1]), float(fields[2])))
+            row = (int(fields[0]), int(fields[1]), float(fields[2]))
         except ValueError:
             raise DataFileError(
                 path,
                 f"line {first_line + k}: expected integer ids and a numeric rating "
                 f"({what}), got {line.strip()[:60]!r}.",
             ) from None
+        if not (0 <= row[0] < _MAX_ID and 0 <= row[1] < _MAX_ID):
+            raise DataFileError(
+                path,
+                f"line {first_line + k}: ids must be non-negative integers below 2**53 "
+                f"({what}), got {line.strip()[:60]!r}.",
+            )
+        rows.append(row)
     if not rows:
         raise DataFileError(path, f"contains no ratings (expected {what}).")
     return np.asarray(rows, dtype=np.float64)
@@ -165,7 +177,8 @@ def load_movielens(path: str) -> RatingsData:
 
     Raises:
       DataFileError: missing file, unknown format, a short or non-numeric line
-        (a truncated file), a rating off the scale, or a negative id.
+        (a truncated file), a rating off the scale, or an id that is negative,
+        not an integer or not below ``2**53`` (the message names the line).
     """
     path = os.fspath(path)
     expected = (

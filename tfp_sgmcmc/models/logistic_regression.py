@@ -170,11 +170,18 @@ class LogisticRegression(TrainSplitMixin):
         )
 
     def ground_truth(self) -> dict[str, Any] | None:
-        """The stored NUTS posterior summary, if it matches this data set's seed and size."""
+        """The stored NUTS posterior summary, if it matches this problem: its seed, ``N``,
+        training-set size (``train_fraction``) and number of features; ``None`` otherwise
+        (a reference of another posterior would score the samples against wrong moments)."""
         gt = load_ground_truth()
         if gt is None:
             return None
         if gt.get("seed") != self.seed or gt.get("num_examples") != self.num_examples:
+            return None
+        # The posterior conditions on the training rows only: another split is another target.
+        if gt.get("num_train") != self.num_train:
+            return None
+        if np.shape(gt.get("mean", [])) != (self.num_features,):
             return None
         return gt
 
@@ -225,8 +232,9 @@ def logistic_regression(
     Args:
       num_examples: ``N`` in total. Default value: ``1_000_000``.
       num_features: ``d``. Default value: ``10``.
-      train_fraction: fraction of rows (the first ones) used for training.
-        Default value: ``0.8``.
+      train_fraction: fraction of rows (the first ones) used for training;
+        ``round(train_fraction * num_examples)`` must leave at least one training
+        and one test row. Default value: ``0.8``.
       seed: NumPy seed of the data generation. Default value: ``42``.
       dtype: dtype of the stored arrays. Default value: ``np.float32``.
 
@@ -235,8 +243,14 @@ def logistic_regression(
     """
     if not 0.0 < train_fraction < 1.0:
         raise ValueError(f"`train_fraction` must be in (0, 1), got {train_fraction}.")
-    raw = generate_logistic_regression_data(num_examples, num_features, seed=seed)
     n_train = int(round(train_fraction * num_examples))
+    # An empty training or test set gives NaN metrics and an unusable estimator.
+    if not 1 <= n_train <= num_examples - 1:
+        raise ValueError(
+            f"`train_fraction` = {train_fraction} of `num_examples` = {num_examples} gives "
+            f"{n_train} training and {num_examples - n_train} test rows; both need at least one."
+        )
+    raw = generate_logistic_regression_data(num_examples, num_features, seed=seed)
     x = raw["x"].astype(dtype)
     y = raw["y"].astype(dtype)
     return LogisticRegression(

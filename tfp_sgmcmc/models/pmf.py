@@ -273,6 +273,18 @@ def load_ground_truth(path: str | None = None) -> dict[str, Any] | None:
     return read_ground_truth(path or _GROUND_TRUTH)
 
 
+def _reference_latent_dim(gt: dict[str, Any]) -> int | None:
+    """The latent dimension ``d`` a stored reference was computed with: its ``latent_dim``
+    field or, in references written without it, the size of its ``mu_U`` diagnostics
+    (one entry per latent dimension); ``None`` if neither is there."""
+    if "latent_dim" in gt:
+        return gt["latent_dim"]
+    mu_u = gt.get("parameter_diagnostics", {}).get("mu_U")
+    if isinstance(mu_u, dict) and isinstance(mu_u.get("parameters"), int):
+        return mu_u["parameters"]
+    return None
+
+
 # --------------------------------------------------------------------------- #
 # The problem
 # --------------------------------------------------------------------------- #
@@ -385,11 +397,14 @@ class PMF(TrainSplitMixin):
         return [tf.constant(p, self.dtype) for p in parts]
 
     def ground_truth(self) -> dict[str, Any] | None:
-        """The stored reference if it was computed on this very data set and split.
+        """The stored reference if it was computed on this very model, data set and split.
 
         It holds the posterior mean and standard deviation of the latent test
         predictions ``f_ij = U_iᵀV_j`` (the factors themselves are not identified:
-        ``docs/models.md``), from the exact Gibbs sampler.
+        ``docs/models.md``), from the exact Gibbs sampler. ``None`` unless the
+        reference's data seed, number of ratings, split (seed and training-set
+        size) and latent dimension ``d`` are this problem's: the predictions'
+        posterior depends on all of them.
         """
         if self.data.source != "synthetic":  # before reading the 0.6 MB file
             return None
@@ -400,7 +415,9 @@ class PMF(TrainSplitMixin):
             gt.get("num_ratings") != self.data.num_ratings
             or gt.get("split_seed") != self.split_seed
             or gt.get("data_seed") != self._cache.get("data_seed")
+            or gt.get("num_train") != self.num_train
             or gt.get("num_test") != int(self.test_idx.shape[0])
+            or _reference_latent_dim(gt) != self.latent_dim
             or "test_predictions" not in gt
         ):
             return None

@@ -192,12 +192,18 @@ class PMFGibbs:
         ``callback(sweep)`` is called after every sweep (progress reporting).
 
         Raises:
-          ValueError: ``num_sweeps`` or ``thin`` below 1, a ``theta`` with the
-            wrong shapes, non-positive precisions, or a sweep that produced a
+          ValueError: ``num_sweeps`` or ``thin`` below 1, ``thin`` above
+            ``num_sweeps`` (no draw would be kept), a ``theta`` with the wrong
+            shapes, non-positive precisions, or a sweep that produced a
             non-finite value.
         """
         if int(num_sweeps) < 1 or int(thin) < 1:
             raise ValueError(f"`num_sweeps` and `thin` must be >= 1, got {num_sweeps}, {thin}.")
+        # Checked before sweeping: otherwise every sweep runs and nothing is kept.
+        if int(thin) > int(num_sweeps):
+            raise ValueError(
+                f"`thin` = {thin} exceeds `num_sweeps` = {num_sweeps}: no draw would be kept."
+            )
         theta = [np.asarray(p, np.float64) for p in theta]
         d = self.latent_dim
         shapes = [

@@ -57,6 +57,8 @@ from tfp_sgmcmc.internal.util import (
     PrettyNamedTupleMixin,
     as_parts,
     cast_param,
+    check_in_interval,
+    check_int,
     check_positive,
 )
 from tfp_sgmcmc.priors.ssgl import SpikeAndSlabGroupLasso, SSGLLatents
@@ -104,10 +106,10 @@ class SSGLEstimator(WrappingEstimator):
       batch_ndims: number of leading chain dimensions of every part (the
         latents get the same leading dims): ``0`` for a single chain, ``1``
         for a state of shape ``[C, ...]`` holding ``C`` chains. Default value: ``0``.
-      initial_rho: initial inclusion probability ρ. Default value: ``0.5``.
+      initial_rho: initial inclusion probability ρ, in ``[0, 1]``. Default value: ``0.5``.
       initial_kappa0: initial spike penalty κ0. Default value: ``1.``.
       initial_kappa1: initial slab penalty κ1. Default value: ``1.``.
-      initial_delta: initial sparsity δ. Default value: ``0.5``.
+      initial_delta: initial sparsity δ, in ``(0, 1)``. Default value: ``0.5``.
       initial_sigma: initial scale σ. Default value: ``1.`` (these defaults are
         the authors' R code's).
       independent_chains: one minibatch per chain (see
@@ -159,15 +161,13 @@ class SSGLEstimator(WrappingEstimator):
                 raise ValueError("`sparse_parts` must mark at least one part as sparse.")
         if dense_prior_scale is not None:
             check_positive(dense_prior_scale, "dense_prior_scale")
-        if not isinstance(batch_ndims, int) or batch_ndims < 0:
-            raise ValueError(f"`batch_ndims` must be a non-negative int, got {batch_ndims!r}.")
+        # NumPy integers (e.g. from a config array) are ints too; bools are not.
+        batch_ndims = check_int(batch_ndims, "batch_ndims", minimum=0)
         check_positive(initial_sigma, "initial_sigma")
         check_positive(initial_kappa0, "initial_kappa0", allow_zero=True)
         check_positive(initial_kappa1, "initial_kappa1", allow_zero=True)
-        for name, v in (("initial_rho", initial_rho), ("initial_delta", initial_delta)):
-            fv = float(v)
-            if not 0.0 < fv < 1.0 if name == "initial_delta" else not 0.0 <= fv <= 1.0:
-                raise ValueError(f"`{name}` must lie in (0, 1) (ρ: [0, 1]), got {v!r}.")
+        check_in_interval(initial_rho, "initial_rho", 0.0, 1.0)
+        check_in_interval(initial_delta, "initial_delta", 0.0, 1.0, low_open=True, high_open=True)
         if self._regression:
             fn = residual_fn
 

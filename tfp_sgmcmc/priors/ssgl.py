@@ -74,7 +74,12 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import PrettyNamedTupleMixin, cast_param, static_value
+from tfp_sgmcmc.internal.util import (
+    PrettyNamedTupleMixin,
+    cast_param,
+    check_in_interval,
+    static_value,
+)
 
 __all__ = ["SSGLLatents", "SpikeAndSlabGroupLasso", "SIGMA_FORMS"]
 
@@ -336,7 +341,11 @@ class SpikeAndSlabGroupLasso:
         """One SA step ``θ ← (1 − ω) θ + ω g_θ(β)`` in the R code's order (ρ, κ, δ, σ²).
 
         ``ω = 1`` is the EM update (SGLD-EM), ``ω = 0`` leaves ``θ`` unchanged.
+        ``omega`` (a Python number or a tensor of any float dtype) is taken in the
+        latents' dtype; a statically known value must lie in ``[0, 1]``.
         """
+        check_in_interval(omega, "omega", 0.0, 1.0)
+        omega = cast_param(omega, latents.sigma.dtype)
         one = tf.ones([], omega.dtype)
         rho_new, k0_new, k1_new, delta_new = [], [], [], []
         for beta, rho, k0, k1, delta in zip(
