@@ -219,6 +219,54 @@ def test_tune_prints_round_table_and_writes_plot(model, tmp_path, capsys):
     assert plot.exists() and plot.stat().st_size > 1000
 
 
+def test_tune_flag_values_are_checked_before_the_run(model, tmp_path, capsys):
+    """A bare ``--plot`` name made matplotlib write ``NAME.png`` (replacing it); an unknown
+    format failed after the run; non-finite sizes, budgets and a negative temperature
+    gave tracebacks or named the wrong flag."""
+    base = ["tune", "--model", model, "--kernel", "sgld", "--step-sizes", "1e-5,1e-4,1e-2",
+            "--budget-steps", "600", "--no-xla", "--no-progress", "--model-arg", "num_chains=1"]
+    (tmp_path / "result.png").write_text("the user's own file")
+    cases = [
+        (["--plot", str(tmp_path / "result")], "`--plot`", "no extension"),
+        (["--plot", str(tmp_path / "tune.txt")], "`--plot`", "unknown image format"),
+        (["--batch-sizes", "inf", "--no-plot"], "`--batch-sizes`", "positive integers"),
+        (["--batch-sizes", "nan", "--no-plot"], "`--batch-sizes`", "positive integers"),
+        (["--temperature", "-1", "--no-plot"], "`--temperature`", ">= 0"),
+    ]
+    for extra, flag, what in cases:
+        code = main([*base, *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and flag in err and what in err and "Traceback" not in err, err
+    i = base.index("--budget-steps")
+    for value in ("inf", "1e400"):
+        seconds = [*base[:i], "--budget-seconds", value, *base[i + 2 :], "--no-plot"]
+        _one_line_error(capsys, main(seconds), "`--budget-seconds`")
+    assert (tmp_path / "result.png").read_text() == "the user's own file"
+    assert not (tmp_path / "result").exists() and not (tmp_path / "tune.txt").exists()
+
+
+def test_diagnose_json_and_short_runs(model, tmp_path, capsys):
+    """``--json`` is checked before any work (a directory left a stray ``.tmp`` and a
+    traceback; a missing directory failed after the work) and may not replace the run's
+    own files; a one-draw run is named as such."""
+    run_dir = str(tmp_path / "run")
+    assert main(_sample_args(model, run_dir)) == 0
+    config = (tmp_path / "run" / "config.json").read_text()
+    (tmp_path / "adir").mkdir()
+    for path, what in [(tmp_path / "adir", "is a directory"),
+                       (tmp_path / "nodir" / "x.json", "does not exist"),
+                       (tmp_path / "run" / "config.json", "run's own files")]:
+        _one_line_error(capsys, main(["diagnose", "--run-dir", run_dir, "--json", str(path)]),
+                        what)
+    assert (tmp_path / "run" / "config.json").read_text() == config
+    assert os.listdir(tmp_path / "adir") == [] and not (tmp_path / "adir.tmp").exists()
+    one = str(tmp_path / "one")
+    args = _sample_args(model, one)
+    args[args.index("--num-samples") + 1] = "1"
+    assert main(args) == 0
+    _one_line_error(capsys, main(["diagnose", "--run-dir", one]), "needs at least 2")
+
+
 def test_tune_plot_path_and_grid_flags(model, tmp_path, monkeypatch, capsys):
     """``--plot`` is checked before the run; by default no existing file is replaced;
     errors about the grid name tune's plural flags."""

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import warnings
@@ -447,6 +448,7 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
         if getattr(a, name) < 2:
             raise CLIError(f"`--{name.replace('_', '-')}` must be >= 2.")
     run = open_run(a.run_dir)
+    json_out = None if not a.json else _json_path(a.json, a.run_dir)  # before any work
     meta = run.metadata
     model = a.model or meta.get("model")
     model_args = (
@@ -457,6 +459,10 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
     spec = _load(model, model_args)
     samples = run.samples()
     parts = list(samples) if isinstance(samples, list) else [samples]
+    if run.num_written < 2:
+        raise CLIError(
+            f"`--run-dir` {a.run_dir} holds {run.num_written} draw(s); diagnose needs at least 2."
+        )
     if not 0 <= a.burn < run.num_written - 1:
         raise CLIError(f"`--burn` must be in [0, {run.num_written - 2}], got {a.burn}.")
     parts = [p[a.burn :] for p in parts]
@@ -560,8 +566,8 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
     for k, v in rows:
         print(f"| {k} | {v} |")
     _write_json(os.path.join(a.run_dir, DIAGNOSTICS_FILE), result)
-    if a.json:
-        _write_json(a.json, result)
+    if json_out:
+        _write_json(json_out, result)
     if noise is not None and noise.violated:
         print(f"tfp-sgmcmc: warning: {noise.message()}", file=sys.stderr)
     if chains >= 2 and result["independent_chains"] is False:
@@ -593,9 +599,31 @@ def _gradient_noise(
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=2)
+        os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise CLIError(f"cannot write {path!r}: {e.strerror or e}.") from e
+
+
+def _json_path(path: str, run_dir: str) -> str:
+    """``--json``, checked before any work: a file in an existing directory, and not
+    one of the run's own files (its config, checkpoint, samples)."""
+    from tfp_sgmcmc.driver.sampler import _OUR_FILES
+
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise CLIError(f"`--json` {path!r}: directory {parent!r} does not exist.")
+    if os.path.isdir(path):
+        raise CLIError(f"`--json` {path!r} is a directory; give a file name (.json).")
+    own = {os.path.abspath(os.path.join(run_dir, f)) for f in _OUR_FILES}
+    own.discard(os.path.abspath(os.path.join(run_dir, "diagnostics.json")))
+    if os.path.abspath(path) in own:
+        raise CLIError(f"`--json` {path!r} is one of the run's own files; choose another path.")
+    return path
 
 
 def _absolute_model(model: str) -> str:
@@ -669,16 +697,18 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     axes: dict[str, list[Any]] = {"step_size": _float_list(a.step_sizes, "--step-sizes")}
     if a.batch_sizes:
         sizes = _float_list(a.batch_sizes, "--batch-sizes")
-        if any(b != int(b) or b < 1 for b in sizes):
+        if any(not math.isfinite(b) or b != int(b) or b < 1 for b in sizes):
             raise CLIError(f"`--batch-sizes` must be positive integers, got {a.batch_sizes!r}.")
         axes["batch_size"] = [int(b) for b in sizes]
     kernel_kwargs = _parse_kv(a.kernel_arg, "--kernel-arg")
     _check_kernel_args(cls, kernel_kwargs)
     if a.temperature is not None:
+        if not (math.isfinite(a.temperature) and a.temperature >= 0):
+            raise CLIError(f"`--temperature` must be a finite number >= 0, got {a.temperature!r}.")
         kernel_kwargs["temperature"] = a.temperature
     for flag, value in (("--budget-steps", a.budget_steps), ("--budget-seconds", a.budget_seconds)):
-        if value is not None and not value > 0:
-            raise CLIError(f"`{flag}` must be > 0, got {value!r}.")
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise CLIError(f"`{flag}` must be a finite number > 0, got {value!r}.")
     budget = steps(a.budget_steps) if a.budget_steps is not None else seconds(a.budget_seconds)
     if a.ray is None:
         problem_args: dict[str, Any] = dict(
@@ -737,6 +767,19 @@ def _plot_path(path: str | None) -> str:
             raise CLIError(f"`--plot` {path!r}: directory {parent!r} does not exist.")
         if os.path.isdir(path):
             raise CLIError(f"`--plot` {path!r} is a directory; give a file name (.png).")
+        ext = os.path.splitext(path)[1].lstrip(".").lower()
+        # matplotlib would add ".png" to a bare name (and so write a file not named
+        # here), and refuses an unknown format only after the whole run.
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        formats = FigureCanvasBase.get_supported_filetypes()
+        if not ext:
+            raise CLIError(f"`--plot` {path!r} has no extension: give e.g. {path + '.png'!r}.")
+        if ext not in formats:
+            raise CLIError(
+                f"`--plot` {path!r}: unknown image format {ext!r}; use one of "
+                f"{', '.join(sorted(formats))}."
+            )
         return path
     k = 1
     while os.path.exists(name := "mamba.png" if k == 1 else f"mamba-{k}.png"):

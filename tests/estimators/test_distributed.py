@@ -226,3 +226,20 @@ def test_one_device_strategy_matches_base_and_full_data_is_delegated(rng):
     full_a = base.full_log_prob_and_gradient(theta)
     full_b = est.full_log_prob_and_gradient(theta)
     np.testing.assert_array_equal(full_b.target_log_prob, full_a.target_log_prob)
+
+
+def test_chains_draw_what_the_base_draws():
+    """The wrapper said nothing about per-chain batches: MAMBA then ran several chains on
+    one shared minibatch, and the driver could not warn."""
+    x = np.random.default_rng(0).normal(size=(40, 2))
+    base = sg.MinibatchEstimator(lambda t, b: -0.5 * tf.reduce_sum((b - t[..., None, :]) ** 2, -1),
+                                 x, 8)
+    shared = DistributedMinibatchEstimator(base)
+    assert shared.independent_chains is False
+    own = shared.with_independent_chains()
+    assert isinstance(own, DistributedMinibatchEstimator) and own.independent_chains is True
+    assert own.chain_shape(tf.zeros([3, 2], tf.float64)) == [3]
+    with pytest.raises(ValueError, match="independent chains"):
+        sg.MAMBA([{"step_size": e} for e in (1e-3, 2e-3, 3e-3)], tf.zeros([2], tf.float64),
+                 kernel_class=sg.SGLD, estimator=shared, budget=sg.tuning.steps(60),
+                 chains_per_arm=2, progress=False).run()

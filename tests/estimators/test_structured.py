@@ -197,6 +197,12 @@ def test_each_group_draws_its_own_uniform_time_index():
     assert np.mean(vals[:, 0] == vals[:, 1]) < 0.3
 
 
+def test_history_capacity_is_checked():
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="`capacity`"):
+            init_history([tf.zeros([2])], bad)
+
+
 def test_multiple_chains_have_their_own_history():
     est = StructuredEstimator(_logistic(), FF, history_capacity=10)
     states = [

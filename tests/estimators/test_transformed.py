@@ -307,3 +307,20 @@ def test_structured_estimator_through_the_transformed_kernel():
 
 def _inverse_gamma_lp(v):
     return tfd.InverseGamma(tf.constant(ALPHA, v.dtype), tf.constant(BETA, v.dtype)).log_prob(v)
+
+
+def test_jacobian_flag_must_be_a_bool_and_chains_pass_through():
+    """``bool()`` read None or 0.0 as "no Jacobian" (another law) and "False" as True; an
+    inner estimator that says nothing about per-chain batches read as sharing them."""
+    y = _data()
+    for bad in (None, 0.0, "False", [0]):
+        with pytest.raises(ValueError, match="`include_log_det_jacobian`"):
+            TransformedEstimator(_estimator(y), tfb.Exp(), include_log_det_jacobian=bad)
+    assert not TransformedEstimator(
+        _estimator(y), tfb.Exp(), include_log_det_jacobian=np.bool_(False)
+    ).include_log_det_jacobian
+    noisy = sg.NoisyGradientEstimator(lambda x: -0.5 * tf.reduce_sum(x**2, -1), 0.1)
+    assert TransformedEstimator(noisy, tfb.Exp()).independent_chains is None
+    est = TransformedEstimator(_estimator(y), tfb.Exp())
+    assert est.independent_chains is False
+    assert est.with_independent_chains().independent_chains is True

@@ -109,6 +109,21 @@ def test_step_size_adaptation_refuses_with_the_alternatives(wrapper, name):
     assert "schedule" in str(info.value)
 
 
+@pytest.mark.parametrize("jit", [False, True], ids=["graph", "xla"])
+def test_refusal_keeps_its_type_inside_tf_function(jit):
+    """AutoGraph turned the error into a StagingError, which ``except
+    UncalibratedKernelError`` missed."""
+    name = next(iter(REFUSING))
+    for kernel in (tfp.mcmc.SimpleStepSizeAdaptation(REFUSING[name](), num_adaptation_steps=10),
+                   tfp.mcmc.MetropolisHastings(REFUSING[name]())):
+        run = tf.function(
+            lambda k=kernel: tfp.mcmc.sample_chain(3, X0, kernel=k, trace_fn=None, seed=(1, 2)),
+            jit_compile=jit,
+        )
+        with pytest.raises(UncalibratedKernelError):
+            run()
+
+
 @pytest.mark.parametrize("name", list(REFUSING))
 def test_metropolis_hastings_refuses(name):
     kernel = tfp.mcmc.MetropolisHastings(REFUSING[name]())

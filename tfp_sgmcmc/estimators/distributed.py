@@ -199,6 +199,21 @@ class DistributedMinibatchEstimator(WrappingEstimator):
         """The same model, data and strategy with another batch size (for MAMBA arms)."""
         return DistributedMinibatchEstimator(self._base.with_batch_size(batch_size), self._strategy)
 
+    # The chains draw what the base draws: per-chain batches are sharded chain by chain.
+    independent_chains = AttributeView[bool]("_base.independent_chains")
+
+    def with_independent_chains(
+        self, independent_chains: bool = True
+    ) -> DistributedMinibatchEstimator:
+        """The same model, data and strategy with per-chain (or shared) minibatches."""
+        return DistributedMinibatchEstimator(
+            self._base.with_independent_chains(independent_chains), self._strategy
+        )
+
+    def chain_shape(self, state: Any) -> list[int]:
+        """The chains' batch shape of ``state`` (read by the base estimator)."""
+        return self._base.chain_shape(state)
+
     # -- protocol ------------------------------------------------------------ #
     def bootstrap(self, state: Any) -> BatchState:
         return self._base.bootstrap(state)

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import RNG_ALG
+from tfp_sgmcmc.internal.util import RNG_ALG, check_int
 
 __all__ = ["History", "init_history", "append_history", "draw_history_indices"]
 
@@ -52,6 +52,7 @@ def init_history(parts: list[tf.Tensor], capacity: int) -> History:
     Filling every slot (not only slot 0) keeps every value finite and costs
     nothing extra; only ``count = 1`` slot is ever drawn from at first.
     """
+    capacity = check_int(capacity, "capacity", 1)
     # One extra scratch slot (index ``capacity``) absorbs the writes of thinned-out states.
     buffer = [tf.broadcast_to(p[tf.newaxis], [capacity + 1] + p.shape.as_list()) for p in parts]
     one = tf.constant(1, tf.int32)

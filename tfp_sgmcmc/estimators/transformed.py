@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 from tensorflow_probability.python.mcmc.transformed_kernel import (
     make_log_det_jacobian_fn,
@@ -109,6 +110,13 @@ class TransformedEstimator(WrappingEstimator):
         # The wrapped estimator (``base``) gives the data's dtype, N and n.
         super().__init__(estimator)
         self._bijector = bijector
+        if not isinstance(include_log_det_jacobian, (bool, np.bool_)):
+            # bool() would read None or 0.0 as False (dropping the Jacobian: another law)
+            # and "False" as True.
+            raise ValueError(
+                "`include_log_det_jacobian` must be a bool, got "
+                f"{include_log_det_jacobian!r}."
+            )
         self._include_ldj = bool(include_log_det_jacobian)
         # TFP's own helpers, so the semantics are exactly TransformedTransitionKernel's.
         self._forward = make_transform_fn(bijector, "forward")
@@ -139,9 +147,11 @@ class TransformedEstimator(WrappingEstimator):
         )
 
     @property
-    def independent_chains(self) -> bool:
-        """Whether the inner estimator draws one minibatch per chain."""
-        return bool(getattr(self._base, "independent_chains", False))
+    def independent_chains(self) -> bool | None:
+        """Whether the inner estimator draws one minibatch per chain (``None`` when it
+        does not say, e.g. a noisy-gradient estimator with no minibatches)."""
+        value = getattr(self._base, "independent_chains", None)
+        return None if value is None else bool(value)
 
     def with_independent_chains(self, independent_chains: bool = True) -> TransformedEstimator:
         """The same transform around the inner estimator with per-chain (or shared) batches.

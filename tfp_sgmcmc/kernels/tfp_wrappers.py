@@ -61,6 +61,11 @@ _ADAPTATION_MESSAGE = (
 class UncalibratedKernelError(TypeError):
     """An SG kernel was composed with a TFP wrapper that needs an acceptance step."""
 
+    # AutoGraph re-raises an error from converted code as its own type only when the
+    # type keeps ``Exception.__init__``; otherwise a ``tf.function`` turns it into a
+    # ``StagingError`` that ``except UncalibratedKernelError`` would miss.
+    __init__ = Exception.__init__
+
 
 class SGMCMCResultsMixin(PrettyNamedTupleMixin):
     """Base of SG kernel results: refuses the acceptance fields with a clear error.
