@@ -34,7 +34,15 @@ _startup.import_tensorflow()
 # it on every call.
 warnings.filterwarnings("ignore", message="supplied `TransitionKernel` is not calibrated")
 
-__all__ = ["DOCS", "Outputs", "command_line", "outputs", "parser"]
+__all__ = [
+    "DOCS",
+    "Outputs",
+    "command_line",
+    "outputs",
+    "parser",
+    "positive_float",
+    "positive_int",
+]
 
 #: The repository's ``docs/`` folder (what ``--write-docs`` writes into).
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
@@ -65,6 +73,28 @@ def parser(
         help="regenerate the committed study and figures in the repository's docs/",
     )
     return ap
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type=`` for an int ``>= 1`` (a usage error, exit code 2, otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type=`` for a finite float ``> 0`` (a usage error otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not (0.0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
 
 
 class Outputs:

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+from _cli import positive_float, positive_int
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning
@@ -207,13 +208,13 @@ def budget_option_group(
     group = ap.add_mutually_exclusive_group()
     group.add_argument(
         gradients_flag,
-        type=float,
+        type=positive_float,
         default=None,
         help=f"{what} (default: {defaults[0]:.3g}, quick {defaults[1]:.3g})",
     )
     if steps is not None:
-        group.add_argument(steps[0], type=int, default=None, help=steps[1])
-    group.add_argument(seconds[0], type=float, default=None, help=seconds[1])
+        group.add_argument(steps[0], type=positive_int, default=None, help=steps[1])
+    group.add_argument(seconds[0], type=positive_float, default=None, help=seconds[1])
 
 
 def add_budget_options(
@@ -257,7 +258,7 @@ def resolve_budget(
         return tuning.steps(steps)
     if seconds is not None:
         return tuning.seconds(seconds)
-    return tuning.gradient_evaluations(gradients or default)
+    return tuning.gradient_evaluations(default if gradients is None else gradients)
 
 
 def budgets(

@@ -101,13 +101,13 @@ def main() -> None:
     import matplotlib.pyplot as plt  # Agg selected by adaptive_drift_common
 
     ap = _cli.parser("adaptive_drift_classifier", __doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--seeds", type=int, default=None)
+    ap.add_argument("--steps", type=_cli.positive_int, default=None)
+    ap.add_argument("--seeds", type=_cli.positive_int, default=None)
     ap.add_argument("--temperature", type=float, default=0.01)
     args = ap.parse_args()
     out = _cli.outputs(args)
-    steps = args.steps or (600 if args.quick else 6_000)
-    num_seeds = args.seeds or (2 if args.quick else 5)
+    steps = args.steps if args.steps is not None else (600 if args.quick else 6_000)
+    num_seeds = args.seeds if args.seeds is not None else (2 if args.quick else 5)
     thin = max(1, steps // 200)
 
     xtr, ytr, xte, yte = load()

@@ -58,13 +58,13 @@ def main() -> None:
     import matplotlib.pyplot as plt  # Agg selected by adaptive_drift_common
 
     ap = _cli.parser("adaptive_drift_gaussian", __doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--chains", type=int, default=None)
+    ap.add_argument("--steps", type=_cli.positive_int, default=None)
+    ap.add_argument("--chains", type=_cli.positive_int, default=None)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     out = _cli.outputs(args)
-    steps = args.steps or (5_000 if args.quick else 100_000)
-    chains = args.chains or (20 if args.quick else 50)
+    steps = args.steps if args.steps is not None else (5_000 if args.quick else 100_000)
+    chains = args.chains if args.chains is not None else (20 if args.quick else 50)
 
     est = sg.NoisyGradientEstimator(log_prob, noise_scale=1.0)
     samplers = sgld_msgld_asgld(est, 0.1, a_momentum=0.01, a_adam=0.1)

@@ -109,17 +109,22 @@ def main() -> None:
 
     ap = _cli.parser("adaptive_drift_ravines", __doc__.split("\n")[0])
     ap.add_argument("--scaling", choices=["sum", "mean"], default="sum")
-    ap.add_argument("--theta0", default="0,0")
+    ap.add_argument("--theta0", default="0,0", help="start θ0 as 'x,y' (default: 0,0)")
     ap.add_argument("--step-scale", type=float, default=1.0)
     ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--steps", type=_cli.positive_int, default=None)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--name", default="adaptive_drift_ravines")
     args = ap.parse_args()
     out = _cli.outputs(args)
-    steps = args.steps or (3_000 if args.quick else 30_000)
+    steps = args.steps if args.steps is not None else (3_000 if args.quick else 30_000)
     burn = steps // 3
-    theta0 = np.array([float(v) for v in args.theta0.split(",")])
+    try:
+        theta0 = np.array([float(v) for v in args.theta0.split(",")])
+    except ValueError:
+        ap.error(f"--theta0: expected two comma-separated numbers, got {args.theta0!r}")
+    if theta0.shape != (2,) or not np.all(np.isfinite(theta0)):
+        ap.error(f"--theta0: expected two comma-separated finite numbers, got {args.theta0!r}")
 
     est = make_estimator(args.scaling, 100, args.seed)
     means, traces, seconds, diverged = {}, {}, {}, {}

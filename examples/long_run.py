@@ -73,8 +73,8 @@ def child(dim: int, chunk_size: int, num_chunks: int, run_dir: str, jit: bool) -
 
 def main() -> None:
     p = _cli.parser("long_run", __doc__.splitlines()[0], quick_help="small run (< 1 min)")
-    p.add_argument("--dim", type=int, default=None)
-    p.add_argument("--chunk-size", type=int, default=500)
+    p.add_argument("--dim", type=_cli.positive_int, default=None)
+    p.add_argument("--chunk-size", type=_cli.positive_int, default=500)
     p.add_argument("--no-xla", action="store_true")
     p.add_argument(
         "--child", nargs=2, type=int, metavar=("NUM_CHUNKS", "DIM"), help=argparse.SUPPRESS
@@ -85,7 +85,7 @@ def main() -> None:
     if a.child:
         child(a.child[1], a.chunk_size, a.child[0], a.run_dir, not a.no_xla)
         return
-    dim = a.dim or (5_000 if a.quick else 20_000)
+    dim = a.dim if a.dim is not None else (5_000 if a.quick else 20_000)
     multiples = [1, 10] if a.quick else [1, 10, 30]
     rows = []
     from tqdm import tqdm
@@ -105,7 +105,13 @@ def main() -> None:
             ]
             if a.no_xla:
                 cmd.append("--no-xla")
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            if out.returncode != 0:
+                sys.stderr.write(out.stderr)
+                sys.exit(
+                    f"long_run.py: error: the run of {m} chunk(s) failed "
+                    f"(exit code {out.returncode}; its stderr is above)"
+                )
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     head = (
         "| chunks | draws | chunk (MB) | all draws (MB) | HDF5 file (MB) | RSS before (MB) "

@@ -40,12 +40,12 @@ from tfp_sgmcmc.tuning.baselines import run_fixed
 
 def main() -> None:
     ap = _cli.parser("mamba_bnn_digits", __doc__.split("\n\n")[0])
-    ap.add_argument("--budget", type=float, default=None)
-    ap.add_argument("--eval-seconds", type=float, default=None)
+    ap.add_argument("--budget", type=_cli.positive_float, default=None)
+    ap.add_argument("--eval-seconds", type=_cli.positive_float, default=None)
     args = ap.parse_args()
     out = _cli.outputs(args)
-    budget = args.budget or (3.0 if args.quick else 30.0)
-    eval_s = args.eval_seconds or (2.0 if args.quick else 15.0)
+    budget = args.budget if args.budget is not None else (3.0 if args.quick else 30.0)
+    eval_s = args.eval_seconds if args.eval_seconds is not None else (2.0 if args.quick else 15.0)
     grid_steps = 200 if args.quick else 1000
     t0 = time.time()
 

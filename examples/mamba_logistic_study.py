@@ -51,17 +51,22 @@ from tfp_sgmcmc.tuning.baselines import run_fixed
 def main() -> None:
     ap = _cli.parser("mamba_logistic_study", __doc__.split("\n\n")[0])
     ap.add_argument("--samplers", default=",".join(SAMPLERS))
-    ap.add_argument("--budget", type=float, default=None, help="MAMBA total sampling seconds T")
-    ap.add_argument("--eval-seconds", type=float, default=None)
-    ap.add_argument("--grid-seconds", type=float, default=None,
+    ap.add_argument("--budget", type=_cli.positive_float, default=None,
+        help="MAMBA total sampling seconds T")
+    ap.add_argument("--eval-seconds", type=_cli.positive_float, default=None)
+    ap.add_argument("--grid-seconds", type=_cli.positive_float, default=None,
                     help="sampling seconds per configuration of the log-loss grid search")
     args = ap.parse_args()
     args.outputs = _cli.outputs(args)
     quick = args.quick
-    samplers = args.samplers.split(",")
-    budget = args.budget or (2.0 if quick else 20.0)
-    eval_s = args.eval_seconds or (1.0 if quick else 10.0)
-    grid_seconds = args.grid_seconds or (0.3 if quick else 1.0)
+    samplers = [name.strip() for name in args.samplers.split(",") if name.strip()]
+    unknown = [name for name in samplers if name not in SAMPLERS]
+    if unknown or not samplers:
+        ap.error(f"--samplers: unknown sampler(s) {unknown}; use a comma-separated subset of "
+                 f"{','.join(SAMPLERS)}")
+    budget = args.budget if args.budget is not None else (2.0 if quick else 20.0)
+    eval_s = args.eval_seconds if args.eval_seconds is not None else (1.0 if quick else 10.0)
+    grid_seconds = args.grid_seconds if args.grid_seconds is not None else (0.3 if quick else 1.0)
     steps = tuning.log10_grid(-5, -7, 1.0) if quick else tuning.log10_grid(-1, -7.5, 0.5)
     fractions = [0.01] if quick else [1.0, 0.1, 0.01, 0.001]
     leapfrogs = [5] if quick else [5, 10]

@@ -138,8 +138,10 @@ def _parser() -> Any:
     # One group per budget (MAMBA's, each grid configuration's, each evaluation's): a
     # per-example gradient count by default, or steps, or wall-clock seconds.
     add_budget_options(ap, DEFAULT_MAMBA_GRADIENTS, DEFAULT_GRID_GRADIENTS, DEFAULT_EVAL_GRADIENTS)
-    ap.add_argument("--ksd-samples", type=int, default=None, help="max samples per KSD")
-    ap.add_argument("--map-steps", type=int, default=None, help="Adam steps for the MAP")
+    ap.add_argument("--ksd-samples", type=_cli.positive_int, default=None,
+        help="max samples per KSD")
+    ap.add_argument("--map-steps", type=_cli.positive_int, default=None,
+        help="Adam steps for the MAP")
     ap.add_argument(
         "--from-json",
         metavar="FILE",
@@ -182,8 +184,8 @@ def main() -> None:
     for s in samplers:
         kernel_class(s)  # ValueError naming `name` for an unknown sampler
     bud = _budgets(args)
-    ksd_n = args.ksd_samples or (5 if quick else 8)
-    map_steps = args.map_steps or (500 if quick else 3000)
+    ksd_n = args.ksd_samples if args.ksd_samples is not None else (5 if quick else 8)
+    map_steps = args.map_steps if args.map_steps is not None else (500 if quick else 3000)
     steps = tuning.log10_grid(-3, -7, 1.0) if quick else tuning.log10_grid(-2, -7.5, 0.5)
     fractions = [0.1, 0.01] if quick else [1.0, 0.1, 0.01]
     leapfrogs = [5] if quick else [5, 10]

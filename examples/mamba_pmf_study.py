@@ -151,8 +151,10 @@ def _parser() -> Any:
     ap.add_argument("--samplers", default=",".join(SAMPLERS))
     ap.add_argument("--ratings", default=None, help="u.data or ratings.csv (default: synthetic)")
     add_budget_options(ap, DEFAULT_MAMBA_GRADIENTS, DEFAULT_GRID_GRADIENTS, DEFAULT_EVAL_GRADIENTS)
-    ap.add_argument("--ksd-samples", type=int, default=None, help="max samples per KSD")
-    ap.add_argument("--map-steps", type=int, default=500, help="L-BFGS steps for the MAP")
+    ap.add_argument("--ksd-samples", type=_cli.positive_int, default=None,
+        help="max samples per KSD")
+    ap.add_argument("--map-steps", type=_cli.positive_int, default=500,
+        help="L-BFGS steps for the MAP")
     ap.add_argument(
         "--from-json",
         metavar="FILE",
@@ -209,7 +211,7 @@ def run(args: Any, outs: Any) -> dict[str, Any]:
     for s in samplers:
         kernel_class(s)  # ValueError naming `name` for an unknown sampler
     bud = _budgets(args)
-    ksd_n = args.ksd_samples or (40 if quick else 100)
+    ksd_n = args.ksd_samples if args.ksd_samples is not None else (40 if quick else 100)
     steps = tuning.log10_grid(-3, -7, 1.0) if quick else tuning.log10_grid(-2, -7.5, 0.5)
     fractions = [0.1, 0.01] if quick else [1.0, 0.1, 0.01]
     leapfrogs = [5] if quick else [5, 10]

@@ -81,11 +81,11 @@ def main() -> None:
     )
     ap.add_argument(
         "--budget",
-        type=float,
+        type=_cli.positive_float,
         default=None,
         help="MAMBA's T (default 1.5e8 gradient evaluations, or 10 s)",
     )
-    ap.add_argument("--chains", type=int, default=4, help="chains per arm C (4)")
+    ap.add_argument("--chains", type=_cli.positive_int, default=4, help="chains per arm C (4)")
     ap.add_argument(
         "--max-samples",
         type=int,
@@ -101,19 +101,19 @@ def main() -> None:
     )
     args = ap.parse_args()
     args.outputs = _cli.outputs(args)
-    samplers = args.samplers or (["SGLD"] if args.quick else SAMPLERS)
+    samplers = args.samplers or (["SGLD"] if args.quick else SAMPLERS)  # nargs="+": never empty
     valid = {*KERNELS, *(k + "-CV" for k in KERNELS)}
     for name in samplers:
         if name not in valid:
-            raise ValueError(f"`--samplers`: unknown sampler {name!r}; use {sorted(valid)}.")
+            ap.error(f"--samplers: unknown sampler {name!r}; use {sorted(valid)}")
     if args.chains < 2:
-        raise ValueError("`--chains` must be >= 2 (the yardstick needs a standard error).")
-    seeds = args.seeds or ([0] if args.quick else [0, 1, 2, 3, 4, 5])
+        ap.error("--chains must be >= 2 (the yardstick needs a standard error)")
+    seeds = args.seeds or ([0] if args.quick else [0, 1, 2, 3, 4, 5])  # nargs="+": never empty
     if args.unit == "seconds":
-        budget = args.budget or (3.0 if args.quick else 10.0)
+        budget = args.budget if args.budget is not None else (3.0 if args.quick else 10.0)
         make_budget = tuning.seconds
     else:
-        budget = args.budget or (3e7 if args.quick else 1.5e8)
+        budget = args.budget if args.budget is not None else (3e7 if args.quick else 1.5e8)
         make_budget = tuning.gradient_evaluations
     paper_seeds = seeds[:3] if args.paper_seeds is None else args.paper_seeds
     if args.quick:

@@ -143,8 +143,8 @@ def fmt(v: list[float]) -> str:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--chains", type=int, default=None)
+    ap.add_argument("--steps", type=_cli.positive_int, default=None)
+    ap.add_argument("--chains", type=_cli.positive_int, default=None)
     ap.add_argument("--step-size", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> dict:
     )
     ap.add_argument("--out", default=os.path.join("out", "multimodal_mixture"))
     args = ap.parse_args(argv)
-    steps = args.steps or (20_000 if args.quick else 200_000)
-    chains = args.chains or (4 if args.quick else 10)
+    steps = args.steps if args.steps is not None else (20_000 if args.quick else 200_000)
+    chains = args.chains if args.chains is not None else (4 if args.quick else 10)
     os.makedirs(args.out, exist_ok=True)
 
     results, samples = {}, {}

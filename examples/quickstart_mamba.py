@@ -35,7 +35,8 @@ from tfp_sgmcmc.models.logistic_regression import logistic_regression
 def main() -> None:
     parser = _cli.parser("quickstart_mamba", __doc__.split("\n\n")[0],
                          quick_help="tiny budget and grid (smoke test)")
-    parser.add_argument("--budget", type=float, default=None, help="total sampling seconds T")
+    parser.add_argument("--budget", type=_cli.positive_float, default=None,
+        help="total sampling seconds T")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     out = _cli.outputs(args)
@@ -52,11 +53,11 @@ def main() -> None:
     if args.quick:
         steps = tuning.log10_grid(-5, -7, 1.0)  # 3 step sizes
         fractions = [0.01, 0.001]
-        budget = args.budget or 3.0
+        budget = args.budget if args.budget is not None else 3.0
     else:
         steps = tuning.log10_grid(-4, -7.5, 0.5)  # 8 step sizes (the paper's grid, trimmed)
         fractions = [0.1, 0.01, 0.001]  # 10%, 1%, 0.1% batches
-        budget = args.budget or 20.0
+        budget = args.budget if args.budget is not None else 20.0
     arms = tuning.grid(step_size=steps, batch_fraction=fractions)
 
     result = tuning.mamba(

@@ -56,7 +56,7 @@ def forward(s, x):
 
 def main() -> None:
     ap = _cli.parser("sparse_bnn_diabetes", __doc__.split("\n")[0])
-    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--seeds", type=_cli.positive_int, default=20)
     ap.add_argument("--epochs", type=int, default=400)
     ap.add_argument("--lr", type=float, default=2e-4, help="SGHMC learning rate η")
     ap.add_argument("--v0", type=float, default=0.1)

@@ -50,7 +50,7 @@ def make_data(seed: int):
 
 def main() -> None:
     ap = _cli.parser("sparse_linear_regression", __doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=100_000)
+    ap.add_argument("--steps", type=_cli.positive_int, default=100_000)
     ap.add_argument("--datasets", type=int, default=3)
     ap.add_argument("--v0", type=float, default=0.1)
     args = ap.parse_args()

@@ -53,7 +53,7 @@ def make_data(seed: int):
 
 def main() -> None:
     ap = _cli.parser("sparse_logistic_regression", __doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=50_000)
+    ap.add_argument("--steps", type=_cli.positive_int, default=50_000)
     ap.add_argument("--datasets", type=int, default=1)
     args = ap.parse_args()
     out = _cli.outputs(args)

@@ -247,3 +247,50 @@ def test_bad_input():
     post = sg.JointPosterior(tfd.JointDistributionNamed(dict(v=_inverse_gamma())), _lik, y, 5)
     with pytest.raises(ValueError, match="method"):
         post.initial_state(method="mode")
+
+
+def test_bad_arguments_name_the_argument():
+    y = _y(10).astype(np.float32)
+    prior = tfd.JointDistributionNamedAutoBatched(
+        dict(mu=tfd.Normal(0.0, 1.0), sigma=tfd.HalfNormal(1.0))
+    )
+
+    def lik(p, batch):
+        return tfd.Normal(p["mu"][..., None], p["sigma"][..., None])
+
+    for bijector in ["exp", [tfb.Identity(), tfb.Exp()], tfb.Exp()]:
+        with pytest.raises(ValueError, match="`bijector`"):
+            sg.JointPosterior(prior, lik, y, 5, bijector=bijector)
+    custom = tfb.JointMap(dict(mu=tfb.Identity(), sigma=tfb.Softplus()))
+    assert sg.JointPosterior(prior, lik, y, 5, bijector=custom).constrain(
+        [tf.zeros([]), tf.zeros([])]
+    )["sigma"].numpy() == pytest.approx(np.log(2.0))
+    with pytest.raises(ValueError, match=r"`observed`.*\['y'\]"):
+        sg.JointPosterior(prior, lik, {"y": y}, 5, observed="z")
+    with pytest.raises(ValueError, match="`observed`"):
+        sg.JointPosterior(prior, lik, (y, y), 5, observed=2)
+
+    post = sg.JointPosterior(prior, lik, y, 5)
+    for n in [0, -2, 2.5, "4"]:
+        with pytest.raises(ValueError, match="`num_chains`"):
+            post.initial_state(n, seed=1)
+    assert [p.shape.as_list() for p in post.initial_state(np.int64(3), seed=1)] == [[3], [3]]
+    with pytest.raises(ValueError, match=r"`values`.*missing \['sigma'\]"):
+        post.unconstrain({"mu": tf.zeros([2])})
+    with pytest.raises(ValueError, match=r"`values`.*unexpected \['tau'\]"):
+        post.unconstrain({"mu": tf.zeros([2]), "sigma": tf.ones([2]), "tau": tf.ones([2])})
+    with pytest.raises(ValueError, match="`values`"):
+        post.unconstrain([tf.zeros([2])])
+    with pytest.raises(ValueError, match="`state`"):
+        post.constrain([tf.zeros([2])] * 3)
+    with pytest.raises(ValueError, match="`centre`"):
+        post.control_variates(centre=[tf.zeros([])])
+
+    kernel = sg.SGLD(post.estimator, 1e-3)
+    as_dict = {"mu": tf.zeros([4]), "sigma": tf.zeros([4])}
+    for state in ([tf.zeros([4])], [tf.zeros([4])] * 3, as_dict):
+        with pytest.raises(ValueError, match="`init_state`"):
+            kernel.bootstrap_results(state)
+    with pytest.raises(ValueError, match="`init_state`"):
+        sg.SGLD(post.with_batch_size(2), 1e-3).bootstrap_results([tf.zeros([4])])
+    kernel.bootstrap_results(post.initial_state(4, seed=1))

@@ -54,7 +54,7 @@ from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.map import find_map
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
-from tfp_sgmcmc.internal.util import AttributeView, as_parts
+from tfp_sgmcmc.internal.util import AttributeView, as_parts, check_int
 
 tfb = tfp.bijectors
 tfd = tfp.distributions
@@ -104,6 +104,39 @@ class _PerExample(WrappingEstimator):
         )
 
 
+class _JointEstimator(TransformedEstimator):
+    """A `TransformedEstimator` whose states must have one part per prior part."""
+
+    def __init__(
+        self,
+        inner: GradientEstimator,
+        bijector: tfb.Bijector,
+        names: Sequence[str],
+        include_log_det_jacobian: bool = True,
+    ) -> None:
+        super().__init__(inner, bijector, include_log_det_jacobian=include_log_det_jacobian)
+        self._names = list(names)
+
+    def _around(self, inner: GradientEstimator) -> _JointEstimator:
+        return _JointEstimator(
+            inner, self._bijector, self._names, include_log_det_jacobian=self._include_ldj
+        )
+
+    def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
+        if isinstance(state, Mapping):
+            raise ValueError(
+                f"`{arg_name}` must be a list of {len(self._names)} unconstrained parts in the "
+                f"order {self._names}, got a dict (use `JointPosterior.unconstrain`)."
+            )
+        parts = as_parts(state)
+        if len(parts) != len(self._names):
+            raise ValueError(
+                f"`{arg_name}` must have {len(self._names)} parts, one per prior part "
+                f"{self._names}, got {len(parts)}."
+            )
+        super().validate_state(parts, arg_name)
+
+
 class JointPosterior:
     """The posterior of a ``tfd.JointDistribution`` prior and a per-example likelihood.
 
@@ -128,8 +161,9 @@ class JointPosterior:
         the batch, or a callable ``batch -> observed``. Default value: ``None``
         (the batch itself for a single array, its last element for a tuple or
         list; required for a dict).
-      bijector: map from the unconstrained space to the prior's support, with
-        the prior's structure. Default value: ``None``
+      bijector: a ``tfb.Bijector`` from the unconstrained space to the prior's
+        support, with the prior's structure (e.g. a ``tfb.JointMap`` of a dict
+        of bijectors for a ``Named`` prior). Default value: ``None``
         (``prior.experimental_default_event_space_bijector()``).
       full_data_chunk_size: rows per chunk of full-data sums. Default value:
         ``100_000``.
@@ -137,7 +171,9 @@ class JointPosterior:
     Raises:
       TypeError: ``prior`` is not a JointDistribution or ``likelihood_fn`` is
         not callable.
-      ValueError: ``observed`` is missing for dict data.
+      ValueError: ``observed`` is missing for dict data, or is a key (index)
+        the dict (tuple/list) data does not have; ``bijector`` is not a
+        ``tfb.Bijector`` with the prior's structure.
 
     #### Examples
 
@@ -182,9 +218,10 @@ class JointPosterior:
         n = len(self._names)
         self._structure = prior.dtype
         tokens = tf.nest.pack_sequence_as(self._structure, list(range(n)))
-        event_space = (
-            prior.experimental_default_event_space_bijector() if bijector is None else bijector
-        )
+        if bijector is None:
+            event_space = prior.experimental_default_event_space_bijector()
+        else:
+            event_space = self._check_bijector(bijector, self._structure)
         # Our kernels carry a list of parts; the prior's bijector acts on its own
         # structure (dict, StructTuple, list): restructure on both sides.
         self._bijector = tfb.Chain(
@@ -201,13 +238,46 @@ class JointPosterior:
             log_prior_fn=self.log_prior,
             full_data_chunk_size=full_data_chunk_size,
         )
-        self._estimator = TransformedEstimator(self._constrained, self._bijector)
+        self._estimator = _JointEstimator(self._constrained, self._bijector, self._names)
+
+    @staticmethod
+    def _check_bijector(bijector: Any, structure: Any) -> tfb.Bijector:
+        if not isinstance(bijector, tfb.Bijector):
+            raise ValueError(
+                "`bijector` must be a tfb.Bijector with the prior's structure (e.g. a "
+                f"tfb.JointMap), got {type(bijector).__name__}."
+            )
+        try:
+            tf.nest.assert_same_structure(
+                bijector.forward_min_event_ndims, structure, check_types=False
+            )
+        except (TypeError, ValueError):
+            raise ValueError(
+                "`bijector` must act on the prior's structure "
+                f"{tf.nest.map_structure(lambda _: '.', structure)}, but its "
+                f"forward_min_event_ndims is {bijector.forward_min_event_ndims}."
+            ) from None
+        return bijector
 
     @staticmethod
     def _resolve_observed(observed: Any, data: Any) -> Callable[[Any], Any]:
         if callable(observed):
             return observed
         if observed is not None:
+            if isinstance(data, Mapping) and observed not in data:
+                raise ValueError(
+                    f"`observed` must be a key of the data {sorted(map(str, data))}, "
+                    f"got {observed!r}."
+                )
+            if isinstance(data, (tuple, list)) and not (
+                isinstance(observed, (int, np.integer))
+                and not isinstance(observed, bool)
+                and -len(data) <= observed < len(data)
+            ):
+                raise ValueError(
+                    f"`observed` must be an index into the {len(data)} data arrays, "
+                    f"got {observed!r}."
+                )
             return lambda batch: batch[observed]
         if isinstance(data, Mapping):
             raise ValueError(
@@ -243,6 +313,13 @@ class JointPosterior:
         """A list of parts in the prior's structure (dict, namedtuple or list)."""
         return tf.nest.pack_sequence_as(self._structure, list(parts))
 
+    def _check_num_parts(self, parts: Sequence[Any], arg_name: str) -> None:
+        if len(parts) != len(self._names):
+            raise ValueError(
+                f"`{arg_name}` must have {len(self._names)} parts, one per prior part "
+                f"{self._names}, got {len(parts)}."
+            )
+
     def log_prior(self, parts: Any) -> tf.Tensor:
         """``log p(θ)`` for a list of constrained parts."""
         return self._prior.log_prob(self.structure(as_parts(parts)))
@@ -274,21 +351,38 @@ class JointPosterior:
         base = self._constrained
         if batch_size is not None:
             base = base.with_batch_size(batch_size)
-        theta = self._estimator.forward(list(as_parts(centre)))
-        return TransformedEstimator(ControlVariateEstimator(base, theta), self._bijector)
+        centre = list(as_parts(centre))
+        self._check_num_parts(centre, "centre")
+        theta = self._estimator.forward(centre)
+        return _JointEstimator(ControlVariateEstimator(base, theta), self._bijector, self._names)
 
     # -- the change of variables ------------------------------------------- #
     def constrain(self, state: Any, as_dict: bool = True) -> Any:
         """``θ = f(z)``: a dict ``name -> values`` (or the list of parts)."""
         parts = [tf.convert_to_tensor(p) for p in as_parts(state)]
+        self._check_num_parts(parts, "state")
         theta = self._bijector.forward(parts)
         return dict(zip(self._names, theta)) if as_dict else list(theta)
 
     def unconstrain(self, values: Any) -> list[tf.Tensor]:
-        """``z = f^{-1}(θ)`` from a dict ``name -> values``, the prior's structure or a list."""
-        if isinstance(values, Mapping) and not isinstance(self._structure, Mapping):
+        """``z = f^{-1}(θ)`` from a dict ``name -> values``, the prior's structure or a list.
+
+        Raises:
+          ValueError: a dict's names are not the prior's (`names`), or a list has
+            another number of parts.
+        """
+        if isinstance(values, Mapping):
+            keys = {str(k) for k in values}
+            missing = [n for n in self._names if n not in keys]
+            extra = sorted(keys - set(self._names))
+            if missing or extra:
+                raise ValueError(
+                    f"`values` must have the names {self._names}; missing {missing}, "
+                    f"unexpected {extra}."
+                )
             values = [values[n] for n in self._names]
         parts = tf.nest.flatten(values)
+        self._check_num_parts(parts, "values")
         return list(self._bijector.inverse([tf.convert_to_tensor(p) for p in parts]))
 
     # -- initial states ----------------------------------------------------- #
@@ -298,20 +392,26 @@ class JointPosterior:
         """An unconstrained initial state: a prior draw, or the MAP (tiled over chains).
 
         Args:
-          num_chains: leading chain dimension. Default value: ``None`` (none).
+          num_chains: leading chain dimension, an int ``>= 1``. Default value:
+            ``None`` (none).
           seed: seed of the prior draw. Default value: ``None``.
           method: ``"prior"`` or ``"map"``. Default value: ``"prior"``.
           **map_kwargs: passed to `find_map`.
+
+        Raises:
+          ValueError: ``num_chains`` is not an int ``>= 1``, or ``method`` is unknown.
         """
+        if num_chains is not None:
+            num_chains = check_int(num_chains, "num_chains", minimum=1)
         if method == "prior":
-            shape = [] if num_chains is None else [int(num_chains)]
+            shape = [] if num_chains is None else [num_chains]
             draw = self._prior.sample(shape, seed=seed)
             return self.unconstrain(tf.nest.flatten(draw))
         if method == "map":
             z = self.find_map(**map_kwargs)
             if num_chains is None:
                 return z
-            return [tf.tile(p[None], [int(num_chains)] + [1] * p.shape.rank) for p in z]
+            return [tf.tile(p[None], [num_chains] + [1] * p.shape.rank) for p in z]
         raise ValueError(f"`method` must be 'prior' or 'map', got {method!r}.")
 
     def find_map(self, initial_state: Any = None, **kwargs: Any) -> list[tf.Tensor]:
@@ -327,7 +427,9 @@ class JointPosterior:
         if initial_state is None:
             initial_state = [tf.zeros_like(p) for p in self.initial_state(seed=0)]
         no_jacobian = _PerExample(
-            TransformedEstimator(self._constrained, self._bijector, include_log_det_jacobian=False),
+            _JointEstimator(
+                self._constrained, self._bijector, self._names, include_log_det_jacobian=False
+            ),
             self.num_examples,
         )
         return list(as_parts(find_map(no_jacobian, list(initial_state), **kwargs).position))
