@@ -24,6 +24,8 @@ import argparse
 import os
 import sys
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 from tfp_sgmcmc import _startup
 
@@ -75,26 +77,25 @@ def parser(
     return ap
 
 
+def _positive(text: str, convert: Callable[[str], Any], expected: str) -> Any:
+    """``convert(text)`` if it is finite and above zero; else argparse's usage error."""
+    try:
+        value = convert(text)
+    except ValueError:
+        value = None
+    if value is None or not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An argparse ``type=`` for an int ``>= 1`` (a usage error, exit code 2, otherwise)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
-    return value
+    return _positive(text, int, "an int >= 1")
 
 
 def positive_float(text: str) -> float:
     """An argparse ``type=`` for a finite float ``> 0`` (a usage error otherwise)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not (0.0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return value
+    return _positive(text, float, "a finite number > 0")
 
 
 class Outputs:

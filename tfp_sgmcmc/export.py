@@ -162,7 +162,7 @@ def _raw_parts(raw: Any) -> list[np.ndarray]:
         raise ValueError("`run_or_samples` is an empty list: give at least one array.")
     parts = []
     for i, p in enumerate(items):
-        a = np.asarray(p.numpy() if hasattr(p, "numpy") else p)
+        a = np.asarray(p)
         if a.dtype.kind not in "fiub" or a.ndim == 0:
             what = "`run_or_samples`" if len(items) == 1 else f"`run_or_samples[{i}]`"
             raise ValueError(

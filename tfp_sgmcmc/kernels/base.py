@@ -143,7 +143,7 @@ class SGMCMCKernel(ParameterizedKernel):
                 estimator_state=est_state,
                 step=tf.constant(0, tf.int32),
                 step_size=self._schedule(tf.constant(0, tf.int32), dtype),
-                diverged=self._diverged(parts, est),
+                diverged=self._diverged(parts, est, extra),
                 seed=tf.zeros([2], tf.int32),
                 **extra,
             )
@@ -189,7 +189,7 @@ class SGMCMCKernel(ParameterizedKernel):
                 estimator_state=est_state,
                 step=prev.step + 1,
                 step_size=eps,
-                diverged=self._diverged(new_parts, est),
+                diverged=self._diverged(new_parts, est, extra),
                 seed=seed,
                 **extra,
             )
@@ -209,7 +209,12 @@ class SGMCMCKernel(ParameterizedKernel):
     def _batch_ndims(est: GradientEstimate) -> int:
         return est.target_log_prob.shape.rank or 0
 
-    def _diverged(self, parts: list[tf.Tensor], est: GradientEstimate) -> tf.Tensor:
+    def _diverged(
+        self, parts: list[tf.Tensor], est: GradientEstimate, extra: dict[str, Any]
+    ) -> tf.Tensor:
+        """Per chain: the state, log-density or score is non-finite. ``extra`` holds the
+        sampler's own fields of the same results (a sampler whose chain holds more
+        than the returned state reads them)."""
         nb = self._batch_ndims(est)
         finite = all_finite(list(parts) + list(est.grads_target_log_prob), nb)
         finite = tf.logical_and(finite, tf.math.is_finite(est.target_log_prob))

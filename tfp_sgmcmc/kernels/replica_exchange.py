@@ -220,29 +220,6 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
         )
         return self._replica_extra([self._tile(p) for p in parts], tiled)
 
-    def bootstrap_results(
-        self, init_state: Any, seed: Any = None
-    ) -> ReplicaExchangeSGLDKernelResults:
-        """Results at ``init_state``: every replica starts there.
-
-        With a shared minibatch the estimate at ``init_state`` is computed once and
-        copied to the ``K`` replicas. With an estimator built with
-        ``independent_chains=True`` the estimator is bootstrapped and evaluated on
-        the ``[K] + state shape`` replica stack, so every replica of every chain
-        draws its own minibatch, from the first estimate on.
-
-        Args:
-          init_state: tensor or list of tensors (optional leading chain dims).
-          seed: optional seed of the first minibatch. Default value: ``None``
-            (the fixed ``BOOTSTRAP_SEED``).
-
-        Raises:
-          ValueError: ``init_state`` is not floating point, its parts have
-            different dtypes, or its dtype differs from the data.
-        """
-        results = super().bootstrap_results(init_state, seed)
-        return results._replace(diverged=self._replica_diverged(results))
-
     def _bootstrap_estimate(
         self, parts: list[tf.Tensor], like: Any, seed: tf.Tensor
     ) -> tuple[GradientEstimate, Any, dict[str, Any]]:
@@ -259,32 +236,15 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
         )
         return coldest, est_state, self._replica_extra(as_parts(replicas), replica_est)
 
-    def one_step(
-        self,
-        current_state: Any,
-        previous_kernel_results: ReplicaExchangeSGLDKernelResults,
-        seed: Any = None,
-    ) -> tuple[Any, ReplicaExchangeSGLDKernelResults]:
-        """One SGLD move of every replica, then the swaps of this step's pairs.
-
-        ``diverged`` is per chain: set when any replica of the chain (its state,
-        minibatch log-density or score) is non-finite, not only the returned
-        coldest one.
-
-        Returns:
-          ``(next_state, kernel_results)``, the state (the coldest replica) in the
-          structure of ``current_state``.
-        """
-        state, results = super().one_step(current_state, previous_kernel_results, seed)
-        return state, results._replace(diverged=self._replica_diverged(results))
-
-    @staticmethod
-    def _replica_diverged(results: ReplicaExchangeSGLDKernelResults) -> tf.Tensor:
-        """Per chain: some replica's state, log-density or score is non-finite."""
-        lp = results.replica_target_log_prob
+    def _diverged(
+        self, parts: list[tf.Tensor], est: GradientEstimate, extra: dict[str, Any]
+    ) -> tf.Tensor:
+        """Per chain: some replica's state, log-density or score is non-finite (not only
+        the returned coldest one's)."""
+        lp = extra["replica_target_log_prob"]
         nb = lp.shape.rank  # 1 + chain batch dims
-        parts = list(results.replica_states) + list(results.replica_grads_target_log_prob)
-        finite = tf.logical_and(all_finite(parts, nb), tf.math.is_finite(lp))
+        reps = list(extra["replica_states"]) + list(extra["replica_grads_target_log_prob"])
+        finite = tf.logical_and(all_finite(reps, nb), tf.math.is_finite(lp))
         return tf.logical_not(tf.reduce_all(finite, axis=0))
 
     def _transition(self, parts, like, prev, step_size, seed):
