@@ -5,11 +5,14 @@ minibatches of 1% (10,000) and 0.1% (1,000) of the rows, one chain, float32,
 CPU. For every minibatch scheme of :class:`tfp_sgmcmc.InMemoryData`
 (``with_replacement``, ``epoch``, ``random_window``) it times
 
-* our kernels, each through ``tfp.mcmc.sample_chain`` inside
+* our kernels, each through :func:`tfp_sgmcmc.sample_chain` (``--loop sg``, the
+  default: one flat loop) or ``tfp.mcmc.sample_chain`` (``--loop tfp``: a nested
+  loop per result, which XLA does not remove) inside
   ``tf.function(jit_compile=True)`` with ``trace_fn=None`` (only the 10-float
   states are stacked): SGLD, SGLD-CV (:class:`ControlVariateEstimator`
   centred at the MAP from :func:`find_map`), pSGLD, SGHMC (L = 5, reported
-  per sample and per gradient evaluation) and SGNHT;
+  per sample and per gradient evaluation) and SGNHT; with ``--loop sg``, SGHMC
+  is also timed through ``tfp.mcmc.sample_chain`` (``sghmc_L5_tfp_loop``);
 * (a) ``hand_sgld``: the same SGLD written by hand as one fused
   ``tf.while_loop`` in one jit-compiled function, drawing its minibatches with
   the same scheme (its own code: uniform indices + gather, a Feistel
@@ -20,10 +23,10 @@ CPU. For every minibatch scheme of :class:`tfp_sgmcmc.InMemoryData`
 * (c) ``sample_chain_bare``: (a)'s arithmetic (same batch draw, gradient and
   noise, keys derived from the step seed by the same integer offsets) as the
   barest possible ``TransitionKernel`` -- no log-density, no divergence flag,
-  no step counter -- run through ``tfp.mcmc.sample_chain`` like our kernels.
-  It is what *any* kernel pays for ``sample_chain`` (a per-step seed split
+  no step counter -- run through the same loop as our kernels.
+  It is what *any* kernel pays for that loop (a per-step seed split
   with TFP's default generator, its loop and trace plumbing): ``sgld / (c)``
-  is the cost of our kernel itself, ``(c) / (a)`` that of the driver.
+  is the cost of our kernel itself, ``(c) / (a)`` that of the loop.
 
 Each configuration is compiled by a warm-up call (its time minus a steady
 call's is reported as ``compile_s``), then timed ``--repeats`` times in
@@ -301,11 +304,12 @@ class _BareSGLD(tfp.mcmc.TransitionKernel):
 
 
 def make_bare_chain(
-    scheme: str, x: tf.Tensor, y: tf.Tensor, n: int, step_size: float, num_steps: int
+    scheme: str, x: tf.Tensor, y: tf.Tensor, n: int, step_size: float, num_steps: int,
+    loop: str = "sg",
 ) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """(c): :class:`_BareSGLD` through ``sample_chain`` (random_window / with_replacement)."""
     kernel = _BareSGLD(make_batch_fn(scheme, x, y, n), float(x.shape[0]) / n, step_size)
-    return make_chain(kernel, num_steps)
+    return make_chain(kernel, num_steps, loop)
 
 
 # --------------------------------------------------------------------------- #
@@ -313,12 +317,20 @@ def make_bare_chain(
 # --------------------------------------------------------------------------- #
 
 
-def make_chain(kernel: tfp.mcmc.TransitionKernel, num_results: int):
+#: The loops a kernel can be timed through (``--loop``).
+LOOPS = {
+    "sg": "tfp_sgmcmc.sample_chain(trace_fn=None) in tf.function(jit_compile=True)",
+    "tfp": "tfp.mcmc.sample_chain(trace_fn=None) in tf.function(jit_compile=True)",
+}
+
+
+def make_chain(kernel: tfp.mcmc.TransitionKernel, num_results: int, loop: str = "sg"):
+    """``num_results`` steps of ``kernel`` through ``loop`` (see ``LOOPS``), states stacked."""
+    chain = sg.sample_chain if loop == "sg" else tfp.mcmc.sample_chain
+
     @tf.function(jit_compile=True)
     def run(init: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-        return tfp.mcmc.sample_chain(
-            num_results, init, kernel=kernel, trace_fn=None, seed=seed
-        )
+        return chain(num_results, init, kernel=kernel, trace_fn=None, seed=seed)
 
     return run
 
@@ -334,6 +346,7 @@ def build_group(
     centre: tf.Tensor,
     centre_full: sg.GradientEstimate,
     only: set[str] | None,
+    loop: str = "sg",
 ) -> dict[str, dict[str, Any]]:
     """Every configuration of one (scheme, batch size) group: fn, steps, grads per step."""
     est = sg.MinibatchEstimator(log_likelihood, data.with_scheme(scheme), n, log_prior)
@@ -391,7 +404,12 @@ def build_group(
             continue
         grads = k.gradient_evaluations_per_step * k.estimator.gradient_evaluations_per_call
         grads *= getattr(k, "num_replicas", 1)
-        out[name] = {"fn": make_chain(k, k_steps), "steps": k_steps, "grads_per_step": grads}
+        out[name] = {"fn": make_chain(k, k_steps, loop), "steps": k_steps, "grads_per_step": grads}
+    if "sghmc_L5" in out and loop == "sg":  # the same kernel through TFP's nested loop
+        k, k_steps = kernels["sghmc_L5"]
+        out["sghmc_L5_tfp_loop"] = {
+            "fn": make_chain(k, k_steps, "tfp"), "steps": k_steps, "grads_per_step": 5,
+        }
     out["hand_sgld"] = {
         "fn": make_hand_sgld(scheme, x, y, n, sgld_eps, steps),
         "steps": steps,
@@ -400,7 +418,7 @@ def build_group(
     if scheme != "epoch":  # the hand epoch scheme needs the step index, which
         # sample_chain does not give a kernel; (c) is defined for the other two.
         out["sample_chain_bare"] = {
-            "fn": make_bare_chain(scheme, x, y, n, sgld_eps, steps),
+            "fn": make_bare_chain(scheme, x, y, n, sgld_eps, steps, loop),
             "steps": steps,
             "grads_per_step": 1,
         }
@@ -468,7 +486,7 @@ def run_group(
 
 OURS = (
     "sgld", "sgld_prefetch", "sgld_cv", "psgld", "sghmc_L5", "sgnht", "sghmc_L5_traj",
-    "sgld_svrg", "baoab", "badodab", "csgld", "resgld_K2",
+    "sgld_svrg", "baoab", "badodab", "csgld", "resgld_K2", "sghmc_L5_tfp_loop",
 )
 PEER_ROWS = {
     "sgld": ["sgmcmcjax_sgld"],
@@ -571,6 +589,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="subset of sgld sgld_prefetch sgld_cv psgld sghmc_L5 sghmc_L5_traj sgnht sgld_svrg "
         "baoab badodab csgld resgld_K2 (hand_sgld, gradient_floor always run)",
     )
+    p.add_argument(
+        "--loop", choices=sorted(LOOPS), default="sg",
+        help="the loop our kernels run in: 'sg' tfp_sgmcmc.sample_chain (one flat loop, default), "
+        "'tfp' tfp.mcmc.sample_chain (a nested loop per result); with 'sg', sghmc_L5 is also "
+        "timed through 'tfp' as sghmc_L5_tfp_loop",
+    )
     p.add_argument("--repeats", type=int, default=None, help="timed calls per config (>= 3)")
     p.add_argument(
         "--seconds", type=float, default=1.0,
@@ -634,7 +658,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             label = f"{scheme}, n={n}"
             log(f"group {label}: {steps} steps per call, floor {floor_steps}")
             configs = build_group(
-                scheme, data, x, y, n, steps, floor_steps, centre, centre_full, only
+                scheme, data, x, y, n, steps, floor_steps, centre, centre_full, only, args.loop
             )
             res = run_group(configs, centre, repeats, label)
             groups.append(
@@ -673,7 +697,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "schemes": args.schemes,
             "quick": args.quick,
             "repeats": repeats,
-            "driver": "tfp.mcmc.sample_chain(trace_fn=None) in tf.function(jit_compile=True)",
+            "driver": LOOPS[args.loop],
             "rng": RNG,
         },
         **env,
@@ -700,6 +724,7 @@ PEER_NAMES = {
     "csgld": "csgld",
     "sghmc_L5": "sghmc_L5",
     "sghmc_L5_traj": "sghmc_L5",
+    "sghmc_L5_tfp_loop": "sghmc_L5",
     "sghmc_L5_draws_only": "sghmc_L5",
     "sgld": "sgld",
     "sgnht": "sgnht",

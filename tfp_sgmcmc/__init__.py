@@ -50,6 +50,7 @@ _EXPORTS = {
     "maximum_calibration_error": "tfp_sgmcmc.diagnostics",
     "relative_std_error": "tfp_sgmcmc.diagnostics",
     "sample": "tfp_sgmcmc.driver",
+    "sample_chain": "tfp_sgmcmc.driver",
     "ControlVariateEstimator": "tfp_sgmcmc.estimators",
     "DistributedMinibatchEstimator": "tfp_sgmcmc.estimators",
     "GradientEstimate": "tfp_sgmcmc.estimators",
@@ -182,6 +183,7 @@ __all__ = [
     "grid_search",
     "heuristic",
     "sample",
+    "sample_chain",
     "to_arviz",
     "JointPosterior",
 ]

@@ -4,16 +4,19 @@ See ``docs/driver.md``. [`sample`][tfp_sgmcmc.driver.sample] runs any ``tfp.mcmc
 [`SamplingRun`][tfp_sgmcmc.driver.SamplingRun] reads a run directory;
 [`ChunkedChain`][tfp_sgmcmc.driver.ChunkedChain] runs the same compiled chunks with the
 draws kept in memory (studies, examples);
+[`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain] is ``tfp.mcmc.sample_chain`` as one flat
+loop (the same chain, faster under XLA);
 [`ModelSpec`][tfp_sgmcmc.driver.ModelSpec] and
 [`load_model`][tfp_sgmcmc.driver.load_model] define the model-file protocol of the ``tfp-sgmcmc``
 CLI. The chunk steps themselves (plan, seeds, compiled programs) are in
 [`tfp_sgmcmc.driver.chunks`][tfp_sgmcmc.driver.chunks].
 """
 
-from tfp_sgmcmc.driver import memory, sampler
+from tfp_sgmcmc.driver import flat, memory, sampler
+from tfp_sgmcmc.driver.flat import *  # noqa: F403  (the names in flat.__all__)
 from tfp_sgmcmc.driver.memory import *  # noqa: F403  (the names in memory.__all__)
 from tfp_sgmcmc.driver.model import ModelSpec, load_model
 from tfp_sgmcmc.driver.sampler import *  # noqa: F403  (the names in sampler.__all__)
 
 # One list of names per module, not a second copy of it here.
-__all__ = sampler.__all__ + memory.__all__ + ["ModelSpec", "load_model"]
+__all__ = sampler.__all__ + memory.__all__ + flat.__all__ + ["ModelSpec", "load_model"]
