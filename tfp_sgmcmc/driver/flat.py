@@ -4,9 +4,9 @@
 ``tf.while_loop`` over the steps of each result whose trip count is a tensor
 (``1 + num_burnin_steps`` for the first result, ``1 + num_steps_between_results`` for the
 rest). Compiled with XLA on CPU, that nested loop costs time even when it runs once per
-result: a default SGHMC step (five leapfrog steps, 1% minibatch of a logistic regression)
-ran 18-22% slower through it than the same kernel in one flat loop, and an SGLD step
-9-15% slower (``benchmarks/bench_loops.py``; [benchmarks](../benchmarks.md#one-flat-loop)).
+result: on a logistic regression with 1% and 0.1% minibatches, a default SGHMC step (five
+leapfrog steps) ran 16-18% slower through it than the same kernel in one flat loop, and an
+SGLD step 10-19% slower (``benchmarks/bench_loops.py``; ``docs/benchmarks.md``, "One flat loop").
 
 [`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain] takes the same arguments and
 returns the same chain (same seeds, same steps, same traces; bit for bit under XLA), running
@@ -103,7 +103,7 @@ def sample_chain(
       seed: a stateless seed: an int32 pair (e.g. ``tf.constant([0, 42])``) or a Python
         int ``>= 0``, which maps to a fixed pair (``tfp.mcmc.sample_chain`` instead draws
         a stateful seed from an int, a new chain on every call of a ``tf.function``; see
-        [conventions](../conventions.md#seeds)). ``None`` steps the kernel without seeds,
+        ``docs/conventions.md``, "Seeds"). ``None`` steps the kernel without seeds,
         as ``tfp.mcmc.sample_chain`` does. Default value: ``None``.
       name: name scope of the ops. Default value: ``None`` (``"sample_chain"``).
 
