@@ -211,3 +211,26 @@ def test_a_runtime_float_count_is_refused():
 
     with pytest.raises(ValueError, match="`num_results` must be a scalar integer"):
         run(tf.constant(3.0))
+
+
+def test_unknown_chain_count_with_thinning_and_a_trace(seed):
+    """A state whose chain dimension is known only at run time (graph mode)."""
+    kernel = tfp.mcmc.HamiltonianMonteCarlo(lambda t: -0.5 * tf.reduce_sum(t**2, -1), 0.3, 2)
+
+    def trace(s, r):
+        return s**2, r.accepted_results.target_log_prob
+
+    def run_with(chain):
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def run(init):
+            return chain(5, init, kernel=kernel, seed=[seed, 2], num_steps_between_results=2,
+                         trace_fn=trace)
+        return run(tf.fill([4, 3], 0.5))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = run_with(tfp.mcmc.sample_chain)
+    got = run_with(sample_chain)
+    assert got.all_states.shape == [5, 4, 3] and got.trace[1].shape == [5, 4]
+    for a, b in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

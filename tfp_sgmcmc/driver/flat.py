@@ -184,7 +184,8 @@ def sample_chain(
         thinned = tf.get_static_value(between) != 0
         period = between + 1
         num_steps = (num_results - 1) * period + 1
-        blank_trace = tf.nest.map_structure(lambda x: tf.zeros(x.shape, x.dtype), probe[1])
+        # What a discarded step writes in the trace's slots (never kept).
+        blank_trace = tf.nest.map_structure(tf.zeros_like, probe[1]) if thinned else ()
 
         def body(t, seed, state, results, arrays):
             seed, state, results = step(seed, state, results)
