@@ -8,6 +8,8 @@ L = 5, ε = 1e-7) runs the same number of steps inside one
 
 * ``flat``: ``tf.while_loop`` over steps, ``kernel.one_step`` with
   ``stateless_fold_in(seed, t)`` (the reference);
+* ``flat_with_results``: the flat loop, also returning the last kernel results (so
+  every field of them must be computed at every step, as a reader of them would need);
 * ``nested_dynamic``: the flat loop with each step inside an inner ``tf.while_loop``
   whose trip count (1) is read from a tensor, as ``tfp.mcmc.sample_chain`` does;
 * ``nested_static``: the same inner loop with the constant trip count 1;
@@ -15,6 +17,12 @@ L = 5, ε = 1e-7) runs the same number of steps inside one
 * ``tfp_sample_fold``: ``tfp.experimental.mcmc.sample_fold`` (the driver's chunks);
 * ``sg_sample_chain``: ``tfp_sgmcmc.sample_chain`` (the flat loop with
   ``tfp.mcmc.sample_chain``'s arguments, seeds and results).
+
+Under XLA a flat loop lets the compiler drop every step's work whose result nothing
+reads (with ``trace_fn=None``: the minibatch log-density and the divergence flag; for
+SGHMC also the last leapfrog step's minibatch and gradient, which set only the momentum
+the next sample redraws and the score in the results); ``flat_with_results`` keeps it,
+as does the inner loop with a tensor trip count.
 
 With ``--thin K`` the recorded loops keep every K-th state (``num_steps_between_results
 = K - 1``; the flat reference runs the same number of steps).
@@ -47,8 +55,8 @@ from _common import dump_json, environment, load_average, log, make_data, median
 import tfp_sgmcmc as sg  # noqa: E402
 
 LOOPS = (
-    "flat", "nested_dynamic", "nested_static", "tfp_sample_chain", "tfp_sample_fold",
-    "sg_sample_chain",
+    "flat", "flat_with_results", "nested_dynamic", "nested_static", "tfp_sample_chain",
+    "tfp_sample_fold", "sg_sample_chain",
 )
 
 
@@ -100,7 +108,7 @@ def make_loop(
                 )
 
             def body(i, state, results):
-                if loop == "flat":
+                if loop in ("flat", "flat_with_results"):
                     state, results = one(i, state, results)
                 else:
                     count = trips[i] if loop == "nested_dynamic" else 1
@@ -111,10 +119,12 @@ def make_loop(
                     )
                 return i + 1, state, results
 
-            _, state, _ = tf.while_loop(
+            _, state, results = tf.while_loop(
                 lambda i, *_: i < steps, body,
                 (tf.constant(0), init, kernel.bootstrap_results(init)),
             )
+            if loop == "flat_with_results":
+                return state, results
             return state
 
     return tf.function(run, jit_compile=True, autograph=False)

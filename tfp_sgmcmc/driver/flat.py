@@ -3,10 +3,15 @@
 ``tfp.mcmc.sample_chain`` runs a ``tf.while_loop`` over results and, inside it, a second
 ``tf.while_loop`` over the steps of each result whose trip count is a tensor
 (``1 + num_burnin_steps`` for the first result, ``1 + num_steps_between_results`` for the
-rest). Compiled with XLA on CPU, that nested loop costs time even when it runs once per
-result: on a logistic regression with 1% and 0.1% minibatches, a default SGHMC step (five
-leapfrog steps) ran 16-18% slower through it than the same kernel in one flat loop, and an
-SGLD step 10-19% slower (``benchmarks/bench_loops.py``; ``docs/benchmarks.md``, "One flat loop").
+rest). Compiled with XLA, a flat loop lets the compiler drop every step's work whose result
+nothing reads, and that nested loop does not. With ``trace_fn=None``, that work is the
+minibatch log-density and the divergence flag of every step, and for SGHMC also the last
+leapfrog step's minibatch and gradient: they only set the momentum the next sample redraws
+and the score reported in the kernel results. On a logistic regression with 1% and 0.1%
+minibatches, default SGHMC ran 16-18% slower through ``tfp.mcmc.sample_chain`` than in
+one flat loop, and SGLD 10-19% slower (``benchmarks/bench_loops.py``;
+``docs/benchmarks.md``, "One flat loop"). Work a ``trace_fn`` or a reducer reads is done
+in either loop.
 
 [`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain] takes the same arguments and
 returns the same chain (same seeds, same steps, same traces; bit for bit under XLA), running
@@ -71,8 +76,9 @@ def sample_chain(
 
     The arguments and return values are ``tfp.mcmc.sample_chain``'s, and so is the chain:
     with the same seed it returns the same states and traces bit for bit. Under
-    ``tf.function(jit_compile=True)`` on CPU it avoids ``tfp.mcmc.sample_chain``'s nested
-    per-result loop (see the module docstring), which XLA does not remove.
+    ``tf.function(jit_compile=True)`` it avoids ``tfp.mcmc.sample_chain``'s nested
+    per-result loop, across which XLA cannot drop the work whose results nothing reads
+    (see the module docstring).
 
     Three differences from ``tfp.mcmc.sample_chain``: ``trace_fn`` defaults to ``None``
     (no trace, the default ``tfp.mcmc.sample_chain`` announces for its future), a Python
