@@ -294,3 +294,19 @@ def test_bad_arguments_name_the_argument():
     with pytest.raises(ValueError, match="`init_state`"):
         sg.SGLD(post.with_batch_size(2), 1e-3).bootstrap_results([tf.zeros([4])])
     kernel.bootstrap_results(post.initial_state(4, seed=1))
+    # Parts whose chain dimensions disagree are named (they were TF broadcasting errors).
+    for state in ([tf.zeros([4]), tf.zeros([3])], [tf.zeros([4, 2]), tf.zeros([4])]):
+        with pytest.raises(ValueError, match="`init_state`: the parts must share their chain"):
+            kernel.bootstrap_results(state)
+    events = sg.JointPosterior(
+        tfd.JointDistributionNamedAutoBatched(
+            dict(mu=tfd.Normal(0.0, 1.0), w=tfd.Sample(tfd.Normal(0.0, 1.0), 3))
+        ),
+        lambda p, b: tfd.Normal(p["mu"][..., None], 1.0), y, 5,
+    )
+    ev_kernel = sg.SGLD(events.estimator, 1e-3)
+    ev_kernel.bootstrap_results([tf.zeros([4]), tf.zeros([4, 3])])  # chains [4] for both
+    with pytest.raises(ValueError, match=r"part 'w' has shape \[\], fewer dimensions"):
+        ev_kernel.bootstrap_results([tf.zeros([]), tf.zeros([3])[0]])
+    with pytest.raises(ValueError, match="share their chain"):
+        ev_kernel.bootstrap_results([tf.zeros([4]), tf.zeros([2, 3])])

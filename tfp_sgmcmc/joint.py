@@ -113,13 +113,17 @@ class _JointEstimator(TransformedEstimator):
         bijector: tfb.Bijector,
         names: Sequence[str],
         include_log_det_jacobian: bool = True,
+        event_ranks: Sequence[int] | None = None,
     ) -> None:
         super().__init__(inner, bijector, include_log_det_jacobian=include_log_det_jacobian)
         self._names = list(names)
+        # Each unconstrained part's event rank: what follows the chain dimensions.
+        self._event_ranks = None if event_ranks is None else list(event_ranks)
 
     def _around(self, inner: GradientEstimator) -> _JointEstimator:
         return _JointEstimator(
-            inner, self._bijector, self._names, include_log_det_jacobian=self._include_ldj
+            inner, self._bijector, self._names, include_log_det_jacobian=self._include_ldj,
+            event_ranks=self._event_ranks,
         )
 
     def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
@@ -134,7 +138,30 @@ class _JointEstimator(TransformedEstimator):
                 f"`{arg_name}` must have {len(self._names)} parts, one per prior part "
                 f"{self._names}, got {len(parts)}."
             )
+        self._check_chain_shapes(parts, arg_name)
         super().validate_state(parts, arg_name)
+
+    def _check_chain_shapes(self, parts: list[tf.Tensor], arg_name: str) -> None:
+        """Every part must lead with the same chain dimensions before its event."""
+        if self._event_ranks is None:
+            return
+        chains: dict[str, list[int | None]] = {}
+        for name, p, rank in zip(self._names, parts, self._event_ranks):
+            shape = tf.TensorShape(getattr(p, "shape", np.shape(p)))
+            if shape.rank is None:
+                continue
+            if shape.rank < rank:
+                raise ValueError(
+                    f"`{arg_name}`: part {name!r} has shape {shape.as_list()}, fewer "
+                    f"dimensions than its unconstrained event rank {rank}."
+                )
+            chains[name] = shape.as_list()[: shape.rank - rank]
+        if len({tuple(c) for c in chains.values()}) > 1:
+            listed = ", ".join(f"{k}: {v}" for k, v in chains.items())
+            raise ValueError(
+                f"`{arg_name}`: the parts must share their chain dimensions (the dimensions "
+                f"before each part's event), got {listed}."
+            )
 
 
 class JointPosterior:
@@ -238,7 +265,18 @@ class JointPosterior:
             log_prior_fn=self.log_prior,
             full_data_chunk_size=full_data_chunk_size,
         )
-        self._estimator = _JointEstimator(self._constrained, self._bijector, self._names)
+        try:
+            unconstrained_events = self._bijector.inverse_event_shape(
+                [tf.TensorShape(e) for e in tf.nest.flatten(prior.event_shape)]
+            )
+            self._event_ranks = [tf.TensorShape(e).rank for e in unconstrained_events]
+        except (TypeError, ValueError, NotImplementedError):
+            self._event_ranks = [None]
+        if any(r is None for r in self._event_ranks):
+            self._event_ranks = None  # not known before the run: states are not checked
+        self._estimator = _JointEstimator(
+            self._constrained, self._bijector, self._names, event_ranks=self._event_ranks
+        )
 
     @staticmethod
     def _check_bijector(bijector: Any, structure: Any) -> tfb.Bijector:
@@ -354,7 +392,10 @@ class JointPosterior:
         centre = list(as_parts(centre))
         self._check_num_parts(centre, "centre")
         theta = self._estimator.forward(centre)
-        return _JointEstimator(ControlVariateEstimator(base, theta), self._bijector, self._names)
+        return _JointEstimator(
+            ControlVariateEstimator(base, theta), self._bijector, self._names,
+            event_ranks=self._event_ranks,
+        )
 
     # -- the change of variables ------------------------------------------- #
     def constrain(self, state: Any, as_dict: bool = True) -> Any:
@@ -428,7 +469,8 @@ class JointPosterior:
             initial_state = [tf.zeros_like(p) for p in self.initial_state(seed=0)]
         no_jacobian = _PerExample(
             _JointEstimator(
-                self._constrained, self._bijector, self._names, include_log_det_jacobian=False
+                self._constrained, self._bijector, self._names, include_log_det_jacobian=False,
+                event_ranks=self._event_ranks,
             ),
             self.num_examples,
         )

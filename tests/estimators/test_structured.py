@@ -136,6 +136,9 @@ def test_partition_bad_input(make, arg):
         (lambda b: StructuredEstimator(b, FF, evaluation="loop"), "evaluation"),
         (lambda b: StructuredEstimator(b, [np.arange(3)]), "partition"),
         (lambda b: StructuredEstimator(sg.NoisyGradientEstimator(lambda s: s), FF), "base"),
+        # 1/(K·E[r]) overflows float64 (the data's dtype): every energy would be infinite.
+        (lambda b: StructuredDropoutEstimator(b, FF, keep_prob=1e-310), "keep_prob"),
+        (lambda b: StructuredDropoutEstimator(b, FF, mask=BetaMask(1e-310, 1.0)), "mask"),
         (lambda b: BetaMask(0.0, 1.0), "concentration1"),
         (lambda b: BetaMask(1.0, -2.0), "concentration0"),
     ],
@@ -143,6 +146,15 @@ def test_partition_bad_input(make, arg):
 def test_estimator_bad_input(make, arg):
     with pytest.raises(ValueError, match=f"`{arg}"):
         make(_logistic())
+
+
+def test_smallest_mask_mean_the_dtype_can_scale():
+    """Power for the overflow check: a mask mean well above the float64 limit is accepted
+    and gives a finite energy."""
+    est = StructuredDropoutEstimator(_logistic(), FF, keep_prob=1e-300)
+    kernel = sg.SGLD(est, 1e-3)
+    results = kernel.bootstrap_results([tf.zeros([3], tf.float64), tf.zeros([], tf.float64)])
+    assert np.isfinite(results.target_log_prob.numpy())
 
 
 def test_state_must_match_partition():

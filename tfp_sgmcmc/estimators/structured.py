@@ -539,6 +539,7 @@ class StructuredDropoutEstimator(_StructuredEnergy):
         if not isinstance(mask, MaskDistribution):
             raise ValueError(f"`mask` must be a MaskDistribution, got {type(mask).__name__}.")
         self._mask = mask
+        self._check_scale(base.dtype, "mask" if keep_prob is None else "keep_prob")
 
     num_masks = RecordedArgument[int]("``K``, masks (composites) per call.")
 
@@ -549,8 +550,23 @@ class StructuredDropoutEstimator(_StructuredEnergy):
     def _masks(self, batch_shape, seed, dtype):
         return self._mask.sample([self.num_masks, self.num_groups] + batch_shape, seed, dtype)
 
+    def _check_scale(self, dtype: tf.DType | None, arg_name: str = "mask") -> None:
+        """The likelihood scale ``1/(K·E[r])`` must be finite in ``dtype`` (a mask mean
+        near the dtype's smallest number would make every energy infinite)."""
+        mean = float(self._mask.mean)
+        scale = np.inf if mean <= 0 else 1.0 / (self.num_masks * mean)
+        limit = np.finfo(np.float64 if dtype is None else dtype.as_numpy_dtype).max
+        if not np.isfinite(scale) or scale > limit:
+            name = "float64" if dtype is None else dtype.name
+            raise ValueError(
+                f"`{arg_name}`: the mask mean E[r] = {mean:g} makes the likelihood scale "
+                f"1/(K·E[r]) overflow {name}; use a mean of at least "
+                f"{1.0 / (self.num_masks * limit):.3g}."
+            )
+
     def _scale(self, dtype):
         # M / (K · E[Σ_i r_i]) with E[Σ_i r_i] = M · E[r] for this mask's own mean.
+        self._check_scale(dtype)
         return tf.constant(1.0 / (self.num_masks * self._mask.mean), dtype)
 
     def __repr__(self) -> str:
