@@ -147,7 +147,7 @@ class _JointEstimator(TransformedEstimator):
             return
         chains: dict[str, list[int | None]] = {}
         for name, p, rank in zip(self._names, parts, self._event_ranks):
-            shape = tf.TensorShape(getattr(p, "shape", np.shape(p)))
+            shape = tf.TensorShape(p.shape if hasattr(p, "shape") else np.shape(p))
             if shape.rank is None:
                 continue
             if shape.rank < rank:
@@ -269,11 +269,11 @@ class JointPosterior:
             unconstrained_events = self._bijector.inverse_event_shape(
                 [tf.TensorShape(e) for e in tf.nest.flatten(prior.event_shape)]
             )
-            self._event_ranks = [tf.TensorShape(e).rank for e in unconstrained_events]
+            ranks = [tf.TensorShape(e).rank for e in unconstrained_events]
         except (TypeError, ValueError, NotImplementedError):
-            self._event_ranks = [None]
-        if any(r is None for r in self._event_ranks):
-            self._event_ranks = None  # not known before the run: states are not checked
+            ranks = [None]
+        # Event ranks not known before the run: states are not checked.
+        self._event_ranks = None if None in ranks else ranks
         self._estimator = _JointEstimator(
             self._constrained, self._bijector, self._names, event_ranks=self._event_ranks
         )

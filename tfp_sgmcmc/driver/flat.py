@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.internal.util import stateless_seed
+from tfp_sgmcmc.internal.util import check_int, stateless_seed
 
 __all__ = ["sample_chain"]
 
@@ -133,14 +133,7 @@ def sample_chain(
         )
     if trace_fn is not None and not callable(trace_fn):
         raise ValueError(f"`trace_fn` must be None or callable, got {trace_fn!r}.")
-    if (
-        isinstance(parallel_iterations, bool)
-        or not isinstance(parallel_iterations, int)
-        or parallel_iterations < 1
-    ):
-        raise ValueError(
-            f"`parallel_iterations` must be a positive int, got {parallel_iterations!r}."
-        )
+    parallel_iterations = check_int(parallel_iterations, "parallel_iterations", 1)
     is_seeded = seed is not None
     with tf.name_scope(name or "sample_chain"):
         num_results = _count(num_results, "num_results", 1)
