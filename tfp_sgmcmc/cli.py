@@ -612,6 +612,7 @@ def _write_json(path: str, data: dict[str, Any]) -> None:
 def _json_path(path: str, run_dir: str) -> str:
     """``--json``, checked before any work: a file in an existing directory, and not
     one of the run's own files (its config, checkpoint, samples)."""
+    from tfp_sgmcmc.driver.lock import LOCK_FILE
     from tfp_sgmcmc.driver.sampler import _OUR_FILES
 
     parent = os.path.dirname(os.path.abspath(path))
@@ -619,7 +620,7 @@ def _json_path(path: str, run_dir: str) -> str:
         raise CLIError(f"`--json` {path!r}: directory {parent!r} does not exist.")
     if os.path.isdir(path):
         raise CLIError(f"`--json` {path!r} is a directory; give a file name (.json).")
-    own = {os.path.abspath(os.path.join(run_dir, f)) for f in _OUR_FILES}
+    own = {os.path.abspath(os.path.join(run_dir, f)) for f in (*_OUR_FILES, LOCK_FILE)}
     own.discard(os.path.abspath(os.path.join(run_dir, "diagnostics.json")))
     if os.path.abspath(path) in own:
         raise CLIError(f"`--json` {path!r} is one of the run's own files; choose another path.")

@@ -88,6 +88,8 @@ from tfp_sgmcmc.driver.chunks import (
     compile_chunk,
     run_chunk,
 )
+from tfp_sgmcmc.driver.errors import RunDirectoryError, RunExistsError, RunLockedError
+from tfp_sgmcmc.driver.lock import RunLock
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
 from tfp_sgmcmc.internal.util import AttributeView, check_int, results_field
 
@@ -97,6 +99,7 @@ __all__ = [
     "open_run",
     "RunDirectoryError",
     "RunExistsError",
+    "RunLockedError",
     "chunk_seed",
     "chunk_plan",
     "CONFIG_FILE",
@@ -118,14 +121,6 @@ _OUR_FILES = (
     "diagnostics.json",
     GRADIENT_NOISE_FILE,
 )
-
-
-class RunDirectoryError(RuntimeError):
-    """The run directory is missing, corrupted, or does not match the request."""
-
-
-class RunExistsError(RunDirectoryError, FileExistsError):
-    """A run already exists where a new one was asked for (pass ``overwrite=True``)."""
 
 
 # --------------------------------------------------------------------------- #
@@ -518,6 +513,10 @@ def sample(
       RunDirectoryError: ``resume`` with a missing, corrupted or mismatching run;
         a ``run_dir`` that is a file, or that holds files named like a run's
         (``config.json``, ...) but no run (they are never deleted).
+      RunLockedError: another writer (another ``sample`` call or process) holds
+        ``run_dir``'s lock (``run.lock``; held from start to end of every call, so
+        two writers never append to one run). A lock file left by a dead process
+        holds nothing and is taken over.
       KeyboardInterrupt: re-raised after Ctrl-C; the last checkpoint is intact.
     """
     num_samples = check_int(num_samples, "num_samples", 1)
@@ -540,48 +539,69 @@ def sample(
     except (TypeError, ValueError) as e:
         raise ValueError(f"`metadata` must be JSON-serializable: {e}") from e
 
-    run = _open_run(
-        kernel,
-        init_state,
-        os.fspath(run_dir),
-        run_seed,
-        num_samples,
-        thin,
-        num_burnin_steps,
-        chunk_size,
-        dict(reducer or {}),
-        trace_fn,
-        resume,
-        overwrite,
-        jit_compile,
-        metadata,
-    )
-    bar = tqdm(
-        total=run.total_steps,
-        initial=run.steps_before(run.chunk_index),
-        unit="step",
-        desc=os.path.basename(os.path.normpath(run.run_dir)) or "sample",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
-    index = run.chunk_index
+    run_dir = os.fspath(run_dir)
+    lock = _lock_run_dir(run_dir, resume)
     try:
-        for index in range(run.chunk_index, len(run.plan)):
-            program = _compile_chunk(run, *run.plan[index])
-            _run_chunk(run, program, index)
-            _checkpoint(run, index + 1)
-            bar.update(chunk_steps(program.kind, program.n, thin))
-            bar.set_postfix(draws=run.num_written, refresh=False)
-    except KeyboardInterrupt:
-        bar.close()
-        print(
-            f"\ninterrupted in chunk {index + 1}/{len(run.plan)}: {run.num_checkpointed} draws are "
-            f"safe in {run.run_dir}; resume with resume=True (CLI: --resume).",
-            file=sys.stderr,
+        run = _open_run(
+            kernel,
+            init_state,
+            run_dir,
+            run_seed,
+            num_samples,
+            thin,
+            num_burnin_steps,
+            chunk_size,
+            dict(reducer or {}),
+            trace_fn,
+            resume,
+            overwrite,
+            jit_compile,
+            metadata,
         )
-        raise
-    bar.close()
-    return _close(run)
+        bar = tqdm(
+            total=run.total_steps,
+            initial=run.steps_before(run.chunk_index),
+            unit="step",
+            desc=os.path.basename(os.path.normpath(run.run_dir)) or "sample",
+            disable=not progress,
+            dynamic_ncols=True,
+        )
+        index = run.chunk_index
+        try:
+            for index in range(run.chunk_index, len(run.plan)):
+                program = _compile_chunk(run, *run.plan[index])
+                _run_chunk(run, program, index)
+                _checkpoint(run, index + 1)
+                bar.update(chunk_steps(program.kind, program.n, thin))
+                bar.set_postfix(draws=run.num_written, refresh=False)
+        except KeyboardInterrupt:
+            bar.close()
+            print(
+                f"\ninterrupted in chunk {index + 1}/{len(run.plan)}: {run.num_checkpointed} "
+                f"draws are safe in {run.run_dir}; resume with resume=True (CLI: --resume).",
+                file=sys.stderr,
+            )
+            raise
+        finally:
+            bar.close()
+        return _close(run)
+    finally:
+        # On every way out (an error, Ctrl-C, a kill's SIGTERM turned into SystemExit).
+        lock.release()
+
+
+def _lock_run_dir(run_dir: str, resume: bool) -> RunLock:
+    """Takes the run directory's writer lock (``lock.py``), creating a new run's directory.
+
+    A resume of a directory that does not exist is refused here, before anything is
+    created in its place.
+    """
+    if resume and not os.path.isdir(run_dir):
+        raise RunDirectoryError(f"{run_dir} does not exist: there is no run to resume.")
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise RunDirectoryError(f"`run_dir` {run_dir} is a file, not a directory.")
+    os.makedirs(run_dir, exist_ok=True)
+    return RunLock(run_dir).acquire()
 
 
 def _report_gradient_noise(kernel: Any, state: Any, run_dir: str, run_seed: Any, step: int) -> None:
@@ -631,8 +651,11 @@ def _reads_stream(kernel: Any, state: Any, kernel_results: Any) -> bool:
 
 
 def _prepare_new_run_dir(run_dir: str, overwrite: bool) -> None:
-    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
-        raise RunDirectoryError(f"`run_dir` {run_dir} is a file, not a directory.")
+    """Refuses an existing run (unless ``overwrite``) or a clash with the user's files.
+
+    The directory exists and is locked (``_lock_run_dir``); ``run.lock`` is not one of
+    the run's files, so ``overwrite`` never removes the lock it holds.
+    """
     if not _holds_run(run_dir):
         # A directory of the user's own files (even one named like ours) is not a
         # run: those files are left alone, and only a name clash is refused.
@@ -642,7 +665,6 @@ def _prepare_new_run_dir(run_dir: str, overwrite: bool) -> None:
                 f"{run_dir} holds {', '.join(clash)}, which a run would write, but no run: "
                 "choose another `run_dir`."
             )
-        os.makedirs(run_dir, exist_ok=True)
         return
     present = [f for f in _OUR_FILES if os.path.exists(os.path.join(run_dir, f))]
     if not overwrite:

@@ -1,0 +1,37 @@
+"""The errors of the long-run driver (a run directory that cannot be used as asked).
+
+They live in their own module so that the lock, the sample store and the sampler can
+all raise them without importing one another. Every one is a
+[`RunDirectoryError`][tfp_sgmcmc.driver.RunDirectoryError], which the ``tfp-sgmcmc``
+command prints as one line with exit status 2.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RunDirectoryError",
+    "RunExistsError",
+    "RunLockedError",
+]
+
+
+class RunDirectoryError(RuntimeError):
+    """The run directory is missing, corrupted, or does not match the request."""
+
+
+class RunExistsError(RunDirectoryError, FileExistsError):
+    """A run already exists where a new one was asked for (pass ``overwrite=True``)."""
+
+
+class RunLockedError(RunDirectoryError):
+    """Another writer holds the run directory's lock (``run.lock``).
+
+    Attributes:
+      run_dir: the run directory.
+      pid: the process ID the holder wrote in the lock file (``None`` if unreadable).
+    """
+
+    def __init__(self, message: str, run_dir: str = "", pid: int | None = None) -> None:
+        super().__init__(message)
+        self.run_dir = run_dir
+        self.pid = pid
