@@ -9,11 +9,13 @@ runs the same faults through real processes and writes the table of ``docs/fault
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import zipfile
 
 import numpy as np
 import pytest
@@ -139,3 +141,119 @@ def test_the_lock_is_released_on_errors_and_in_the_cli(tmp_path, model, capsys):
     with RunLock(str(cli_dir)):
         code = main(["sample", "--run-dir", str(cli_dir), "--resume", "--no-progress"])
         _one_line(capsys, code, "is being written by", f"process {os.getpid()}")
+
+
+# --------------------------------------------------------------------------- #
+# 2. Store integrity
+# --------------------------------------------------------------------------- #
+def _flip_draw_bytes(path, row_values):
+    """Flips bits in the stored bytes of one draw (found by its value: the store is
+    uncompressed), as a failing disk would."""
+    data = bytearray(path.read_bytes())
+    at = data.find(np.ascontiguousarray(row_values).tobytes())
+    assert at > 0
+    for k in range(0, 16, 4):  # 16 bytes over 4 values, like the fault trial's
+        data[at + k + 1] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def test_flipped_bytes_are_named_by_rows_on_open_read_resume_and_diagnose(
+    tmp_path, model, capsys
+):
+    """16 flipped bytes changed 4 stored values and ``open_run``, ``diagnose`` and
+    ``--resume`` accepted them; each now refuses, naming the damaged rows, and writes
+    nothing."""
+    from tfp_sgmcmc.driver import StoreDamagedError
+
+    run_dir = tmp_path / "run"
+    draws = _run(run_dir).samples()
+    store = run_dir / "samples.h5"
+    _flip_draw_bytes(store, draws[9])  # row 9: HDF5 chunk of rows 8-15
+    damaged = store.read_bytes()
+    cases = [
+        lambda: open_run(str(run_dir)),
+        lambda: open_run(str(run_dir), verify=False).samples(),
+        lambda: _run(run_dir, resume=True),
+    ]
+    for case in cases:
+        with pytest.raises(StoreDamagedError, match="/samples/0 rows 8-15") as e:
+            case()
+        assert e.value.damaged == [("/samples/0", 8, 16)]
+    assert store.read_bytes() == damaged  # never written over
+    # The trace is intact and still reads; so does the configuration.
+    assert open_run(str(run_dir), verify=False).trace()["target_log_prob"].shape == (24, 2)
+    # The CLI: one line naming the rows, for diagnose and --resume.
+    cli_dir = tmp_path / "cli"
+    assert main(_cli_sample(model, cli_dir)) == 0
+    _flip_draw_bytes(cli_dir / "samples.h5", open_run(str(cli_dir)).samples()[25])
+    for argv in (["diagnose", "--run-dir", str(cli_dir)],
+                 ["sample", "--run-dir", str(cli_dir), "--resume", "--no-progress"]):
+        _one_line(capsys, main(argv), "fail their checksums", "/samples/0 rows 20-29",
+                  "--overwrite")
+
+
+def test_a_damaged_checkpoint_and_a_zero_length_store_are_refused_untouched(tmp_path):
+    """Resuming on a zero-length samples.h5 made h5py write an empty store over it before
+    the resume was refused; a checkpoint's flipped byte is caught by its digest."""
+    from tfp_sgmcmc.driver import StoreDamagedError
+    from tfp_sgmcmc.driver.checkpoint import _DIGEST, read_checkpoint
+
+    run_dir = tmp_path / "run"
+    ref = _run(run_dir).samples()
+    store = run_dir / "samples.h5"
+    saved = store.read_bytes()
+    store.write_bytes(b"")
+    for case in (lambda: _run(run_dir, resume=True), lambda: open_run(str(run_dir))):
+        with pytest.raises(StoreDamagedError, match="empty .0 bytes. but the run records 24"):
+            case()
+        assert store.stat().st_size == 0  # left as it is
+    store.write_bytes(saved)
+    # The checkpoint: one flipped bit of the chain state, in a zip whose own CRC-32 was
+    # recomputed (as a bad copy would), so only our digest can catch it.
+    ckpt = run_dir / "checkpoint.npz"
+    good = ckpt.read_bytes()
+    state = read_checkpoint(str(run_dir)).state[0]
+    with zipfile.ZipFile(io.BytesIO(good)) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    raw = bytearray(members["state/0.npy"])
+    raw[raw.find(state.tobytes())] ^= 0x01
+    members["state/0.npy"] = bytes(raw)
+    with zipfile.ZipFile(ckpt, "w") as z:
+        for n, b in members.items():
+            z.writestr(n, b)
+    for case in (lambda: _run(run_dir, resume=True), lambda: open_run(str(run_dir))):
+        with pytest.raises(RunDirectoryError, match="fails its SHA-256 checksum"):
+            case()
+    # A checkpoint from before the digest: read with a warning, and resumed to the same
+    # chain (its next checkpoint has a digest).
+    with zipfile.ZipFile(io.BytesIO(good)) as z:
+        old = {n: z.read(n) for n in z.namelist() if n != f"{_DIGEST}.npy"}
+    with zipfile.ZipFile(ckpt, "w") as z:
+        for n, b in old.items():
+            z.writestr(n, b)
+    with pytest.warns(UserWarning, match="has no checksum"):
+        np.testing.assert_array_equal(open_run(str(run_dir)).samples(), ref)
+    with pytest.warns(UserWarning, match="has no checksum"):
+        np.testing.assert_array_equal(_run(run_dir, resume=True).samples(), ref)
+
+
+def test_a_store_without_checksums_is_read_with_a_warning(tmp_path):
+    """A store written before the checksums: accepted (its rows are read), with a warning
+    that its damage cannot be detected."""
+    import h5py
+
+    run_dir = tmp_path / "run"
+    ref = _run(run_dir).samples()
+    old = tmp_path / "old.h5"
+    with h5py.File(run_dir / "samples.h5", "r") as src, h5py.File(old, "w") as dst:
+        for k, v in src.attrs.items():
+            dst.attrs[k] = v
+        for group in ("samples", "trace", "reductions"):
+            g = dst.create_group(group)
+            for key, ds in src[group].items():
+                if isinstance(ds, h5py.Dataset):
+                    g.create_dataset(key, data=ds[()], maxshape=(None, *ds.shape[1:]),
+                                     chunks=ds.chunks)
+    os.replace(old, run_dir / "samples.h5")
+    with pytest.warns(UserWarning, match="no checksums"):
+        np.testing.assert_array_equal(open_run(str(run_dir)).samples(), ref)

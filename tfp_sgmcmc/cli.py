@@ -363,7 +363,8 @@ def _cmd_sample(a: argparse.Namespace) -> int:
     stored: dict[str, Any] = {}
     cfg: dict[str, Any] = {}
     if a.resume:
-        run = open_run(a.run_dir)  # RunDirectoryError if missing/corrupted
+        # The stored settings only: sample() checks every stored row under its lock.
+        run = open_run(a.run_dir, verify=False)  # RunDirectoryError if missing/corrupted
         stored, cfg = run.metadata, run.config
         if not stored.get("cli"):
             raise CLIError(

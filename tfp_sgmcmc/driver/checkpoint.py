@@ -17,12 +17,20 @@ It is written to a temporary file in the same directory, fsync'ed and moved
 into place with [`os.replace`][tfp_sgmcmc.driver.checkpoint.os.replace] (atomic on POSIX), so a
 kill at any moment
 leaves either the previous or the new checkpoint, never a partial one.
+
+It also holds ``sha256``, a SHA-256 digest of every other entry (name, dtype, shape
+and bytes), checked by every read: open, resume and ``tfp-sgmcmc diagnose``. (The zip
+container's CRC-32 covers each member's bytes too; the digest also covers which
+members there are.) A checkpoint written before the digest was added is read with a
+warning, and the next checkpoint of a resumed run adds one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import warnings
 import zipfile
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +41,21 @@ __all__ = ["Checkpoint", "CHECKPOINT_FILE", "write_checkpoint", "read_checkpoint
 
 CHECKPOINT_FILE = "checkpoint.npz"
 _GROUPS = ("state", "kernel_results", "reducer_states")
+_DIGEST = "sha256"
+
+
+class _ChecksumError(ValueError):
+    """The checkpoint's digest does not match its arrays."""
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of every entry but the digest itself: name, dtype, shape, bytes (sorted)."""
+    h = hashlib.sha256()
+    for key in sorted(k for k in arrays if k != _DIGEST):
+        a = np.ascontiguousarray(arrays[key])
+        h.update(f"{key}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(memoryview(a).cast("B") if a.nbytes else b"")
+    return h.hexdigest()
 
 
 @dataclass
@@ -75,6 +98,7 @@ def write_checkpoint(run_dir: str, ckpt: Checkpoint) -> None:
         for i, x in enumerate(leaves):
             if x is not None:
                 arrays[f"{group}/{i}"] = np.asarray(x)
+    arrays[_DIGEST] = np.asarray(_digest(arrays))
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
@@ -95,7 +119,7 @@ def read_checkpoint(run_dir: str) -> Checkpoint:
 
     Raises:
       FileNotFoundError: there is no checkpoint.
-      ValueError: the file is unreadable or incomplete.
+      ValueError: the file is unreadable, incomplete or fails its checksum.
     """
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     if not os.path.exists(path):
@@ -103,6 +127,21 @@ def read_checkpoint(run_dir: str) -> Checkpoint:
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
+        if _DIGEST not in data:
+            # Accepted, not refused: refusing would strand every run written before the
+            # digest; the next checkpoint written adds one.
+            warnings.warn(
+                f"{path} has no checksum (written by an earlier tfp-sgmcmc): it is read "
+                "without an integrity check.",
+                UserWarning,
+                stacklevel=3,
+            )
+        elif str(data[_DIGEST]) != _digest(data):
+            raise _ChecksumError(
+                "it fails its SHA-256 checksum (damaged on disk), so the chain state it "
+                "holds cannot be trusted; restore it from a copy or start the run again "
+                "(overwrite=True)"
+            )
         groups = {}
         for group in _GROUPS:
             mask = data[f"{group}/none_mask"]
@@ -114,5 +153,7 @@ def read_checkpoint(run_dir: str) -> Checkpoint:
             next_seed=data["next_seed"],
             **groups,
         )
+    except _ChecksumError as e:
+        raise ValueError(f"{path}: {e}") from None
     except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
         raise ValueError(f"{path} is unreadable or incomplete ({type(e).__name__}: {e})") from e

@@ -8,10 +8,13 @@ command prints as one line with exit status 2.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "RunDirectoryError",
     "RunExistsError",
     "RunLockedError",
+    "StoreDamagedError",
 ]
 
 
@@ -35,3 +38,21 @@ class RunLockedError(RunDirectoryError):
         super().__init__(message)
         self.run_dir = run_dir
         self.pid = pid
+
+
+class StoreDamagedError(RunDirectoryError):
+    """Stored draws fail their checksums, or the sample store is not a readable store
+    (zero-length, not HDF5, datasets missing or short).
+
+    Attributes:
+      path: the damaged file.
+      damaged: ``(dataset, start, stop)`` row ranges (``stop`` excluded) that fail
+        their checksums; empty when the file as a whole is unreadable.
+    """
+
+    def __init__(
+        self, message: str, path: str = "", damaged: Sequence[tuple[str, int, int]] = ()
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.damaged = list(damaged)

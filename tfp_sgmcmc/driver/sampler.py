@@ -88,8 +88,13 @@ from tfp_sgmcmc.driver.chunks import (
     compile_chunk,
     run_chunk,
 )
-from tfp_sgmcmc.driver.errors import RunDirectoryError, RunExistsError, RunLockedError
-from tfp_sgmcmc.driver.lock import RunLock
+from tfp_sgmcmc.driver.errors import (
+    RunDirectoryError,
+    RunExistsError,
+    RunLockedError,
+    StoreDamagedError,
+)
+from tfp_sgmcmc.driver.lock import RunLock, lock_holder
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
 from tfp_sgmcmc.internal.util import AttributeView, check_int, results_field
 
@@ -100,6 +105,7 @@ __all__ = [
     "RunDirectoryError",
     "RunExistsError",
     "RunLockedError",
+    "StoreDamagedError",
     "chunk_seed",
     "chunk_plan",
     "CONFIG_FILE",
@@ -739,11 +745,24 @@ def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -
             attrs={"config": json.dumps(config, sort_keys=True)},
         )
     else:
-        try:
-            store.truncate(ckpt.num_written)
-        except (OSError, KeyError, ValueError) as e:
-            raise RunDirectoryError(f"corrupted run directory {run_dir}: {e}") from e
+        # Every recorded row is read (and checked) before anything is written: a damaged
+        # or zero-length store is refused as it is, never appended to or rewritten.
+        _verify_store(run_dir, store, ckpt.num_written, specs)
+        store.truncate(ckpt.num_written)
     return ckpt
+
+
+def _verify_store(
+    run_dir: str, store: SampleStore, num_written: int, specs: list[Any]
+) -> None:
+    """``store.verify`` with a warning for a store written without checksums."""
+    if not store.verify(num_written, [(tuple(s[0]), s[1]) for s in specs]):
+        warnings.warn(
+            f"{store.path} has no checksums (written by an earlier tfp-sgmcmc): damaged "
+            "rows in it cannot be detected.",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def _repack(template: Any, leaves: list[Any], what: str, run_dir: str) -> Any:
@@ -772,14 +791,22 @@ def _repack(template: Any, leaves: list[Any], what: str, run_dir: str) -> Any:
 class SamplingRun:
     """Read access to a run directory written by [`sample`][tfp_sgmcmc.driver.sampler.sample].
 
+    The checkpoint's checksum is always checked. Every read of draws (``samples``,
+    ``trace``) checks the HDF5 chunks it reads; ``verify=True`` reads every recorded
+    row once up front (what [`open_run`][tfp_sgmcmc.driver.sampler.open_run] does).
+
     Args:
       run_dir: the run directory.
+      verify: check the whole sample store now
+        ([`verify`][tfp_sgmcmc.driver.sampler.SamplingRun.verify]). Default value:
+        ``False``.
 
     Raises:
       RunDirectoryError: missing or unreadable checkpoint / samples file.
+      StoreDamagedError: with ``verify``, a damaged, zero-length or short store.
     """
 
-    def __init__(self, run_dir: str) -> None:
+    def __init__(self, run_dir: str, verify: bool = False) -> None:
         self.run_dir = os.fspath(run_dir)
         if not os.path.isdir(self.run_dir):
             raise RunDirectoryError(f"{self.run_dir} does not exist.")
@@ -787,6 +814,22 @@ class SamplingRun:
         self.store = SampleStore(os.path.join(self.run_dir, SAMPLES_FILE))
         if not self.store.exists() and self.num_written:
             raise RunDirectoryError(f"{self.run_dir}: {SAMPLES_FILE} is missing.")
+        if verify:
+            self.verify()
+
+    def verify(self) -> None:
+        """Reads every recorded draw and trace row once, checking its checksum.
+
+        Raises:
+          StoreDamagedError: rows that fail their checksums (named by dataset and row
+            range), or a zero-length, non-HDF5, short or mismatching ``samples.h5``.
+        """
+        if not self.store.exists():
+            return  # no draws recorded (checked in __init__)
+        try:
+            _verify_store(self.run_dir, self.store, self.num_written, self.config["state_spec"])
+        except StoreDamagedError as e:
+            raise _with_writer_note(e, self.run_dir) from None
 
     config = AttributeView[dict[str, Any]]("_ckpt.config")
 
@@ -824,6 +867,8 @@ class SamplingRun:
         self._check_store()
         try:
             parts = self.store.read_samples(self.num_written, step)
+        except StoreDamagedError as e:
+            raise _with_writer_note(e, self.run_dir) from None
         except (OSError, KeyError) as e:
             raise RunDirectoryError(f"corrupted {self.store.path}: {e}") from e
         return parts if self.config["state_is_list"] else parts[0]
@@ -835,6 +880,8 @@ class SamplingRun:
         self._check_store()
         try:
             return self.store.read_trace(self.num_written, step)
+        except StoreDamagedError as e:
+            raise _with_writer_note(e, self.run_dir) from None
         except (OSError, KeyError) as e:
             raise RunDirectoryError(f"corrupted {self.store.path}: {e}") from e
 
@@ -860,6 +907,8 @@ class SamplingRun:
     def _check_store(self) -> None:
         if not self.store.exists():
             raise RunDirectoryError(f"{self.run_dir}: {SAMPLES_FILE} is missing.")
+        if os.path.getsize(self.store.path) == 0:
+            self.store.check(self.num_written)  # names the zero-length file
 
     def __repr__(self) -> str:
         return (
@@ -868,7 +917,34 @@ class SamplingRun:
         )
 
 
-def open_run(run_dir: str) -> SamplingRun:
+def _with_writer_note(error: StoreDamagedError, run_dir: str) -> StoreDamagedError:
+    """``error``, noting a live writer: a read can race its append (the file is closed
+    between chunks only), so damage seen then may be a torn read."""
+    pid = lock_holder(run_dir)
+    if pid is None or pid == os.getpid():
+        return error
+    return StoreDamagedError(
+        f"{error} (Process {pid} is writing this run: if this read raced one of its "
+        "appends, reading again after the chunk gives the true state.)",
+        error.path,
+        error.damaged,
+    )
+
+
+def open_run(run_dir: str, verify: bool = True) -> SamplingRun:
     """Opens an existing run directory for reading (see
-    [`SamplingRun`][tfp_sgmcmc.driver.sampler.SamplingRun])."""
-    return SamplingRun(run_dir)
+    [`SamplingRun`][tfp_sgmcmc.driver.sampler.SamplingRun]).
+
+    Args:
+      run_dir: the run directory.
+      verify: read every recorded row once now, checking its checksum (about a second
+        per GB from the page cache); ``False`` reads the configuration and checkpoint
+        only, and each later read checks what it reads. Default value: ``True``.
+
+    Raises:
+      RunDirectoryError: a missing run, an unreadable checkpoint or one that fails its
+        checksum.
+      StoreDamagedError: (``verify``) damaged rows, named by dataset and row range, or a
+        zero-length, short or non-HDF5 ``samples.h5``.
+    """
+    return SamplingRun(run_dir, verify=verify)

@@ -18,6 +18,16 @@ The checkpoint (``checkpoint.py``) is the authority on how many draws are
 valid: rows written after the last checkpoint (a kill between the HDF5 flush
 and the checkpoint) are cut by
 [`SampleStore.truncate`][tfp_sgmcmc.driver.store.SampleStore.truncate] on resume.
+
+**Integrity.** Every draw dataset (``/samples``, ``/trace``) carries HDF5's
+Fletcher-32 checksum per chunk (``fletcher32=True``): HDF5 checks it on every read, and a
+chunk whose bytes changed on disk fails to read instead of returning wrong values.
+[`SampleStore.verify`][tfp_sgmcmc.driver.store.SampleStore.verify] reads every checked
+row once and names the damaged row ranges (whole HDF5 chunks) in a
+``StoreDamagedError``; any other read that meets a damaged chunk raises the same error.
+A zero-length or non-HDF5 file is refused before it is opened for writing (h5py would
+replace a zero-length file with an empty store). Stores written before the checksums
+were added are read with a warning: their damage cannot be detected.
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ from typing import Any
 import h5py
 import numpy as np
 
+from tfp_sgmcmc.driver.errors import StoreDamagedError
+
 __all__ = ["SampleStore", "SAMPLES_FILE"]
 
 SAMPLES_FILE = "samples.h5"
@@ -38,8 +50,56 @@ _CHUNK_BYTES = 8 << 20
 _MAX_CHUNK_BYTES = 4 << 30
 
 
+_DRAW_GROUPS = ("samples", "trace")
+# Damaged ranges named in full in an error message; more are counted.
+_MAX_NAMED_RANGES = 6
+
+
 def _h5_array(x: Any) -> np.ndarray:
     return np.asarray(x)
+
+
+def _damaged_ranges(ds: h5py.Dataset, stop: int) -> list[tuple[int, int]]:
+    """Row ranges ``[start, stop)`` of ``ds[:stop]`` that fail to read (whole HDF5 chunks).
+
+    Reads blocks of whole chunks of about ``_CHUNK_BYTES``; only a block that fails is
+    read again chunk by chunk, so a sound dataset costs one pass of large reads.
+    """
+    if stop <= 0:
+        return []
+    rows = int(ds.chunks[0]) if ds.chunks else stop
+    row_bytes = int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize
+    block = max(1, _CHUNK_BYTES // max(1, rows * row_bytes)) * rows
+    bad: list[tuple[int, int]] = []
+    for start in range(0, stop, block):
+        end = min(start + block, stop)
+        try:
+            ds[start:end]
+            continue
+        except OSError:
+            pass
+        for a in range(start, end, rows):
+            b = min(a + rows, end)
+            try:
+                ds[a:b]
+            except OSError:
+                if bad and bad[-1][1] == a:
+                    bad[-1] = (bad[-1][0], b)  # adjacent chunks: one range
+                else:
+                    bad.append((a, b))
+    return bad
+
+
+def _damage_message(path: str, damaged: list[tuple[str, int, int]], num_draws: int) -> str:
+    named = [f"{name} rows {a}-{b - 1}" for name, a, b in damaged[:_MAX_NAMED_RANGES]]
+    more = len(damaged) - len(named)
+    listed = "; ".join(named) + (f"; and {more} more range(s)" if more else "")
+    return (
+        f"{path}: stored draws fail their checksums (damaged on disk): {listed} (of "
+        f"{num_draws} recorded draws; the other rows read intact). The file is left as it "
+        "is: copy out the intact rows (with h5py), restore it from a copy, or start the "
+        "run again (overwrite=True)."
+    )
 
 
 class SampleStore:
@@ -93,6 +153,9 @@ class SampleStore:
                             maxshape=(None, *shape),
                             dtype=np.dtype(dtype),
                             chunks=chunks[name, key],
+                            # A checksum per chunk: flipped bytes fail to read, never
+                            # read as other numbers (4 bytes per chunk).
+                            fletcher32=True,
                         )
                 f.create_group("reductions")
                 for k, v in (attrs or {}).items():
@@ -143,21 +206,129 @@ class SampleStore:
     def truncate(self, num_draws: int) -> None:
         """Cuts every draw-indexed dataset to ``num_draws`` rows.
 
+        The file is [`check`][tfp_sgmcmc.driver.store.SampleStore.check]ed first: a
+        zero-length or damaged file is never opened for writing.
+
         Raises:
-          ValueError: a dataset holds fewer than ``num_draws`` rows (samples the
-            checkpoint counts as written are missing).
+          StoreDamagedError: see ``check``.
         """
+        self.check(num_draws)
         with h5py.File(self.path, "r+") as f:
-            for group in ("samples", "trace"):
-                for key, ds in f[group].items():
-                    if ds.shape[0] < num_draws:
-                        raise ValueError(
-                            f"{self.path}: dataset /{group}/{key} holds {ds.shape[0]} draws but "
-                            f"the checkpoint records {num_draws} written"
-                        )
+            for group in _DRAW_GROUPS:
+                for ds in f[group].values():
                     if ds.shape[0] > num_draws:
                         ds.resize(num_draws, axis=0)
             f.flush()
+
+    # -- integrity ------------------------------------------------------------ #
+    def check(
+        self, num_draws: int, part_specs: Sequence[tuple[Sequence[int], str]] | None = None
+    ) -> None:
+        """Checks the file's structure without reading the draws (cheap).
+
+        Args:
+          num_draws: draws the checkpoint records as written.
+          part_specs: ``(per-draw shape, dtype name)`` of every state part, if known.
+
+        Raises:
+          StoreDamagedError: the file is zero-length, not HDF5, cannot be opened, lacks
+            a group or a state part, holds a dataset shorter than ``num_draws`` rows, or
+            one whose shape or dtype differs from ``part_specs``.
+        """
+        size = os.path.getsize(self.path)
+        if size == 0:
+            hint = (
+                "no draws are recorded, so deleting it and resuming loses nothing"
+                if num_draws == 0
+                else "restore it from a copy, or start the run again (overwrite=True)"
+            )
+            raise StoreDamagedError(
+                f"{self.path} is empty (0 bytes) but the run records {num_draws} draws: it "
+                f"was truncated. It is left as it is; {hint}.",
+                self.path,
+            )
+        if not h5py.is_hdf5(self.path):
+            raise StoreDamagedError(
+                f"{self.path} ({size:,} bytes) is not an HDF5 file (its header is damaged or "
+                "it was replaced); it is left as it is.",
+                self.path,
+            )
+        try:
+            with h5py.File(self.path, "r") as f:
+                missing = [g for g in _DRAW_GROUPS if g not in f]
+                if missing:
+                    raise StoreDamagedError(
+                        f"{self.path} has no /{missing[0]} group: not a sample store, or a "
+                        "damaged one.",
+                        self.path,
+                    )
+                for group in _DRAW_GROUPS:
+                    for key, ds in f[group].items():
+                        if ds.shape[0] < num_draws:
+                            raise StoreDamagedError(
+                                f"{self.path}: dataset /{group}/{key} holds {ds.shape[0]} "
+                                f"draws but the checkpoint records {num_draws} written.",
+                                self.path,
+                            )
+                for i, (shape, dtype) in enumerate(part_specs or ()):
+                    ds = f["samples"].get(str(i))
+                    if ds is None or (list(ds.shape[1:]), ds.dtype.name) != (list(shape), dtype):
+                        found = "missing" if ds is None else f"{list(ds.shape[1:])}/{ds.dtype}"
+                        raise StoreDamagedError(
+                            f"{self.path}: state part {i} is {found}, but the run's is "
+                            f"{list(shape)}/{dtype}.",
+                            self.path,
+                        )
+        except OSError as e:  # damaged HDF5 metadata
+            raise StoreDamagedError(
+                f"{self.path} cannot be read as HDF5 ({e}); it is left as it is.", self.path
+            ) from e
+
+    def verify(
+        self, num_draws: int, part_specs: Sequence[tuple[Sequence[int], str]] | None = None
+    ) -> bool:
+        """Reads the first ``num_draws`` rows of every draw dataset once, checking them.
+
+        Args:
+          num_draws: draws the checkpoint records as written.
+          part_specs: as in [`check`][tfp_sgmcmc.driver.store.SampleStore.check].
+
+        Returns:
+          Whether every dataset carries checksums (``False``: a store written before
+          they were added; its rows were read, but damage in them cannot be detected).
+
+        Raises:
+          StoreDamagedError: a structural problem (``check``), or rows that fail their
+            checksums (named as ``dataset rows a-b``; also in ``.damaged``).
+        """
+        self.check(num_draws, part_specs)
+        damaged: list[tuple[str, int, int]] = []
+        checked = True
+        try:
+            with h5py.File(self.path, "r") as f:
+                for group in _DRAW_GROUPS:
+                    for key, ds in f[group].items():
+                        checked = checked and bool(ds.fletcher32)
+                        for a, b in _damaged_ranges(ds, num_draws):
+                            damaged.append((f"/{group}/{key}", a, b))
+        except OSError as e:
+            raise StoreDamagedError(f"{self.path} cannot be read ({e}).", self.path) from e
+        if damaged:
+            raise StoreDamagedError(
+                _damage_message(self.path, damaged, num_draws), self.path, damaged
+            )
+        return checked
+
+    def _read(self, ds: h5py.Dataset, stop: int | None, step: int) -> np.ndarray:
+        """``ds[:stop:step]``; a chunk that fails its checksum is named (``verify``)."""
+        try:
+            return ds[:stop:step]
+        except OSError:
+            n = ds.shape[0] if stop is None else min(stop, ds.shape[0])
+            bad = [(ds.name, a, b) for a, b in _damaged_ranges(ds, n)]
+            if not bad:
+                raise
+            raise StoreDamagedError(_damage_message(self.path, bad, n), self.path, bad) from None
 
     # -- reading -------------------------------------------------------------- #
     def exists(self) -> bool:
@@ -171,11 +342,11 @@ class SampleStore:
     def read_samples(self, stop: int | None = None, step: int = 1) -> list[np.ndarray]:
         with h5py.File(self.path, "r") as f:
             g = f["samples"]
-            return [g[str(i)][:stop:step] for i in range(len(g))]
+            return [self._read(g[str(i)], stop, step) for i in range(len(g))]
 
     def read_trace(self, stop: int | None = None, step: int = 1) -> dict[str, np.ndarray]:
         with h5py.File(self.path, "r") as f:
-            return {k: ds[:stop:step] for k, ds in f["trace"].items()}
+            return {k: self._read(ds, stop, step) for k, ds in f["trace"].items()}
 
     def read_reductions(self) -> dict[str, list[np.ndarray]]:
         with h5py.File(self.path, "r") as f:
