@@ -9,6 +9,7 @@ runs the same faults through real processes and writes the table of ``docs/fault
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import signal
@@ -257,3 +258,94 @@ def test_a_store_without_checksums_is_read_with_a_warning(tmp_path):
     os.replace(old, run_dir / "samples.h5")
     with pytest.warns(UserWarning, match="no checksums"):
         np.testing.assert_array_equal(open_run(str(run_dir)).samples(), ref)
+
+
+# --------------------------------------------------------------------------- #
+# 3. Disk full, permissions: one error saying what is safe; resumable bit for bit
+# --------------------------------------------------------------------------- #
+def _fail_on_call(k, real, exc, before=None):
+    """``real`` that raises ``exc`` on its ``k``-th call (after ``before(*args)``)."""
+    calls = [0]
+
+    def patched(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == k:
+            if before is not None:
+                before(*args)
+            raise exc
+        return real(*args, **kwargs)
+
+    return patched
+
+
+def test_a_full_disk_is_one_error_saying_what_is_safe_then_resumes_bit_for_bit(
+    tmp_path, monkeypatch
+):
+    """A full disk gave a raw ``OSError`` traceback, left ``checkpoint.npz.tmp`` and said
+    nothing of the draws already safe. Plan: burn-in, then 3 chunks of 8 draws."""
+    from tfp_sgmcmc.driver import RunStorageError
+    from tfp_sgmcmc.driver.store import SampleStore
+
+    ref = _run(tmp_path / "ref").samples()
+    run_dir = tmp_path / "run"
+    enospc = OSError(errno.ENOSPC, "No space left on device")
+    # The HDF5 append of the second chunk fails.
+    monkeypatch.setattr(SampleStore, "append", _fail_on_call(2, SampleStore.append, enospc))
+    with pytest.raises(RunStorageError, match="8 of 24 draws are safe on disk") as e:
+        _run(run_dir)
+    msg = str(e.value)
+    assert "No space left on device [ENOSPC] while appending the draws of chunk 3/4" in msg
+    assert "Free some space, then resume with resume=True." in msg and "\n" not in msg
+    assert isinstance(e.value, OSError) and e.value.errno == errno.ENOSPC
+    assert e.value.num_safe == 8
+    monkeypatch.undo()
+    # The checkpoint's write fails half-way (a partial temporary file): the previous
+    # checkpoint stays, and the temporary file goes.
+    monkeypatch.setattr(
+        np, "savez", _fail_on_call(1, np.savez, enospc, lambda f, **_: f.write(b"partial"))
+    )
+    with pytest.raises(RunStorageError, match="writing checkpoint.npz after chunk 3/4; 8 of"):
+        _run(run_dir, resume=True)
+    monkeypatch.undo()
+    assert sorted(os.listdir(run_dir)) == ["checkpoint.npz", "config.json", "samples.h5"]
+    # Space returns: the resumed run is the uninterrupted one, bit for bit.
+    np.testing.assert_array_equal(_run(run_dir, resume=True).samples(), ref)
+
+
+def test_a_full_disk_is_refused_before_the_store_is_touched(tmp_path, monkeypatch):
+    """Free space is checked before each append (HDF5 meeting a full disk mid-write can
+    leave its file damaged); permission errors name the fix."""
+    import tfp_sgmcmc.driver.store as store
+    from tfp_sgmcmc.driver import RunStorageError
+
+    class Full:
+        f_bavail, f_frsize, f_blocks = 10, 4096, 1000
+
+    monkeypatch.setattr(store.os, "statvfs", lambda _: Full())
+    with pytest.raises(RunStorageError, match=r"40,960 bytes free; the next chunk needs") as e:
+        _run(tmp_path / "run")
+    assert e.value.num_safe == 0
+    monkeypatch.undo()
+    denied = PermissionError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr(np, "savez", _fail_on_call(1, np.savez, denied))
+    with pytest.raises(RunStorageError, match="Permission denied .EACCES.*0 of 24.*writable"):
+        _run(tmp_path / "denied")
+
+
+def test_cli_disk_errors_are_one_line(tmp_path, model, monkeypatch, capsys):
+    from tfp_sgmcmc.driver.store import SampleStore
+
+    enospc = OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(SampleStore, "append", _fail_on_call(3, SampleStore.append, enospc))
+    run_dir = tmp_path / "run"
+    _one_line(capsys, main(_cli_sample(model, run_dir)), "No space left on device",
+              "20 of 40 draws are safe on disk", "then resume with --resume.")
+    monkeypatch.undo()
+    assert not [f for f in os.listdir(run_dir) if f.endswith(".tmp") or f == LOCK_FILE]
+    # An OSError of the command's own files (here reading the run): one line too.
+    def denied(*_, **__):
+        raise PermissionError(errno.EACCES, "Permission denied", str(run_dir))
+
+    monkeypatch.setattr("tfp_sgmcmc.driver.open_run", denied)
+    _one_line(capsys, main(["diagnose", "--run-dir", str(run_dir)]),
+              f"Permission denied: {run_dir}")

@@ -836,6 +836,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             msg = _flag_message(msg)
         print(f"tfp-sgmcmc: error: {msg}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as e:
+        # The driver words its own (a RunStorageError, above); this is a file a command
+        # reads or writes itself. One line, and for `sample` what is safe on disk.
+        print(f"tfp-sgmcmc: error: {_os_error_line(e, args)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _os_error_line(e: OSError, args: argparse.Namespace) -> str:
+    """An ``OSError`` as one line (``strerror: filename``), with the draws a ``sample``
+    run has safe on disk."""
+    line = (e.strerror or " ".join(str(e).split()) or type(e).__name__) + (
+        f": {e.filename}" if e.filename else ""
+    )
+    if args.command == "sample":
+        from tfp_sgmcmc.driver.checkpoint import read_checkpoint
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                n = read_checkpoint(args.run_dir).num_written
+        except (OSError, ValueError):
+            return line
+        line += f"; {n} draws are safe in {args.run_dir} (resume with --resume)"
+    return line
 
 
 if __name__ == "__main__":  # pragma: no cover

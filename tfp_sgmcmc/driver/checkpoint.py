@@ -84,8 +84,22 @@ def flatten_leaves(leaves: list[Any]) -> list[Any]:
     return out
 
 
+def remove_quietly(path: str) -> None:
+    """Removes ``path`` if it exists; a failure to remove it is ignored (it is a
+    leftover, and the error being handled matters more)."""
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
 def write_checkpoint(run_dir: str, ckpt: Checkpoint) -> None:
-    """Writes ``ckpt`` atomically (temp file + fsync + ``os.replace``)."""
+    """Writes ``ckpt`` atomically (temp file + fsync + ``os.replace``).
+
+    Raises:
+      OSError: the write failed (the previous checkpoint is intact and no temporary
+        file is left).
+    """
     arrays: dict[str, np.ndarray] = {
         "config": np.asarray(json.dumps(ckpt.config, sort_keys=True)),
         "chunk_index": np.asarray(ckpt.chunk_index, np.int64),
@@ -101,11 +115,16 @@ def write_checkpoint(run_dir: str, ckpt: Checkpoint) -> None:
     arrays[_DIGEST] = np.asarray(_digest(arrays))
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        # A failed write (a full disk, say) leaves the previous checkpoint in place and
+        # no partial temporary file next to it.
+        remove_quietly(tmp)
     # fsync the directory so the rename itself survives a crash of the machine.
     fd = os.open(run_dir, os.O_RDONLY)
     try:

@@ -15,6 +15,7 @@ __all__ = [
     "RunExistsError",
     "RunLockedError",
     "StoreDamagedError",
+    "RunStorageError",
 ]
 
 
@@ -56,3 +57,27 @@ class StoreDamagedError(RunDirectoryError):
         super().__init__(message)
         self.path = path
         self.damaged = list(damaged)
+
+
+class RunStorageError(RunDirectoryError, OSError):
+    """A read or write of the run directory failed (disk full, permissions, read-only
+    file system, an I/O error); the message says how many draws are safe on disk.
+
+    It is an ``OSError`` too, with the failed call's ``errno``, ``strerror`` and
+    ``filename``, so ``except OSError`` still catches it.
+
+    Attributes:
+      num_safe: draws the last checkpoint covers (what ``resume=True`` keeps).
+    """
+
+    def __new__(cls, message: str, num_safe: int = 0) -> RunStorageError:
+        # OSError reads two arguments as (errno, strerror): it gets the message only.
+        return OSError.__new__(cls, message)
+
+    def __init__(self, message: str, num_safe: int = 0) -> None:
+        super().__init__(message)
+        self.num_safe = num_safe
+
+    def __str__(self) -> str:
+        # The message, not OSError's "[Errno n] strerror: filename" of the attributes.
+        return str(self.args[0])

@@ -56,8 +56,10 @@ driver adds no randomness of its own.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Mapping
@@ -76,6 +78,7 @@ from tfp_sgmcmc.driver.checkpoint import (
     Checkpoint,
     flatten_leaves,
     read_checkpoint,
+    remove_quietly,
     write_checkpoint,
 )
 from tfp_sgmcmc.driver.chunks import (
@@ -92,10 +95,11 @@ from tfp_sgmcmc.driver.errors import (
     RunDirectoryError,
     RunExistsError,
     RunLockedError,
+    RunStorageError,
     StoreDamagedError,
 )
 from tfp_sgmcmc.driver.lock import RunLock, lock_holder
-from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
+from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore, check_free_space
 from tfp_sgmcmc.internal.util import AttributeView, check_int, results_field
 
 __all__ = [
@@ -106,6 +110,7 @@ __all__ = [
     "RunExistsError",
     "RunLockedError",
     "StoreDamagedError",
+    "RunStorageError",
     "chunk_seed",
     "chunk_plan",
     "CONFIG_FILE",
@@ -415,7 +420,18 @@ def _run_chunk(run: _Run, program: ChunkProgram, index: int) -> ChunkOutput:
     if program.kind == "sample":
         draw_parts = [d.numpy() for d in (out.draws if run.is_list else [out.draws])]
         traced = {k: v.numpy() for k, v in out.trace.items()}
-        run.store.append(draw_parts, traced, {k: _leaves(v) for k, v in out.reductions.items()})
+        reductions = {k: _leaves(v) for k, v in out.reductions.items()}
+        # The chunk, its reductions and the next checkpoint (as large as the last one),
+        # plus 1 MiB for HDF5's metadata: refused before the store is touched.
+        arrays = [*draw_parts, *traced.values(), *(x for v in reductions.values() for x in v)]
+        ckpt = os.path.join(run.run_dir, CHECKPOINT_FILE)
+        check_free_space(
+            run.run_dir,
+            sum(int(np.asarray(a).nbytes) for a in arrays if a is not None)
+            + (os.path.getsize(ckpt) if os.path.exists(ckpt) else 0)
+            + (1 << 20),
+        )
+        run.store.append(draw_parts, traced, reductions)
         run.num_written += program.n
         if "diverged" in traced:
             run.num_diverged += int(np.count_nonzero(traced["diverged"]))
@@ -523,6 +539,12 @@ def sample(
         ``run_dir``'s lock (``run.lock``; held from start to end of every call, so
         two writers never append to one run). A lock file left by a dead process
         holds nothing and is taken over.
+      StoreDamagedError: ``resume`` onto a ``samples.h5`` whose recorded rows fail
+        their checksums, or that is zero-length or not HDF5 (nothing is written).
+      RunStorageError: an ``OSError`` of the run directory (a full disk, permissions,
+        a read-only file system): one line saying what failed, while doing what, and
+        how many draws are safe on disk (the last checkpoint's; the run resumes from
+        there). No ``.tmp`` file is left behind.
       KeyboardInterrupt: re-raised after Ctrl-C; the last checkpoint is intact.
     """
     num_samples = check_int(num_samples, "num_samples", 1)
@@ -546,8 +568,13 @@ def sample(
         raise ValueError(f"`metadata` must be JSON-serializable: {e}") from e
 
     run_dir = os.fspath(run_dir)
-    lock = _lock_run_dir(run_dir, resume)
+    run: _Run | None = None
+    lock: RunLock | None = None
+    # What the driver is doing, for the message of an OSError (which rarely says).
+    doing = "creating or locking the run directory"
     try:
+        lock = _lock_run_dir(run_dir, resume)
+        doing = "resuming the run" if resume else "creating the run's files"
         run = _open_run(
             kernel,
             init_state,
@@ -576,7 +603,14 @@ def sample(
         try:
             for index in range(run.chunk_index, len(run.plan)):
                 program = _compile_chunk(run, *run.plan[index])
+                where = f"chunk {index + 1}/{len(run.plan)}"
+                doing = (
+                    f"appending the draws of {where} to {SAMPLES_FILE}"
+                    if program.kind == "sample"
+                    else f"running burn-in {where}"
+                )
                 _run_chunk(run, program, index)
+                doing = f"writing {CHECKPOINT_FILE} after {where}"
                 _checkpoint(run, index + 1)
                 bar.update(chunk_steps(program.kind, program.n, thin))
                 bar.set_postfix(draws=run.num_written, refresh=False)
@@ -590,10 +624,65 @@ def sample(
             raise
         finally:
             bar.close()
+        doing = f"writing {GRADIENT_NOISE_FILE}"
         return _close(run)
+    except OSError as e:
+        if isinstance(e, RunDirectoryError):  # RunExistsError and ours say what they mean
+            raise
+        safe = run.num_checkpointed if run is not None else _checkpointed_draws(run_dir)
+        raise _storage_error(e, run_dir, doing, safe, num_samples) from e
     finally:
         # On every way out (an error, Ctrl-C, a kill's SIGTERM turned into SystemExit).
-        lock.release()
+        if lock is not None:
+            lock.release()
+
+
+#: What to do about an OSError, by errno (the rest: "fix the cause").
+_STORAGE_HINTS = {
+    errno.ENOSPC: "free some space",
+    errno.EDQUOT: "free some space or raise the quota",
+    errno.EACCES: "make the run directory and its files writable",
+    errno.EPERM: "make the run directory and its files writable",
+    errno.EROFS: "remount the file system read-write (or copy the run to a writable one)",
+    errno.EFBIG: "raise the file size limit (ulimit -f)",
+}
+
+
+def _storage_error(
+    e: OSError, run_dir: str, doing: str, num_safe: int, num_samples: int
+) -> RunStorageError:
+    """One line for an OSError of the run: what failed, while doing what, what is safe."""
+    code = e.errno
+    if code is None:  # h5py names the system error inside its message
+        found = re.search(r"errno = (\d+)", str(e))
+        code = int(found.group(1)) if found else None
+    if e.strerror and code == e.errno:
+        reason = e.strerror
+    elif code is not None:
+        reason = os.strerror(code)
+    else:
+        reason = " ".join(str(e).split())[:300] or type(e).__name__
+    name = f" [{errno.errorcode[code]}]" if code in errno.errorcode else ""
+    where = f" ({e.filename})" if e.filename else ""
+    hint = _STORAGE_HINTS.get(code, "fix the cause") if code is not None else "fix the cause"
+    err = RunStorageError(
+        f"{run_dir}: {reason}{name} while {doing}{where}; {num_safe} of {num_samples} draws "
+        f"are safe on disk (up to the last checkpoint). {hint[0].upper()}{hint[1:]}, then "
+        "resume with resume=True.",
+        num_safe,
+    )
+    err.errno, err.strerror, err.filename = code, reason, e.filename
+    return err
+
+
+def _checkpointed_draws(run_dir: str) -> int:
+    """Draws the checkpoint on disk records (0 if there is none or it cannot be read)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return read_checkpoint(run_dir).num_written
+    except (OSError, ValueError):
+        return 0
 
 
 def _lock_run_dir(run_dir: str, resume: bool) -> RunLock:
@@ -630,20 +719,24 @@ def _report_gradient_noise(kernel: Any, state: Any, run_dir: str, run_seed: Any,
         return
     if report is None:
         return
-    path = os.path.join(run_dir, GRADIENT_NOISE_FILE)
-    with open(path + ".tmp", "w") as f:
-        json.dump(report.to_dict(), f, indent=2)
-    os.replace(path + ".tmp", path)
+    _write_json(os.path.join(run_dir, GRADIENT_NOISE_FILE), report.to_dict())
     if report.violated:
         warnings.warn(report.message(), RuntimeWarning, stacklevel=4)
 
 
-def _write_config(run_dir: str, config: dict[str, Any]) -> None:
-    path = os.path.join(run_dir, CONFIG_FILE)
+def _write_json(path: str, data: dict[str, Any], sort_keys: bool = False) -> None:
+    """Writes ``data`` to ``path`` through a temporary file (removed if the write fails)."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(config, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=sort_keys)
+        os.replace(tmp, path)
+    finally:
+        remove_quietly(tmp)
+
+
+def _write_config(run_dir: str, config: dict[str, Any]) -> None:
+    _write_json(os.path.join(run_dir, CONFIG_FILE), config, sort_keys=True)
 
 
 def _reads_stream(kernel: Any, state: Any, kernel_results: Any) -> bool:

@@ -32,6 +32,7 @@ were added are read with a warning: their damage cannot be detected.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -41,7 +42,7 @@ import numpy as np
 
 from tfp_sgmcmc.driver.errors import StoreDamagedError
 
-__all__ = ["SampleStore", "SAMPLES_FILE"]
+__all__ = ["SampleStore", "SAMPLES_FILE", "check_free_space"]
 
 SAMPLES_FILE = "samples.h5"
 # HDF5 chunk sizes: at most this many bytes of draws per chunk (fewer draws than
@@ -53,6 +54,28 @@ _MAX_CHUNK_BYTES = 4 << 30
 _DRAW_GROUPS = ("samples", "trace")
 # Damaged ranges named in full in an error message; more are counted.
 _MAX_NAMED_RANGES = 6
+
+
+def check_free_space(directory: str, nbytes: int) -> None:
+    """Raises ``OSError(ENOSPC)`` when ``directory``'s file system has under ``nbytes`` free.
+
+    Run before each append: HDF5 that meets a full disk in the middle of a write can
+    leave its file's metadata half-written, and a refusal before the write keeps the
+    store as the last chunk left it. (Free space as ``statvfs`` reports it to the user;
+    a file system that reports no size is not checked.)
+    """
+    try:
+        st = os.statvfs(directory)
+    except (OSError, AttributeError):  # no statvfs (Windows), or it failed: not checked
+        return
+    free = st.f_bavail * st.f_frsize
+    if st.f_blocks and free < nbytes:
+        raise OSError(
+            errno.ENOSPC,
+            f"No space left on device ({free:,} bytes free; the next chunk needs about "
+            f"{nbytes:,})",
+            directory,
+        )
 
 
 def _h5_array(x: Any) -> np.ndarray:
