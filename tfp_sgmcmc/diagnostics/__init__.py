@@ -19,6 +19,7 @@ from tfp_sgmcmc.diagnostics.gradient_noise import (
     noise_ratio_coefficient,
 )
 from tfp_sgmcmc.diagnostics.ksd import kernel_stein_discrepancy
+from tfp_sgmcmc.diagnostics.metric import whiten
 from tfp_sgmcmc.diagnostics.metrics import (
     IntegratedAutocorrelationTime,
     effective_sample_size,
@@ -45,6 +46,7 @@ from tfp_sgmcmc.diagnostics.stein_kernels import (
 
 __all__ = [
     "kernel_stein_discrepancy",
+    "whiten",
     "stein_kernel_matrix",
     "stein_kernel_diagonal",
     "median_heuristic",
