@@ -349,3 +349,73 @@ def test_cli_disk_errors_are_one_line(tmp_path, model, monkeypatch, capsys):
     monkeypatch.setattr("tfp_sgmcmc.driver.open_run", denied)
     _one_line(capsys, main(["diagnose", "--run-dir", str(run_dir)]),
               f"Permission denied: {run_dir}")
+
+
+# --------------------------------------------------------------------------- #
+# 4. Flag values refused before TensorFlow is imported
+# --------------------------------------------------------------------------- #
+def test_cheap_refusals_come_before_tensorflow(tmp_path):
+    """``--num-samples 0``, ``--resume`` of a missing directory, ``--step-size 0`` and an
+    unknown kernel were refused only after TensorFlow was imported and the model built
+    (seconds each); they are refused first, in a process that never imports it."""
+    import json
+
+    import tfp_sgmcmc.kernels as kernels
+    from tfp_sgmcmc.cli import _CHECKPOINT_FILE, _kernel_names
+    from tfp_sgmcmc.driver.checkpoint import CHECKPOINT_FILE
+
+    # The source-read names are the package's (a test, since they are read, not imported).
+    assert _kernel_names() == frozenset(kernels.__all__)
+    assert _CHECKPOINT_FILE == CHECKPOINT_FILE
+    (tmp_path / "not_a_run").mkdir()
+    base = ["sample", "--model", "m.py", "--kernel", "sgld", "--step-size", "1e-4",
+            "--num-samples", "10", "--run-dir", str(tmp_path / "run")]
+
+    def with_(flag, value):
+        argv = list(base)
+        argv[argv.index(flag) + 1] = value
+        return argv
+
+    cases = [
+        (with_("--num-samples", "0"), "`--num-samples` must be an int >= 1, got 0."),
+        (["sample", "--run-dir", str(tmp_path / "missing"), "--resume"],
+         "does not exist: there is no run to resume."),
+        (["sample", "--run-dir", str(tmp_path / "not_a_run"), "--resume"],
+         "has no checkpoint.npz: not a run directory"),
+        (with_("--step-size", "0"), "`--step-size` must be a finite number > 0, got 0.0."),
+        (with_("--step-size", "-0.001"), "`--step-size` must be a finite number > 0"),
+        (with_("--step-size", "nan"), "`--step-size` must be a finite number > 0"),
+        (with_("--kernel", "hmc9"), "unknown kernel 'hmc9'; choose one of sgld"),
+        (with_("--kernel", "SGLDKernelResults"), "unknown kernel 'SGLDKernelResults'"),
+        ([*base, "--thin", "0"], "`--thin` must be an int >= 1"),
+        (base[:3] + base[5:], "`--kernel` is required"),
+        (["diagnose", "--run-dir", str(tmp_path / "missing")], "does not exist"),
+        (["diagnose", "--run-dir", str(tmp_path), "--max-samples", "1"], "`--max-samples`"),
+        (["tune", "--model", "m.py", "--kernel", "nope", "--step-sizes", "1e-4",
+          "--budget-steps", "10"], "unknown kernel 'nope'"),
+    ]
+    child = textwrap.dedent(
+        """
+        import contextlib, io, json, sys
+        from tfp_sgmcmc.cli import main
+        out = []
+        for argv in json.loads(sys.argv[1]):
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                code = main(argv)
+            out.append([code, err.getvalue()])
+        print(json.dumps({"results": out, "tensorflow": "tensorflow" in sys.modules}))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", child, json.dumps([c[0] for c in cases])],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["tensorflow"] is False
+    for (argv, expected), (code, err) in zip(cases, report["results"]):
+        lines = err.splitlines()
+        assert code == 2 and len(lines) == 1, (argv, err)
+        assert lines[0].startswith("tfp-sgmcmc: error: ") and expected in lines[0], (argv, err)
+    # A known class name passes the early check (and runs: here it fails later, on the
+    # missing model, after the import).
+    assert main(with_("--kernel", "StochasticGradientLangevinDynamics")) == 2

@@ -355,6 +355,123 @@ def _load(model: str | None, model_args: dict[str, Any]) -> Any:
 
 
 # --------------------------------------------------------------------------- #
+# Checks that need no TensorFlow
+# --------------------------------------------------------------------------- #
+def _kernel_names() -> frozenset[str] | None:
+    """The names ``tfp_sgmcmc.kernels`` exports, read from its source without importing it
+    (that imports TensorFlow); ``None`` if the source cannot be read that way.
+
+    ``kernels/__init__.py`` lists its ``__all__`` literally and adds ``adaptive.__all__``,
+    also literal; ``tests/test_faults.py`` checks the two readings agree.
+    """
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("tfp_sgmcmc.kernels")
+    if spec is None or not spec.origin:
+        return None
+    folder = os.path.dirname(spec.origin)
+    names: set[str] = set()
+    try:
+        for file in ("__init__.py", "adaptive.py"):
+            with open(os.path.join(folder, file), encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            for node in tree.body:  # `__all__ = [...]` and `__all__ += [...]`
+                if isinstance(node, ast.Assign):
+                    target, value = node.targets[0], node.value
+                elif isinstance(node, ast.AugAssign):
+                    target, value = node.target, node.value
+                else:
+                    continue
+                if isinstance(target, ast.Name) and target.id == "__all__":
+                    if isinstance(value, (ast.List, ast.Tuple)):
+                        names.update(
+                            e.value for e in value.elts
+                            if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                        )
+    except (OSError, SyntaxError):
+        return None
+    return frozenset(names) or None
+
+
+def _check_kernel_name(name: str) -> None:
+    """Refuses a ``--kernel`` that is neither a short name nor a name the kernels export."""
+    if name.lower() in KERNELS:
+        return
+    names = _kernel_names()
+    if names is None:
+        return  # checked by _kernel_class, after the import
+    if name not in names or name == "SGMCMCKernel" or name.endswith("Results"):
+        raise CLIError(f"unknown kernel {name!r}; choose one of {', '.join(KERNELS)}.")
+
+
+def _check_number(flag: str, value: float | None, low: float, strict: bool) -> None:
+    if value is None:
+        return
+    if not (math.isfinite(value) and (value > low if strict else value >= low)):
+        raise CLIError(
+            f"`{flag}` must be a finite number {'>' if strict else '>='} {low:g}, got {value!r}."
+        )
+
+
+def _check_ints(*flags: tuple[str, int | None, int]) -> None:
+    for flag, value, low in flags:
+        if value is not None and value < low:
+            raise CLIError(f"`{flag}` must be an int >= {low}, got {value!r}.")
+
+
+#: The driver's ``CHECKPOINT_FILE``, named here because importing the driver imports
+#: TensorFlow (``tests/test_faults.py`` checks they agree).
+_CHECKPOINT_FILE = "checkpoint.npz"
+
+
+def _check_resumable(run_dir: str, flag: str = "--resume") -> None:
+    """``--run-dir`` holds a checkpoint (what `--resume` and `diagnose` read first)."""
+    if not os.path.isdir(run_dir):
+        what = "there is no run to resume" if flag == "--resume" else "there is no run"
+        raise CLIError(f"`--run-dir` {run_dir} does not exist: {what}.")
+    if not os.path.exists(os.path.join(run_dir, _CHECKPOINT_FILE)):
+        raise CLIError(
+            f"`--run-dir` {run_dir} has no {_CHECKPOINT_FILE}: not a run directory, or a "
+            "corrupted one."
+        )
+
+
+def _precheck(a: argparse.Namespace) -> None:
+    """The flag values that can be refused without TensorFlow, before it is imported and
+    the model built (which takes seconds): out-of-range numbers, an unknown kernel, a
+    run directory that cannot be resumed, a missing required flag."""
+    if a.command == "sample":
+        _check_ints(("--num-samples", a.num_samples, 1), ("--thin", a.thin, 1),
+                    ("--chunk-size", a.chunk_size, 1), ("--burnin", a.burnin, 0),
+                    ("--seed", a.seed, 0))
+        _check_number("--step-size", a.step_size, 0.0, strict=True)
+        _check_number("--temperature", a.temperature, 0.0, strict=False)
+        if a.kernel is not None:
+            _check_kernel_name(a.kernel)
+        if a.resume:
+            _check_resumable(a.run_dir)
+            return
+        if os.path.exists(a.run_dir) and not os.path.isdir(a.run_dir):
+            raise CLIError(f"`--run-dir` {a.run_dir} is a file, not a directory.")
+        for flag, value in (("--model", a.model), ("--kernel", a.kernel),
+                            ("--step-size", a.step_size), ("--num-samples", a.num_samples)):
+            if value is None:
+                raise CLIError(f"`{flag}` is required (or `--resume` an existing run).")
+    elif a.command == "diagnose":
+        for name in ("max_samples", "num_locations"):
+            if getattr(a, name) < 2:
+                raise CLIError(f"`--{name.replace('_', '-')}` must be >= 2.")
+        _check_ints(("--burn", a.burn, 0), ("--seed", a.seed, 0))
+        _check_resumable(a.run_dir, "--run-dir")
+    elif a.command == "tune":
+        _check_kernel_name(a.kernel)
+        _check_number("--temperature", a.temperature, 0.0, strict=False)
+        _check_number("--budget-steps", a.budget_steps, 0.0, strict=True)
+        _check_number("--budget-seconds", a.budget_seconds, 0.0, strict=True)
+
+
+# --------------------------------------------------------------------------- #
 # Commands
 # --------------------------------------------------------------------------- #
 def _cmd_sample(a: argparse.Namespace) -> int:
@@ -445,10 +562,7 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
     from tfp_sgmcmc.export import DIAGNOSTICS_FILE, SHARED_MINIBATCH_NOTE, chains_independent
     from tfp_sgmcmc.tuning.metrics import FullDataScorer
 
-    for name in ("max_samples", "num_locations"):
-        if getattr(a, name) < 2:
-            raise CLIError(f"`--{name.replace('_', '-')}` must be >= 2.")
-    run = open_run(a.run_dir)
+    run = open_run(a.run_dir)  # checks every stored row (flags were checked in _precheck)
     json_out = None if not a.json else _json_path(a.json, a.run_dir)  # before any work
     meta = run.metadata
     model = a.model or meta.get("model")
@@ -704,13 +818,8 @@ def _cmd_tune(a: argparse.Namespace) -> int:
         axes["batch_size"] = [int(b) for b in sizes]
     kernel_kwargs = _parse_kv(a.kernel_arg, "--kernel-arg")
     _check_kernel_args(cls, kernel_kwargs)
-    if a.temperature is not None:
-        if not (math.isfinite(a.temperature) and a.temperature >= 0):
-            raise CLIError(f"`--temperature` must be a finite number >= 0, got {a.temperature!r}.")
+    if a.temperature is not None:  # --temperature and the budget: checked in _precheck
         kernel_kwargs["temperature"] = a.temperature
-    for flag, value in (("--budget-steps", a.budget_steps), ("--budget-seconds", a.budget_seconds)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise CLIError(f"`{flag}` must be a finite number > 0, got {value!r}.")
     budget = steps(a.budget_steps) if a.budget_steps is not None else seconds(a.budget_seconds)
     if a.ray is None:
         problem_args: dict[str, Any] = dict(
@@ -814,6 +923,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ignore", message="supplied `TransitionKernel` is not calibrated", category=UserWarning
     )
     args = build_parser().parse_args(argv)
+    try:
+        _precheck(args)
+    except CLIError as e:
+        print(f"tfp-sgmcmc: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_USAGE
     # After parsing, so --help stays fast; before any command imports TensorFlow, so its
     # C++ start-up notices are hidden (tfp_sgmcmc/_startup.py).
     from tfp_sgmcmc import _startup
