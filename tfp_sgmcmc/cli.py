@@ -559,7 +559,12 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
 
     from tfp_sgmcmc.diagnostics import effective_sample_size, fssd, kernel_stein_discrepancy
     from tfp_sgmcmc.driver import open_run
-    from tfp_sgmcmc.export import DIAGNOSTICS_FILE, SHARED_MINIBATCH_NOTE, chains_independent
+    from tfp_sgmcmc.export import (
+        DIAGNOSTICS_FILE,
+        SHARED_MINIBATCH_NOTE,
+        _quiet_real_part_cast,
+        chains_independent,
+    )
     from tfp_sgmcmc.tuning.metrics import FullDataScorer
 
     run = open_run(a.run_dir)  # checks every stored row (flags were checked in _precheck)
@@ -590,12 +595,13 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
         if not np.all(np.isfinite(p)):
             raise CLIError(f"{a.run_dir}: the draws contain non-finite values (diverged run).")
     # ESS on every draw (multi-chain estimator with >= 2 chains).
-    if chains >= 2:
-        ess = effective_sample_size(
-            [tf.constant(p) for p in flat], cross_chain_dims=[1] * len(flat)
-        )
-    else:
-        ess = effective_sample_size([tf.constant(p[:, 0]) for p in flat])
+    with _quiet_real_part_cast():
+        if chains >= 2:
+            ess = effective_sample_size(
+                [tf.constant(p) for p in flat], cross_chain_dims=[1] * len(flat)
+            )
+        else:
+            ess = effective_sample_size([tf.constant(p[:, 0]) for p in flat])
     ess = [np.asarray(e) for e in ess]
     # KSD / FSSD on an evenly thinned pooled subset, with full-data scores.
     per_chain = max(1, min(draws, a.max_samples // chains))
@@ -665,7 +671,10 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
             else f"{noise.max:.3g} / {noise.median:.3g}"
             + (" (too large)" if noise.violated else ""),
         ),
-        (f"FSSD² (Gaussian, {result['fssd_num_locations']} locations)", f"{fssd_value:.6g}"),
+        (
+            f"FSSD² (Gaussian, {result['fssd_num_locations']} locations; unbiased estimate)",
+            f"{fssd_value:.6g}" + (FSSD_NEGATIVE_NOTE if fssd_value < 0 else ""),
+        ),
         ("ESS min / median", f"{result['ess_min']:.1f} / {result['ess_median']:.1f}"),
         (
             "chains' minibatches",
@@ -688,6 +697,13 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
     if chains >= 2 and result["independent_chains"] is False:
         print(f"tfp-sgmcmc: warning: {SHARED_MINIBATCH_NOTE}", file=sys.stderr)
     return 0
+
+
+#: Printed after a negative FSSD²: why it can be, and what it says.
+FSSD_NEGATIVE_NOTE = (
+    " (below 0: no misfit detected. The unbiased estimate of FSSD² ≥ 0 subtracts the "
+    "diagonal terms, so it scatters around 0, either side, when the true FSSD² is about 0)"
+)
 
 
 def _gradient_noise(

@@ -106,15 +106,21 @@ class GradientNoiseReport:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable summary."""
+        """JSON-serializable summary (``gradient_noise.json``, ``diagnostics.json``).
+
+        One flag, ``too_noisy`` (``violated``: the minibatch noise is too large for this
+        kernel). ``threshold`` is ``None`` for a kernel whose ratio is reported but never
+        checked (SGNHT), so a large ``max`` beside ``too_noisy: false`` explains itself.
+        (Files written before this held two flags, ``flagged`` and ``violated``;
+        ``SamplingRun.gradient_noise`` reads both formats.)
+        """
         return {
             "kernel": self.kernel,
             "max": float(self.max),
             "median": float(self.median),
-            "threshold": float(self.threshold),
+            "threshold": float(self.threshold) if self.flagged else None,
             "num_probes": int(self.num_probes),
-            "flagged": bool(self.flagged),
-            "violated": bool(self.violated),
+            "too_noisy": bool(self.violated),
         }
 
 

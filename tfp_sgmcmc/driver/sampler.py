@@ -985,12 +985,18 @@ class SamplingRun:
 
     @property
     def gradient_noise(self) -> dict[str, Any] | None:
-        """The gradient-noise ratio at the last state (``None`` if not computed)."""
+        """The gradient-noise ratio at the last state (``None`` if not computed).
+
+        ``too_noisy`` says whether the minibatch noise is too large for the kernel;
+        ``threshold`` is ``None`` where the ratio is reported but not checked (SGNHT).
+        Files of either format read the same; ``violated`` is kept as an alias of
+        ``too_noisy`` for code that reads the earlier name.
+        """
         path = os.path.join(self.run_dir, GRADIENT_NOISE_FILE)
         if not os.path.exists(path):
             return None
         with open(path) as f:
-            return json.load(f)
+            return _gradient_noise_fields(json.load(f))
 
     def final_state(self) -> Any:
         """The chain state at the last checkpoint."""
@@ -1008,6 +1014,22 @@ class SamplingRun:
             f"SamplingRun({self.run_dir!r}, draws={self.num_written}/{self.num_samples}, "
             f"kernel={self.config['kernel']['class']})"
         )
+
+
+def _gradient_noise_fields(report: dict[str, Any]) -> dict[str, Any]:
+    """A ``gradient_noise.json`` of either format in the current one (plus the alias).
+
+    The earlier format had two flags: ``flagged`` (the kernel's law needs ``r ≪ 1``) and
+    ``violated`` (such a kernel's ``r`` was above the threshold); now ``too_noisy`` is the
+    one flag and a null ``threshold`` says that nothing was checked.
+    """
+    out = dict(report)
+    if "too_noisy" not in out:
+        out["too_noisy"] = bool(out.get("violated", False))
+        if out.pop("flagged", True) is False:
+            out["threshold"] = None
+    out["violated"] = out["too_noisy"]
+    return out
 
 
 def _with_writer_note(error: StoreDamagedError, run_dir: str) -> StoreDamagedError:
