@@ -29,6 +29,7 @@ The step seeds follow ``tfp.mcmc.sample_chain``'s: the run seed is sanitised wit
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,15 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.internal.util import check_int, stateless_seed
+from tfp_sgmcmc.internal.util import (
+    check_int,
+    check_seed,
+    first_nonfinite,
+    in_xla_context,
+    results_field,
+    stateless_seed,
+    static_value,
+)
 
 __all__ = ["sample_chain"]
 
@@ -57,6 +66,127 @@ def _count(value: Any, arg_name: str, minimum: int) -> tf.Tensor:
     if int(arr) < minimum:
         raise ValueError(f"`{arg_name}` must be >= {minimum}, got {int(arr)}.")
     return tf.constant(int(arr), tf.int32)
+
+
+def _where(index: tuple[int, ...], what: str) -> str:
+    """`` for chain (0, 1)``-style text (nothing for a value without chain dimensions)."""
+    if not index:
+        return ""
+    return f" for {what} {index[0] if len(index) == 1 else index}"
+
+
+def _check_finite_state(state: Any) -> None:
+    """``ValueError`` naming ``current_state`` when a value known before the run (eager,
+    an array, a constant in the graph) holds NaN or Inf.
+
+    The kernel would run the whole chain on it and return NaN draws.
+    """
+    leaves = tf.nest.flatten(state)
+    for i, leaf in enumerate(leaves):
+        value = static_value(leaf)
+        if value is None:
+            continue
+        index = first_nonfinite(value, np.ndim(value))
+        if index is not None:
+            part = f" (part {i})" if len(leaves) > 1 else ""
+            raise ValueError(
+                f"`current_state`{part} contains NaN or Inf (first at index {list(index)}): "
+                "start the chain from a finite state."
+            )
+
+
+def _start_values(results: Any) -> tuple[Any, list[Any]]:
+    """The kernel's log-density and score at the start (``None``/``[]`` where its results
+    have none: TFP's random-walk kernels have no score)."""
+    target = results_field(results, "target_log_prob")
+    grads = results_field(results, "grads_target_log_prob")
+    return target, ([] if grads is None else tf.nest.flatten(grads))
+
+
+def _check_finite_start(results: Any) -> None:
+    """``ValueError`` naming ``current_state`` when the kernel's results at the start hold
+    a non-finite log-density or score, read where they are concrete (eager)."""
+    target, grads = _start_values(results)
+    target_value = static_value(target) if tf.is_tensor(target) else None
+    if target_value is not None:
+        index = first_nonfinite(target_value, np.ndim(target_value))
+        if index is not None:
+            shown = target_value[index] if index else target_value
+            raise ValueError(
+                f"The log-density at `current_state` is {float(shown)}{_where(index, 'chain')}"
+                " before any step: the model (log-likelihood or prior) is not finite there, "
+                "and every draw would be NaN. Start from a state where it is finite, or fix "
+                "the model."
+            )
+    batch_ndims = 0 if target_value is None else np.ndim(target_value)
+    for i, g in enumerate(grads):
+        value = static_value(g) if tf.is_tensor(g) else None
+        if value is None:
+            continue
+        index = first_nonfinite(value, min(batch_ndims, np.ndim(value)))
+        if index is not None:
+            part = f", part {i}" if len(grads) > 1 else ""
+            raise ValueError(
+                f"The gradient of the log-density at `current_state` is not finite"
+                f"{_where(index, 'chain')}{part} before any step, and every draw would be "
+                "NaN. Start from a state where it is finite, or fix the model."
+            )
+
+
+def _assert_finite_start(state: Any, results: Any) -> Any:
+    """In a graph XLA does not compile: ``state`` behind an assertion that it, the
+    log-density and the score at the start are finite (``InvalidArgumentError`` when the
+    graph runs; nothing is known about them while it is built).
+
+    XLA drops ``Assert`` ops, so a compiled program gets no check (see ``sample_chain``).
+    """
+    target, grads = _start_values(results)
+    checked = [
+        x for x in tf.nest.flatten(state) + [target] + grads
+        if tf.is_tensor(x) and x.dtype.is_floating
+    ]
+    if not checked:
+        return state
+    finite = tf.reduce_all(
+        tf.stack([tf.reduce_all(tf.math.is_finite(x)) for x in checked])
+    )
+    check = tf.debugging.Assert(
+        finite,
+        [
+            "sample_chain: `current_state`, the log-density or its gradient there is not "
+            "finite (NaN or Inf) before any step; every draw would be NaN."
+        ],
+    )
+    with tf.control_dependencies([check]):
+        return tf.nest.map_structure(tf.identity, state)
+
+
+def _warn_if_diverged(all_states: Any, batch_ndims: int, first_step: int, period: int) -> None:
+    """Warns (``RuntimeWarning``) naming the first result and chain whose state is not
+    finite, when the draws are concrete (eager)."""
+    first: tuple[int, ...] | None = None
+    bad_results = None  # per result: some part of some chain is not finite
+    for leaf in tf.nest.flatten(all_states):
+        value = static_value(leaf) if tf.is_tensor(leaf) else None
+        if value is None or value.dtype.kind not in "fc" or value.size == 0:
+            continue
+        index = first_nonfinite(value, min(1 + batch_ndims, value.ndim))
+        if index is not None and (first is None or index < first):
+            first = index
+        bad = ~np.isfinite(value.reshape(value.shape[:1] + (-1,))).all(axis=-1)
+        bad_results = bad if bad_results is None else bad_results | bad
+    if first is None or bad_results is None:
+        return
+    result, chain = first[0], first[1:]
+    warnings.warn(
+        f"sample_chain: the chain diverged: result {result} (the state after kernel step "
+        f"{first_step + result * period}) is the first with NaN or Inf"
+        f"{_where(chain, 'chain')}; {int(np.sum(bad_results))} of {len(bad_results)} "
+        "results are not finite. A smaller step size, or a model finite where the chain "
+        "went, avoids it.",
+        RuntimeWarning,
+        stacklevel=3,  # the caller of sample_chain
+    )
 
 
 def sample_chain(
@@ -91,6 +221,19 @@ def sample_chain(
     Result ``r`` (``r = 0, …, num_results - 1``) is the state after
     ``1 + num_burnin_steps + r·(1 + num_steps_between_results)`` kernel steps.
 
+    Non-finite runs are not silent. A ``current_state`` holding NaN or Inf is a
+    ``ValueError`` whenever its value is known before the run (eagerly, or a constant or
+    captured eager tensor inside ``tf.function``); so is a non-finite log-density or score
+    of the kernel's results at the start (``target_log_prob``, ``grads_target_log_prob``),
+    read eagerly. Called eagerly, a chain that diverges during the run warns
+    (``RuntimeWarning``) naming the first non-finite result, its kernel step and chain.
+    The limits: inside a ``tf.function`` the start values are computed by the graph, so
+    without XLA they are checked by an assertion that fails when the graph runs
+    (``tf.errors.InvalidArgumentError``), and compiled with XLA (which drops assertions)
+    they are not checked; nor is a divergence during the run said in a graph. There, trace
+    the kernel's ``diverged`` flag (``trace_fn=lambda s, r: r.diverged`` for this
+    library's kernels) or test the returned states.
+
     Args:
       num_results: number of results, an int ``>= 1`` (or a scalar int tensor).
       current_state: the initial state (tensor or list of tensors).
@@ -106,11 +249,12 @@ def sample_chain(
       return_final_kernel_results: also return the last kernel results (as a
         ``tfp.mcmc.CheckpointableStatesAndTrace``). Default value: ``False``.
       parallel_iterations: passed to the ``tf.while_loop``s. Default value: ``10``.
-      seed: a stateless seed: an int32 pair (e.g. ``tf.constant([0, 42])``) or a Python
-        int ``>= 0``, which maps to a fixed pair (``tfp.mcmc.sample_chain`` instead draws
-        a stateful seed from an int, a new chain on every call of a ``tf.function``; see
-        ``docs/conventions.md``, "Seeds"). ``None`` steps the kernel without seeds,
-        as ``tfp.mcmc.sample_chain`` does. Default value: ``None``.
+      seed: a stateless seed: an int32 pair (e.g. ``tf.constant([0, 42])``, or a list or
+        NumPy array of two ints) or a Python int ``>= 0``, which maps to a fixed pair
+        (``tfp.mcmc.sample_chain`` instead draws a stateful seed from an int, a new chain
+        on every call of a ``tf.function``; see ``docs/conventions.md``, "Seeds").
+        ``None`` steps the kernel without seeds, as ``tfp.mcmc.sample_chain`` does.
+        Default value: ``None``.
       name: name scope of the ops. Default value: ``None`` (``"sample_chain"``).
 
     Returns:
@@ -121,11 +265,16 @@ def sample_chain(
       (``all_states``, ``trace``, ``final_kernel_results``).
 
     Raises:
-      ValueError: ``seed`` is a negative int; ``kernel`` is not a
+      ValueError: ``seed`` is not ``None``, an int ``>= 0`` or an int32 pair (a string,
+        a float, a bool, three ints, a float pair, a scalar tensor); ``kernel`` is not a
         ``tfp.mcmc.TransitionKernel``; ``num_results`` is not an integer ``>= 1``;
         ``num_burnin_steps`` or ``num_steps_between_results`` is not an integer
         ``>= 0``; ``trace_fn`` is neither ``None`` nor callable; ``parallel_iterations``
-        is not a positive int.
+        is not a positive int; ``current_state``, or the log-density or its gradient
+        there, is not finite (see above for when that is known).
+
+    Warns:
+      RuntimeWarning: called eagerly, some results are not finite (the chain diverged).
     """
     if not isinstance(kernel, tfp.mcmc.TransitionKernel):
         raise ValueError(
@@ -134,6 +283,7 @@ def sample_chain(
     if trace_fn is not None and not callable(trace_fn):
         raise ValueError(f"`trace_fn` must be None or callable, got {trace_fn!r}.")
     parallel_iterations = check_int(parallel_iterations, "parallel_iterations", 1)
+    seed = check_seed(seed)
     is_seeded = seed is not None
     with tf.name_scope(name or "sample_chain"):
         num_results = _count(num_results, "num_results", 1)
@@ -143,11 +293,19 @@ def sample_chain(
         state = tf.nest.map_structure(
             lambda x: tf.convert_to_tensor(x, name="current_state"), current_state
         )
+        # A NaN start gives all-NaN draws: refused before the run wherever it can be seen.
+        _check_finite_state(state)
         results = (
             kernel.bootstrap_results(state)
             if previous_kernel_results is None
             else previous_kernel_results
         )
+        if tf.executing_eagerly():
+            _check_finite_start(results)
+        elif not in_xla_context():
+            state = _assert_finite_start(state, results)
+        start_target = results_field(results, "target_log_prob")
+        chain_ndims = getattr(getattr(start_target, "shape", None), "rank", None) or 0
         no_trace = trace_fn is None
         trace = (lambda s, r: ()) if no_trace else trace_fn
 
@@ -217,6 +375,10 @@ def sample_chain(
         )
         stacked = tf.nest.pack_sequence_as(probe, [a.stack() for a in arrays])
         all_states, traced = stacked
+        if tf.executing_eagerly():  # the draws are concrete: a divergence is said, not left
+            _warn_if_diverged(
+                all_states, chain_ndims, 1 + int(num_burnin_steps), int(period)
+            )
         if return_final_kernel_results:
             return tfp.mcmc.CheckpointableStatesAndTrace(
                 all_states=all_states, trace=traced, final_kernel_results=results

@@ -22,6 +22,7 @@ __all__ = [
     "restructure",
     "split_seed",
     "stateless_seed",
+    "check_seed",
     "static_value",
     "static_number",
     "check_positive",
@@ -29,6 +30,8 @@ __all__ = [
     "check_int",
     "check_finite_tensor",
     "all_finite",
+    "first_nonfinite",
+    "in_xla_context",
     "cast_param",
     "estimator_data",
     "results_field",
@@ -86,6 +89,47 @@ def stateless_seed(seed: Any, salt: str | None = None) -> tf.Tensor:
             raise ValueError(f"`seed` must be a non-negative int or an int32 pair, got {seed!r}.")
         seed = tf.constant([(s >> 31) & 0x7FFFFFFF, s & 0x7FFFFFFF], tf.int32)
     return tfp.random.sanitize_seed(seed, salt=salt)
+
+
+def check_seed(seed: Any, name: str = "seed") -> Any:
+    """``seed`` if it is a seed :func:`stateless_seed` takes; ``ValueError`` naming ``name``
+    otherwise.
+
+    Accepted: ``None``, a Python or NumPy int ``>= 0``, a callable (TFP's ``SeedStream``),
+    or an integer pair: a tensor of dtype ``int32`` and shape ``[2]`` (a static shape
+    that is unknown passes), or a list, tuple or NumPy array of two ints within int32.
+    A NumPy integer pair is returned as ``int32`` (``np.array([1, 2])`` is ``int64``,
+    which ``tfp.random.sanitize_seed`` refuses while it takes the list ``[1, 2]``).
+    Everything else (a string, a float, a bool, a pair of floats, three ints, a scalar
+    tensor) used to reach TensorFlow, whose errors name neither the argument nor what it
+    wants.
+    """
+    want = "None, an int >= 0, or an int32 pair (e.g. `[0, 42]`)"
+    if seed is None or callable(seed):
+        return seed
+    if isinstance(seed, (bool, np.bool_)):
+        raise ValueError(f"`{name}` must be {want}, got {seed!r}.")
+    if isinstance(seed, (int, np.integer)):
+        if seed < 0:
+            raise ValueError(f"`{name}` must be {want}, got the negative int {seed!r}.")
+        return seed
+    if isinstance(seed, (tf.Tensor, tf.Variable)):
+        if seed.dtype != tf.int32 or not seed.shape.is_compatible_with([2]):
+            raise ValueError(
+                f"`{name}` must be {want}, got a tensor of dtype {seed.dtype.name} and shape "
+                f"{seed.shape}."
+            )
+        return seed
+    try:
+        arr = np.asarray(seed)
+    except (TypeError, ValueError) as e:  # ragged lists and the like
+        raise ValueError(f"`{name}` must be {want}, got {seed!r}.") from e
+    if arr.shape != (2,) or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"`{name}` must be {want}, got {seed!r}.")
+    info = np.iinfo(np.int32)
+    if arr.min() < info.min or arr.max() > info.max:
+        raise ValueError(f"`{name}` must be {want}, got {seed!r} (outside int32).")
+    return arr.astype(np.int32) if isinstance(seed, np.ndarray) else seed
 
 
 def split_seed(seed: Any, n: int, salt: str) -> list[tf.Tensor]:
@@ -413,3 +457,34 @@ def deprecated_aliases(module: str, **aliases: Any) -> Callable[[str], Any]:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def first_nonfinite(value: np.ndarray, batch_ndims: int) -> tuple[int, ...] | None:
+    """The first index (in C order) of ``value``'s leading ``batch_ndims`` dimensions at
+    which some entry is NaN or Inf; ``None`` when every entry is finite.
+
+    ``value`` is a NumPy array of floats (a concrete state or log-density); its
+    remaining dimensions (events) are reduced.
+    """
+    value = np.asarray(value)
+    if value.dtype.kind not in "fc":
+        return None
+    bad = ~np.isfinite(value)
+    if batch_ndims < value.ndim:
+        bad = bad.reshape(value.shape[:batch_ndims] + (-1,)).any(axis=-1)
+    if bad.ndim == 0:  # no chain dimensions: the one chain, or none
+        return () if bool(bad) else None
+    hits = np.argwhere(bad)
+    return tuple(int(i) for i in hits[0]) if len(hits) else None
+
+
+def in_xla_context() -> bool:
+    """Whether the graph being built is compiled by XLA (``jit_compile=True``, or inside
+    such a function); ``False`` eagerly."""
+    if tf.executing_eagerly():
+        return False
+    try:  # TensorFlow has no public equivalent
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # pragma: no cover
+        return False
+    return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
