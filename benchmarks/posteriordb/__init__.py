@@ -1,0 +1,1 @@
+"""posteriordb posteriors in TFP form (`models`) and their NUTS check (``check_nuts.py``)."""

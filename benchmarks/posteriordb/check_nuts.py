@@ -1,0 +1,427 @@
+"""Check the TFP transcriptions of the posteriordb posteriors with TFP's NUTS.
+
+For each posterior of `models` this runs NUTS in float64 on the full data and compares its
+draws with posteriordb's reference summary (``<name>/reference.json``, 10 x 1,000 Stan NUTS
+draws):
+
+* ``max_abs_z_mean``: the largest ``|mean - ref mean| / ref sd`` over the parameters;
+* ``min_sd_ratio``, ``max_sd_ratio``: the extremes of ``sd / ref sd``;
+* ``wall_s``: wall-clock seconds of the whole check of one posterior (the Laplace fit, and
+  tracing, XLA compilation and sampling in one call of a compiled function);
+* diagnostics of the NUTS run itself: the smallest ESS and largest split R-hat over the
+  parameters, the number of divergent transitions after warm-up, the mean number of
+  leapfrog steps per draw and the adapted step size.
+
+A transcription passes when ``max_abs_z_mean <= 0.1`` and both sd ratios lie in
+``[0.9, 1.1]``. NUTS's own Monte Carlo error on one parameter is about ``1/sqrt(ESS)`` on a
+standardised mean and ``1/sqrt(2 ESS)`` on an sd ratio (0.016 and 0.011 at ESS = 4,000).
+
+The target is written here from the transcription's ``prior`` and ``likelihood_fn`` alone,
+independently of ``tfp_sgmcmc``: ``log p(θ) + Σ_i log p(y_i | θ, x_i)`` on the unconstrained
+space of the prior's default event-space bijectors, with their log-det-Jacobian (the space
+and density ``tfp_sgmcmc.JointPosterior`` samples; ``tests/test_posteriordb_models.py``
+checks that the two densities agree). Two samplers (``--method``):
+
+* ``dense`` (default): ``tfp.mcmc.NoUTurnSampler`` (tree depth up to 10) with a dense
+  metric: the chains run on ``w`` with ``z = ẑ + L w``, ``ẑ`` the mode of the unconstrained
+  density (damped Newton) and ``L Lᵀ`` the inverse of minus its Hessian there (the Laplace
+  covariance), the step size adapted by dual averaging (target acceptance 0.8) during the
+  first 80% of the warm-up. The map is linear, so the target is unchanged;
+  only the sampler's efficiency depends on how well ``L`` fits.
+* ``windowed``: ``tfp.experimental.mcmc.windowed_adaptive_nuts`` (diagonal metric and step
+  size adapted in windows) on the same model as a pinned joint distribution
+  (`posterior_model`). Fine on the three small posteriors; on ``diamonds-diamonds``, whose
+  24 centred predictors are strongly correlated, a diagonal metric leaves NUTS at its
+  maximum tree depth (1,023 leapfrog steps per draw) with an ESS in the tens: far beyond a
+  few minutes on two cores.
+
+```bash
+python -m benchmarks.posteriordb.check_nuts --json benchmarks/results/posteriordb_nuts.json
+python -m benchmarks.posteriordb.check_nuts --posteriors sblrc-blr --num-results 200
+python -m benchmarks.posteriordb.check_nuts --method windowed --posteriors sblrc-blr nes2000-nes
+```
+
+The JSON goes to stdout (and to ``--json``), a table to stderr. The exit status is 1 when a
+posterior misses the tolerances.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+tfd = tfp.distributions
+
+HERE = Path(__file__).resolve().parent
+
+
+def _load(module: str, path: Path) -> ModuleType:
+    """``benchmarks.<module>`` imported by name, or by path when run as a script."""
+    try:
+        return importlib.import_module(f"benchmarks.{module}")
+    except ImportError:
+        name = "_posteriordb_" + module.replace(".", "_")
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+
+
+models = _load("posteriordb.models", HERE / "models.py")
+common = _load("_common", HERE.parent / "_common.py")
+
+MEAN_TOLERANCE = 0.1
+SD_RATIO_RANGE = (0.9, 1.1)
+METHODS = ("dense", "windowed")
+
+
+# -- the target ---------------------------------------------------------------- #
+class UnconstrainedTarget:
+    """``log π_z(z)`` of a transcription on a flat unconstrained vector ``z`` (``[..., D]``).
+
+    ``z`` concatenates the parts in the prior's order (``m.prior.model``), each mapped to
+    its support by the prior's default event-space bijector.
+    """
+
+    def __init__(self, m: Any) -> None:
+        self.m = m
+        self.names = list(m.prior.model)
+        self.bijector = m.prior.experimental_default_event_space_bijector()
+        shapes = m.event_shapes
+        # The default bijectors of these priors keep each part's shape (no simplex etc.).
+        self.shapes = [shapes[k] for k in self.names]
+        self.sizes = [int(np.prod(s, dtype=np.int64)) for s in self.shapes]
+        self.dim = sum(self.sizes)
+        self.x, self.y = (tf.constant(a) for a in m.data)
+
+    def split(self, z: tf.Tensor) -> dict[str, tf.Tensor]:
+        """The flat ``z`` as a dict of unconstrained parts."""
+        pieces = tf.split(z, self.sizes, axis=-1)
+        batch = tf.shape(z)[:-1]
+        return {
+            k: tf.reshape(p, tf.concat([batch, tf.constant(s, tf.int32)], 0))
+            for k, p, s in zip(self.names, pieces, self.shapes)
+        }
+
+    def constrain(self, z: tf.Tensor) -> dict[str, tf.Tensor]:
+        """``θ = f(z)`` by part name."""
+        return dict(self.bijector.forward(self.split(z)))
+
+    def __call__(self, z: tf.Tensor) -> tf.Tensor:
+        parts = self.split(z)
+        theta = self.bijector.forward(parts)
+        ldj = self.bijector.forward_log_det_jacobian(
+            parts, event_ndims={k: len(s) for k, s in zip(self.names, self.shapes)}
+        )
+        log_lik = tf.reduce_sum(
+            self.m.likelihood_fn(theta, (self.x, self.y)).log_prob(self.y), axis=-1
+        )
+        return self.m.prior.log_prob(theta) + log_lik + ldj
+
+
+def laplace(
+    target: UnconstrainedTarget, max_iterations: int = 200
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """The mode ``ẑ`` of ``target`` and the Cholesky factor ``L`` of ``(-∇² log π_z(ẑ))⁻¹``.
+
+    Damped Newton from ``z = 0`` (Levenberg-Marquardt: ``-∇²`` plus ``λ I`` until it is
+    positive definite, then a backtracking line search), stopped when the Newton decrement
+    ``gᵀ(-∇²)⁻¹g`` falls under ``1e-12``. L-BFGS from the same start overshoots to absurd
+    scales on ``kidiq`` and ``sblrc`` (a scale of ``softplus(0)`` against residuals in the
+    tens); with 5 to 26 parameters the exact Hessian is cheap.
+
+    Raises:
+      FloatingPointError: no mode within ``max_iterations`` steps.
+    """
+    dtype = target.y.dtype.as_numpy_dtype
+
+    @tf.function(autograph=False)
+    def value(z: tf.Tensor) -> tf.Tensor:
+        return target(z)
+
+    @tf.function(autograph=False)
+    def derivatives(z: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        with tf.GradientTape() as outer:
+            outer.watch(z)
+            with tf.GradientTape() as inner:
+                inner.watch(z)
+                lp = target(z)
+            g = inner.gradient(lp, z)
+        h = outer.jacobian(g, z)
+        return lp, g, 0.5 * (h + tf.transpose(h))
+
+    def damped_precision(h: np.ndarray) -> np.ndarray:
+        """Cholesky factor of ``-h + λ I`` for the smallest tried ``λ`` that makes it PD."""
+        a, eye = -h, np.eye(h.shape[0])
+        lam = 0.0
+        while True:
+            try:
+                return np.linalg.cholesky(a + lam * eye)
+            except np.linalg.LinAlgError:
+                lam = max(2.0 * lam, 1e-6 * max(np.abs(np.diag(a)).max(), 1.0))
+
+    z = np.zeros(target.dim, dtype)
+    for _ in range(max_iterations):
+        f, g, h = (t.numpy() for t in derivatives(tf.constant(z)))
+        c = damped_precision(h)
+        step = np.linalg.solve(c.T, np.linalg.solve(c, g))
+        decrement = float(g @ step)
+        if decrement < 1e-12:
+            break
+        t = 1.0
+        while t > 1e-12:
+            f_new = float(value(tf.constant(z + t * step)))
+            if np.isfinite(f_new) and f_new >= f + 1e-4 * t * decrement:
+                break
+            t *= 0.5
+        z = z + t * step
+    else:
+        raise FloatingPointError(f"{target.m.name}: no mode after {max_iterations} steps")
+    _, _, h = derivatives(tf.constant(z))
+    try:
+        chol = np.linalg.cholesky(np.linalg.inv(-h.numpy()))
+    except np.linalg.LinAlgError:
+        raise FloatingPointError(
+            f"{target.m.name}: the Hessian at the mode is not negative definite"
+        ) from None
+    return tf.constant(z), tf.constant(chol)
+
+
+# -- the samplers ------------------------------------------------------------------ #
+def run_dense(
+    m: Any, num_results: int, num_chains: int, num_warmup: int, seed: int, jit: bool
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """NUTS on ``w``, ``z = ẑ + L w`` (a dense metric from the Laplace fit)."""
+    target = UnconstrainedTarget(m)
+    mode, chol = laplace(target)
+
+    def to_z(w: tf.Tensor) -> tf.Tensor:
+        return mode + tf.einsum("ij,...j->...i", chol, w)
+
+    def target_w(w: tf.Tensor) -> tf.Tensor:
+        return target(to_z(w))
+
+    def sample(seed: tf.Tensor) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
+        init_seed, chain_seed = tfp.random.split_seed(seed)
+        w0 = tf.random.stateless_normal([num_chains, target.dim], init_seed, dtype=mode.dtype)
+        nuts = tfp.mcmc.NoUTurnSampler(
+            target_w, step_size=tf.constant(0.5, mode.dtype), max_tree_depth=10
+        )
+        kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
+            nuts, num_adaptation_steps=int(0.8 * num_warmup), target_accept_prob=0.8
+        )
+        w, trace = tfp.mcmc.sample_chain(
+            num_results,
+            w0,
+            kernel=kernel,
+            num_burnin_steps=num_warmup,
+            trace_fn=lambda _, r: {
+                "diverging": r.inner_results.has_divergence,
+                "n_steps": r.inner_results.leapfrogs_taken,
+                "step_size": r.inner_results.step_size,
+            },
+            seed=chain_seed,
+        )
+        return target.constrain(to_z(w)), trace
+
+    fn = tf.function(sample, jit_compile=jit, autograph=False)
+    return common.sync(fn(tf.constant([seed, 0], tf.int32)))
+
+
+def posterior_model(m: Any) -> tfd.JointDistributionCoroutineAutoBatched:
+    """``p(θ, y)`` as one joint distribution: the prior's parts, then ``y`` given them.
+
+    Pin ``y`` to the observations (``windowed_adaptive_nuts(..., y=y)``) for the posterior.
+    The prior parts must not depend on each other (true of the four posteriors).
+    """
+    x, y = (tf.constant(a) for a in m.data)
+    parts = m.prior.model
+    if not all(isinstance(d, tfd.Distribution) for d in parts.values()):
+        raise ValueError(f"{m.name}: prior parts that depend on others are not supported.")
+
+    def generative() -> Any:
+        params = {}
+        for name, dist in parts.items():
+            params[name] = yield dist.copy(name=name)
+        yield m.likelihood_fn(params, (x, y)).copy(name="y")
+
+    return tfd.JointDistributionCoroutineAutoBatched(generative)
+
+
+def run_windowed(
+    m: Any, num_results: int, num_chains: int, num_warmup: int, seed: int, jit: bool
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """``tfp.experimental.mcmc.windowed_adaptive_nuts`` on the pinned `posterior_model`."""
+    model = posterior_model(m)
+    y = tf.constant(m.data[1])
+
+    def sample(seed: tf.Tensor) -> Any:
+        return tfp.experimental.mcmc.windowed_adaptive_nuts(
+            num_results, model, n_chains=num_chains, num_adaptation_steps=num_warmup,
+            seed=seed, y=y,
+        )
+
+    fn = tf.function(sample, jit_compile=jit, autograph=False)
+    states, trace = common.sync(fn(tf.constant([seed, 0], tf.int32)))
+    keep = ("diverging", "n_steps", "step_size")
+    return dict(states._asdict()), {k: trace[k] for k in keep}
+
+
+SAMPLERS: dict[str, Callable[..., tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]] = {
+    "dense": run_dense,
+    "windowed": run_windowed,
+}
+
+
+# -- the comparison ------------------------------------------------------------------ #
+def summarise(m: Any, draws: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Per-parameter and worst-case agreement of ``draws`` (``[draws, chains, ...]`` by part
+    name) with ``m.reference``."""
+    flat = m.flatten(draws)  # Stan name -> [draws, chains]
+    per_param = {}
+    for name, ref in m.reference.items():
+        if name not in flat:
+            continue  # a generated quantity of the Stan program, not a parameter
+        v = flat[name]
+        sd = float(v.std(ddof=1))
+        per_param[name] = {
+            "mean": float(v.mean()),
+            "sd": sd,
+            "z_mean": float((v.mean() - ref.mean) / ref.sd),
+            "sd_ratio": sd / ref.sd,
+            "ess": float(
+                tfp.mcmc.effective_sample_size(
+                    v, cross_chain_dims=1, filter_beyond_positive_pairs=True
+                ).numpy()
+            ),
+            "rhat": float(tfp.mcmc.potential_scale_reduction(v, split_chains=True).numpy()),
+        }
+    missing = sorted(set(flat) - set(per_param))
+    if missing:
+        raise ValueError(f"{m.name}: no reference for {missing}")
+    z = {k: abs(p["z_mean"]) for k, p in per_param.items()}
+    r = {k: p["sd_ratio"] for k, p in per_param.items()}
+    worst_z = max(z, key=z.__getitem__)
+    lo, hi = min(r, key=r.__getitem__), max(r, key=r.__getitem__)
+    out: dict[str, Any] = {
+        "max_abs_z_mean": z[worst_z],
+        "max_abs_z_mean_at": worst_z,
+        "min_sd_ratio": r[lo],
+        "min_sd_ratio_at": lo,
+        "max_sd_ratio": r[hi],
+        "max_sd_ratio_at": hi,
+        "min_ess": min(p["ess"] for p in per_param.values()),
+        "max_rhat": max(p["rhat"] for p in per_param.values()),
+    }
+    out["passed"] = bool(
+        out["max_abs_z_mean"] <= MEAN_TOLERANCE
+        and SD_RATIO_RANGE[0] <= out["min_sd_ratio"]
+        and out["max_sd_ratio"] <= SD_RATIO_RANGE[1]
+    )
+    out["parameters"] = per_param
+    return out
+
+
+def run_one(
+    name: str, method: str, num_results: int, num_chains: int, num_warmup: int, seed: int,
+    jit: bool,
+) -> dict[str, Any]:
+    """NUTS on posterior ``name`` and its comparison with the reference."""
+    m = models.load(name, dtype=np.float64)
+    t0 = time.perf_counter()
+    draws, trace = SAMPLERS[method](m, num_results, num_chains, num_warmup, seed, jit)
+    wall = time.perf_counter() - t0
+    out: dict[str, Any] = {
+        "name": name,
+        "method": method,
+        "num_examples": m.num_examples,
+        "num_parameters": len(m.flatten({k: v[:1] for k, v in draws.items()})),
+        "wall_s": round(wall, 2),
+    }
+    out.update(summarise(m, draws))
+    out["divergences"] = int(np.sum(trace["diverging"]))
+    out["mean_leapfrogs"] = float(np.mean(trace["n_steps"]))
+    out["step_size"] = float(np.mean(trace["step_size"]))
+    return out
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """The per-posterior figures as a fixed-width table."""
+    head = (
+        f"{'posterior':27s} {'method':8s} {'N':>5s} {'d':>3s} {'max|z|':>7s} {'sd min':>7s} "
+        f"{'sd max':>7s} {'minESS':>7s} {'Rhat':>6s} {'div':>4s} {'leapfr':>7s} {'wall s':>7s} ok"
+    )
+    lines = [head]
+    for r in results:
+        lines.append(
+            f"{r['name']:27s} {r['method']:8s} {r['num_examples']:5d} {r['num_parameters']:3d} "
+            f"{r['max_abs_z_mean']:7.3f} {r['min_sd_ratio']:7.3f} {r['max_sd_ratio']:7.3f} "
+            f"{r['min_ess']:7.0f} {r['max_rhat']:6.3f} {r['divergences']:4d} "
+            f"{r['mean_leapfrogs']:7.1f} {r['wall_s']:7.1f} {'yes' if r['passed'] else 'NO'}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--posteriors", nargs="+", default=list(models.NAMES),
+                        choices=list(models.NAMES))
+    parser.add_argument("--method", default="dense", choices=METHODS)
+    parser.add_argument("--num-results", type=int, default=1000, help="draws per chain")
+    parser.add_argument("--num-chains", type=int, default=4)
+    parser.add_argument("--num-warmup", type=int, default=1000, help="warm-up steps per chain")
+    parser.add_argument("--seed", type=int, default=20250429)
+    parser.add_argument("--no-jit", action="store_true", help="plain tf.function, no XLA")
+    parser.add_argument("--json", default=None, help="also write the JSON document here")
+    args = parser.parse_args(argv)
+
+    load_start = common.load_average()
+    results = []
+    for name in args.posteriors:
+        common.log(f"{name}: {args.method}, {args.num_chains} chains x ({args.num_warmup} "
+                   f"warm-up + {args.num_results}) NUTS steps ...")
+        r = run_one(name, args.method, args.num_results, args.num_chains, args.num_warmup,
+                    args.seed, jit=not args.no_jit)
+        common.log(f"  {r['wall_s']:.1f} s, max|z| {r['max_abs_z_mean']:.3f}, sd ratio "
+                   f"[{r['min_sd_ratio']:.3f}, {r['max_sd_ratio']:.3f}]")
+        results.append(r)
+    common.log(table(results))
+    doc = {
+        "benchmark": "posteriordb_nuts",
+        "what": "TFP NUTS on the TFP transcriptions of four posteriordb posteriors against "
+        "posteriordb's reference draws (benchmarks/posteriordb/README.md)",
+        "config": {
+            "method": args.method,
+            "num_chains": args.num_chains,
+            "num_results": args.num_results,
+            "num_warmup": args.num_warmup,
+            "dtype": "float64",
+            "jit_compile": not args.no_jit,
+            "seed": args.seed,
+            "mean_tolerance": MEAN_TOLERANCE,
+            "sd_ratio_range": list(SD_RATIO_RANGE),
+        },
+        "environment": common.environment(),
+        "load_average": {"start": load_start, "end": common.load_average()},
+        "results": results,
+        "all_passed": all(r["passed"] for r in results),
+    }
+    common.dump_json(doc, args.json)
+    return 0 if doc["all_passed"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

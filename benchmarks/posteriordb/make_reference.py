@@ -1,0 +1,87 @@
+"""Summarise posteriordb's reference draws into the ``reference.json`` files of this folder.
+
+posteriordb's reference posteriors are 10 chains x 1,000 Stan NUTS draws
+(``reference_draws.json.zip``: a JSON list of 10 dicts, parameter name -> draws). They
+are too large to keep here, so each posterior folder keeps their summary instead: for every
+parameter (Stan's scalar names, ``beta[1]``, ``sigma``, ...) the mean, the sd and the Monte
+Carlo standard error of the mean, ``mcse = sd / sqrt(ess)``. The ESS is
+``tfp.mcmc.effective_sample_size`` over the 10 chains together (``cross_chain_dims=1``, the
+cross-chain estimate of Gelman et al.'s BDA3, truncated by Geyer's initial positive sequence,
+``filter_beyond_positive_pairs=True``).
+
+Usage (``SOURCE`` is a posteriordb checkout's folder holding one folder per posterior, each
+with its ``reference_draws.json.zip``)::
+
+    python benchmarks/posteriordb/make_reference.py SOURCE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+POSTERIORS = (
+    "diamonds-diamonds",
+    "kidiq-kidscore_interaction",
+    "nes2000-nes",
+    "sblrc-blr",
+)
+
+
+def read_zipped_json(path: Path) -> object:
+    """The one JSON document inside the zip archive ``path``."""
+    with zipfile.ZipFile(path) as archive:
+        (member,) = archive.namelist()
+        return json.loads(archive.read(member))
+
+
+def summarise(chains: list[dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """``name -> {mean, sd, ess, mcse}`` of the draws of every parameter over all chains."""
+    import tensorflow_probability as tfp
+
+    out = {}
+    for name in chains[0]:
+        draws = np.stack([np.asarray(c[name], np.float64) for c in chains], axis=1)  # [n, C]
+        ess = float(
+            tfp.mcmc.effective_sample_size(
+                draws, cross_chain_dims=1, filter_beyond_positive_pairs=True
+            ).numpy()
+        )
+        sd = float(draws.std(ddof=1))
+        out[name] = {
+            "mean": float(draws.mean()),
+            "sd": sd,
+            "ess": ess,
+            "mcse": sd / np.sqrt(ess),
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("source", type=Path, help="folder with one folder per posterior")
+    args = parser.parse_args(argv)
+    for name in POSTERIORS:
+        chains = read_zipped_json(args.source / name / "reference_draws.json.zip")
+        assert isinstance(chains, list)
+        doc = {
+            "posterior": name,
+            "num_chains": len(chains),
+            "num_draws_per_chain": len(next(iter(chains[0].values()))),
+            "ess_method": "tfp.mcmc.effective_sample_size(cross_chain_dims=1, "
+            "filter_beyond_positive_pairs=True)",
+            "parameters": summarise(chains),
+        }
+        with open(HERE / name / "reference.json", "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        print(f"{name}: {len(doc['parameters'])} parameters")
+
+
+if __name__ == "__main__":
+    main()
