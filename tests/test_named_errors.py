@@ -102,7 +102,7 @@ def test_a_non_finite_start_fails_when_a_graph_runs():
     run = tf.function(lambda init: _chain(est, init))
     with pytest.raises(tf.errors.InvalidArgumentError, match="`current_state`"):
         run(TWO_CHAINS)
-    assert np.all(np.isfinite(tf.function(lambda init: _chain(_estimator(), init))(TWO_CHAINS)))
+    # (Valid graph runs: tests/test_flat_chain.py.)
 
 
 # --------------------------------------------------------------------------- #
@@ -145,8 +145,110 @@ def test_the_warning_counts_the_kernel_steps():
 
 
 # --------------------------------------------------------------------------- #
-# Seeds: raw TensorFlow tracebacks before.
+# A gradient that never reaches the state; a prior of the wrong shape.
 # --------------------------------------------------------------------------- #
+def test_a_log_likelihood_without_gradient_is_refused():
+    est = _estimator(ll=lambda t, b: tf.stop_gradient(_linear(t, b)))
+    with pytest.raises(ValueError, match=r"`log_likelihood_fn`'s gradient .* exactly zero"):
+        _chain(est, TWO_CHAINS)
+
+
+def test_a_zero_gradient_at_one_state_or_a_constant_likelihood_is_accepted():
+    """Power: a stationary start (zero targets, θ = 0) and a likelihood that does not
+    depend on the state (the prior is sampled, as asked) run."""
+    x, _ = _data()
+    at_zero = sg.MinibatchEstimator(_linear, (x, np.zeros(N, np.float32)), BATCH, _prior)
+    assert np.all(np.isfinite(_chain(at_zero, tf.zeros([2, D]))))
+    flat = _estimator(ll=lambda t, b: tf.zeros([2, BATCH]))
+    assert np.all(np.isfinite(_chain(flat, TWO_CHAINS)))
+
+
+@pytest.mark.parametrize(
+    "prior, shape",
+    [
+        (lambda t: -0.5 * tf.reduce_sum(t**2), r"\[\]"),  # one value for both chains
+        (lambda t: -0.5 * t**2, r"\[2, 3\]"),  # no reduction at all
+    ],
+    ids=["scalar", "per_coordinate"],
+)
+def test_a_prior_of_the_wrong_shape_is_refused(prior, shape):
+    with pytest.raises(ValueError, match=rf"`log_prior_fn` must return one log-prior per chain.*"
+                                         rf"\[2\].*got shape {shape}"):
+        _chain(_estimator(prior=prior), TWO_CHAINS)
+    # Power: a scalar is the one value of a single chain.
+    if shape == r"\[\]":
+        assert np.all(np.isfinite(_chain(_estimator(prior=prior), TWO_CHAINS[0])))
+
+
+# --------------------------------------------------------------------------- #
+# Raw TensorFlow tracebacks that are named errors now.
+# --------------------------------------------------------------------------- #
+def test_integer_data_with_a_float_state():
+    x, y = _data()
+    est = _estimator(data=(x.astype(np.int32), y.astype(np.int32)))
+    with pytest.raises(ValueError, match=r"`log_likelihood_fn` failed on `init_state`.*`data` "
+                                         r"holds no floating array.*cast the data to float32"):
+        _chain(est, TWO_CHAINS)
+
+
+@pytest.mark.parametrize("data", [None, (np.zeros((N, D)), None)], ids=["none", "none_array"])
+def test_data_none(data):
+    with pytest.raises(ValueError, match="`data`"):
+        sg.MinibatchEstimator(_linear, data, BATCH)
+    with pytest.raises(ValueError, match="`data`"):
+        sg.InMemoryData(data)
+
+
+@pytest.mark.parametrize(
+    "init, data",
+    [
+        (TWO_CHAINS, (_data()[0][:, 0], _data()[1])),  # 1-D data, 3-D state
+        (tf.zeros([2, D + 1]), None),  # a state of the wrong width
+        (tf.zeros([]), None),  # a scalar state
+    ],
+    ids=["one_dim_data", "wrong_width", "scalar_state"],
+)
+def test_state_and_data_that_do_not_fit_are_named(init, data):
+    with pytest.raises(ValueError, match=r"`log_likelihood_fn` failed on `init_state` \(float32"
+                                         r".*minibatch of `data`"):
+        _chain(_estimator(data=data), init)
+    # Power: the model's own width runs.
+    assert np.all(np.isfinite(_chain(_estimator(), TWO_CHAINS)))
+
+
+def test_a_state_that_does_not_fit_is_named_while_a_graph_is_traced():
+    """In a graph the step's own call of the model names it (nothing is probed)."""
+    run = tf.function(lambda init: _chain(_estimator(), init), jit_compile=True)
+    with pytest.raises(ValueError, match=r"`log_likelihood_fn` failed on the state"):
+        run(tf.zeros([2, D + 1]))
+
+
+@pytest.mark.parametrize(
+    "ll, match",
+    [
+        (lambda t, b: tf.zeros([2, BATCH], tf.int32), "got int32"),
+        (lambda t, b: tf.cast(_linear(t, b), tf.float64), "got float64"),
+        (lambda t, b: None, "returned None"),
+    ],
+    ids=["int", "float64", "none"],
+)
+def test_a_log_likelihood_of_the_wrong_kind_is_named(ll, match):
+    with pytest.raises(ValueError, match=rf"`log_likelihood_fn` .*{match}"):
+        _chain(_estimator(ll=ll), TWO_CHAINS)
+
+
+def test_a_prior_of_the_wrong_dtype_is_named():
+    with pytest.raises(ValueError, match="`log_prior_fn` .*got float64"):
+        _chain(_estimator(prior=lambda t: tf.cast(_prior(t), tf.float64)), TWO_CHAINS)
+
+
+@pytest.mark.parametrize("state", [None, [], [tf.zeros([D]), None]], ids=["none", "empty", "part"])
+def test_no_state(state):
+    kernel = sg.SGLD(_estimator(), 1e-3)
+    with pytest.raises(ValueError, match="`init_state`"):
+        kernel.bootstrap_results(state)
+
+
 @pytest.mark.parametrize(
     "seed", ["abc", 1.5, [1, 2, 3], True, [1.0, 2.0], tf.constant(3), tf.constant([1, 2], tf.int64)]
 )

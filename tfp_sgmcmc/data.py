@@ -442,8 +442,9 @@ class InMemoryData(DataSource):
       name: name used in error messages.
 
     Raises:
-      ValueError: empty data, arrays of different lengths, floating arrays of
-        different float dtypes, non-finite values, or an unknown ``scheme``.
+      ValueError: ``None`` or an entry that is no array, empty data, arrays of
+        different lengths, floating arrays of different float dtypes, non-finite
+        values, or an unknown ``scheme``.
     """
 
     def __init__(
@@ -458,13 +459,24 @@ class InMemoryData(DataSource):
             raise ValueError(f"`pack_rows` must be a bool, got {type(pack_rows).__name__}.")
         if scheme not in SCHEMES:
             raise ValueError(f"`scheme` must be one of {SCHEMES}, got {scheme!r}.")
+        if data is None:
+            raise ValueError(
+                f"`{name}` must be an array or a tuple, list or dict of arrays, got None."
+            )
         self._structure = data
         flat = tf.nest.flatten(data)
         if not flat:
             raise ValueError(f"`{name}` is empty: give at least one array.")
         tensors = []
         for i, a in enumerate(flat):
-            t = tf.convert_to_tensor(a)
+            if a is None:
+                raise ValueError(f"`{name}` array {i} is None: every entry must be an array.")
+            try:
+                t = tf.convert_to_tensor(a)
+            except (TypeError, ValueError) as e:  # ragged lists, objects: TF's words only
+                raise ValueError(
+                    f"`{name}` array {i} ({type(a).__name__}) cannot be a tensor: {e}"
+                ) from e
             if t.shape.rank is None or t.shape.rank == 0:
                 raise ValueError(f"`{name}` array {i} must have a leading example dimension.")
             tensors.append(t)

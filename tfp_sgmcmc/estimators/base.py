@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.internal.util import AttributeView, as_parts, restructure
+from tfp_sgmcmc.internal.util import AttributeView, as_parts, is_list_like, restructure
 
 __all__ = ["GradientEstimate", "GradientEstimator", "WrappingEstimator", "value_and_gradient_parts"]
 
@@ -109,8 +109,20 @@ class GradientEstimator(abc.ABC):
         return lambda state: self.full_log_prob_and_gradient(state).grads_target_log_prob
 
     def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
-        """Raise ``ValueError`` naming ``arg_name`` for a state the estimator cannot use."""
-        parts = as_parts(state)
+        """Raise ``ValueError`` naming ``arg_name`` for a state the estimator cannot use:
+        ``None``, a part that is not a tensor, an empty list, parts that are not floating
+        point or of several dtypes, a dtype other than the data's."""
+        if state is None or (is_list_like(state) and not state):
+            raise ValueError(
+                f"`{arg_name}` must be a float tensor or a list of them, got {state!r}."
+            )
+        try:
+            parts = as_parts(state)
+        except (TypeError, ValueError) as e:  # None in a list, strings, ragged lists
+            raise ValueError(
+                f"`{arg_name}` must be a float tensor or a list of them; a part cannot be a "
+                f"tensor: {e}"
+            ) from e
         dtypes = {p.dtype for p in parts}
         for p in parts:
             if not p.dtype.is_floating:

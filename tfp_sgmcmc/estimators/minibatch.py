@@ -57,6 +57,7 @@ from tfp_sgmcmc.internal.util import (
     cast_param,
     check_int,
     check_positive,
+    is_list_like,
     restructure,
 )
 
@@ -79,6 +80,68 @@ def _check_per_example(ll: tf.Tensor, num_rows: int | None) -> None:
                 "`log_likelihood_fn` must return one log-likelihood per example (last "
                 f"axis of length {num_rows}), got shape {ll.shape.as_list()}."
             )
+
+
+#: Errors TensorFlow raises for a state, data or model that do not fit together: a
+#: shape or dtype mismatch inside an op (eagerly ``InvalidArgumentError``; while a graph
+#: is built ``ValueError`` or ``TypeError``).
+_MODEL_ERRORS = (tf.errors.InvalidArgumentError, TypeError, ValueError)
+
+
+def _describe(value: Any) -> str:
+    """``float32[2, 3]``-style shapes and dtypes of a nest of tensors or arrays."""
+    out = []
+    for leaf in tf.nest.flatten(value):
+        dtype = getattr(leaf, "dtype", None)
+        name = getattr(dtype, "name", None) or str(np.asarray(leaf).dtype)
+        out.append(f"{name}{list(np.shape(leaf))}")
+    return ", ".join(out)
+
+
+def _gist(error: BaseException, limit: int = 300) -> str:
+    """What an error says: for a TensorFlow op error (whose text goes on with the graph's
+    nodes) its first line, without the ``{{function_node}}`` prefix of eager kernels."""
+    text = str(error).strip() or type(error).__name__
+    if not isinstance(error, tf.errors.OpError):
+        return text
+    text = text.splitlines()[0]
+    if text.startswith("{{function_node"):
+        text = text.split("}}", 1)[-1].strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _named(error: BaseException) -> bool:
+    """A ``ValueError`` or ``TypeError`` that already names its argument (this library's
+    errors start with it, in backticks): passed on as it is."""
+    return type(error) in (ValueError, TypeError) and str(error).startswith("`")
+
+
+def _float_output(value: Any, fn_name: str, dtype: tf.DType, what: str) -> tf.Tensor:
+    """``value`` as a tensor of the state's float ``dtype``; ``ValueError`` naming
+    ``fn_name`` otherwise (statically: it costs nothing in a compiled step).
+
+    ``None``, integers and another float dtype used to fail later inside TensorFlow
+    (``'NoneType' object has no attribute 'shape'``, an ``AddV2`` of float64 and
+    float32) or, for an int, in the scaling by ``N/n``.
+    """
+    if value is None:
+        raise ValueError(
+            f"`{fn_name}` returned None; it must return {what} as a {dtype.name} tensor "
+            "(did it forget a `return`?)."
+        )
+    try:
+        value = tf.convert_to_tensor(value, dtype_hint=dtype)
+    except _MODEL_ERRORS as e:
+        raise ValueError(
+            f"`{fn_name}` must return {what} as a {dtype.name} tensor, got "
+            f"{type(value).__name__}: {_gist(e)}"
+        ) from e
+    if value.dtype != dtype:
+        raise ValueError(
+            f"`{fn_name}` must return {what} of the state's dtype {dtype.name}, got "
+            f"{value.dtype.name}: cast the result (or the data it reads) to {dtype.name}."
+        )
+    return value
 
 
 def _mapped_over_chains(
@@ -154,7 +217,12 @@ class MinibatchEstimator(GradientEstimator):
     Raises:
       ValueError: ``batch_size`` outside ``[1, N]`` or not an int; a non-callable
         ``log_likelihood_fn``/``log_prior_fn``; ``independent_chains`` not a
-        bool, or set with a data source other than ``InMemoryData``.
+        bool, or set with a data source other than ``InMemoryData``; ``data`` is
+        ``None`` or holds something that is no array. Later, naming the function:
+        ``log_likelihood_fn`` or ``log_prior_fn`` fails inside TensorFlow, returns
+        ``None``, integers or another dtype than the state's, or (the prior) not one
+        value per chain; and, eagerly at ``bootstrap``, a log-likelihood whose
+        gradient never reaches the state (see ``bootstrap``).
     """
 
     def __init__(
@@ -190,6 +258,8 @@ class MinibatchEstimator(GradientEstimator):
                 f"yields one batch per step), got {type(data).__name__}."
             )
         self._independent = bool(independent_chains)
+        # State signatures (structure, shapes, dtype) the model has been probed on.
+        self._probed: set[tuple] = set()
 
     # -- configuration ---------------------------------------------------- #
     data = AttributeView[DataSource]("_data")
@@ -234,7 +304,88 @@ class MinibatchEstimator(GradientEstimator):
         """``log p(θ)``; a scalar zero (broadcasting) for a flat prior."""
         if self._log_prior_fn is None:
             return tf.zeros([], as_parts(state)[0].dtype)
-        return self._log_prior_fn(state)
+        return self._call_log_prior(state)
+
+    # -- the user's functions, called with named errors ---------------------- #
+    def _failure(
+        self, fn_name: str, error: BaseException, state: Any, batch: Any, arg_name: str | None
+    ) -> str:
+        """The message of a ``ValueError`` for ``fn_name`` failing inside TensorFlow: what
+        it was called with, and the likely cause."""
+        shown = f"`{arg_name}`" if arg_name else "the state"
+        got = f"{shown} ({_describe(state)})"
+        if batch is not None:
+            got += f" and a minibatch of `data` ({_describe(batch)})"
+        hint = "the state's shape and dtype must be those the model expects"
+        if batch is not None:
+            hint += ", and `data` must hold the arrays it reads with the shapes it reads"
+            dtype = as_parts(state)[0].dtype
+            kinds = [t.dtype for t in tf.nest.flatten(batch)]
+            if dtype.is_floating and not any(k.is_floating for k in kinds):
+                hint += (
+                    f" (`data` holds no floating array, the state is {dtype.name}: cast the "
+                    f"data to {dtype.name}, before or inside `{fn_name}`)"
+                )
+        return f"`{fn_name}` failed on {got}: {_gist(error)}. Check that {hint}."
+
+    def _call_log_likelihood(self, state: Any, batch: Any, arg_name: str | None = None):
+        """``log_likelihood_fn(state, batch)``, a float tensor of the state's dtype.
+
+        Raises:
+          ValueError: naming ``log_likelihood_fn`` (and ``arg_name``, ``data``) when it
+            fails inside TensorFlow or returns ``None``, integers or another dtype.
+        """
+        try:
+            ll = self._log_likelihood_fn(state, batch)
+        except _MODEL_ERRORS as e:
+            if _named(e):
+                raise
+            raise ValueError(
+                self._failure("log_likelihood_fn", e, state, batch, arg_name)
+            ) from e
+        return _float_output(
+            ll, "log_likelihood_fn", as_parts(state)[0].dtype,
+            "one log-likelihood per example (shape [..., n])",
+        )
+
+    def _call_log_prior(self, state: Any, arg_name: str | None = None) -> tf.Tensor:
+        """``log_prior_fn(state)``, a float tensor of the state's dtype (``ValueError``
+        naming ``log_prior_fn`` otherwise, as ``_call_log_likelihood``)."""
+        try:
+            lp = self._log_prior_fn(state)
+        except _MODEL_ERRORS as e:
+            if _named(e):
+                raise
+            raise ValueError(self._failure("log_prior_fn", e, state, None, arg_name)) from e
+        return _float_output(
+            lp, "log_prior_fn", as_parts(state)[0].dtype, "one log-prior per chain"
+        )
+
+    @staticmethod
+    def _check_prior_shape(lp: tf.Tensor, chain_shape: tf.TensorShape) -> None:
+        """The prior gives one value per chain: the shape of the likelihood's sum
+        (``chain_shape``), where both are known while the step is built.
+
+        A scalar for several chains broadcast silently: every chain's log-density then
+        held every chain's prior (the gradients were right, the values wrong), and a
+        ``[chains, d]`` prior broadcast to ``[chains, chains]`` or failed in ``AddV2``.
+        """
+        if lp.shape.rank is None or chain_shape.rank is None:
+            return
+        if lp.shape.rank != chain_shape.rank or not lp.shape.is_compatible_with(chain_shape):
+            # A prior with more dimensions may be right and the likelihood drop the chains.
+            also = (
+                " (or, if the prior is right, `log_likelihood_fn` must keep the state's chain "
+                "dimensions: values of shape chains + [n])"
+                if lp.shape.rank > chain_shape.rank
+                else ""
+            )
+            raise ValueError(
+                "`log_prior_fn` must return one log-prior per chain, of the chains' shape "
+                f"{chain_shape.as_list()} (the shape of `log_likelihood_fn`'s values without "
+                f"the example axis), got shape {lp.shape.as_list()}: reduce over the event "
+                f"dimensions only (e.g. `tf.reduce_sum(..., axis=-1)`), not over the chains{also}."
+            )
 
     def chain_ndims_of_batch(self, batch: Any) -> int:
         """Leading chain dimensions of a batch (0 for a batch shared by all chains)."""
@@ -265,7 +416,7 @@ class MinibatchEstimator(GradientEstimator):
 
         def one(args: tuple) -> tf.Tensor:
             ps, bs = args
-            return self._log_likelihood_fn(
+            return self._call_log_likelihood(
                 restructure(list(ps), state), tf.nest.pack_sequence_as(structure, list(bs))
             )
 
@@ -282,7 +433,7 @@ class MinibatchEstimator(GradientEstimator):
         if chain_ndims > 0:
             ll = self._per_chain_log_likelihood(state, batch, chain_ndims)
         else:
-            ll = self._log_likelihood_fn(state, batch)
+            ll = self._call_log_likelihood(state, batch)
         _check_per_example(ll, num_rows)
         scale = tf.constant(self.num_examples / num_rows, ll.dtype)
         return scale * tf.reduce_sum(ll, axis=-1)
@@ -292,7 +443,9 @@ class MinibatchEstimator(GradientEstimator):
         n = int(tf.nest.flatten(batch)[0].shape[self.chain_ndims_of_batch(batch)])
         out = self.scaled_log_likelihood(state, batch, n)
         if include_prior and self._log_prior_fn is not None:
-            out = out + self._log_prior_fn(state)
+            lp = self._call_log_prior(state)
+            self._check_prior_shape(lp, out.shape)
+            out = out + lp
         return out
 
     def sample_batch(self, estimator_state: BatchState, seed: tf.Tensor) -> tuple[Any, BatchState]:
@@ -329,7 +482,7 @@ class MinibatchEstimator(GradientEstimator):
         ``tf.function`` the probe is pruned (only its static shape is used).
         """
         row = tf.nest.map_structure(lambda t: t[:1], self._data.arrays)
-        ll = self._log_likelihood_fn(state, row)
+        ll = self._call_log_likelihood(state, row, "init_state")
         shape = ll.shape[:-1]
         if not shape.is_fully_defined():
             raise ValueError(
@@ -338,8 +491,105 @@ class MinibatchEstimator(GradientEstimator):
             )
         return shape.as_list()
 
+    def _probe(self, state: Any, arg_name: str = "init_state") -> None:
+        """Evaluates the model eagerly at ``state`` (see ``bootstrap``): named errors for
+        a model that fails or returns the wrong thing, and for a gradient cut off.
+
+        Nothing is checked in a graph (evaluating there would add the model to the
+        program) or for a ``tf.data`` source (a batch drawn here would be one the chain
+        misses). The state's values may be NaN (kernels flag such a start as diverged,
+        ``sample_chain`` refuses it); the zero-gradient test then waits for a finite one.
+        """
+        if not tf.executing_eagerly() or not isinstance(self._data, InMemoryData):
+            return
+        if state is None:  # a shared minibatch's scheme state needs none
+            return
+        try:
+            parts = as_parts(state)
+        except (TypeError, ValueError):
+            return  # not a state: `validate_state` names it where a kernel takes one
+        if not all(p.dtype.is_floating for p in parts):
+            return
+        key = (is_list_like(state), tuple((tuple(p.shape), p.dtype.name) for p in parts))
+        if key in self._probed:
+            return
+        n = self._batch_size
+        rows = tf.nest.map_structure(lambda t: t[:n], self._data.arrays)
+
+        def log_likelihood(s: Any) -> tf.Tensor:
+            ll = self._call_log_likelihood(s, rows, arg_name)
+            _check_per_example(ll, n)
+            return ll
+
+        ll, grads = value_and_gradient_parts(log_likelihood, state)
+        if self._log_prior_fn is not None:
+            self._check_prior_shape(self._call_log_prior(state, arg_name), ll.shape[:-1])
+        values = ll.numpy()
+        if not np.all(np.isfinite(values)) or any(p.shape.num_elements() == 0 for p in parts):
+            return  # no conclusion on the gradient (and none to cache)
+        if all(not np.any(g.numpy()) for g in grads):
+            self._check_gradient_reaches(state, log_likelihood, values, arg_name)
+        self._probed.add(key)
+
+    @staticmethod
+    def _check_gradient_reaches(
+        state: Any, log_likelihood: Callable[[Any], tf.Tensor], values: np.ndarray,
+        arg_name: str,
+    ) -> None:
+        """``ValueError`` naming ``log_likelihood_fn`` when its gradient, exactly zero at
+        ``state``, is exactly zero at a second state too while the values differ.
+
+        One zero gradient is no fault (a linear model with zero targets has one at zero,
+        a full batch at the maximum-likelihood point); a second state, moved in every
+        coordinate by a fixed pattern of mixed signs and sizes, tells a stationary point
+        from a gradient that never reaches the state. A likelihood whose values do not
+        change either (a constant one, to sample the prior) passes.
+        """
+        parts = as_parts(state)
+        moved = []
+        for p in parts:
+            x = p.numpy()
+            pattern = np.sin(1.0 + 2.3 * np.arange(x.size)).reshape(x.shape)
+            moved.append(tf.constant(x + 0.5 * (1.0 + np.abs(x)) * pattern, p.dtype))
+        moved_ll, moved_grads = value_and_gradient_parts(
+            log_likelihood, restructure(moved, state)
+        )
+        other = moved_ll.numpy()
+        if any(np.any(g.numpy()) for g in moved_grads) or not np.all(np.isfinite(other)):
+            return
+        if np.array_equal(other, values):
+            return
+        raise ValueError(
+            f"`log_likelihood_fn`'s gradient with respect to the state is exactly zero at "
+            f"`{arg_name}` and at a second state, while its values differ between them: "
+            "the gradient does not reach the state (a `tf.stop_gradient`, an integer cast "
+            "or a rounding in the model?), and a gradient-based sampler would sample the "
+            "prior alone. Make the log-likelihood differentiable in the state."
+        )
+
     # -- protocol ------------------------------------------------------------ #
     def bootstrap(self, state: Any) -> BatchState:
+        """The data scheme's initial state, after checking the model at ``state``.
+
+        Called eagerly with an in-memory source, the model is first evaluated at
+        ``state`` on the first ``batch_size`` rows of the data, once per state structure,
+        shape and dtype (the check lives here, not in ``validate_state``: wrappers such as
+        ``TransformedEstimator`` validate the unconstrained state, and bootstrap this
+        estimator on the state the model reads). In a graph, the step's own calls of the
+        model raise the same errors while it is traced, but for the zero-gradient check,
+        which needs values.
+
+        Raises:
+          ValueError: ``log_likelihood_fn`` or ``log_prior_fn`` fails inside TensorFlow
+            on ``state`` and the data (a state of the wrong shape, data of the wrong
+            rank or an integer dtype the model mixes with the float state), returns
+            ``None``, integers or another dtype than the state's, or the prior's shape
+            is not the chains' shape; or the log-likelihood's gradient is exactly zero
+            at ``state`` and at a second state while its values differ between them (a
+            ``tf.stop_gradient``, an integer cast or a rounding cuts the gradient: a
+            gradient sampler would sample the prior alone).
+        """
+        self._probe(state)
         init = self._data.init_batch_state()
         if not self._independent:
             return init
@@ -365,12 +615,14 @@ class MinibatchEstimator(GradientEstimator):
         def full(s: Any) -> tf.Tensor:
             total = None
             for chunk in self._data.full_batches(self._chunk):
-                ll = self._log_likelihood_fn(s, chunk)
+                ll = self._call_log_likelihood(s, chunk)
                 _check_per_example(ll, tf.nest.flatten(chunk)[0].shape[0])
                 ll = tf.reduce_sum(ll, axis=-1)
                 total = ll if total is None else total + ll
             if self._log_prior_fn is not None:
-                total = total + self._log_prior_fn(s)
+                lp = self._call_log_prior(s)
+                self._check_prior_shape(lp, total.shape)
+                total = total + lp
             return total
 
         value, grads = value_and_gradient_parts(full, state)
