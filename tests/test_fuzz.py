@@ -7,9 +7,10 @@ each call ends either in a ``ValueError``/``TypeError`` whose message names
 the argument, or in a result that is correct (finite where it claims success).
 Never another exception, a hang, a silent NaN, or a half-written run directory.
 
-Runtime is bounded: ``max_examples`` per property (25; 15 for each of the 40
-kernel/argument pairs) and no per-example deadline (TensorFlow's first call in
-a process traces). ``HYPOTHESIS_PROFILE=long`` tries 500 cases per property.
+Runtime is bounded: ``max_examples`` per property (25; 30 for the minibatch model's
+inputs; 15 for each of the 40 kernel/argument pairs) and no per-example deadline
+(TensorFlow's first call in a process traces). ``HYPOTHESIS_PROFILE=long`` tries 500
+cases per property.
 """
 
 from __future__ import annotations
@@ -183,12 +184,30 @@ def test_minibatch_estimator_sizes(batch_size, chunk):
         assert 1 <= batch_size <= 20 and est.batch_size == batch_size
 
 
+def _non_negative_number(x) -> bool:
+    """A real number (or array of them) that is finite and ``>= 0``: what a scale takes."""
+    if x is None or isinstance(x, (bool, np.bool_, str, bytes)):
+        return False
+    try:
+        v = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return v.size > 0 and bool(np.all(np.isfinite(v)) and np.all(v >= 0))
+
+
 @given(noise=scalars)
 def test_noisy_gradient_estimator(noise):
-    named_error(
+    # Both ways: an accepted scale is a valid one and gives a finite estimate, a refused
+    # one is invalid (this fails if the constructor's check is deleted).
+    ok, est = named_error(
         lambda: sg.NoisyGradientEstimator(lambda t: -tf.reduce_sum(t**2, -1), noise),
         "noise_scale",
     )
+    assert ok == _non_negative_number(noise), (noise, est)
+    if ok and np.max(np.asarray(noise, np.float64)) < 1e300:  # (1e308 · N(0, 1) overflows)
+        state = tf.constant([0.5, -0.5], tf.float64)
+        out, _ = est(state, est.bootstrap(state), tf.constant([1, 2]))
+        assert _finite(out.grads_target_log_prob), noise
 
 
 @given(centre_shape=st.sampled_from([(2,), (3,), (1, 2), ()]),
@@ -200,6 +219,94 @@ def test_control_variate_centre(centre_shape, fill):
     if ok:  # a centre per chain ([1, 2]) is fine too
         assert centre_shape in ((2,), (1, 2)) and math.isfinite(fill)
         assert np.isfinite(est.centering_log_prob.numpy()).all()
+
+
+#: Per input of a minibatch model: (good values, bad values).
+MODEL_INPUTS = {
+    "state_shape": ([(3,), (2, 3)], [(), (2, 4), (4,)]),
+    "state_dtype": (["float"], ["other_float", np.int32]),
+    "x_shape": ([(20, 3)], [(20,), (20, 3, 1)]),
+    "data_dtype": (["float"], [np.int32]),  # (a float of its own is a valid pair)
+    "ll_kind": (["per_example"], ["int", "other_float", "none", "sum"]),
+    "prior_kind": ([None, "per_chain"], ["scalar", "per_coordinate"]),
+}
+
+
+@given(data=st.data(), float_dtype=st.sampled_from([np.float32, np.float64]),
+       faults=st.sets(st.sampled_from(sorted(MODEL_INPUTS)), max_size=2))
+@settings(max_examples=30)
+def test_minibatch_model_input(data, float_dtype, faults):
+    """Bad shapes and dtypes of the state, the data and the model's values (one or two
+    at a time, random otherwise) end in a ValueError naming one of them, never in a
+    TensorFlow error; exactly the valid combinations bootstrap, to finite values of one
+    log-density per chain."""
+    other = np.float64 if float_dtype == np.float32 else np.float32
+
+    def pick(name):
+        good, bad = MODEL_INPUTS[name]
+        v = data.draw(st.sampled_from(bad if name in faults else good), label=name)
+        return {"float": float_dtype, "other_float": other}.get(v, v) if isinstance(v, str) \
+            and name.endswith("dtype") else v
+
+    state_shape, state_dtype, x_shape, data_dtype, ll_kind, prior_kind = (
+        pick(k) for k in MODEL_INPUTS
+    )
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(x_shape).astype(data_dtype)
+    y = np.zeros(20, data_dtype)
+
+    def ll(theta, batch):
+        xb, yb = batch
+        out = -0.5 * tf.square(yb - tf.einsum("nd,...d->...n", xb, theta))
+        return {"per_example": out, "int": tf.cast(out, tf.int32),
+                "other_float": tf.cast(out, other), "none": None,
+                "sum": tf.reduce_sum(out)}[ll_kind]
+
+    prior = {
+        None: None,
+        "per_chain": lambda t: -0.5 * tf.reduce_sum(t**2, -1),
+        "scalar": lambda t: -0.5 * tf.reduce_sum(t**2),
+        "per_coordinate": lambda t: -0.5 * t**2,
+    }[prior_kind]
+    state = tf.constant(np.full(state_shape, 0.3).astype(state_dtype))
+    kernel = sg.SGLD(sg.MinibatchEstimator(ll, (x, y), 5, log_prior_fn=prior), 1e-3)
+    ok, results = named_error(lambda: kernel.bootstrap_results(state), "init_state", "data",
+                              "log_likelihood_fn", "log_prior_fn")
+    # A scalar prior is the one value of a single chain: the only "bad" value that fits.
+    valid = not faults or faults == {"prior_kind"} and (prior_kind, state_shape) == (
+        "scalar", (3,))
+    assert ok == valid, (results, faults)
+    if ok:
+        assert results.target_log_prob.shape == state_shape[:-1]
+        assert _finite(results.target_log_prob) and _finite(results.grads_target_log_prob)
+
+
+seeds = st.one_of(
+    st.integers(-3, 2**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=3),
+    st.lists(st.integers(-(2**33), 2**33), max_size=4),
+    st.sampled_from([None, True, (1, 2), [1.0, 2.0], np.array([3, 4]), np.array([3, 4], np.int8),
+                     tf.constant(3), tf.constant([1, 2]), tf.constant([1, 2], tf.int64),
+                     tf.constant([[1, 2]])]),
+)
+
+
+@given(seed=seeds)
+@settings(max_examples=25)
+def test_sample_chain_seed(seed):
+    """A seed is None, an int >= 0 or an int32 pair; anything else is a ValueError naming
+    `seed` (it was a raw TensorFlow error), and an accepted seed gives a chain."""
+    kernel = sg.SGLD(_shared_est(), 1e-3)
+    ok, draws = named_error(
+        lambda: sg.sample_chain(2, tf.zeros([2], tf.float64), kernel=kernel, seed=seed), "seed"
+    )
+    if ok:
+        assert draws.shape == [2, 2] and _finite(draws)
+        arr = None if seed is None or isinstance(seed, int) else np.asarray(seed)
+        if arr is not None:  # a pair of ints within int32
+            assert arr.shape == (2,) and np.issubdtype(arr.dtype, np.integer), seed
+            assert np.all(np.abs(arr.astype(np.int64)) < 2**31), seed
 
 
 # --------------------------------------------------------------------------- #
