@@ -312,20 +312,45 @@ def test_a_full_disk_is_one_error_saying_what_is_safe_then_resumes_bit_for_bit(
     np.testing.assert_array_equal(_run(run_dir, resume=True).samples(), ref)
 
 
-def test_a_full_disk_is_refused_before_the_store_is_touched(tmp_path, monkeypatch):
-    """Free space is checked before each append (HDF5 meeting a full disk mid-write can
-    leave its file damaged); permission errors name the fix."""
+def test_a_full_disk_is_met_before_hdf5_writes(tmp_path, monkeypatch):
+    """HDF5 meeting a full disk (or a file size limit) mid-append left a file whose
+    recorded end lies past its written end, which no longer opens (benchmarks/
+    fault_trial.py, ``file_size_limit``): the append's space is reserved first, so the
+    failure leaves the store as the last chunk left it, and the run resumes bit for bit."""
     import tfp_sgmcmc.driver.store as store
     from tfp_sgmcmc.driver import RunStorageError
 
+    ref = _run(tmp_path / "ref").samples()
+    enospc = OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(store.os, "posix_fallocate",
+                        _fail_on_call(2, os.posix_fallocate, enospc))
+    run_dir = tmp_path / "run"
+    with pytest.raises(RunStorageError, match=r"reserving [\d,]+ bytes for the next chunk.*8 of"):
+        _run(run_dir)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(open_run(str(run_dir)).samples(), ref[:8])  # intact
+    # Without posix_fallocate support, the free space is compared instead.
     class Full:
         f_bavail, f_frsize, f_blocks = 10, 4096, 1000
 
+    unsupported = OSError(errno.EOPNOTSUPP, "Operation not supported")
+    monkeypatch.setattr(store.os, "posix_fallocate", _fail_on_call(1, None, unsupported))
     monkeypatch.setattr(store.os, "statvfs", lambda _: Full())
-    with pytest.raises(RunStorageError, match=r"40,960 bytes free; the next chunk needs") as e:
-        _run(tmp_path / "run")
-    assert e.value.num_safe == 0
+    with pytest.raises(RunStorageError, match="40,960 free.*8 of 24"):
+        _run(run_dir, resume=True)
     monkeypatch.undo()
+    # HDF5 reports a failed write at close as a RuntimeError naming the errno: an OSError.
+    failed_close = RuntimeError(
+        "Can't decrement id ref count (file write failed: time = ..., errno = 5, "
+        "error message = 'Input/output error', offset = 60000)"
+    )
+    monkeypatch.setattr(store.SampleStore, "_append",
+                        staticmethod(_fail_on_call(1, store.SampleStore._append, failed_close)))
+    with pytest.raises(RunStorageError, match=r"Input/output error \[EIO\].*8 of 24"):
+        _run(run_dir, resume=True)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(_run(run_dir, resume=True).samples(), ref)
+    # Permissions: the message names the fix.
     denied = PermissionError(errno.EACCES, "Permission denied")
     monkeypatch.setattr(np, "savez", _fail_on_call(1, np.savez, denied))
     with pytest.raises(RunStorageError, match="Permission denied .EACCES.*0 of 24.*writable"):

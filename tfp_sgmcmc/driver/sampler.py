@@ -99,7 +99,7 @@ from tfp_sgmcmc.driver.errors import (
     StoreDamagedError,
 )
 from tfp_sgmcmc.driver.lock import RunLock, lock_holder
-from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore, check_free_space
+from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
 from tfp_sgmcmc.internal.util import AttributeView, check_int, results_field
 
 __all__ = [
@@ -421,16 +421,6 @@ def _run_chunk(run: _Run, program: ChunkProgram, index: int) -> ChunkOutput:
         draw_parts = [d.numpy() for d in (out.draws if run.is_list else [out.draws])]
         traced = {k: v.numpy() for k, v in out.trace.items()}
         reductions = {k: _leaves(v) for k, v in out.reductions.items()}
-        # The chunk, its reductions and the next checkpoint (as large as the last one),
-        # plus 1 MiB for HDF5's metadata: refused before the store is touched.
-        arrays = [*draw_parts, *traced.values(), *(x for v in reductions.values() for x in v)]
-        ckpt = os.path.join(run.run_dir, CHECKPOINT_FILE)
-        check_free_space(
-            run.run_dir,
-            sum(int(np.asarray(a).nbytes) for a in arrays if a is not None)
-            + (os.path.getsize(ckpt) if os.path.exists(ckpt) else 0)
-            + (1 << 20),
-        )
         run.store.append(draw_parts, traced, reductions)
         run.num_written += program.n
         if "diverged" in traced:

@@ -32,9 +32,11 @@ were added are read with a warning: their damage cannot be detected.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import h5py
@@ -42,7 +44,7 @@ import numpy as np
 
 from tfp_sgmcmc.driver.errors import StoreDamagedError
 
-__all__ = ["SampleStore", "SAMPLES_FILE", "check_free_space"]
+__all__ = ["SampleStore", "SAMPLES_FILE"]
 
 SAMPLES_FILE = "samples.h5"
 # HDF5 chunk sizes: at most this many bytes of draws per chunk (fewer draws than
@@ -52,30 +54,33 @@ _MAX_CHUNK_BYTES = 4 << 30
 
 
 _DRAW_GROUPS = ("samples", "trace")
+# Space reserved before an append: twice the chunk's bytes (a rewritten partial HDF5
+# chunk moves, and checksums and indexes grow) plus room for HDF5's metadata.
+_RESERVE_FACTOR = 2
+_RESERVE_EXTRA = 256 << 10
 # Damaged ranges named in full in an error message; more are counted.
 _MAX_NAMED_RANGES = 6
 
 
-def check_free_space(directory: str, nbytes: int) -> None:
-    """Raises ``OSError(ENOSPC)`` when ``directory``'s file system has under ``nbytes`` free.
-
-    Run before each append: HDF5 that meets a full disk in the middle of a write can
-    leave its file's metadata half-written, and a refusal before the write keeps the
-    store as the last chunk left it. (Free space as ``statvfs`` reports it to the user;
-    a file system that reports no size is not checked.)
-    """
+def _space_left(directory: str) -> int | None:
+    """Bytes free to the user on ``directory``'s file system (``None``: unknown)."""
     try:
         st = os.statvfs(directory)
-    except (OSError, AttributeError):  # no statvfs (Windows), or it failed: not checked
-        return
-    free = st.f_bavail * st.f_frsize
-    if st.f_blocks and free < nbytes:
-        raise OSError(
-            errno.ENOSPC,
-            f"No space left on device ({free:,} bytes free; the next chunk needs about "
-            f"{nbytes:,})",
-            directory,
-        )
+    except (OSError, AttributeError):  # no statvfs (Windows), or it failed
+        return None
+    return st.f_bavail * st.f_frsize if st.f_blocks else None
+
+
+@contextlib.contextmanager
+def _h5_os_errors() -> Iterator[None]:
+    """HDF5 reports some failed writes (at close and flush) as ``RuntimeError``; they are
+    I/O errors, raised as ``OSError`` with the system ``errno`` HDF5 names in its message."""
+    try:
+        yield
+    except RuntimeError as e:
+        found = re.search(r"errno = (\d+)", str(e))
+        code = int(found.group(1)) if found else errno.EIO
+        raise OSError(code, os.strerror(code)) from e  # HDF5's own words: the cause
 
 
 def _h5_array(x: Any) -> np.ndarray:
@@ -166,7 +171,7 @@ class SampleStore:
                 draws = max(1, min(int(chunk_draws), _CHUNK_BYTES // max(1, size)))
                 chunks[name, key] = (draws, *shape)
         try:
-            with h5py.File(self.path, "w") as f:
+            with _h5_os_errors(), h5py.File(self.path, "w") as f:
                 for name, specs in groups.items():
                     g = f.create_group(name)
                     for key, (shape, dtype) in specs.items():
@@ -198,10 +203,22 @@ class SampleStore:
     ) -> int:
         """Appends one chunk of draws, rewrites the reductions, flushes, closes.
 
+        The disk space the append needs is reserved first
+        ([`reserve`][tfp_sgmcmc.driver.store.SampleStore.reserve]), so a full disk, a
+        quota or a file size limit is met before HDF5 writes anything.
+
         Returns:
           The number of draws in the file afterwards.
+
+        Raises:
+          OSError: the space cannot be reserved (the file is as the last append left
+            it), or a write failed.
         """
-        with h5py.File(self.path, "r+") as f:
+        arrays = [*parts, *trace.values()]
+        arrays += [x for leaves in (reductions or {}).values() for x in leaves]
+        data = sum(int(np.asarray(a).nbytes) for a in arrays if a is not None)
+        self.reserve(_RESERVE_FACTOR * data + _RESERVE_EXTRA)
+        with _h5_os_errors(), h5py.File(self.path, "r+") as f:
             n = None
             for i, p in enumerate(parts):
                 n = self._append(f["samples"][str(i)], p)
@@ -217,6 +234,42 @@ class SampleStore:
                         sub.create_dataset(str(j), data=_h5_array(leaf))
             f.flush()
         return int(n or 0)
+
+    def reserve(self, nbytes: int) -> None:
+        """Allocates ``nbytes`` of disk past the end of the file, before HDF5 writes.
+
+        HDF5 that meets a full disk (or a quota, or a file size limit) in the middle of
+        an append leaves its file with a recorded end beyond the written one, and the
+        file then no longer opens: every draw in it is lost. ``posix_fallocate`` claims
+        the blocks first, so the failure comes here, with the file untouched; HDF5
+        writes into the reserved blocks and cuts the file to its own end when it closes
+        it. Where the file system cannot allocate ahead (no ``posix_fallocate``, or it is
+        not supported), the free space is compared instead.
+
+        Raises:
+          OSError: not enough space (``ENOSPC``, ``EDQUOT``, ``EFBIG``); the file keeps
+            its size and content.
+        """
+        what = f"reserving {nbytes:,} bytes for the next chunk"
+        fallocate = getattr(os, "posix_fallocate", None)
+        if fallocate is not None:
+            size = os.path.getsize(self.path)
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                fallocate(fd, size, nbytes)
+                return
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # gives back a partial allocation
+                if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                    raise OSError(e.errno, f"{e.strerror} ({what})", self.path) from None
+            finally:
+                os.close(fd)
+        free = _space_left(os.path.dirname(os.path.abspath(self.path)))
+        if free is not None and free < nbytes:
+            raise OSError(
+                errno.ENOSPC, f"No space left on device ({what}; {free:,} free)", self.path
+            )
 
     @staticmethod
     def _append(ds: h5py.Dataset, values: np.ndarray) -> int:
@@ -236,7 +289,7 @@ class SampleStore:
           StoreDamagedError: see ``check``.
         """
         self.check(num_draws)
-        with h5py.File(self.path, "r+") as f:
+        with _h5_os_errors(), h5py.File(self.path, "r+") as f:
             for group in _DRAW_GROUPS:
                 for ds in f[group].values():
                     if ds.shape[0] > num_draws:
