@@ -57,7 +57,7 @@ _DRAW_GROUPS = ("samples", "trace")
 # Space reserved before an append: twice the chunk's bytes (a rewritten partial HDF5
 # chunk moves, and checksums and indexes grow) plus room for HDF5's metadata.
 _RESERVE_FACTOR = 2
-_RESERVE_EXTRA = 256 << 10
+_RESERVE_EXTRA = 64 << 10
 # Damaged ranges named in full in an error message; more are counted.
 _MAX_NAMED_RANGES = 6
 
