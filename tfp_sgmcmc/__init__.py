@@ -64,6 +64,9 @@ _EXPORTS = {
     "TransformedEstimator": "tfp_sgmcmc.estimators",
     "to_arviz": "tfp_sgmcmc.export",
     "JointPosterior": "tfp_sgmcmc.joint",
+    "PosteriorSamples": "tfp_sgmcmc.automatic",
+    "sample_posterior": "tfp_sgmcmc.automatic",
+    "WhitenedEstimator": "tfp_sgmcmc.estimators",
     "ASGLD": "tfp_sgmcmc.kernels",
     "MSGLD": "tfp_sgmcmc.kernels",
     "PSGLD": "tfp_sgmcmc.kernels",
@@ -186,6 +189,9 @@ __all__ = [
     "sample_chain",
     "to_arviz",
     "JointPosterior",
+    "sample_posterior",
+    "PosteriorSamples",
+    "WhitenedEstimator",
 ]
 
 #: The public names the table does not map are the submodules (imported on first access).
@@ -205,6 +211,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
         transforms,
         tuning,
     )
+    from tfp_sgmcmc.automatic import PosteriorSamples, sample_posterior
     from tfp_sgmcmc.data import DatasetData, InMemoryData
     from tfp_sgmcmc.diagnostics import (
         FSSDReducer,
@@ -230,6 +237,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
         StructuredEstimator,
         SVRGEstimator,
         TransformedEstimator,
+        WhitenedEstimator,
         find_map,
     )
     from tfp_sgmcmc.export import to_arviz

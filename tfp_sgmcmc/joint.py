@@ -41,6 +41,7 @@ See ``docs/tfp_models.md``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -73,6 +74,54 @@ def _part_names(prior: tfd.JointDistribution) -> list[str]:
         return [str(f) for f in structure._fields]
     names = list(prior._flat_resolve_names())  # Sequential: TFP's own argument-name resolution
     return [str(n) for n in names]
+
+
+_TWINS = {
+    tfd.JointDistributionNamedAutoBatched: tfd.JointDistributionNamed,
+    tfd.JointDistributionSequentialAutoBatched: tfd.JointDistributionSequential,
+    tfd.JointDistributionCoroutineAutoBatched: tfd.JointDistributionCoroutine,
+}
+
+
+def _unbatched_twin(prior: tfd.JointDistribution) -> tfd.JointDistribution:
+    """The prior written without auto-batching, where it is the same law; else the prior.
+
+    An auto-batched prior vectorises its ``log_prob`` and its event-space bijector over
+    chain dimensions at run time, and under XLA that makes the state a compile-time
+    constant: a compiled chain would be compiled again for every new state, step size
+    or seed. The same model without auto-batching broadcasts over the chain dimensions
+    on its own. It is used when its parts have the same event ranks and it gives a
+    prior draw with two chains the same log-density and unconstrained values.
+    """
+    twin_type = _TWINS.get(type(prior))
+    if twin_type is None:
+        return prior
+    try:
+        twin = twin_type(prior.model)
+        own_b = prior.experimental_default_event_space_bijector()
+        twin_b = twin.experimental_default_event_space_bijector()
+        # The same event ranks (a vector of independent scalars is one event of the
+        # auto-batched prior but a batch of the twin's).
+        ranks_own = [int(r) for r in tf.nest.flatten(own_b.forward_min_event_ndims)]
+        ranks_twin = [int(r) for r in tf.nest.flatten(twin_b.forward_min_event_ndims)]
+        if ranks_own != ranks_twin:
+            return prior
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TFP's note on stateless vectorised sampling
+            draw = prior.sample(2, seed=(7, 11))
+        pairs = list(
+            zip(
+                tf.nest.flatten(own_b.inverse(draw)) + [prior.log_prob(draw)],
+                tf.nest.flatten(twin_b.inverse(draw)) + [twin.log_prob(draw)],
+            )
+        )
+        same = all(
+            a.shape == b.shape and np.allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+            for a, b in pairs
+        )
+    except Exception:  # noqa: BLE001 - any failure means: keep the prior as given
+        return prior
+    return twin if same else prior
 
 
 class _PerExample(WrappingEstimator):
@@ -239,6 +288,8 @@ class JointPosterior:
         if not callable(likelihood_fn):
             raise TypeError("`likelihood_fn` must be callable (params, batch) -> tfd.Distribution.")
         self._prior = prior
+        # The same law, evaluated without run-time vectorisation where possible.
+        self._fast_prior = _unbatched_twin(prior)
         self._likelihood_fn = likelihood_fn
         self._observed = self._resolve_observed(observed, data)
         self._names = _part_names(prior)
@@ -246,7 +297,7 @@ class JointPosterior:
         self._structure = prior.dtype
         tokens = tf.nest.pack_sequence_as(self._structure, list(range(n)))
         if bijector is None:
-            event_space = prior.experimental_default_event_space_bijector()
+            event_space = self._fast_prior.experimental_default_event_space_bijector()
         else:
             event_space = self._check_bijector(bijector, self._structure)
         # Our kernels carry a list of parts; the prior's bijector acts on its own
@@ -360,7 +411,7 @@ class JointPosterior:
 
     def log_prior(self, parts: Any) -> tf.Tensor:
         """``log p(θ)`` for a list of constrained parts."""
-        return self._prior.log_prob(self.structure(as_parts(parts)))
+        return self._fast_prior.log_prob(self.structure(as_parts(parts)))
 
     def _log_likelihood(self, parts: Any, batch: Any) -> tf.Tensor:
         dist = self._likelihood_fn(self.structure(as_parts(parts)), batch)

@@ -1,0 +1,580 @@
+r"""``sample_posterior``: a posterior sampled right by default, with a verdict.
+
+One call runs the whole path a careful user would compose by hand:
+
+1. **Mode.** `tfp_sgmcmc.estimators.laplace.find_mode`: L-BFGS on the full
+   data from the origin of the unconstrained space and from prior draws,
+   keeping the best converged point; an announced Adam fallback; a named error
+   when everything fails.
+2. **Curvature.** `tfp_sgmcmc.estimators.laplace.laplace_approximation`: the
+   Hessian there (dense up to ``max_dense_dim`` coordinates, its Hutchinson
+   diagonal above), giving the Laplace covariance ``Σ = L Lᵀ``.
+3. **Preconditioner.** The chains run on ``w`` with ``z = m + L w``
+   (`tfp_sgmcmc.estimators.whitened.WhitenedEstimator`): every direction has
+   unit scale, so step sizes are dimensionless and one step fits all. The
+   minibatch gradient is a control variate centred at the mode (Baker et al.
+   2019), each chain drawing its own minibatch.
+4. **Tuning.** Successive halving (Coullon, South & Nemeth 2021) over step
+   sizes and batch sizes, every arm running the same chains for the same
+   number of data rows touched. The reward is minus the kernel Stein
+   discrepancy measured in whitened coordinates with full-data scores — the
+   Langevin Stein discrepancy in the Laplace metric (Gorham et al. 2019;
+   Riabiz et al. 2022) — so a frozen or an over-dispersed chain cannot beat
+   true draws whatever the posterior's scale. An arm whose chains did not
+   move, left the posterior or diverged is disqualified, with its reason.
+5. **Sampling.** The chosen arm's chains continue for a burn-in of about five
+   autocorrelation times (``10/ε`` steps) and then ``num_results`` draws,
+   thinned by ``⌈1/ε⌉``.
+6. **Verdict.** `tfp_sgmcmc.diagnostics.verdict.judge_whitened_draws`:
+   ``ok`` / ``suspect`` / ``failed`` with reasons (divergence, runaway,
+   frozen chains, split R̂, ESS, the predicted inflation from the step size
+   and the gradient noise).
+
+The sampler is SGLD, ``w ← w + ε ĝ_w + √(2ε) ξ`` (Welling & Teh 2011), in
+whitened coordinates; ``docs/algorithms.md#sample-posterior``.
+
+#### References
+
+[1]: Jack Baker, Paul Fearnhead, Emily B. Fox and Christopher Nemeth. Control
+     variates for stochastic gradient MCMC. _Statistics and Computing_ 29, 2019.
+[2]: Jeremie Coullon, Leah South and Christopher Nemeth. Stochastic gradient
+     MCMC with multi-armed bandit tuning. _arXiv:2105.13059_, 2021.
+[3]: Jackson Gorham, Andrew B. Duncan, Sebastian J. Vollmer and Lester Mackey.
+     Measuring sample quality with diffusions. _Annals of Applied
+     Probability_ 29(5), 2019.
+[4]: Marina Riabiz, Wilson Ye Chen, Jon Cockayne, Pawel Swietach, Steven A.
+     Niederer, Lester Mackey and Chris J. Oates. Optimal thinning of MCMC
+     output. _JRSS-B_ 84(4), 2022.
+[5]: Max Welling and Yee Whye Teh. Bayesian learning via stochastic gradient
+     Langevin dynamics. In _ICML_, 2011.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc.data import InMemoryData
+from tfp_sgmcmc.diagnostics.ksd import kernel_stein_discrepancy
+from tfp_sgmcmc.diagnostics.verdict import (
+    FROZEN_SD,
+    Verdict,
+    judge_whitened_draws,
+    runaway_threshold,
+)
+from tfp_sgmcmc.estimators.base import GradientEstimator
+from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
+from tfp_sgmcmc.estimators.laplace import (
+    LaplaceApproximation,
+    ModeResult,
+    find_mode,
+    laplace_approximation,
+)
+from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
+from tfp_sgmcmc.estimators.transformed import TransformedEstimator
+from tfp_sgmcmc.estimators.whitened import WhitenedEstimator
+from tfp_sgmcmc.internal.util import as_parts, check_int
+from tfp_sgmcmc.kernels.langevin import StochasticGradientLangevinDynamics
+
+__all__ = ["sample_posterior", "PosteriorSamples", "ArmRecord", "DEFAULT_STEP_SIZES"]
+
+#: Dimensionless step sizes tried (in whitened units; SGLD is stable below 2).
+DEFAULT_STEP_SIZES = (0.15, 0.08, 0.04, 0.02)
+#: At or below this many examples every step uses the full data.
+FULL_BATCH_MAX = 10_000
+#: Draws per arm the tuner's Stein discrepancy reads (pooled over chains).
+_METRIC_POINTS = 200
+#: Results per compiled call. XLA needs the trace's length at compile time, so every
+#: call returns this many (a longer run is several calls): one program per batch size.
+_BLOCK = 50
+
+
+@dataclasses.dataclass
+class ArmRecord:
+    """One tuning arm: its settings, its rounds' discrepancies and why it stopped.
+
+    Attributes:
+      step_size: ``ε`` in whitened units.
+      batch_size: minibatch rows per chain and step.
+      ksd: the Stein discrepancy of its last round (``inf`` when disqualified).
+      rounds: rounds it ran.
+      reason: why it was disqualified (``""`` when it was not).
+    """
+
+    step_size: float
+    batch_size: int
+    ksd: float = math.inf
+    rounds: int = 0
+    reason: str = ""
+
+
+@dataclasses.dataclass
+class PosteriorSamples:
+    """What `sample_posterior` returns.
+
+    Attributes:
+      draws: constrained draws by name, each ``[num_results, num_chains, ...]``
+        (for a plain estimator: the state's parts, ``"part_0"``, ...).
+      unconstrained: the chains' states, a list of parts
+        ``[num_results, num_chains, ...]``.
+      whitened: the draws in whitened coordinates ``[num_results, num_chains, d]``.
+      verdict: ``"ok"``, ``"suspect"`` or ``"failed"``.
+      reasons: one sentence per check that fired.
+      diagnostics: the numbers behind the verdict (R̂, ESS, ...).
+      kernel: the SGLD kernel that produced the draws (on the whitened estimator).
+      step_size: the chosen ``ε`` (whitened units).
+      batch_size: the chosen minibatch size.
+      num_steps_between_results: the thinning.
+      tuning: one `ArmRecord` per arm tried.
+      mode: the mode search's result.
+      laplace: the Laplace approximation at the mode.
+      timings: seconds per phase (``map``, ``curvature``, ``tuning_sampling``,
+        ``tuning_metric``, ``sampling``, ``verdict``, ``total``).
+      notes: what the automatic choices were, one sentence each.
+    """
+
+    draws: dict[str, np.ndarray]
+    unconstrained: list[np.ndarray]
+    whitened: np.ndarray
+    verdict: str
+    reasons: list[str]
+    diagnostics: dict[str, float]
+    kernel: Any
+    step_size: float
+    batch_size: int
+    num_steps_between_results: int
+    tuning: list[ArmRecord]
+    mode: ModeResult
+    laplace: LaplaceApproximation
+    timings: dict[str, float]
+    notes: list[str]
+    _posterior: Any = None
+
+    def to_arviz(self, **kwargs: Any) -> Any:
+        """``arviz.InferenceData`` of the constrained draws (``draws`` by name)."""
+        from tfp_sgmcmc.export import to_arviz
+
+        if self._posterior is not None:
+            return self._posterior.to_arviz(
+                [tf.constant(p) for p in self.unconstrained], **kwargs
+            )
+        names = list(self.draws)
+        return to_arviz([self.draws[n] for n in names], var_names=names, **kwargs)
+
+    def summary(self) -> str:
+        """A table: per scalar coordinate, posterior mean, sd and the 90% interval."""
+        rows = ["| parameter | mean | sd | 5% | 95% |", "|---|---|---|---|---|"]
+        for name, x in self.draws.items():
+            flat = np.reshape(x, x.shape[:2] + (-1,))
+            for j in range(flat.shape[-1]):
+                v = flat[..., j].ravel()
+                label = name if flat.shape[-1] == 1 else f"{name}[{j}]"
+                q5, q95 = np.quantile(v, [0.05, 0.95])
+                rows.append(
+                    f"| {label} | {v.mean():.4g} | {v.std():.4g} | {q5:.4g} | {q95:.4g} |"
+                )
+        return "\n".join(rows)
+
+    def __repr__(self) -> str:
+        shapes = {k: list(v.shape) for k, v in self.draws.items()}
+        return (
+            f"PosteriorSamples(verdict={self.verdict!r}, step_size={self.step_size:.3g}, "
+            f"batch_size={self.batch_size}, draws={shapes})"
+        )
+
+
+# -- the target ------------------------------------------------------------------ #
+@dataclasses.dataclass
+class _Target:
+    estimator: GradientEstimator  # full-data log π_z on a list of parts
+    starts: list[list[tf.Tensor]]
+    names: list[str]
+    constrain: Callable[[list[tf.Tensor]], list[np.ndarray]]
+    posterior: Any
+
+
+def _resolve_target(posterior: Any, initial_state: Any, seed: int) -> _Target:
+    from tfp_sgmcmc.joint import JointPosterior
+
+    if isinstance(posterior, JointPosterior):
+        origin = [tf.zeros_like(p) for p in posterior.initial_state(seed=seed)]
+        starts = [origin] + [posterior.initial_state(seed=seed + k) for k in (1, 2)]
+        if initial_state is not None:
+            starts.insert(0, [tf.convert_to_tensor(p) for p in as_parts(initial_state)])
+
+        def constrain(parts: list[tf.Tensor]) -> list[np.ndarray]:
+            return [np.asarray(t) for t in posterior.constrain(parts, as_dict=False)]
+
+        return _Target(posterior.estimator, starts, posterior.names, constrain, posterior)
+    if isinstance(posterior, GradientEstimator):
+        if initial_state is None:
+            raise ValueError(
+                "`initial_state` is required with an estimator (a state without chain "
+                "dimensions, e.g. a list of zero tensors)."
+            )
+        init = [tf.convert_to_tensor(p) for p in as_parts(initial_state)]
+        posterior.validate_state(init, "initial_state")
+        starts = [init, [tf.zeros_like(p) for p in init]]
+        names = [f"part_{i}" for i in range(len(init))]
+
+        def forward(parts: list[tf.Tensor]) -> list[np.ndarray]:
+            if isinstance(posterior, TransformedEstimator):
+                parts = as_parts(posterior.forward(parts))
+            return [np.asarray(p) for p in parts]
+
+        return _Target(posterior, starts, names, forward, None)
+    raise ValueError(
+        "`posterior` must be a JointPosterior or a GradientEstimator with a full-data "
+        f"log-density, got {type(posterior).__name__}."
+    )
+
+
+def _minibatch_estimator(
+    target: GradientEstimator, mode: list[tf.Tensor], batch_size: int, num_examples: int
+) -> tuple[GradientEstimator, str]:
+    """The chains' estimator at ``batch_size``: control variates at the mode where possible."""
+    inner = target.estimator if isinstance(target, TransformedEstimator) else target
+    if not isinstance(inner, MinibatchEstimator):
+        if hasattr(target, "with_batch_size"):
+            return target.with_batch_size(batch_size), "plain minibatches"
+        return target, "the estimator as given"
+    base = inner.with_batch_size(batch_size)
+    if batch_size >= num_examples:
+        est: GradientEstimator = base
+        how = "full batches"
+    else:
+        if isinstance(base.data, InMemoryData):
+            base = base.with_independent_chains(True)
+        transformed = isinstance(target, TransformedEstimator)
+        centre = as_parts(target.forward(mode)) if transformed else mode
+        est = ControlVariateEstimator(base, list(centre))
+        how = "control variates at the mode"
+    if isinstance(target, TransformedEstimator):
+        est = target._around(est)
+    return est, how
+
+
+def _batch_candidates(num_examples: int, batch_size: Any) -> tuple[list[int], str]:
+    if batch_size is not None:
+        sizes = [batch_size] if isinstance(batch_size, (int, np.integer)) else list(batch_size)
+        checked = [check_int(n, "batch_size", 1) for n in sizes]
+        for n in checked:
+            if n > num_examples:
+                raise ValueError(
+                    f"`batch_size` must be at most the number of examples {num_examples}, "
+                    f"got {n}."
+                )
+        return checked, "batch size given"
+    if num_examples <= FULL_BATCH_MAX:
+        return [num_examples], (
+            f"full batches: N = {num_examples} <= {FULL_BATCH_MAX}, where a full gradient "
+            "costs little"
+        )
+    small = max(256, num_examples // 100)
+    large = max(small, num_examples // 20)
+    sizes = sorted({min(small, num_examples), min(large, num_examples)})
+    return sizes, f"batch sizes tried: {sizes} (1% and 5% of N = {num_examples})"
+
+
+# -- the compiled chain ------------------------------------------------------------ #
+class _Runner:
+    """SGLD on one whitened estimator, compiled once.
+
+    ε, the seed and the thinning are runtime tensors; the number of results per call
+    is fixed (`_BLOCK`), since the length of a trace is a compile-time constant under
+    XLA, and longer runs are several calls continuing one another.
+    """
+
+    def __init__(self, estimator: WhitenedEstimator, jit_compile: bool) -> None:
+        self.estimator = estimator
+
+        @tf.function(jit_compile=jit_compile)
+        def run(w0, eps, seed, thin):
+            kernel = StochasticGradientLangevinDynamics(estimator, step_size=eps)
+            # The first minibatch of each call comes from the call's seed (the default
+            # bootstrap seed would reuse one batch at the start of every block).
+            first, seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+            results = kernel.bootstrap_results(w0, seed=first)
+            # Step t's seed is fold_in(seed, t): a chain does not depend on how its
+            # steps are split into results.
+            def step(t, w, res, diverged):
+                step_seed = tf.random.experimental.stateless_fold_in(seed, t)
+                w, res = kernel.one_step(w, res, seed=step_seed)
+                return t + 1, w, res, tf.logical_or(diverged, res.diverged)
+
+            def result(i, w, res, diverged, draws):
+                _, w, res, diverged = tf.while_loop(
+                    lambda t, *_: t < (i + 1) * thin, step, (i * thin, w, res, diverged)
+                )
+                return i + 1, w, res, diverged, draws.write(i, w)
+
+            none = tf.zeros(tf.shape(w0)[:-1], tf.bool)
+            draws = tf.TensorArray(w0.dtype, size=_BLOCK, element_shape=w0.shape)
+            _, _, _, diverged, draws = tf.while_loop(
+                lambda i, *_: i < _BLOCK, result, (0, w0, results, none, draws)
+            )
+            return draws.stack(), diverged
+
+        self._run = run
+
+        @tf.function(jit_compile=jit_compile)
+        def scores(w):
+            return estimator.full_log_prob_and_gradient(w).grads_target_log_prob[0]
+
+        self.scores = scores
+
+    def __call__(
+        self, w0: np.ndarray, eps: float, seed: Sequence[int], num_results: int, thin: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``num_results`` draws ``[T, C, d]`` (every ``thin``-th step) and the divergence flags."""
+        dtype = self.estimator.dtype or tf.float32
+        draws, flags = [], []
+        w = tf.constant(w0, dtype)
+        for block in range(-(-num_results // _BLOCK)):
+            out, diverged = self._run(
+                w,
+                tf.constant(eps, dtype),
+                tf.constant([seed[0], (seed[1] * 10_007 + block) % 2**31], tf.int32),
+                tf.constant(thin, tf.int32),
+            )
+            w = out[-1]
+            draws.append(np.asarray(out, np.float64))
+            flags.append(np.broadcast_to(np.asarray(diverged), out.shape[:-1]))
+            if not np.isfinite(draws[-1]).all():
+                break  # a diverged chain: nothing after it is worth the time
+        return np.concatenate(draws)[:num_results], np.concatenate(flags)[:num_results]
+
+
+def _stein(runner: _Runner, w: np.ndarray) -> float:
+    """KSD (IMQ, unit scale) of whitened draws with their full-data whitened scores."""
+    dtype = runner.estimator.dtype or tf.float32
+    x = tf.constant(w, tf.float64)
+    s = tf.cast(runner.scores(tf.constant(w, dtype)), tf.float64)
+    if not bool(tf.reduce_all(tf.math.is_finite(s))):
+        return math.inf
+    return float(kernel_stein_discrepancy(samples=x, scores=s))
+
+
+def _disqualify(w: np.ndarray, diverged: np.ndarray, start_sd: float) -> str:
+    """Why an arm's draws ``[T, C, d]`` cannot be right, or ``""``."""
+    if diverged.any() or not np.isfinite(w).all():
+        return "diverged (non-finite state, score or log-density)"
+    r2 = np.einsum("tcd,tcd->tc", w, w)
+    q = runaway_threshold(w.shape[-1])
+    if (r2 > q).any():
+        return f"left the posterior ({math.sqrt(r2.max()):.3g} Laplace scales from the mode)"
+    sd = np.median(w.std(axis=0), axis=-1)
+    if (sd < FROZEN_SD * start_sd).any():
+        return f"did not move (median sd {sd.min():.2g} of the posterior's scale)"
+    return ""
+
+
+def _noise_variance(
+    estimator: WhitenedEstimator, w: np.ndarray, seed: int, num_probes: int = 32
+) -> np.ndarray:
+    """Per-coordinate minibatch-gradient variance at the chains' states (max over chains)."""
+    dtype = estimator.dtype or tf.float32
+    state = tf.constant(w, dtype)
+
+    @tf.function
+    def probe(s: tf.Tensor) -> tf.Tensor:
+        est, _ = estimator(state, estimator.bootstrap(state), s)
+        return est.grads_target_log_prob[0]
+
+    g = np.stack(
+        [np.asarray(probe(tf.constant([seed, k], tf.int32)), np.float64) for k in range(num_probes)]
+    )
+    return g.var(axis=0, ddof=1).max(axis=0)
+
+
+def _say(progress: bool) -> Callable[[str], None]:
+    def say(msg: str) -> None:
+        if progress:
+            print(f"[sample_posterior] {msg}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def sample_posterior(
+    posterior: Any,
+    num_results: int = 1000,
+    num_chains: int = 4,
+    seed: int = 0,
+    *,
+    initial_state: Any = None,
+    step_sizes: Sequence[float] = DEFAULT_STEP_SIZES,
+    batch_size: int | Sequence[int] | None = None,
+    max_dense_dim: int = 1000,
+    tuning_steps: int = 400,
+    jit_compile: bool = True,
+    progress: bool = True,
+) -> PosteriorSamples:
+    """Sample ``posterior`` with every choice made from the posterior itself (module docstring).
+
+    Args:
+      posterior: a `tfp_sgmcmc.JointPosterior`, or a gradient estimator with a
+        full-data log-density (then ``initial_state`` is required).
+      num_results: draws per chain. Default value: ``1000``.
+      num_chains: independent chains (at least 2, for R̂). Default value: ``4``.
+      seed: an int in ``[0, 2**31)``. Default value: ``0``.
+      initial_state: a state without chain dimensions where the mode search
+        starts (first). Default value: ``None`` (the origin of the
+        unconstrained space and two prior draws).
+      step_sizes: the dimensionless step sizes the tuner tries. Default value:
+        `DEFAULT_STEP_SIZES`.
+      batch_size: an int, or the candidates to tune over. Default value:
+        ``None`` (full batches up to 10,000 examples, else 1% and 5% of them).
+      max_dense_dim: a dense preconditioner up to this dimension, diagonal
+        above. Default value: ``1000``.
+      tuning_steps: steps per arm in the first tuning round at the smallest
+        batch size (larger batches run proportionally fewer; the second round
+        three times as many). Default value: ``400``.
+      jit_compile: XLA-compile the chains. Default value: ``True``.
+      progress: one line per phase on standard error. Default value: ``True``.
+
+    Returns:
+      A `PosteriorSamples`.
+
+    Raises:
+      ValueError: a bad argument (named), or no mode could be found.
+    """
+    t_start = time.perf_counter()
+    num_results = check_int(num_results, "num_results", 4)
+    num_chains = check_int(num_chains, "num_chains", 2)
+    seed = check_int(seed, "seed", 0)
+    tuning_steps = check_int(tuning_steps, "tuning_steps", 20)
+    if seed >= 2**31:
+        raise ValueError(f"`seed` must be in [0, 2**31), got {seed}.")
+    eps_list = [float(e) for e in step_sizes]
+    if not eps_list or any(not (0.0 < e < 2.0) or not math.isfinite(e) for e in eps_list):
+        raise ValueError(
+            f"`step_sizes` must be a non-empty list of numbers in (0, 2), got {step_sizes!r}."
+        )
+    say = _say(progress)
+    notes: list[str] = []
+    timings: dict[str, float] = {}
+
+    target = _resolve_target(posterior, initial_state, seed)
+    num_examples = int(getattr(target.estimator, "num_examples", 1) or 1)
+
+    t0 = time.perf_counter()
+    mode = find_mode(target.estimator, target.starts, num_examples, log=say)
+    timings["map"] = time.perf_counter() - t0
+    notes += mode.notes
+    say(f"mode found by {mode.method} (log density {mode.log_prob:.6g}) "
+        f"in {timings['map']:.1f} s")
+    if not mode.converged:
+        notes.append("the mode search did not converge; the preconditioner may be poor")
+
+    t0 = time.perf_counter()
+    lap = laplace_approximation(target.estimator, mode.position, max_dense_dim=max_dense_dim)
+    timings["curvature"] = time.perf_counter() - t0
+    notes += lap.notes
+    kind = "dense" if lap.dense else "diagonal"
+    say(f"{kind} Laplace curvature, lambda_max {lap.lambda_max:.3g}, "
+        f"in {timings['curvature']:.1f} s")
+
+    sizes, why = _batch_candidates(num_examples, batch_size)
+    notes.append(why)
+    say(why)
+    runners: dict[int, _Runner] = {}
+    for n in sizes:
+        est, how = _minibatch_estimator(target.estimator, mode.position, n, num_examples)
+        runners[n] = _Runner(WhitenedEstimator(est, mode.position, lap.scale), jit_compile)
+    notes.append(f"gradients: {how}")
+    d = runners[sizes[0]].estimator.dimension
+
+    rng = np.random.default_rng(seed)
+    w_start = rng.standard_normal([num_chains, d])
+    arms = [ArmRecord(e, n) for n in sizes for e in eps_list]
+    states = {id(a): w_start for a in arms}
+    t_sample = t_metric = 0.0
+    alive = list(arms)
+    per_chain = max(1, _METRIC_POINTS // num_chains)
+    # Successive halving: two rounds, the best third goes on with three times the steps.
+    for rnd, factor in enumerate((1, 3)):
+        for k, arm in enumerate(alive):
+            steps = max(50, tuning_steps * factor * sizes[0] // arm.batch_size)
+            # The same number of results per arm, so one compiled program serves all.
+            thin = max(1, steps // per_chain)
+            t0 = time.perf_counter()
+            w, div = runners[arm.batch_size](
+                states[id(arm)], arm.step_size, (seed, 1000 * rnd + k), per_chain, thin
+            )
+            t_sample += time.perf_counter() - t0
+            arm.rounds += 1
+            arm.reason = _disqualify(w, div, 1.0)
+            if arm.reason:
+                arm.ksd = math.inf
+                continue
+            states[id(arm)] = w[-1]
+            t0 = time.perf_counter()
+            arm.ksd = _stein(runners[arm.batch_size], w.reshape(-1, d))
+            t_metric += time.perf_counter() - t0
+        ranked = sorted(alive, key=lambda a: a.ksd)
+        alive = [a for a in ranked[: max(1, len(ranked) // 3)] if math.isfinite(a.ksd)]
+        if not alive:
+            break
+    timings["tuning_sampling"] = t_sample
+    timings["tuning_metric"] = t_metric
+    if not alive:
+        reasons = sorted({a.reason for a in arms if a.reason})
+        raise RuntimeError(
+            "sample_posterior: every tuning arm was disqualified (" + "; ".join(reasons)
+            + "). The Laplace approximation may be far from the posterior; try smaller "
+            "`step_sizes` or another parametrisation."
+        )
+    best = alive[0]
+    say(f"tuned: step size {best.step_size:g} (whitened), batch size {best.batch_size} "
+        f"(KSD {best.ksd:.3g}); tuning {t_sample:.1f} s sampling + {t_metric:.1f} s metric")
+
+    runner = runners[best.batch_size]
+    thin = max(1, math.ceil(1.0 / best.step_size))
+    burn = max(1, math.ceil(10.0 / best.step_size / thin))
+    t0 = time.perf_counter()
+    w, div = runner(states[id(best)], best.step_size, (seed, 999), burn + num_results, thin)
+    timings["sampling"] = time.perf_counter() - t0
+    w = w[burn:]
+    say(f"sampled {num_results} x {num_chains} draws (thinned by {thin}) in "
+        f"{timings['sampling']:.1f} s")
+
+    t0 = time.perf_counter()
+    noise = None
+    if best.batch_size < num_examples and np.isfinite(w[-1]).all():
+        noise = _noise_variance(runner.estimator, w[-1], seed)
+    verdict: Verdict = judge_whitened_draws(w, best.step_size, noise)
+    if div.any():
+        verdict.add("failed", "the sampler reported diverged steps")
+    timings["verdict"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - t_start
+
+    dtype = runner.estimator.dtype or tf.float32
+    z = runner.estimator.unwhiten(tf.constant(w, dtype))
+    constrained = target.constrain(z)
+    draws = dict(zip(target.names, constrained))
+    say(f"verdict: {verdict}")
+    return PosteriorSamples(
+        draws=draws,
+        unconstrained=[np.asarray(p) for p in z],
+        whitened=w,
+        verdict=verdict.status,
+        reasons=list(verdict.reasons),
+        diagnostics=dict(verdict.stats),
+        kernel=StochasticGradientLangevinDynamics(runner.estimator, step_size=best.step_size),
+        step_size=best.step_size,
+        batch_size=best.batch_size,
+        num_steps_between_results=thin,
+        tuning=arms,
+        mode=mode,
+        laplace=lap,
+        timings=timings,
+        notes=notes,
+        _posterior=target.posterior,
+    )

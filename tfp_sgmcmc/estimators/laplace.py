@@ -1,0 +1,369 @@
+r"""The posterior's scale from its mode: a robust MAP search and the curvature there.
+
+SG-MCMC needs the posterior's scale twice: the step size must keep the stiffest
+direction stable (``ε λ_max < 2`` for SGLD, ``λ_max`` the largest eigenvalue of
+``−∇² log π``, which grows with ``N`` and with the predictors' scale), and a
+preconditioner must give the other directions the same scale. Both come from
+the Laplace approximation at the mode ``m``:
+
+```none
+m = argmax_z log π(z)                      (L-BFGS from several starts)
+A = −∇² log π(m)                           (Hessian on the full data)
+Σ = A⁻¹ = L Lᵀ                             (the Laplace covariance)
+```
+
+`find_mode` runs L-BFGS (``tfp.optimizer.lbfgs_minimize``, on ``log π / N``
+so the first trial step has unit scale) from each start and keeps the best
+converged point; when none converges it says so and falls back to Adam on the
+full-data gradient, then polishes with L-BFGS; when that fails too it raises a
+``ValueError``. `laplace_approximation` computes ``A`` by differentiating the
+full-data score (one reverse pass per coordinate) for ``d ≤ max_dense_dim``,
+or its diagonal by Hutchinson's estimator ``diag A ≈ E[v ⊙ A v]`` with
+Rademacher ``v`` (Bekas, Kokiopoulou & Saad 2007) above that. A curvature that
+is not positive definite (a saddle, a flat direction) has its eigenvalues
+floored, with a note. ``docs/algorithms.md#preconditioning``.
+
+#### References
+
+[1]: Pierre-Simon Laplace. Mémoire sur la probabilité des causes par les
+     événements, 1774; see e.g. Bishop, _Pattern Recognition and Machine
+     Learning_, Sec. 4.4, 2006.
+[2]: Costas Bekas, Effrosyni Kokiopoulou and Yousef Saad. An estimator for the
+     diagonal of a matrix. _Applied Numerical Mathematics_ 57, 2007.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
+from tfp_sgmcmc.estimators.map import find_map
+from tfp_sgmcmc.internal.util import as_parts
+
+__all__ = ["LaplaceApproximation", "ModeResult", "find_mode", "laplace_approximation"]
+
+
+class ModeResult(NamedTuple):
+    """Result of `find_mode`.
+
+    Attributes:
+      position: the mode (list of parts, no chain dimensions).
+      log_prob: the full-data ``log π`` there.
+      converged: whether L-BFGS met its tolerance there.
+      method: how it was found, e.g. ``"lbfgs from start 0"``.
+      notes: what was tried and failed, one sentence each.
+    """
+
+    position: list[tf.Tensor]
+    log_prob: float
+    converged: bool
+    method: str
+    notes: list[str]
+
+
+class LaplaceApproximation(NamedTuple):
+    """Result of `laplace_approximation`.
+
+    Attributes:
+      mode: the mode (list of parts, no chain dimensions).
+      precision: ``A = −∇² log π(m)`` as float64: ``[d, d]``, or ``[d]``
+        (its diagonal) when ``dense`` is ``False``; eigenvalues floored.
+      scale: ``L`` with ``Σ = L Lᵀ = A⁻¹``: lower triangular ``[d, d]``, or
+        ``[d]`` standard deviations.
+      lambda_max: the largest eigenvalue of ``A`` (of its diagonal when not
+        dense): the stiffest direction.
+      dense: whether ``A`` is the full matrix.
+      notes: what was adjusted (floored eigenvalues), one sentence each.
+    """
+
+    mode: list[tf.Tensor]
+    precision: np.ndarray
+    scale: np.ndarray
+    lambda_max: float
+    dense: bool
+    notes: list[str]
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """``Σ = L Lᵀ`` (``[d, d]``), or its diagonal ``[d]``."""
+        return self.scale @ self.scale.T if self.dense else self.scale**2
+
+
+class _PerExample(WrappingEstimator):
+    """``log π / N`` on the full data: the same maximiser, gradients of order one.
+
+    L-BFGS starts with the identity as inverse Hessian, so its first trial step is
+    the raw gradient; with ``N`` in the thousands that step overshoots.
+    """
+
+    def __init__(self, inner: GradientEstimator, num_examples: float) -> None:
+        super().__init__(inner)
+        self._n = float(num_examples)
+
+    def bootstrap(self, state: Any) -> Any:
+        return self._base.bootstrap(state)
+
+    def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor):
+        raise NotImplementedError("only the full-data log-density is used (mode search).")
+
+    def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
+        self._base.validate_state(state, arg_name)
+
+    def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
+        est = self._base.full_log_prob_and_gradient(state)
+        scale = tf.constant(1.0 / self._n, est.target_log_prob.dtype)
+        return GradientEstimate(
+            scale * est.target_log_prob, [scale * g for g in est.grads_target_log_prob]
+        )
+
+
+def _flat_fns(
+    estimator: GradientEstimator, like: Sequence[tf.Tensor]
+) -> tuple[Callable[[tf.Tensor], tf.Tensor], Callable[[tf.Tensor], list[tf.Tensor]]]:
+    shapes = [p.shape for p in like]
+    sizes = [int(np.prod(s)) for s in shapes]
+
+    def unflatten(x: tf.Tensor) -> list[tf.Tensor]:
+        return [tf.reshape(c, s) for c, s in zip(tf.split(x, sizes), shapes)]
+
+    def flat_grad(x: tf.Tensor) -> tf.Tensor:
+        est = estimator.full_log_prob_and_gradient(unflatten(x))
+        return tf.concat([tf.reshape(g, [-1]) for g in est.grads_target_log_prob], 0)
+
+    return flat_grad, unflatten
+
+
+def _full_log_prob(estimator: GradientEstimator, parts: list[tf.Tensor]) -> float:
+    return float(estimator.full_log_prob_and_gradient(parts).target_log_prob)
+
+
+def find_mode(
+    estimator: GradientEstimator,
+    starts: Sequence[Any],
+    num_examples: int | None = None,
+    num_steps: int = 1000,
+    log: Callable[[str], None] | None = None,
+) -> ModeResult:
+    """The mode of the full-data ``log π`` of ``estimator``, tried from several starts.
+
+    Args:
+      estimator: an estimator with a full-data log-density
+        (``full_log_prob_and_gradient``).
+      starts: candidate starting states (lists of parts, no chain dimensions);
+        the first is tried first. Starts where ``log π`` is not finite are
+        skipped.
+      num_examples: ``N``, to search on ``log π / N``. Default value: ``None``
+        (the estimator's ``num_examples``, or 1).
+      num_steps: L-BFGS iterations per start. Default value: ``1000``.
+      log: called with a one-line message for each fallback. Default value:
+        ``None`` (silent; the notes are returned).
+
+    Returns:
+      A `ModeResult`: the start whose L-BFGS run converged to the highest
+      ``log π`` (or, when none converged, the Adam-then-L-BFGS fallback).
+
+    Raises:
+      ValueError: ``starts`` is empty, or no start reached a finite ``log π``.
+    """
+    if not starts:
+        raise ValueError("`starts` must hold at least one state.")
+    say = log or (lambda _msg: None)
+    n = num_examples or getattr(estimator, "num_examples", None) or 1
+    scaled = _PerExample(estimator, n)
+    notes: list[str] = []
+    found: list[tuple[float, bool, list[tf.Tensor], str]] = []
+    for i, start in enumerate(starts):
+        parts = [tf.convert_to_tensor(p) for p in as_parts(start)]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                res = find_map(scaled, parts, num_steps=num_steps)
+            except (ValueError, tf.errors.InvalidArgumentError) as e:
+                notes.append(f"L-BFGS from start {i} could not run: {str(e).splitlines()[0]}")
+                continue
+        pos = list(as_parts(res.position))
+        lp = _full_log_prob(estimator, pos)
+        if not np.isfinite(lp):
+            notes.append(f"L-BFGS from start {i} ended where log π is not finite.")
+            continue
+        ok = bool(res.converged) and not caught
+        if not ok:
+            notes.append(f"L-BFGS from start {i} did not converge ({res.num_iterations} its).")
+        found.append((lp, ok, pos, f"L-BFGS from start {i}"))
+    converged = [f for f in found if f[1]]
+    if converged:
+        lp, _, pos, how = max(converged, key=lambda f: f[0])
+        return ModeResult(pos, lp, True, how, notes)
+    # No start converged: Adam on the full-data gradient from the best point reached
+    # (or the first start), then L-BFGS again from there.
+    base = max(found, key=lambda f: f[0])[2] if found else list(as_parts(starts[0]))
+    say("find_mode: L-BFGS did not converge from any start; falling back to Adam, then L-BFGS.")
+    notes.append("fell back to Adam (full-data gradients), then L-BFGS")
+    pos = _adam_full(scaled, [tf.convert_to_tensor(p) for p in base], steps=2000)
+    lp = _full_log_prob(estimator, pos)
+    if np.isfinite(lp):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = find_map(scaled, pos, num_steps=num_steps)
+        polished = list(as_parts(res.position))
+        lp2 = _full_log_prob(estimator, polished)
+        if np.isfinite(lp2) and lp2 >= lp:
+            ok = bool(res.converged) and not caught
+            return ModeResult(polished, lp2, ok, "Adam then L-BFGS", notes)
+        return ModeResult(pos, lp, False, "Adam", notes)
+    if found:
+        lp, _, pos, how = max(found, key=lambda f: f[0])
+        return ModeResult(pos, lp, False, how + " (not converged)", notes)
+    raise ValueError(
+        "no mode found: L-BFGS from every start and the Adam fallback ended where the "
+        "log-density is not finite (" + "; ".join(notes) + "). Give a starting state of "
+        "positive density."
+    )
+
+
+def _adam_full(
+    estimator: GradientEstimator, parts: list[tf.Tensor], steps: int, lr: float = 1e-2
+) -> list[tf.Tensor]:
+    """Adam ascent on the full-data ``log π / N`` (deterministic; no minibatches)."""
+    flat_grad, unflatten = _flat_fns(estimator, parts)
+    x0 = tf.concat([tf.reshape(p, [-1]) for p in parts], 0)
+
+    @tf.function
+    def run(x: tf.Tensor) -> tf.Tensor:
+        b1, b2, eps = 0.9, 0.999, 1e-8
+        m = tf.zeros_like(x)
+        v = tf.zeros_like(x)
+
+        def body(t, x, m, v):
+            g = flat_grad(x)
+            g = tf.where(tf.math.is_finite(g), g, tf.zeros_like(g))
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g * g
+            tf_ = tf.cast(t + 1, x.dtype)
+            mh = m / (1 - b1**tf_)
+            vh = v / (1 - b2**tf_)
+            return t + 1, x + lr * mh / (tf.sqrt(vh) + eps), m, v
+
+        _, x, _, _ = tf.while_loop(lambda t, *_: t < steps, body, (0, x, m, v))
+        return x
+
+    return unflatten(run(x0))
+
+
+def laplace_approximation(
+    estimator: GradientEstimator,
+    mode: Any,
+    max_dense_dim: int = 1000,
+    num_probes: int = 64,
+    seed: int = 0,
+) -> LaplaceApproximation:
+    """``A = −∇² log π(m)`` on the full data, and the Laplace scale ``L`` (module docstring).
+
+    Args:
+      estimator: an estimator with a full-data score.
+      mode: ``m`` (list of parts, no chain dimensions).
+      max_dense_dim: the full matrix up to this many coordinates, its diagonal
+        above. Default value: ``1000``.
+      num_probes: Rademacher probes of the diagonal estimate. Default value: ``64``.
+      seed: seed of the probes. Default value: ``0``.
+
+    Raises:
+      ValueError: the curvature is not finite at ``mode``.
+    """
+    parts = [tf.convert_to_tensor(p) for p in as_parts(mode)]
+    flat_grad, _ = _flat_fns(estimator, parts)
+    x = tf.concat([tf.reshape(p, [-1]) for p in parts], 0)
+    d = int(x.shape[0])
+    notes: list[str] = []
+    if d <= max_dense_dim:
+        a = -_hessian(flat_grad, x)
+        a = 0.5 * (a + a.T)
+        if not np.all(np.isfinite(a)):
+            raise ValueError("the curvature (Hessian of log π) is not finite at the mode.")
+        scale, lam_max, floored = _dense_scale(a)
+        if floored:
+            notes.append(
+                f"the curvature at the mode is not positive definite in {floored} "
+                "direction(s): those eigenvalues were floored (a flat or saddle direction)"
+            )
+        return LaplaceApproximation(parts, a, scale, lam_max, True, notes)
+    diag = _hutchinson_diagonal(flat_grad, x, num_probes, seed)
+    if not np.all(np.isfinite(diag)):
+        raise ValueError("the curvature (Hessian of log π) is not finite at the mode.")
+    top = max(float(np.max(diag)), np.finfo(np.float64).tiny)
+    low = diag < 1e-12 * top
+    if np.any(low):
+        notes.append(
+            f"{int(low.sum())} diagonal curvature value(s) were not positive and were floored"
+        )
+    diag = np.maximum(diag, 1e-12 * top)
+    return LaplaceApproximation(parts, diag, 1.0 / np.sqrt(diag), top, False, notes)
+
+
+def _hessian(flat_grad: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor) -> np.ndarray:
+    """``∇² log π`` by reverse-mode differentiation of the full-data score."""
+
+    @tf.function
+    def jac(x: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            g = flat_grad(x)
+        return tape.jacobian(g, x, experimental_use_pfor=False)
+
+    return np.asarray(jac(x), np.float64)
+
+
+def _hutchinson_diagonal(
+    flat_grad: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor, num_probes: int, seed: int
+) -> np.ndarray:
+    """``diag(−∇² log π) ≈ mean_v v ⊙ (−∇² log π) v`` with Rademacher ``v``."""
+
+    @tf.function
+    def hvp(x: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            g = flat_grad(x)
+        return tape.gradient(g, x, output_gradients=v)
+
+    rng = np.random.default_rng(seed)
+    total = np.zeros(int(x.shape[0]))
+    for _ in range(num_probes):
+        v = rng.choice([-1.0, 1.0], size=total.shape)
+        hv = np.asarray(hvp(x, tf.constant(v, x.dtype)), np.float64)
+        total += -v * hv
+    return total / num_probes
+
+
+def _dense_scale(a: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """``L`` with ``L Lᵀ = A⁻¹``, computed on the diagonally scaled matrix.
+
+    Scaling by ``D = √diag A`` first makes the eigen-decomposition see the
+    correlations, not the scales (which may span ten orders of magnitude).
+    """
+    dg = np.abs(np.diag(a))
+    top = max(float(dg.max()), np.finfo(np.float64).tiny)
+    dg = np.maximum(dg, 1e-12 * top)
+    dsq = np.sqrt(dg)
+    c = a / np.outer(dsq, dsq)
+    lam, vec = np.linalg.eigh(c)
+    floor = 1e-10 * max(float(lam.max()), 1e-300)
+    floored = int(np.sum(lam < floor))
+    lam = np.maximum(lam, floor)
+    cov = (vec / lam) @ vec.T / np.outer(dsq, dsq)
+    cov = 0.5 * (cov + cov.T)
+    try:
+        scale = np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        # Rounding left it indefinite: the symmetric square root is as good a factor
+        # for whitening, made triangular through a QR decomposition.
+        root = (vec / np.sqrt(lam)) @ vec.T / dsq[None, :]
+        _, r = np.linalg.qr(root)
+        scale = (r.T * np.sign(np.diag(r)))
+    a_fixed = (vec * lam) @ vec.T * np.outer(dsq, dsq)
+    lam_max = float(np.linalg.eigvalsh(0.5 * (a_fixed + a_fixed.T)).max())
+    return scale, lam_max, floored

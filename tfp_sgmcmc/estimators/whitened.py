@@ -1,0 +1,203 @@
+r"""A fixed affine preconditioner for any kernel: sample ``w`` with ``z = m + L w``.
+
+Stochastic-gradient samplers take one step size for every coordinate, so on a
+posterior whose scales differ by orders of magnitude the step that is stable
+for the stiffest direction (``ε λ_max < 2`` for SGLD) leaves the others frozen.
+Preconditioning with a fixed matrix removes this: given a centre ``m`` and a
+factor ``L`` of a covariance ``Σ = L Lᵀ`` (usually the Laplace covariance
+``(−∇² log π(m))⁻¹`` at the mode), the sampler runs on
+
+```none
+z = m + L w                                  (L lower triangular, or diagonal)
+log π_w(w) = log π_z(m + L w) + log |det L|
+∇_w log π_w(w) = Lᵀ ∇_z log π_z(m + L w)
+```
+
+where ``π_w`` is close to ``N(0, I)`` when the Laplace approximation is good:
+every direction then has scale one and the step size is dimensionless. Any
+kernel takes it, because the transform lives in the estimator (the minibatch
+sequence is the inner estimator's, unchanged). This is the fixed-matrix
+preconditioning of Girolami & Calderhead (2011, Sec. 4) and of the mass matrix
+of HMC (Neal 2011, Sec. 4.1), used by Stan's and TFP's adaptation.
+
+The state is one tensor ``[*chains, d]``; the inner estimator's state is the
+list of parts ``z`` it was written for (`WhitenedEstimator.unwhiten` maps
+draws back). ``docs/algorithms.md#preconditioning``.
+
+#### References
+
+[1]: Mark Girolami and Ben Calderhead. Riemann manifold Langevin and
+     Hamiltonian Monte Carlo methods. _JRSS-B_ 73(2), 2011.
+[2]: Radford M. Neal. MCMC using Hamiltonian dynamics. In _Handbook of Markov
+     Chain Monte Carlo_, 2011.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
+from tfp_sgmcmc.internal.util import as_parts
+
+__all__ = ["WhitenedEstimator"]
+
+
+class WhitenedEstimator(WrappingEstimator):
+    """The estimate of ``log π_w`` and its score for ``z = m + L w`` (module docstring).
+
+    Args:
+      estimator: the inner estimator, on states shaped like ``centre`` (a list
+        of parts) with optional leading chain dimensions.
+      centre: ``m``, a list of parts without chain dimensions.
+      scale: ``L``: a ``[d]`` vector of positive scales (diagonal
+        preconditioner) or a ``[d, d]`` lower-triangular matrix, ``d`` the
+        total size of ``centre``'s parts (flattened in order, row-major).
+
+    Raises:
+      ValueError: ``scale`` has the wrong shape, a non-positive or non-finite
+        entry on its diagonal, or ``centre`` is not finite.
+    """
+
+    def __init__(self, estimator: GradientEstimator, centre: Any, scale: Any) -> None:
+        super().__init__(estimator)
+        parts = [tf.convert_to_tensor(p) for p in as_parts(centre)]
+        dtype = parts[0].dtype
+        self._shapes = [p.shape for p in parts]
+        self._sizes = [int(np.prod(s)) for s in self._shapes]
+        d = sum(self._sizes)
+        m = np.concatenate([np.reshape(p.numpy(), [-1]) for p in parts]).astype(np.float64)
+        if not np.all(np.isfinite(m)):
+            raise ValueError("`centre` must be finite.")
+        s = np.asarray(scale, np.float64)
+        if s.shape not in ((d,), (d, d)):
+            raise ValueError(
+                f"`scale` must have shape [{d}] (diagonal) or [{d}, {d}] (lower triangular) "
+                f"for a centre of {d} coordinates, got {list(s.shape)}."
+            )
+        diag = s if s.ndim == 1 else np.diag(s)
+        if not (np.all(np.isfinite(s)) and np.all(diag > 0)):
+            raise ValueError("`scale` must be finite with a positive diagonal.")
+        if s.ndim == 2:
+            s = np.tril(s)
+        self._dense = s.ndim == 2
+        self._m = tf.constant(m, dtype)
+        self._scale = tf.constant(s, dtype)
+        self._scale64 = s
+        self._m64 = m
+        self._log_det = float(np.sum(np.log(diag)))
+        self.gradient_evaluations_per_call = estimator.gradient_evaluations_per_call
+
+    @property
+    def dimension(self) -> int:
+        """``d``, the number of coordinates of ``w``."""
+        return sum(self._sizes)
+
+    @property
+    def centre(self) -> np.ndarray:
+        """``m`` as a flat float64 vector."""
+        return self._m64.copy()
+
+    @property
+    def scale(self) -> np.ndarray:
+        """``L`` as float64: ``[d]`` (diagonal) or ``[d, d]`` (lower triangular)."""
+        return self._scale64.copy()
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """``Σ = L Lᵀ`` as a float64 ``[d, d]`` matrix."""
+        s = self._scale64
+        return s @ s.T if self._dense else np.diag(s**2)
+
+    # -- the map ------------------------------------------------------------- #
+    def _flat_to_parts(self, flat: tf.Tensor) -> list[tf.Tensor]:
+        chains = tf.shape(flat)[:-1]
+        pieces = tf.split(flat, self._sizes, axis=-1)
+        return [
+            tf.reshape(c, tf.concat([chains, tf.constant(s.as_list(), tf.int32)], 0))
+            for c, s in zip(pieces, self._shapes)
+        ]
+
+    def _parts_to_flat(self, parts: Sequence[tf.Tensor], chain_ndims: int) -> tf.Tensor:
+        flat = []
+        for p in parts:
+            lead = tf.shape(p)[:chain_ndims]
+            flat.append(tf.reshape(p, tf.concat([lead, [-1]], 0)))
+        return tf.concat(flat, -1)
+
+    def _apply_scale(self, w: tf.Tensor, transpose: bool) -> tf.Tensor:
+        if not self._dense:
+            return w * self._scale
+        # w @ Lᵀ (forward: rows of w are vectors) or g @ L (pull-back of a score).
+        return tf.linalg.matmul(w, self._scale, transpose_b=not transpose)
+
+    def unwhiten(self, w: Any) -> list[tf.Tensor]:
+        """``z = m + L w`` as the inner estimator's list of parts (chain dims kept)."""
+        w = tf.convert_to_tensor(w, self._m.dtype)
+        return self._flat_to_parts(self._m + self._apply_scale(w, transpose=False))
+
+    def whiten(self, parts: Any) -> tf.Tensor:
+        """``w = L⁻¹ (z − m)`` for a list of parts ``z`` (chain dims kept)."""
+        parts = [tf.convert_to_tensor(p, self._m.dtype) for p in as_parts(parts)]
+        chain_ndims = parts[0].shape.rank - self._shapes[0].rank
+        r = self._parts_to_flat(parts, chain_ndims) - self._m
+        if not self._dense:
+            return r / self._scale
+        lead = tf.shape(r)[:-1]
+        flat = tf.reshape(r, [-1, self.dimension])
+        w = tf.linalg.triangular_solve(self._scale, tf.transpose(flat), lower=True)
+        return tf.reshape(tf.transpose(w), tf.concat([lead, [self.dimension]], 0))
+
+    def _pull_back(self, w: tf.Tensor, evaluate: Any) -> tuple[GradientEstimate, Any]:
+        parts = self.unwhiten(w)
+        est, extra = evaluate(parts)
+        chain_ndims = w.shape.rank - 1
+        g = self._parts_to_flat(est.grads_target_log_prob, chain_ndims)
+        log_det = tf.constant(self._log_det, est.target_log_prob.dtype)
+        score = self._apply_scale(g, transpose=True)
+        return GradientEstimate(est.target_log_prob + log_det, [score]), extra
+
+    def with_batch_size(self, batch_size: int) -> WhitenedEstimator:
+        """The same preconditioner around the inner estimator at another batch size."""
+        return WhitenedEstimator(
+            self._base.with_batch_size(batch_size), self._flat_to_parts(self._m), self._scale64
+        )
+
+    # -- protocol ------------------------------------------------------------ #
+    def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
+        parts = as_parts(state)
+        if len(parts) != 1:
+            raise ValueError(
+                f"`{arg_name}` must be one tensor [*chains, {self.dimension}] of whitened "
+                f"coordinates, got {len(parts)} parts."
+            )
+        w = parts[0]
+        if w.shape.rank is not None and (
+            w.shape.rank < 1 or w.shape[-1] not in (None, self.dimension)
+        ):
+            raise ValueError(
+                f"`{arg_name}` must have shape [*chains, {self.dimension}], got "
+                f"{w.shape.as_list()}."
+            )
+        super().validate_state(parts, arg_name)
+
+    def bootstrap(self, state: Any) -> Any:
+        return self._base.bootstrap(self.unwhiten(as_parts(state)[0]))
+
+    def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor):
+        w = as_parts(state)[0]
+        return self._pull_back(w, lambda z: self._base(z, estimator_state, seed))
+
+    def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
+        w = as_parts(state)[0]
+        est, _ = self._pull_back(
+            w, lambda z: (self._base.full_log_prob_and_gradient(z), None)
+        )
+        return est
+
+    def __repr__(self) -> str:
+        kind = "dense" if self._dense else "diagonal"
+        return f"WhitenedEstimator({self._base!r}, d={self.dimension}, {kind})"
