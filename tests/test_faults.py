@@ -444,3 +444,18 @@ def test_cheap_refusals_come_before_tensorflow(tmp_path):
     # A known class name passes the early check (and runs: here it fails later, on the
     # missing model, after the import).
     assert main(with_("--kernel", "StochasticGradientLangevinDynamics")) == 2
+
+
+def test_a_file_system_without_locks_runs_unguarded_with_a_warning(tmp_path, monkeypatch):
+    """``flock`` refused with ENOLCK (NFSv3 without lockd): refusing would forbid every run
+    there, so the run goes on, said."""
+    import fcntl
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.warns(RuntimeWarning, match="cannot lock run.lock .No locks available"):
+        lock = RunLock(str(tmp_path)).acquire()
+    assert not lock.held and not (tmp_path / LOCK_FILE).exists()
+    lock.release()

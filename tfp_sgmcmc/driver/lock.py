@@ -19,15 +19,17 @@ again if not, so two writers never both hold "the" lock.
 
 Reading a run (``open_run``, ``tfp-sgmcmc diagnose``) takes no lock. Where ``fcntl``
 does not exist (Windows) no lock is taken. On NFS, Linux maps ``flock`` to a POSIX
-lock of the server (NFSv4, or NFSv3 with ``lockd``); other network file systems may
-not lock at all.
+lock of the server (NFSv4, or NFSv3 with ``lockd``); a file system that cannot lock
+(``ENOLCK``) runs unguarded, with a ``RuntimeWarning`` that says so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
+import warnings
 from types import TracebackType
 
 from tfp_sgmcmc.driver.errors import RunLockedError
@@ -90,6 +92,19 @@ class RunLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:
                 os.close(fd)
+                if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                    # A file system without locks (NFSv3 without lockd, some FUSE):
+                    # refusing would forbid every run there, so it runs unguarded, said.
+                    warnings.warn(
+                        f"{self.run_dir}: the file system cannot lock {LOCK_FILE} "
+                        f"({e.strerror}): nothing keeps a second writer out of this run.",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
+                    with contextlib.suppress(OSError):
+                        if os.path.getsize(self.path) == 0:  # ours, just created
+                            os.unlink(self.path)
+                    return self
                 if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise
                 pid, host = _read_holder(self.path)
