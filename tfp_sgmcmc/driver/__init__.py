@@ -10,6 +10,10 @@ loop (the same chain, faster under XLA);
 [`load_model`][tfp_sgmcmc.driver.load_model] define the model-file protocol of the ``tfp-sgmcmc``
 CLI. The chunk steps themselves (plan, seeds, compiled programs) are in
 [`tfp_sgmcmc.driver.chunks`][tfp_sgmcmc.driver.chunks].
+
+A run directory has one writer at a time (``run.lock``), checksummed draws and
+checkpoints, and one named error per fault (a second writer, damaged rows, a full disk):
+``docs/faults.md``.
 """
 
 from tfp_sgmcmc.driver import flat, memory, sampler
