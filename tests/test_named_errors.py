@@ -172,12 +172,25 @@ def test_a_zero_gradient_at_one_state_or_a_constant_likelihood_is_accepted():
     ids=["scalar", "per_coordinate"],
 )
 def test_a_prior_of_the_wrong_shape_is_refused(prior, shape):
-    with pytest.raises(ValueError, match=rf"`log_prior_fn` must return one log-prior per chain.*"
-                                         rf"\[2\].*got shape {shape}"):
+    match = rf"`log_prior_fn` must return one log-prior per chain.*\[2\].*got shape {shape}"
+    with pytest.raises(ValueError, match=match):
         _chain(_estimator(prior=prior), TWO_CHAINS)
+    # While a graph is traced (XLA or not), too.
+    with pytest.raises(ValueError, match=match):
+        tf.function(lambda init: _chain(_estimator(prior=prior), init))(TWO_CHAINS)
     # Power: a scalar is the one value of a single chain.
     if shape == r"\[\]":
         assert np.all(np.isfinite(_chain(_estimator(prior=prior), TWO_CHAINS[0])))
+
+
+def test_a_constant_scalar_prior_is_every_chain_s():
+    """Power: a flat prior written by hand (one constant) broadcasts to every chain, as
+    it always did, eagerly and in a graph."""
+    est = _estimator(prior=lambda t: tf.zeros([]))
+    assert np.all(np.isfinite(_chain(est, TWO_CHAINS)))
+    kernel = sg.SGLD(est, 1e-3)
+    results = tf.function(kernel.bootstrap_results)(TWO_CHAINS)
+    assert results.target_log_prob.shape == [2]
 
 
 # --------------------------------------------------------------------------- #

@@ -110,6 +110,22 @@ def _gist(error: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _computed_from(tensor: tf.Tensor, sources: list[tf.Tensor]) -> bool:
+    """Whether a graph tensor is computed from any of ``sources`` (its ops' inputs, walked
+    back; a nested function's call or a loop takes its inputs as any op does)."""
+    targets = {s.ref() for s in sources}
+    seen: set[str] = set()
+    pending = [tensor]
+    while pending:
+        t = pending.pop()
+        if t.ref() in targets:
+            return True
+        if t.op.name not in seen:
+            seen.add(t.op.name)
+            pending.extend(t.op.inputs)
+    return False
+
+
 def _named(error: BaseException) -> bool:
     """A ``ValueError`` or ``TypeError`` that already names its argument (this library's
     errors start with it, in backticks): passed on as it is."""
@@ -221,8 +237,8 @@ class MinibatchEstimator(GradientEstimator):
         ``None`` or holds something that is no array. Later, naming the function:
         ``log_likelihood_fn`` or ``log_prior_fn`` fails inside TensorFlow, returns
         ``None``, integers or another dtype than the state's, or (the prior) not one
-        value per chain; and, eagerly at ``bootstrap``, a log-likelihood whose
-        gradient never reaches the state (see ``bootstrap``).
+        value per chain; and, at the first eager estimate, a log-likelihood whose
+        gradient never reaches the state (see ``_estimate``).
     """
 
     def __init__(
@@ -258,8 +274,12 @@ class MinibatchEstimator(GradientEstimator):
                 f"yields one batch per step), got {type(data).__name__}."
             )
         self._independent = bool(independent_chains)
-        # State signatures (structure, shapes, dtype) the model has been probed on.
-        self._probed: set[tuple] = set()
+        # State signatures (structure, shapes, dtype) whose first eager estimate was
+        # checked (see `_estimate`), the one `bootstrap` last saw, and the argument name
+        # errors use while that first estimate runs.
+        self._checked: set[tuple] = set()
+        self._initial_signature: tuple | None = None
+        self._naming: str | None = None
 
     # -- configuration ---------------------------------------------------- #
     data = AttributeView[DataSource]("_data")
@@ -341,7 +361,7 @@ class MinibatchEstimator(GradientEstimator):
             if _named(e):
                 raise
             raise ValueError(
-                self._failure("log_likelihood_fn", e, state, batch, arg_name)
+                self._failure("log_likelihood_fn", e, state, batch, arg_name or self._naming)
             ) from e
         return _float_output(
             ll, "log_likelihood_fn", as_parts(state)[0].dtype,
@@ -356,36 +376,53 @@ class MinibatchEstimator(GradientEstimator):
         except _MODEL_ERRORS as e:
             if _named(e):
                 raise
-            raise ValueError(self._failure("log_prior_fn", e, state, None, arg_name)) from e
+            raise ValueError(
+                self._failure("log_prior_fn", e, state, None, arg_name or self._naming)
+            ) from e
         return _float_output(
             lp, "log_prior_fn", as_parts(state)[0].dtype, "one log-prior per chain"
         )
 
     @staticmethod
-    def _check_prior_shape(lp: tf.Tensor, chain_shape: tf.TensorShape) -> None:
+    def _prior_shape_error(lp_shape: tf.TensorShape, chain_shape: tf.TensorShape) -> ValueError:
+        """The ``ValueError`` for a prior that does not give one value per chain."""
+        if lp_shape.rank == 0:
+            also = " that depends on the state (the chains' priors summed, it seems)"
+        elif lp_shape.rank > chain_shape.rank:
+            # A prior with more dimensions may be right and the likelihood drop the chains.
+            also = (
+                " (or, if the prior is right, `log_likelihood_fn` must keep the state's "
+                "chain dimensions: values of shape chains + [n])"
+            )
+        else:
+            also = ""
+        return ValueError(
+            "`log_prior_fn` must return one log-prior per chain, of the chains' shape "
+            f"{chain_shape.as_list()} (the shape of `log_likelihood_fn`'s values without the "
+            f"example axis), got shape {lp_shape.as_list()}{also}: reduce over the event "
+            "dimensions only (e.g. `tf.reduce_sum(..., axis=-1)`), not over the chains."
+        )
+
+    def _check_prior_shape(self, lp: tf.Tensor, chain_shape: tf.TensorShape, state: Any) -> None:
         """The prior gives one value per chain: the shape of the likelihood's sum
         (``chain_shape``), where both are known while the step is built.
 
-        A scalar for several chains broadcast silently: every chain's log-density then
-        held every chain's prior (the gradients were right, the values wrong), and a
+        A prior summed over the chains broadcast silently (every chain's log-density held
+        every chain's prior: the gradients were right, the values wrong), and a
         ``[chains, d]`` prior broadcast to ``[chains, chains]`` or failed in ``AddV2``.
+        One value for several chains is right for a constant (a flat prior written by
+        hand broadcasts to every chain): it is refused when it is computed from the
+        state, which a graph shows while it is built; eagerly the first estimate tells
+        from the prior's gradient (``_check_first_estimate``).
         """
         if lp.shape.rank is None or chain_shape.rank is None:
             return
+        if lp.shape.rank == 0 and chain_shape.rank > 0:
+            if not tf.executing_eagerly() and _computed_from(lp, as_parts(state)):
+                raise self._prior_shape_error(lp.shape, chain_shape)
+            return
         if lp.shape.rank != chain_shape.rank or not lp.shape.is_compatible_with(chain_shape):
-            # A prior with more dimensions may be right and the likelihood drop the chains.
-            also = (
-                " (or, if the prior is right, `log_likelihood_fn` must keep the state's chain "
-                "dimensions: values of shape chains + [n])"
-                if lp.shape.rank > chain_shape.rank
-                else ""
-            )
-            raise ValueError(
-                "`log_prior_fn` must return one log-prior per chain, of the chains' shape "
-                f"{chain_shape.as_list()} (the shape of `log_likelihood_fn`'s values without "
-                f"the example axis), got shape {lp.shape.as_list()}: reduce over the event "
-                f"dimensions only (e.g. `tf.reduce_sum(..., axis=-1)`), not over the chains{also}."
-            )
+            raise self._prior_shape_error(lp.shape, chain_shape)
 
     def chain_ndims_of_batch(self, batch: Any) -> int:
         """Leading chain dimensions of a batch (0 for a batch shared by all chains)."""
@@ -444,7 +481,7 @@ class MinibatchEstimator(GradientEstimator):
         out = self.scaled_log_likelihood(state, batch, n)
         if include_prior and self._log_prior_fn is not None:
             lp = self._call_log_prior(state)
-            self._check_prior_shape(lp, out.shape)
+            self._check_prior_shape(lp, out.shape, state)
             out = out + lp
         return out
 
@@ -491,53 +528,56 @@ class MinibatchEstimator(GradientEstimator):
             )
         return shape.as_list()
 
-    def _probe(self, state: Any, arg_name: str = "init_state") -> None:
-        """Evaluates the model eagerly at ``state`` (see ``bootstrap``): named errors for
-        a model that fails or returns the wrong thing, and for a gradient cut off.
-
-        Nothing is checked in a graph (evaluating there would add the model to the
-        program) or for a ``tf.data`` source (a batch drawn here would be one the chain
-        misses). The state's values may be NaN (kernels flag such a start as diverged,
-        ``sample_chain`` refuses it); the zero-gradient test then waits for a finite one.
-        """
-        if not tf.executing_eagerly() or not isinstance(self._data, InMemoryData):
-            return
-        if state is None:  # a shared minibatch's scheme state needs none
-            return
+    @staticmethod
+    def _signature(state: Any) -> tuple | None:
+        """``(is a list, ((shape, dtype) per part))`` of a concrete float state, the key of
+        the first-estimate check; ``None`` in a graph or for anything else."""
+        if not tf.executing_eagerly() or state is None:
+            return None
         try:
             parts = as_parts(state)
         except (TypeError, ValueError):
-            return  # not a state: `validate_state` names it where a kernel takes one
+            return None  # not a state: `validate_state` names it where a kernel takes one
         if not all(p.dtype.is_floating for p in parts):
-            return
-        key = (is_list_like(state), tuple((tuple(p.shape), p.dtype.name) for p in parts))
-        if key in self._probed:
-            return
-        n = self._batch_size
-        rows = tf.nest.map_structure(lambda t: t[:n], self._data.arrays)
+            return None
+        return is_list_like(state), tuple((tuple(p.shape), p.dtype.name) for p in parts)
 
-        def log_likelihood(s: Any) -> tf.Tensor:
-            ll = self._call_log_likelihood(s, rows, arg_name)
-            _check_per_example(ll, n)
-            return ll
+    def _check_first_estimate(
+        self, state: Any, batch: Any, value: tf.Tensor, grads: list[tf.Tensor]
+    ) -> bool:
+        """Whether the first eager estimate at a state signature is sound; ``ValueError``
+        naming ``log_likelihood_fn`` when its gradient never reaches the state.
 
-        ll, grads = value_and_gradient_parts(log_likelihood, state)
-        if self._log_prior_fn is not None:
-            self._check_prior_shape(self._call_log_prior(state, arg_name), ll.shape[:-1])
-        values = ll.numpy()
-        if not np.all(np.isfinite(values)) or any(p.shape.num_elements() == 0 for p in parts):
-            return  # no conclusion on the gradient (and none to cache)
-        if all(not np.any(g.numpy()) for g in grads):
-            self._check_gradient_reaches(state, log_likelihood, values, arg_name)
-        self._probed.add(key)
+        The estimate's own score tells, with no other call of the likelihood: when the
+        likelihood's gradient is exactly zero, the score is exactly the prior's (``g +
+        0 = g``), which costs one gradient of the prior alone. Only then is the
+        likelihood evaluated again (``_check_gradient_reaches``). ``False`` (check again
+        next time) when a value is not finite or a part is empty: no conclusion there.
+        """
+        parts = as_parts(state)
+        finite = np.all(np.isfinite(value.numpy())) and all(
+            np.all(np.isfinite(g.numpy())) for g in grads
+        )
+        if not finite or any(p.shape.num_elements() == 0 for p in parts):
+            return False
+        if self._log_prior_fn is None:
+            prior_grads = [np.zeros(p.shape, p.dtype.as_numpy_dtype) for p in parts]
+        else:
+            lp, prior_grads = value_and_gradient_parts(self._call_log_prior, state)
+            prior_grads = [g.numpy() for g in prior_grads]
+            if lp.shape.rank == 0 and value.shape.rank and any(map(np.any, prior_grads)):
+                raise self._prior_shape_error(lp.shape, value.shape)  # (see _check_prior_shape)
+        if all(np.array_equal(g.numpy(), gp) for g, gp in zip(grads, prior_grads)):
+            self._check_gradient_reaches(
+                state, lambda s: self.log_prob_on_batch(s, batch, include_prior=False)
+            )
+        return True
 
-    @staticmethod
     def _check_gradient_reaches(
-        state: Any, log_likelihood: Callable[[Any], tf.Tensor], values: np.ndarray,
-        arg_name: str,
+        self, state: Any, log_likelihood: Callable[[Any], tf.Tensor]
     ) -> None:
-        """``ValueError`` naming ``log_likelihood_fn`` when its gradient, exactly zero at
-        ``state``, is exactly zero at a second state too while the values differ.
+        """``ValueError`` naming ``log_likelihood_fn`` when its gradient is exactly zero at
+        ``state`` and at a second state while its values differ.
 
         One zero gradient is no fault (a linear model with zero targets has one at zero,
         a full batch at the maximum-likelihood point); a second state, moved in every
@@ -545,51 +585,33 @@ class MinibatchEstimator(GradientEstimator):
         from a gradient that never reaches the state. A likelihood whose values do not
         change either (a constant one, to sample the prior) passes.
         """
-        parts = as_parts(state)
+        values, grads = value_and_gradient_parts(log_likelihood, state)
+        if any(np.any(g.numpy()) for g in grads):
+            return  # the prior's score only swamped the likelihood's
         moved = []
-        for p in parts:
+        for p in as_parts(state):
             x = p.numpy()
             pattern = np.sin(1.0 + 2.3 * np.arange(x.size)).reshape(x.shape)
             moved.append(tf.constant(x + 0.5 * (1.0 + np.abs(x)) * pattern, p.dtype))
-        moved_ll, moved_grads = value_and_gradient_parts(
-            log_likelihood, restructure(moved, state)
-        )
-        other = moved_ll.numpy()
+        other, moved_grads = value_and_gradient_parts(log_likelihood, restructure(moved, state))
         if any(np.any(g.numpy()) for g in moved_grads) or not np.all(np.isfinite(other)):
             return
-        if np.array_equal(other, values):
+        if np.array_equal(other.numpy(), values.numpy()):
             return
+        shown = f"`{self._naming}`" if self._naming else "the state"
         raise ValueError(
             f"`log_likelihood_fn`'s gradient with respect to the state is exactly zero at "
-            f"`{arg_name}` and at a second state, while its values differ between them: "
-            "the gradient does not reach the state (a `tf.stop_gradient`, an integer cast "
-            "or a rounding in the model?), and a gradient-based sampler would sample the "
-            "prior alone. Make the log-likelihood differentiable in the state."
+            f"{shown} and at a second state, while its values differ between them: the "
+            "gradient does not reach the state (a `tf.stop_gradient`, an integer cast or a "
+            "rounding in the model?), and a gradient-based sampler would sample the prior "
+            "alone. Make the log-likelihood differentiable in the state."
         )
 
     # -- protocol ------------------------------------------------------------ #
     def bootstrap(self, state: Any) -> BatchState:
-        """The data scheme's initial state, after checking the model at ``state``.
-
-        Called eagerly with an in-memory source, the model is first evaluated at
-        ``state`` on the first ``batch_size`` rows of the data, once per state structure,
-        shape and dtype (the check lives here, not in ``validate_state``: wrappers such as
-        ``TransformedEstimator`` validate the unconstrained state, and bootstrap this
-        estimator on the state the model reads). In a graph, the step's own calls of the
-        model raise the same errors while it is traced, but for the zero-gradient check,
-        which needs values.
-
-        Raises:
-          ValueError: ``log_likelihood_fn`` or ``log_prior_fn`` fails inside TensorFlow
-            on ``state`` and the data (a state of the wrong shape, data of the wrong
-            rank or an integer dtype the model mixes with the float state), returns
-            ``None``, integers or another dtype than the state's, or the prior's shape
-            is not the chains' shape; or the log-likelihood's gradient is exactly zero
-            at ``state`` and at a second state while its values differ between them (a
-            ``tf.stop_gradient``, an integer cast or a rounding cuts the gradient: a
-            gradient sampler would sample the prior alone).
-        """
-        self._probe(state)
+        """The data scheme's initial state; ``state`` is the chain's initial state, which
+        errors of the first estimate there name ``init_state`` (see ``_estimate``)."""
+        self._initial_signature = self._signature(state)
         init = self._data.init_batch_state()
         if not self._independent:
             return init
@@ -605,8 +627,42 @@ class MinibatchEstimator(GradientEstimator):
     def _estimate(
         self, state: Any, estimator_state: BatchState, seed: tf.Tensor
     ) -> tuple[GradientEstimate, BatchState]:
+        """The minibatch estimate; the first one computed eagerly at a state signature
+        (structure, shapes, dtype) is checked too.
+
+        Every call names the model's faults while the estimate is built, in a graph as
+        eagerly (``_call_log_likelihood``, ``_call_log_prior``, ``_check_prior_shape``);
+        errors of the first estimate after ``bootstrap`` at the same signature name
+        ``init_state``. The first eager estimate also raises when the log-likelihood's
+        gradient is exactly zero at the state and at a second state while its values
+        differ (``_check_first_estimate``: no extra likelihood call unless the score is
+        exactly the prior's). The estimate itself is computed as always.
+
+        Raises:
+          ValueError: ``log_likelihood_fn`` or ``log_prior_fn`` fails inside TensorFlow
+            on the state and the minibatch (a state of the wrong shape, data of the wrong
+            rank or of an integer dtype the model mixes with the float state), returns
+            ``None``, integers or another dtype than the state's, or the prior's shape
+            is not the chains' shape; or the log-likelihood's gradient never reaches
+            the state (a ``tf.stop_gradient``, an integer cast or a rounding: a gradient
+            sampler would sample the prior alone).
+        """
         batch, new_state = self.sample_batch(estimator_state, seed)
-        value, grads = value_and_gradient_parts(lambda s: self.log_prob_on_batch(s, batch), state)
+        key = self._signature(state)
+        if key is None or key in self._checked:
+            value, grads = value_and_gradient_parts(
+                lambda s: self.log_prob_on_batch(s, batch), state
+            )
+            return GradientEstimate(value, grads), new_state
+        self._naming = "init_state" if key == self._initial_signature else None
+        try:
+            value, grads = value_and_gradient_parts(
+                lambda s: self.log_prob_on_batch(s, batch), state
+            )
+            if self._check_first_estimate(state, batch, value, grads):
+                self._checked.add(key)
+        finally:
+            self._naming = None
         return GradientEstimate(value, grads), new_state
 
     def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
@@ -621,7 +677,7 @@ class MinibatchEstimator(GradientEstimator):
                 total = ll if total is None else total + ll
             if self._log_prior_fn is not None:
                 lp = self._call_log_prior(s)
-                self._check_prior_shape(lp, total.shape)
+                self._check_prior_shape(lp, total.shape, s)
                 total = total + lp
             return total
 
