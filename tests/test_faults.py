@@ -1,4 +1,4 @@
-"""Faults of a long run's directory (issue 36): two writers, a full disk, damaged bytes,
+"""Faults of a long run's directory: two writers, a full disk, damaged bytes,
 a zero-length store, and flag values refused before TensorFlow is imported.
 
 Every fault must end in one clear error (in the CLI: one line, exit status 2) that

@@ -1,4 +1,4 @@
-"""Issue 36, "nothing silent": bad runs and bad input end in a named ``ValueError``.
+"""Nothing silent: bad runs and bad input end in a named ``ValueError``.
 
 Each case here returned all-NaN draws, sampled the prior, or died in a raw TensorFlow
 or NumPy traceback before (``sg.sample_chain`` on a ``MinibatchEstimator``); each now

@@ -488,7 +488,7 @@ class JointPosterior:
             ``None`` (none).
           seed: seed of the prior draw. Default value: ``None``.
           method: ``"prior"`` or ``"map"``. Default value: ``"prior"``.
-          **map_kwargs: passed to `find_map`.
+          **map_kwargs (Any): passed to `find_map`.
 
         Raises:
           ValueError: ``num_chains`` is not an int ``>= 1``, or ``method`` is unknown.

@@ -62,8 +62,12 @@ class RunLock:
       run_dir: the run directory (it must exist).
 
     ```python
-    with RunLock("runs/a"):
-        ...  # the only writer of runs/a
+    import tempfile
+    from tfp_sgmcmc.driver.lock import RunLock
+
+    run_dir = tempfile.mkdtemp()
+    with RunLock(run_dir):
+        ...  # the only writer of run_dir
     ```
     """
 
