@@ -69,7 +69,7 @@ from tfp_sgmcmc.diagnostics.verdict import (
     judge_whitened_draws,
     runaway_threshold,
 )
-from tfp_sgmcmc.estimators.base import GradientEstimator
+from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.laplace import (
     LaplaceApproximation,
@@ -80,7 +80,7 @@ from tfp_sgmcmc.estimators.laplace import (
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
 from tfp_sgmcmc.estimators.whitened import WhitenedEstimator
-from tfp_sgmcmc.internal.util import as_parts, check_int
+from tfp_sgmcmc.internal.util import as_parts, check_int, is_list_like
 from tfp_sgmcmc.kernels.langevin import StochasticGradientLangevinDynamics
 
 __all__ = ["sample_posterior", "PosteriorSamples", "ArmRecord", "DEFAULT_STEP_SIZES"]
@@ -200,6 +200,27 @@ class _Target:
     posterior: Any
 
 
+class _OnePart(WrappingEstimator):
+    """An estimator of a single-tensor state, seen as taking a list of one part."""
+
+    def bootstrap(self, state: Any) -> Any:
+        return self._base.bootstrap(as_parts(state)[0])
+
+    def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
+        self._base.validate_state(as_parts(state)[0], arg_name)
+
+    def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor):
+        est, nxt = self._base(as_parts(state)[0], estimator_state, seed)
+        return GradientEstimate(est.target_log_prob, as_parts(est.grads_target_log_prob)), nxt
+
+    def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
+        est = self._base.full_log_prob_and_gradient(as_parts(state)[0])
+        return GradientEstimate(est.target_log_prob, as_parts(est.grads_target_log_prob))
+
+    def with_batch_size(self, batch_size: int) -> _OnePart:
+        return _OnePart(self._base.with_batch_size(batch_size))
+
+
 def _resolve_target(posterior: Any, initial_state: Any, seed: int) -> _Target:
     from tfp_sgmcmc.joint import JointPosterior
 
@@ -219,17 +240,19 @@ def _resolve_target(posterior: Any, initial_state: Any, seed: int) -> _Target:
                 "`initial_state` is required with an estimator (a state without chain "
                 "dimensions, e.g. a list of zero tensors)."
             )
+        single = not is_list_like(initial_state)
         init = [tf.convert_to_tensor(p) for p in as_parts(initial_state)]
-        posterior.validate_state(init, "initial_state")
+        posterior.validate_state(init[0] if single else init, "initial_state")
+        estimator = _OnePart(posterior) if single else posterior
         starts = [init, [tf.zeros_like(p) for p in init]]
         names = [f"part_{i}" for i in range(len(init))]
 
         def forward(parts: list[tf.Tensor]) -> list[np.ndarray]:
             if isinstance(posterior, TransformedEstimator):
-                parts = as_parts(posterior.forward(parts))
+                parts = as_parts(posterior.forward(parts[0] if single else parts))
             return [np.asarray(p) for p in parts]
 
-        return _Target(posterior, starts, names, forward, None)
+        return _Target(estimator, starts, names, forward, None)
     raise ValueError(
         "`posterior` must be a JointPosterior or a GradientEstimator with a full-data "
         f"log-density, got {type(posterior).__name__}."
@@ -240,6 +263,9 @@ def _minibatch_estimator(
     target: GradientEstimator, mode: list[tf.Tensor], batch_size: int, num_examples: int
 ) -> tuple[GradientEstimator, str]:
     """The chains' estimator at ``batch_size``: control variates at the mode where possible."""
+    if isinstance(target, _OnePart):
+        est, how = _minibatch_estimator(target.base, mode[0], batch_size, num_examples)
+        return _OnePart(est), how
     inner = target.estimator if isinstance(target, TransformedEstimator) else target
     if not isinstance(inner, MinibatchEstimator):
         if hasattr(target, "with_batch_size"):
@@ -253,8 +279,8 @@ def _minibatch_estimator(
         if isinstance(base.data, InMemoryData):
             base = base.with_independent_chains(True)
         transformed = isinstance(target, TransformedEstimator)
-        centre = as_parts(target.forward(mode)) if transformed else mode
-        est = ControlVariateEstimator(base, list(centre))
+        centre = target.forward(mode) if transformed else mode
+        est = ControlVariateEstimator(base, centre)
         how = "control variates at the mode"
     if isinstance(target, TransformedEstimator):
         est = target._around(est)

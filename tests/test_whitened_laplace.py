@@ -1,0 +1,121 @@
+"""WhitenedEstimator, the Laplace approximation, the mode search and the verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.diagnostics.verdict import judge_whitened_draws, runaway_threshold
+from tfp_sgmcmc.estimators.laplace import find_mode, laplace_approximation
+
+
+def _gaussian_estimator(mean: np.ndarray, cov: np.ndarray) -> sg.MinibatchEstimator:
+    """A correlated Gaussian target as an estimator with one dummy data row."""
+    prec = tf.constant(np.linalg.inv(cov))
+    mu = tf.constant(mean)
+
+    def log_prior(parts):
+        a, b = parts
+        x = tf.concat([a, b[..., None]], -1) - mu
+        return -0.5 * tf.einsum("...i,ij,...j->...", x, prec, x)
+
+    def log_lik(parts, batch):
+        return tf.zeros(tf.concat([tf.shape(parts[1]), [tf.shape(batch)[0]]], 0), tf.float64)
+
+    return sg.MinibatchEstimator(log_lik, np.zeros([1, 1]), 1, log_prior_fn=log_prior)
+
+
+MEAN = np.array([3.0, -200.0, 0.01])
+COV = np.array([[4.0, 1.0, 0.001], [1.0, 1.0, 0.0005], [0.001, 0.0005, 1e-6]])
+
+
+def test_whitened_score_is_pulled_back_exactly():
+    est = _gaussian_estimator(MEAN, COV)
+    centre = [tf.constant(MEAN[:2]), tf.constant(MEAN[2])]
+    scale = np.linalg.cholesky(COV)
+    white = sg.WhitenedEstimator(est, centre, scale)
+    w = tf.constant(np.random.default_rng(0).standard_normal([3, 3]))
+    got = white.full_log_prob_and_gradient(w)
+    # z = m + L w: the Gaussian becomes N(0, I), whose score is -w.
+    np.testing.assert_allclose(got.grads_target_log_prob[0], -w.numpy(), rtol=1e-8, atol=1e-8)
+    z = white.unwhiten(w)
+    np.testing.assert_allclose(white.whiten(z), w, rtol=1e-8, atol=1e-9)
+    # Power check: a diagonal scale does not whiten a correlated Gaussian.
+    diag = sg.WhitenedEstimator(est, centre, np.sqrt(np.diag(COV)))
+    bad = diag.full_log_prob_and_gradient(w).grads_target_log_prob[0]
+    assert np.max(np.abs(bad.numpy() + w.numpy())) > 0.1
+
+
+def test_whitened_estimator_names_bad_scales():
+    est = _gaussian_estimator(MEAN, COV)
+    centre = [tf.constant(MEAN[:2]), tf.constant(MEAN[2])]
+    with pytest.raises(ValueError, match="`scale` must have shape"):
+        sg.WhitenedEstimator(est, centre, np.ones(4))
+    with pytest.raises(ValueError, match="`scale` must be finite with a positive diagonal"):
+        sg.WhitenedEstimator(est, centre, np.array([1.0, 0.0, 1.0]))
+    white = sg.WhitenedEstimator(est, centre, np.ones(3))
+    with pytest.raises(ValueError, match=r"`init_state` must have shape \[\*chains, 3\]"):
+        white.validate_state(tf.zeros([2, 4], tf.float64))
+
+
+def test_laplace_recovers_the_gaussian_covariance():
+    est = _gaussian_estimator(MEAN, COV)
+    mode = find_mode(est, [[tf.zeros(2, tf.float64), tf.zeros([], tf.float64)]], 1)
+    np.testing.assert_allclose(
+        np.concatenate([mode.position[0], [mode.position[1]]]), MEAN, rtol=1e-6, atol=1e-7
+    )
+    lap = laplace_approximation(est, mode.position)
+    assert lap.dense and not lap.notes
+    np.testing.assert_allclose(lap.covariance, COV, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(lap.lambda_max, np.linalg.eigvalsh(np.linalg.inv(COV)).max(),
+                               rtol=1e-6)
+    # Hutchinson's diagonal (used above max_dense_dim): exact for a diagonal precision,
+    # whatever the scales.
+    cov = np.diag(np.diag(COV))
+    est = _gaussian_estimator(MEAN, cov)
+    diag = laplace_approximation(est, mode.position, max_dense_dim=1, num_probes=8)
+    assert not diag.dense
+    np.testing.assert_allclose(diag.precision, 1 / np.diag(cov), rtol=1e-6)
+    np.testing.assert_allclose(diag.scale, np.sqrt(np.diag(cov)), rtol=1e-6)
+
+
+def test_find_mode_names_a_start_without_density():
+    def log_lik(parts, batch):
+        return tf.zeros(tf.concat([tf.shape(parts[0])[:-1], [tf.shape(batch)[0]]], 0),
+                        tf.float64)
+
+    est = sg.MinibatchEstimator(
+        log_lik, np.zeros([1, 1]), 1,
+        log_prior_fn=lambda p: tf.fill(tf.shape(p[0])[:-1], tf.constant(np.nan, tf.float64)),
+    )
+    with pytest.raises(ValueError, match="no mode found"):
+        find_mode(est, [[tf.zeros(2, tf.float64)]], 1)
+
+
+def test_verdict_ok_on_exact_draws_and_failed_on_broken_chains():
+    rng = np.random.default_rng(1)
+    good = rng.standard_normal([500, 4, 3])
+    v = judge_whitened_draws(good)
+    assert v.status == "ok", v
+    frozen = good.copy()
+    frozen[:, 2] = 0.3 + 1e-4 * rng.standard_normal([500, 3])
+    v = judge_whitened_draws(frozen)
+    assert v.status == "failed" and any("did not move" in r for r in v.reasons)
+    away = good.copy()
+    away[-1, 1] = np.sqrt(runaway_threshold(3)) * 1.1
+    v = judge_whitened_draws(away)
+    assert v.status == "failed" and any("left the posterior" in r for r in v.reasons)
+    apart = good.copy()
+    apart[:, 0] += 3.0
+    v = judge_whitened_draws(apart)
+    assert v.status == "failed" and any("R-hat" in r for r in v.reasons)
+    nan = good.copy()
+    nan[7, 3, 0] = np.nan
+    assert judge_whitened_draws(nan).status == "failed"
+    # The bias check: a large step with noisy gradients is suspect, a small one is not.
+    assert judge_whitened_draws(good, 0.5, np.full(3, 1.0)).status == "suspect"
+    assert judge_whitened_draws(good, 0.05, np.full(3, 0.1)).status == "ok"
+    with pytest.raises(ValueError, match="`w` must be"):
+        judge_whitened_draws(good[:, :1])
