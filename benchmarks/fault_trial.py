@@ -1,4 +1,4 @@
-"""Fault trial of the long-run driver and the ``tfp-sgmcmc`` command line (issue 36).
+"""Fault trial of the long-run driver and the ``tfp-sgmcmc`` command line.
 
 Runs a small set of faults in a temporary directory, each in real processes
 (``python -m tfp_sgmcmc.cli``, or a ``python -c`` child that patches one writer), with a
