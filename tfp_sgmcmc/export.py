@@ -39,16 +39,15 @@ quantity but differ by Monte Carlo error.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from tfp_sgmcmc.internal.quiet import quiet_real_part_cast as _quiet_real_part_cast
 from tfp_sgmcmc.internal.util import check_int, results_field
 
 __all__ = ["to_arviz", "DIAGNOSTICS_FILE", "chains_independent", "SHARED_MINIBATCH_NOTE"]
@@ -84,34 +83,6 @@ def chains_independent(run: Any) -> bool | None:
         run = SamplingRun(os.fspath(run))
     value = run.config.get("independent_chains", run.metadata.get("independent_chains"))
     return None if value is None else bool(value)
-
-
-class _RealPartCastFilter(logging.Filter):
-    """Drops TensorFlow's "casting complex64 to float32 ... discard the imaginary part"."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        msg = record.getMessage()
-        return not ("casting an input of type complex" in msg and "imaginary part" in msg)
-
-
-@contextlib.contextmanager
-def _quiet_real_part_cast() -> Iterator[None]:
-    """Hides one TensorFlow warning while the ESS is computed.
-
-    ``tfp.mcmc.effective_sample_size`` gets the autocorrelation from
-    ``tfp.stats.auto_correlation``, which takes the inverse FFT of the power spectrum and
-    keeps its real part with ``tf.cast(complex64 -> float32)``; TensorFlow logs that cast
-    as a possible mistake, and for this real input the dropped imaginary part is rounding
-    noise. The cast is TFP's, so the filter wraps our call of it (only that message, only
-    while the ESS is computed).
-    """
-    logger = logging.getLogger("tensorflow")
-    flt = _RealPartCastFilter()
-    logger.addFilter(flt)
-    try:
-        yield
-    finally:
-        logger.removeFilter(flt)
 
 
 def _import_arviz() -> Any:

@@ -29,6 +29,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.diagnostics._inputs import check_finite_eager, check_finite_result
+from tfp_sgmcmc.internal.quiet import quiet_real_part_cast
 from tfp_sgmcmc.internal.util import check_positive, is_list_like
 
 __all__ = [
@@ -69,8 +70,10 @@ def effective_sample_size(samples: Any, **kwargs: Any) -> Any:
     if not is_list_like(samples):
         # A single tensor goes to TFP as one: per-part arguments such as a scalar
         # `cross_chain_dims` must keep matching the structure of its input.
-        return tfp.mcmc.effective_sample_size(parts[0], **kwargs)
-    return list(tfp.mcmc.effective_sample_size(parts, **kwargs))
+        with quiet_real_part_cast():
+            return tfp.mcmc.effective_sample_size(parts[0], **kwargs)
+    with quiet_real_part_cast():
+        return list(tfp.mcmc.effective_sample_size(parts, **kwargs))
 
 
 class IntegratedAutocorrelationTime(NamedTuple):

@@ -53,6 +53,8 @@ import scipy.stats
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.internal.quiet import quiet_real_part_cast
+
 __all__ = [
     "Verdict",
     "judge_whitened_draws",
@@ -164,7 +166,8 @@ def judge_whitened_draws(
     x = tf.constant(w)
     rhat = tfp.mcmc.potential_scale_reduction(x, independent_chain_ndims=1, split_chains=True)
     max_rhat = float(np.nanmax(rhat.numpy()))
-    ess = tfp.mcmc.effective_sample_size(x, cross_chain_dims=1).numpy()
+    with quiet_real_part_cast():  # TFP's FFT autocorrelation casts complex to real
+        ess = tfp.mcmc.effective_sample_size(x, cross_chain_dims=1).numpy()
     min_ess = float(np.nanmin(ess))
     out.stats["max_rhat"] = max_rhat
     out.stats["min_ess"] = min_ess
