@@ -139,7 +139,8 @@ def laplace(
 
     Damped Newton from ``z = 0`` (Levenberg-Marquardt: ``-∇²`` plus ``λ I`` until it is
     positive definite, then a backtracking line search), stopped when the Newton decrement
-    ``gᵀ(-∇²)⁻¹g`` falls under ``1e-12``. L-BFGS from the same start overshoots to absurd
+    ``gᵀ(-∇²)⁻¹g`` falls under ``max(1e-12, 1e-14 |log π|)``.
+    L-BFGS from the same start overshoots to absurd
     scales on ``kidiq`` and ``sblrc`` (a scale of ``softplus(0)`` against residuals in the
     tens); with 5 to 26 parameters the exact Hessian is cheap.
 
@@ -179,7 +180,8 @@ def laplace(
         c = damped_precision(h)
         step = np.linalg.solve(c.T, np.linalg.solve(c, g))
         decrement = float(g @ step)
-        if decrement < 1e-12:
+        # 1e-12, or the float64 resolution of a log-density of |f| nats (10^6 rows).
+        if decrement < max(1e-12, 1e-14 * abs(float(f))):
             break
         t = 1.0
         while t > 1e-12:
