@@ -62,6 +62,7 @@ def main() -> None:
     factory = tuning.KernelFactory(sg.SGLD, base)
     cache: dict = {}
     common = dict(make_kernel=factory, estimator=base, program_cache=cache)
+    ksd = tuning.KSDMetric(max_samples=100, preconditioner=None)  # the paper's unit KSD
 
     def neg_acc(samples):
         return -posterior_predictive_metrics(post, samples, prob.x_test, prob.y_test,
@@ -69,12 +70,12 @@ def main() -> None:
 
     res = {
         "MAMBA-KSD": tuning.mamba(arms, theta0, budget=budget,
-                                  metric=tuning.KSDMetric(max_samples=100), **common),
+                                  metric=ksd, **common),
         "Grid": tuning.grid_search(tuning.grid(step_size=steps, batch_fraction=[0.1]), theta0,
                                    budget_per_arm=tuning.steps(grid_steps),
                                    metric=tuning.FunctionMetric(neg_acc, "-accuracy"), **common),
         "Heuristic": run_fixed("heuristic", [tuning.heuristic_arm(n)], theta0,
-                               budget_per_arm=tuning.steps(1), metric="ksd", progress=False,
+                               budget_per_arm=tuning.steps(1), metric="ksd_unit", progress=False,
                                **common),
     }
     res["MAMBA-KSD"].plot(out.figure("mamba_bnn_digits.png"),
@@ -82,7 +83,7 @@ def main() -> None:
     rows = []
     for method, r in res.items():
         ev = run_fixed("eval", [r.best_arm], theta0, budget_per_arm=tuning.seconds(eval_s),
-                       metric=tuning.KSDMetric(max_samples=100), progress=False, **common)
+                       metric=ksd, progress=False, **common)
         rec = ev.records[0]
         if rec.diverged or ev.samples[0].shape[0] == 0:
             m = {"accuracy": float("nan"), "log_loss": float("nan"), "ece": float("nan"),

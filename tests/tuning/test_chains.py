@@ -117,16 +117,23 @@ def test_chains_per_arm_needs_independent_batches(rng):
         )
 
 
-def test_ksd_jackknife_matches_leave_one_group_out(rng):
+@pytest.mark.parametrize("preconditioner", [None, "sample"])
+def test_ksd_jackknife_matches_leave_one_group_out(rng, preconditioner):
+    """The jackknife equals leave-one-group-out KSDs, the sample metric re-estimated
+    from the remaining groups."""
     est, x = _problem(rng)
-    metric = tu.KSDMetric()
+    metric = tu.KSDMetric(preconditioner=preconditioner)
     groups = [[rng.standard_normal((m, D)) * 0.3 + x.mean(0)] for m in (5, 7, 6)]
     value, se = metric.value_and_se(groups, est)
     pooled = np.concatenate([g[0] for g in groups])
 
     def ksd(s):
         scores = metric.scores([s], est)[0]
-        return float(kernel_stein_discrepancy(tf.constant(s), tf.constant(scores)))
+        return float(
+            kernel_stein_discrepancy(
+                tf.constant(s), tf.constant(scores), preconditioner=preconditioner
+            )
+        )
 
     assert value == pytest.approx(ksd(pooled), rel=1e-10)
     loo = np.array(

@@ -12,10 +12,18 @@ metric(samples, trace, estimator) -> float
 * ``estimator``: a gradient estimator of the target (the first arm's), whose
   full-data score ``∇ log π`` the Stein metrics use.
 
-[`KSDMetric`][tfp_sgmcmc.tuning.metrics.KSDMetric] (the default, as the MAMBA paper [1]) computes
-the IMQ
+[`KSDMetric`][tfp_sgmcmc.tuning.metrics.KSDMetric] (the default) computes the IMQ
 kernel Stein discrepancy ``KSD = √(Σ_{i,j} k_π(θ_i, θ_j)) / m`` (V-statistic,
-``c = 1``, ``β = −½``) with **full-data** scores at the thinned samples.
+``c = 1``, ``β = −½``) with **full-data** scores at the thinned samples, by
+default in the samples' own metric (``preconditioner="sample"``: the samples
+whitened by their covariance, the scores by its square root, Gorham, Duncan,
+Vollmer & Mackey 2019 [3]; Riabiz et al. 2022 [4]). The MAMBA paper's KSD [1] is
+the unit-metric one (``KSDMetric(preconditioner=None)``, ``metric="ksd_unit"``):
+for a posterior with standard deviation ``σ`` it gives ``n`` exact draws
+``KSD² ≈ d/(σ²n)`` and a chain frozen at the mode ``KSD² ≈ d``, so for ``σ ≪ 1``
+a chain that never moved wins; in the samples' own metric the value is
+dimensionless and a frozen chain cannot win (a coordinate with zero variance
+gives ``+∞``).
 [`FSSDMetric`][tfp_sgmcmc.tuning.metrics.FSSDMetric] is the paper's "FSSD-opt"
 (``fssd_opt(mode="mamba")``: 10
 locations from a Gaussian fit, Adam on ``FSSD²_U``; the value is ``FSSD²_U``,
@@ -29,6 +37,12 @@ it, into ``+∞`` (the arm is pruned).
      MCMC with multi-armed bandit tuning. _arXiv:2105.13059_, 2021. §3, App. C.
 [2]: Jackson Gorham and Lester Mackey. Measuring sample quality with kernels.
      In _ICML_, 2017.
+[3]: Jackson Gorham, Andrew B. Duncan, Sebastian J. Vollmer and Lester Mackey.
+     Measuring sample quality with diffusions. _Annals of Applied Probability_
+     29(5), 2019.
+[4]: Marina Riabiz, Wilson Ye Chen, Jon Cockayne, Pawel Swietach, Steven A.
+     Niederer, Lester Mackey and Chris J. Oates. Optimal thinning of MCMC output.
+     _Journal of the Royal Statistical Society Series B_ 84(4), 2022.
 """
 
 from __future__ import annotations
@@ -43,6 +57,12 @@ import tensorflow as tf
 
 from tfp_sgmcmc.data import DatasetData
 from tfp_sgmcmc.diagnostics import fssd_opt, kernel_stein_discrepancy
+from tfp_sgmcmc.diagnostics._inputs import flatten_samples_and_scores
+from tfp_sgmcmc.diagnostics.metric import (
+    check_preconditioner,
+    warn_if_degenerate,
+    whitening_map,
+)
 from tfp_sgmcmc.diagnostics.stein_kernels import stein_kernel_matrix
 from tfp_sgmcmc.internal.util import estimator_data
 
@@ -151,15 +171,35 @@ class KSDMetric:
 
     ``KSD = √(Σ_{i,j} k_π(θ_i, θ_j)) / m`` (module docstring), computed in
     float64 from
-    [`tfp_sgmcmc.diagnostics.kernel_stein_discrepancy`][tfp_sgmcmc.diagnostics.kernel_stein_discrepancy].
+    [`tfp_sgmcmc.diagnostics.kernel_stein_discrepancy`][tfp_sgmcmc.diagnostics.kernel_stein_discrepancy],
+    by default in the samples' own metric: the flattened samples are whitened,
+    ``w = L⁻¹(θ − θ̄)``, and the scores mapped to ``Lᵀ∇ log π``, with ``L Lᵀ`` the
+    samples' covariance (the diffusion Stein operator with a constant matrix of
+    Gorham, Duncan, Vollmer & Mackey 2019; the sample-covariance preconditioner
+    of Riabiz et al. 2022, Optimal thinning of MCMC output, JRSS-B). The value is
+    then dimensionless, the same under any affine reparametrisation, and a chain
+    that did not move (a zero-variance coordinate) scores ``+∞``. With the unit
+    metric (``preconditioner=None``, the MAMBA paper's KSD) a posterior of
+    standard deviation ``σ ≪ 1`` lets a chain frozen at the mode
+    (``KSD² ≈ d``) beat exact draws (``KSD² ≈ d/(σ²m)``).
 
     Args:
-      c: IMQ scale. Default value: ``1.``.
+      c: IMQ scale (in whitened units when preconditioned). Default value: ``1.``.
       beta: IMQ exponent in ``(−1, 0)``. Default value: ``-0.5``.
       score_block_size: samples per full-data score call. Default value: ``64``.
       max_samples: use at most this many (evenly spaced) samples; ``None`` = all.
         Default value: ``None``.
       jit_compile: XLA-compile the full-data scores. Default value: ``True``.
+      preconditioner: the metric ``Σ`` (keyword only): ``"sample"`` (the samples'
+        covariance, dense up to ``d = 100``, per-coordinate above); ``None`` (the
+        unit metric of the MAMBA paper); a fixed ``[d]`` array of scales or a
+        ``[d, d]`` covariance in the flattened coordinates of the state parts
+        (e.g. an inverse Hessian at the mode). Default value: ``"sample"``.
+
+    Raises:
+      ValueError: ``beta`` outside ``(−1, 0)``, ``c ≤ 0`` or a bad
+        ``preconditioner`` (see
+        [`check_preconditioner`][tfp_sgmcmc.diagnostics.metric.check_preconditioner]).
     """
 
     name = "KSD"
@@ -171,6 +211,8 @@ class KSDMetric:
         score_block_size: int = 64,
         max_samples: int | None = None,
         jit_compile: bool = True,
+        *,
+        preconditioner: Any = "sample",
     ) -> None:
         if not -1.0 < beta < 0.0:
             raise ValueError(f"`beta` must lie in (-1, 0), got {beta!r}.")
@@ -179,6 +221,10 @@ class KSDMetric:
         self.c = c
         self.beta = beta
         self.max_samples = max_samples
+        self.preconditioner = preconditioner
+        # Validated (and a fixed matrix factored) once; the dimension is checked
+        # against the samples when the metric is computed.
+        self._metric = check_preconditioner(preconditioner)
         self._cache = _ScorerCache(score_block_size, jit_compile)
 
     def scores(self, samples: list[np.ndarray], estimator: Any) -> list[np.ndarray]:
@@ -189,7 +235,24 @@ class KSDMetric:
         scores = self.scores(samples, estimator)
         x = [tf.constant(s, tf.float64) for s in samples]
         s = [tf.constant(g, tf.float64) for g in scores]
-        return float(kernel_stein_discrepancy(x, s, c=self.c, beta=self.beta))
+        return float(
+            kernel_stein_discrepancy(
+                x, s, c=self.c, beta=self.beta, preconditioner=self._metric
+            )
+        )
+
+    def _gram(self, x: tf.Tensor, s: tf.Tensor, warn: bool = False) -> np.ndarray | None:
+        """Stein-kernel Gram matrix of flat ``[n, d]`` samples and scores in this
+        metric; ``None`` when the sample metric is singular (a zero-variance
+        coordinate), whose KSD is ``+∞``."""
+        if self._metric is not None:
+            wmap = whitening_map(x, self._metric)
+            if bool(wmap.degenerate):
+                if warn:
+                    warn_if_degenerate(wmap, "KSD")
+                return None
+            x, s = wmap.samples(x), wmap.scores(s)
+        return stein_kernel_matrix(x, s, c=self.c, beta=self.beta).numpy()
 
     def value_and_se(
         self, groups: list[list[np.ndarray]], estimator: Any
@@ -198,30 +261,38 @@ class KSDMetric:
 
         ``groups`` are independent chains of one arm (or contiguous blocks of
         one chain). With the Stein-kernel Gram matrix ``K`` of the ``M``
-        pooled samples, ``KSD = √(Σ K)/M``; leaving group ``g`` (rows ``I_g``)
-        out gives ``KSD_(−g) = √(Σ K − 2 Σ_{i∈I_g} Σ_j K_ij + Σ_{I_g×I_g} K) /
-        (M − |I_g|)``, and the jackknife standard error is
+        pooled samples (whitened as in ``__call__``), ``KSD = √(Σ K)/M``;
+        leaving group ``g`` (rows ``I_g``) out gives ``KSD_(−g) = √(Σ K − 2
+        Σ_{i∈I_g} Σ_j K_ij + Σ_{I_g×I_g} K) / (M − |I_g|)``, and the jackknife
+        standard error is
 
         ```none
         se = √((G − 1)/G · Σ_g (KSD_(−g) − mean_g KSD_(−g))²)
         ```
 
         (Efron & Stein 1981; over contiguous blocks, the blocked jackknife of
-        Künsch 1989, which allows for the chain's autocorrelation). Every
+        Künsch 1989, which allows for the chain's autocorrelation). With
+        ``preconditioner="sample"`` the metric is a statistic of the samples
+        too, so each ``KSD_(−g)`` re-estimates it from the remaining groups
+        (its Gram matrix is rebuilt, ``G`` more ``O(M²)`` matrices); a
+        remaining set with a zero-variance coordinate gives ``se = +∞``. A
+        fixed metric, or none, uses the algebra above on the one matrix. Every
         group's samples are scored in one pass. ``max_samples`` caps the
-        pooled total (split evenly over the groups).
+        pooled total (split evenly over the groups). Pooled samples with a
+        zero-variance coordinate give ``(+∞, nan)`` under the sample metric.
         """
         cap = None if self.max_samples is None else max(1, self.max_samples // len(groups))
         groups = [_subsample(g, cap) for g in groups]
         sizes = [int(g[0].shape[0]) for g in groups]
         pooled = [np.concatenate([g[i] for g in groups]) for i in range(len(groups[0]))]
         scores = self.scores(pooled, estimator)
-        k = stein_kernel_matrix(
-            [tf.constant(x, tf.float64) for x in pooled],
+        x, s = flatten_samples_and_scores(
+            [tf.constant(p, tf.float64) for p in pooled],
             [tf.constant(g, tf.float64) for g in scores],
-            c=self.c,
-            beta=self.beta,
-        ).numpy()
+        )
+        k = self._gram(x, s, warn=True)
+        if k is None:
+            return math.inf, math.nan
         big_m = k.shape[0]
         total = float(k.sum())
         value = math.sqrt(max(total, 0.0)) / big_m
@@ -231,7 +302,14 @@ class KSDMetric:
         loo, start = [], 0
         for m in sizes:
             sl = slice(start, start + m)
-            rest = total - 2.0 * rows[sl].sum() + k[sl, sl].sum()
+            if self._metric == "sample":
+                keep = np.r_[0:start, start + m : big_m]
+                k_rest = self._gram(tf.gather(x, keep), tf.gather(s, keep))
+                if k_rest is None:
+                    return value, math.inf
+                rest = float(k_rest.sum())
+            else:
+                rest = total - 2.0 * rows[sl].sum() + k[sl, sl].sum()
             loo.append(math.sqrt(max(rest, 0.0)) / (big_m - m))
             start += m
         loo_arr = np.asarray(loo)
@@ -240,7 +318,12 @@ class KSDMetric:
         return value, se
 
     def __repr__(self) -> str:
-        return f"KSDMetric(c={self.c}, beta={self.beta})"
+        p = self.preconditioner
+        if p is not None and not isinstance(p, str):
+            p = f"array{list(np.shape(p))}"
+        else:
+            p = repr(p)
+        return f"KSDMetric(c={self.c}, beta={self.beta}, preconditioner={p})"
 
 
 class FSSDMetric:
@@ -308,21 +391,29 @@ def _subsample(samples: list[np.ndarray], max_samples: int | None) -> list[np.nd
 
 
 def resolve_metric(metric: Any) -> Metric:
-    """``"ksd"`` → [`KSDMetric`][tfp_sgmcmc.tuning.metrics.KSDMetric], ``"fssd"`` →
-    [`FSSDMetric`][tfp_sgmcmc.tuning.metrics.FSSDMetric], a callable as is.
+    """A metric from a name, or a callable as is.
+
+    * ``"ksd"`` → [`KSDMetric`][tfp_sgmcmc.tuning.metrics.KSDMetric]``()``, the KSD
+      in the samples' own metric (``preconditioner="sample"``);
+    * ``"ksd_unit"`` → ``KSDMetric(preconditioner=None)``, the unit-kernel KSD of
+      the MAMBA paper (Coullon, South & Nemeth);
+    * ``"fssd"`` → [`FSSDMetric`][tfp_sgmcmc.tuning.metrics.FSSDMetric].
 
     Raises:
       ValueError: an unknown name or a non-callable.
     """
+    names = "'ksd', 'ksd_unit', 'fssd'"
     if isinstance(metric, str):
         low = metric.lower()
         if low == "ksd":
             return KSDMetric()
+        if low == "ksd_unit":
+            return KSDMetric(preconditioner=None)
         if low == "fssd":
             return FSSDMetric()
-        raise ValueError(f"`metric` must be 'ksd', 'fssd' or a callable, got {metric!r}.")
+        raise ValueError(f"`metric` must be {names} or a callable, got {metric!r}.")
     if not callable(metric):
-        raise ValueError(f"`metric` must be 'ksd', 'fssd' or a callable, got {metric!r}.")
+        raise ValueError(f"`metric` must be {names} or a callable, got {metric!r}.")
     return metric
 
 
