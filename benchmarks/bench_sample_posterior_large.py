@@ -10,11 +10,12 @@ samplers run in this process on the same model, 4 chains each:
   (``benchmarks/posteriordb/check_nuts.py``'s ``run_dense``: the mode, the metric, the
   dual-averaging warm-up and the draws all count in its wall time).
 
-Prints one JSON document: wall seconds, the worst standardised mean error and the range
-of sd ratios against the exact marginals for each, and the wall-time ratio:
+Run from the repository root. Prints one JSON document: wall seconds, the worst
+standardised mean error and the range of sd ratios against the exact marginals for each,
+and the wall-time ratio:
 
 ```bash
-python benchmarks/bench_sample_posterior_large.py --num-examples 1000000
+python -m benchmarks.bench_sample_posterior_large --num-examples 1000000
 ```
 """
 
@@ -22,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,9 +31,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.posteriordb import check_nuts  # noqa: E402
+from benchmarks.posteriordb import check_nuts
 
 tfd = tfp.distributions
 
