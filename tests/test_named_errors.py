@@ -276,3 +276,15 @@ def test_seed_forms_that_give_one_chain():
     want = _chain(est, TWO_CHAINS, seed=[4, 5])
     for seed in [(4, 5), tf.constant([4, 5]), np.array([4, 5]), np.array([4, 5], np.uint8)]:
         np.testing.assert_array_equal(_chain(est, TWO_CHAINS, seed=seed), want)
+
+
+def test_sample_names_an_empty_run_dir(tmp_path):
+    est = sg.MinibatchEstimator(
+        lambda t, x: -0.5 * tf.reduce_sum((x - t[..., None, :]) ** 2, -1),
+        np.zeros([8, 2], np.float32), 4,
+    )
+    kernel = sg.SGLD(est, step_size=1e-3)
+    with pytest.raises(ValueError, match="`run_dir` must be a non-empty path"):
+        sg.sample(kernel, tf.zeros([2], tf.float32), 4, run_dir="")
+    # Power check: a real directory runs.
+    sg.sample(kernel, tf.zeros([2], tf.float32), 4, run_dir=str(tmp_path / "run"))

@@ -545,6 +545,9 @@ def sample(
         raise ValueError("Give at most one of `resume` and `overwrite`.")
     if not isinstance(run_dir, (str, os.PathLike)):
         raise ValueError(f"`run_dir` must be a path, got {run_dir!r}.")
+    if not os.fspath(run_dir).strip():
+        # '' would be the current directory: the run's files among the user's own.
+        raise ValueError("`run_dir` must be a non-empty path (a directory for the run's files).")
     if reducer is not None and not isinstance(reducer, Mapping):
         raise ValueError("`reducer` must be a dict of name -> tfp.experimental.mcmc.Reducer.")
     if trace_fn is not None and not callable(trace_fn):
