@@ -50,8 +50,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.data import DataSource
-from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
+from tfp_sgmcmc.estimators.base import GradientEstimator
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
+from tfp_sgmcmc.estimators.laplace import _PerExample
 from tfp_sgmcmc.estimators.map import find_map
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
@@ -122,35 +123,6 @@ def _unbatched_twin(prior: tfd.JointDistribution) -> tfd.JointDistribution:
     except Exception:  # noqa: BLE001 - any failure means: keep the prior as given
         return prior
     return twin if same else prior
-
-
-class _PerExample(WrappingEstimator):
-    """``log π / N`` on the full data: the same maximiser, gradients of order one.
-
-    L-BFGS starts with the identity as inverse Hessian, so its first trial step
-    is the raw gradient; with ``N`` in the thousands that step overshoots by
-    orders of magnitude (in float32, into a flat region where it stalls).
-    """
-
-    def __init__(self, inner: GradientEstimator, num_examples: int) -> None:
-        super().__init__(inner)
-        self._n = float(num_examples)
-
-    def bootstrap(self, state: Any) -> Any:
-        return self._base.bootstrap(state)
-
-    def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor):
-        raise NotImplementedError("only the full-data log-density is used (MAP search).")
-
-    def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
-        self._base.validate_state(state, arg_name)
-
-    def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
-        est = self._base.full_log_prob_and_gradient(state)
-        scale = tf.constant(1.0 / self._n, est.target_log_prob.dtype)
-        return GradientEstimate(
-            scale * est.target_log_prob, [scale * g for g in est.grads_target_log_prob]
-        )
 
 
 class _JointEstimator(TransformedEstimator):

@@ -102,7 +102,9 @@ class _PerExample(WrappingEstimator):
     """``log π / N`` on the full data: the same maximiser, gradients of order one.
 
     L-BFGS starts with the identity as inverse Hessian, so its first trial step is
-    the raw gradient; with ``N`` in the thousands that step overshoots.
+    the raw gradient; with ``N`` in the thousands that step overshoots by orders of
+    magnitude (in float32, into a flat region where it stalls). Shared by
+    `find_mode` and ``JointPosterior.find_map``.
     """
 
     def __init__(self, inner: GradientEstimator, num_examples: float) -> None:
