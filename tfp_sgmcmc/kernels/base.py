@@ -30,7 +30,8 @@ one; after that every batch comes from ``one_step``'s seed.
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from typing import Any, ClassVar
 
 import tensorflow as tf
 import tensorflow_probability as tfp
@@ -48,10 +49,24 @@ from tfp_sgmcmc.internal.util import (
 )
 from tfp_sgmcmc.schedules import StepSizeSchedule, as_schedule
 
-__all__ = ["ParameterizedKernel", "SGMCMCKernel", "BOOTSTRAP_SEED"]
+__all__ = ["ParameterizedKernel", "SGMCMCKernel", "BOOTSTRAP_SEED", "registered_kernels"]
 
 #: Seed of the minibatch drawn by ``bootstrap_results`` when it is given none.
 BOOTSTRAP_SEED = (20_251_121, 0)
+
+# Class name -> class of every public SGMCMCKernel subclass, filled as the classes are
+# defined. Weak: a class defined and dropped (in a test, say) leaves with its last user.
+_REGISTRY: weakref.WeakValueDictionary[str, type[SGMCMCKernel]] = weakref.WeakValueDictionary()
+
+
+def registered_kernels() -> dict[str, type[SGMCMCKernel]]:
+    """Every public ``SGMCMCKernel`` subclass defined so far, by class name, in order of
+    definition (those of this package and any defined elsewhere).
+
+    The command line's ``--kernel`` lookup reads it (with each class's ``cli_name``);
+    nothing else keeps a list of the samplers.
+    """
+    return dict(_REGISTRY)
 
 
 class ParameterizedKernel(tfp.mcmc.TransitionKernel):
@@ -82,10 +97,26 @@ class SGMCMCKernel(ParameterizedKernel):
     Subclasses define ``_results_type`` (a namedtuple with at least the common
     fields), ``_init_extra(parts, estimate)`` (the sampler's own fields at
     bootstrap) and ``_transition(parts, state, results, step_size, seed)``.
+
+    The class itself says what the rest of the package needs to know about it:
+    defining a public subclass registers it (``kernels.base.registered_kernels``), its
+    ``cli_name`` is its ``tfp-sgmcmc --kernel`` name, and
+    ``gradient_noise_coefficient`` tells the gradient-noise diagnostic how minibatch
+    noise compares with the noise it injects.
     """
 
     _results_type: type
     _default_name: str = "sgmcmc"
+    #: The short ``tfp-sgmcmc --kernel`` name (``None``: the class name only). Set on the
+    #: class itself; a subclass does not inherit it.
+    cli_name: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "cli_name" not in cls.__dict__:
+            cls.cli_name = None  # pSGLD is not `sgld` because it subclasses SGLD
+        if not cls.__name__.startswith("_"):
+            _REGISTRY[cls.__name__] = cls
 
     def __init__(
         self,
@@ -112,6 +143,7 @@ class SGMCMCKernel(ParameterizedKernel):
     temperature = RecordedArgument[Any]("``T`` as given: a scalar or schedule.")
 
     step_size_schedule = AttributeView[StepSizeSchedule]("_schedule")
+    temperature_schedule = AttributeView[StepSizeSchedule]("_temperature_schedule")
 
     @property
     def gradient_evaluations_per_step(self) -> int:
@@ -194,6 +226,20 @@ class SGMCMCKernel(ParameterizedKernel):
                 **extra,
             )
             return restructure(new_parts, current_state), results
+
+    def gradient_noise_coefficient(
+        self, step_size: float, temperature: float
+    ) -> tuple[float, bool] | None:
+        """How minibatch noise compares with the injected noise in one update.
+
+        Returns ``(c, checked)``: the gradient-noise ratio of one update is
+        ``r = c · Var(ĝ)`` at step size ``step_size`` and temperature ``temperature > 0``
+        ([`gradient_noise_ratio`][tfp_sgmcmc.diagnostics.gradient_noise_ratio]), and
+        ``checked`` says whether the sampler's stationary law needs ``r ≪ 1``. ``None``
+        (the default) where the ratio is not derived for the sampler; a subclass that
+        changes the update overrides this.
+        """
+        return None
 
     # -- helpers for subclasses ---------------------------------------------- #
     def _temperature(self, dtype: tf.DType, step: tf.Tensor) -> tf.Tensor:
