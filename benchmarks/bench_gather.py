@@ -163,7 +163,9 @@ def _row_layout(
     # The same rows cut to whole 64-bit words: a private copy swapped into a view
     # (the views share their cache, so the view gets a dict of its own).
     unpadded._packed_cache = {
-        "rows": sg.data._PackedRows(tf.identity(rows.packed[:, : -(-words // 2)]), rows.layout)
+        "rows": sg.data.in_memory._PackedRows(
+            tf.identity(rows.packed[:, : -(-words // 2)]), rows.layout
+        )
     }
     layouts = {"padded": epoch, "unpadded": unpadded}
     floors = {k: make_draw_floor(d, n, 1, draws) for k, d in layouts.items()}
@@ -256,7 +258,9 @@ def _huge_pages(epoch: sg.InMemoryData, n: int, draws: int, repeats: int,
     rows = epoch._packed_cache["rows"]
     before = _anon_huge_kib()
     huge = epoch.with_scheme("epoch")
-    huge._packed_cache = {"rows": sg.data._PackedRows(_on_huge_pages(rows.packed), rows.layout)}
+    huge._packed_cache = {
+        "rows": sg.data.in_memory._PackedRows(_on_huge_pages(rows.packed), rows.layout)
+    }
     out: dict[str, Any] = {"table_bytes": int(rows.packed.shape[0]) * 8 * int(rows.packed.shape[1]),
                            "huge_page_kib_gained": (_anon_huge_kib() or 0) - (before or 0)}
     layouts = {"4k": epoch, "thp": huge}

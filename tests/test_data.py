@@ -84,7 +84,7 @@ def test_feistel_position_law_is_exactly_uniform_on_small_domains(num_items):
     with probability n/N at every step (the unbiasedness of the "epoch" scheme). Chi-square
     over 20,000 keys at p = 1e-4; power: the same map without its keyed rotation (four
     Feistel rounds alone, measurably non-uniform on the smallest domains) fails."""
-    from tfp_sgmcmc.data import _hashed_keys
+    from tfp_sgmcmc.data.permutation import _hashed_keys
 
     num_keys = 20_000
     keys = np.stack([np.arange(num_keys), np.full(num_keys, 11)], axis=1).astype(np.int32)
@@ -278,7 +278,7 @@ def test_epoch_batches_are_the_documented_rows_in_every_mode(mode, big_n, pack_r
 def test_materialized_indices_returns_the_indices_unchanged():
     """The fusion boundary in front of the gather is the identity on in-range indices,
     for any shape and both index dtypes, eagerly and under XLA."""
-    from tfp_sgmcmc.data import _materialized_indices
+    from tfp_sgmcmc.data.in_memory import _materialized_indices
 
     idx = np.random.default_rng(1).integers(0, 97, (4, 25))
     for dtype in (tf.int32, tf.int64):
@@ -291,7 +291,7 @@ def test_materialized_indices_returns_the_indices_unchanged():
 
 def test_materialized_indices_of_empty_and_dynamic_shapes():
     """No element to test (an empty batch), or a shape known only at run time."""
-    from tfp_sgmcmc.data import _materialized_indices
+    from tfp_sgmcmc.data.in_memory import _materialized_indices
 
     empty = tf.zeros([0], tf.int32)
     assert _materialized_indices(empty, 5).shape == [0]
@@ -310,7 +310,7 @@ def test_materialized_indices_of_empty_and_dynamic_shapes():
 def test_packed_row_width_keeps_rows_inside_cache_lines(words, padded):
     """Whole 64-bit words; a power of two up to a 64-byte line, whole lines beyond,
     so a row of a line-aligned table never straddles two lines."""
-    from tfp_sgmcmc.data import _padded_row_words
+    from tfp_sgmcmc.data.in_memory import _padded_row_words
 
     got = _padded_row_words(words)
     assert got == padded

@@ -10,13 +10,16 @@ sequence) must agree.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.data_stream import BlockReader, StreamFeeder, stream_feeder
+from tfp_sgmcmc.data import BlockReader, StreamFeeder, stream_feeder
+from tfp_sgmcmc.data.dataset import counting_draws
 from tfp_sgmcmc.driver import sample
 
 N, BATCH = 120, 10
@@ -65,7 +68,7 @@ def _run(kernel, chunks, steps, mode):
         feeder = stream_feeder(kernel, state)  # traces a step on placeholders: no read
         run = feeder.compile(_fold(kernel, steps), steps, jit_compile="xla" in mode)
         results = kernel.bootstrap_results(state)  # reads batch 0 from the first block
-        assert all(src._reader.stacked for src in feeder.sources)
+        assert all(src.block_reader.stacked for src in feeder.sources)
     else:
         results = kernel.bootstrap_results(state)  # an eager read of the first batch
     if mode == "graph":
@@ -201,13 +204,47 @@ def test_reads_outside_chunks_continue_the_chunked_stream():
     data = sg.DatasetData(tf.data.Dataset.range(1000).batch(5, drop_remainder=True), 1000)
     first, _ = data.sample_batch(5, data.init_batch_state(), None)  # eager, before chunks
     with pytest.warns(RuntimeWarning, match="read before its chunked stream started"):
-        data._start_chunks(3)
+        data.start_chunks(3)
     graph_read = tf.function(lambda: data.sample_batch(5, data.init_batch_state(), None)[0])
     eager, _ = data.sample_batch(5, data.init_batch_state(), None)
     np.testing.assert_array_equal(first.numpy(), np.arange(5))
     np.testing.assert_array_equal(eager.numpy(), np.arange(5, 10))
     np.testing.assert_array_equal(graph_read().numpy(), np.arange(10, 15))
-    np.testing.assert_array_equal(data._reader.take(1)[0].numpy()[0], np.arange(15, 20))
+    np.testing.assert_array_equal(data.block_reader.take(1)[0].numpy()[0], np.arange(15, 20))
+
+
+def test_counting_draws_counts_without_reading_within_its_scope_only():
+    data = sg.DatasetData(tf.data.Dataset.range(1000).batch(5, drop_remainder=True), 1000)
+
+    def read():
+        return data.sample_batch(5, data.init_batch_state(), None)[0].numpy()
+
+    with counting_draws() as counts:
+        placeholder = read()
+        with counting_draws() as inner:  # the innermost scope counts
+            read()
+        traced = tf.function(lambda: data.sample_batch(5, data.init_batch_state(), None)[0])
+        traced.get_concrete_function()
+        # Another thread is outside this scope: its read consumes the stream.
+        with ThreadPoolExecutor(1) as pool:
+            elsewhere = pool.submit(read).result()
+    assert counts == {data: 2} and inner == {data: 1}
+    np.testing.assert_array_equal(placeholder, np.zeros(5))
+    np.testing.assert_array_equal(elsewhere, np.arange(5))
+    # Power: after the scope, reads consume the stream again, where the thread left it.
+    np.testing.assert_array_equal(read(), np.arange(5, 10))
+
+
+def test_feeding_needs_a_chunked_source():
+    data = sg.DatasetData(tf.data.Dataset.range(100).batch(5, drop_remainder=True), 100)
+    assert data.block_reader is None and not data.chunked
+    with pytest.raises(RuntimeError, match="start_chunks"):
+        with data.feeding([], tf.constant(0)):
+            pass
+    with pytest.raises(RuntimeError, match="start_chunks"):
+        data.batches_fed()
+    data.start_chunks(4)
+    assert data.chunked and data.block_reader.block == 4 and data.block_reader.stacked
 
 
 def test_driver_feeds_xla_chunks_from_tf_data(tmp_path):
@@ -234,8 +271,8 @@ def test_driver_feeds_xla_chunks_from_tf_data(tmp_path):
     np.testing.assert_allclose(fed.samples(), ref, rtol=1e-5, atol=1e-6)
     # The stream of stacked blocks started before the bootstrap's read (no loop of
     # single reads); blocks hold the longest chunk, 5 draws thinned by 2.
-    assert sources[True]._reader.stacked and sources[True]._reader.block == 10
-    assert sources[False]._reader is None
+    assert sources[True].block_reader.stacked and sources[True].block_reader.block == 10
+    assert sources[False].block_reader is None
     # The driver's graph-mode gradient-noise probe reads the chunked stream too.
     with pytest.warns(RuntimeWarning, match="gradient-noise ratio"):
         noisy = sample(
@@ -336,11 +373,11 @@ def test_chunked_reads_from_the_start_are_stacked_by_tf_data(read_first):
     if read_first:  # an element read first: the chunks continue that iterator
         got.append(data.sample_batch(BATCH, None, None)[0].numpy())
         with pytest.warns(RuntimeWarning, match="read before its chunked stream started"):
-            data._start_chunks(7)
+            data.start_chunks(7)
     else:
-        data._start_chunks(7)
-    assert data._reader.stacked != read_first
-    got.extend(data._reader.take(40 - len(got))[0].numpy())
+        data.start_chunks(7)
+    assert data.block_reader.stacked != read_first
+    got.extend(data.block_reader.take(40 - len(got))[0].numpy())
     np.testing.assert_array_equal(np.stack(got), want)
     # Power: a second iterator of the same dataset sees another order (the stacked
     # stream must be the source's first iterator, and continue no other).

@@ -70,9 +70,9 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from tfp_sgmcmc.data import DatasetData
-from tfp_sgmcmc.data_stream import _count_draws as count_stream_draws
-from tfp_sgmcmc.data_stream import stream_feeder
+from tfp_sgmcmc.data import stream_feeder
+from tfp_sgmcmc.data.dataset import dataset_sources_exist
+from tfp_sgmcmc.data.stream import count_draws as count_stream_draws
 from tfp_sgmcmc.driver.checkpoint import (
     CHECKPOINT_FILE,
     Checkpoint,
@@ -251,7 +251,7 @@ class _Run:
     num_checkpointed: int = 0
     num_diverged: int = 0
     programs: dict[tuple[str, int], ChunkProgram] = dataclasses.field(default_factory=dict)
-    # Feeds compiled chunks from tf.data sources (tfp_sgmcmc/data_stream.py); set by
+    # Feeds compiled chunks from tf.data sources (tfp_sgmcmc/data/stream.py); set by
     # `_open_run` under jit_compile, before the bootstrap reads a batch.
     feeder: Any = None
 
@@ -734,7 +734,7 @@ def _write_config(run_dir: str, config: dict[str, Any]) -> None:
 
 def _reads_stream(kernel: Any, state: Any, kernel_results: Any) -> bool:
     """Whether a step of ``kernel`` reads a ``DatasetData`` (one traced step; nothing read)."""
-    if not len(DatasetData._live):
+    if not dataset_sources_exist():
         return False
     try:
         return bool(count_stream_draws(kernel, state, kernel_results))

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.data import DatasetData
+from tfp_sgmcmc.data.dataset import dataset_sources_exist, traced_draws
 from tfp_sgmcmc.estimators.base import GradientEstimator
 from tfp_sgmcmc.internal.adam import AdamState, adam_ascent_step, adam_init
 from tfp_sgmcmc.internal.util import (
@@ -169,11 +169,11 @@ def find_map(
 
 def _reads_stream(estimator: GradientEstimator, state: Any) -> bool:
     """Whether an estimate reads a ``DatasetData`` (traced, nothing is read)."""
-    if not len(DatasetData._live):
+    if not dataset_sources_exist():
         return False
 
     def one(s: Any) -> tf.Tensor:
         est, _ = estimator(s, estimator.bootstrap(s), tf.constant([0, 0], tf.int32))
         return est.target_log_prob
 
-    return bool(DatasetData._traced_draws(one, state))
+    return bool(traced_draws(one, state))
