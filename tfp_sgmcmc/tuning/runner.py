@@ -25,7 +25,7 @@ split into calls. A ``tf.data`` source
 ([`DatasetData`][tfp_sgmcmc.data.DatasetData]) has no XLA kernel: under
 ``jit_compile`` its batches are stacked into prefetched blocks of at most
 ``FEED_BLOCK_BYTES`` by a
-[`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder], a call runs at most the
+[`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder], a call runs at most the
 steps its block holds, and consumes exactly the batches it read (the
 step-by-step order; docs/tuning.md, "Tuning on tf.data").
 """
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.data_stream import stream_feeder
+from tfp_sgmcmc.data import stream_feeder
 from tfp_sgmcmc.internal.util import as_parts, check_int, restructure
 from tfp_sgmcmc.tuning.arms import split_arm, structural_keys
 from tfp_sgmcmc.tuning.budget import Budget, steps_for
@@ -207,7 +207,7 @@ class _Program:
         """Feed the chunk program its ``tf.data`` minibatches, if ``kernel`` reads any.
 
         A [`DatasetData`][tfp_sgmcmc.data.DatasetData] iterator has no XLA
-        kernel: a [`StreamFeeder`][tfp_sgmcmc.data_stream.StreamFeeder] pulls
+        kernel: a [`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder] pulls
         the batches into prefetched blocks of at most ``FEED_BLOCK_BYTES`` and
         every chunk call reads the block it is given (one compiled shape) for
         as many steps as it runs, consuming exactly those batches: the arm
