@@ -270,16 +270,17 @@ class SGMCMCKernel(ParameterizedKernel):
     def _split(seed: tf.Tensor, n: int, salt: str) -> list[tf.Tensor]:
         # The same seeds as ``tfp.random.split_seed(seed, n, salt)`` (salted,
         # then ``stateless_uniform([n, 2])``; checked bit-identical eagerly, in
-        # graphs and under XLA), but with the generator pinned to Philox:
-        # under XLA on CPU the default ``auto_select`` path costs ~10% of an
-        # SGLD step at a 0.1% batch (benchmarks/bench_samplers.py).
+        # graphs and under XLA), but with the generator pinned to Philox: the
+        # default ``auto_select`` path is slow under XLA on CPU, a visible share of
+        # a cheap SGLD step (docs/benchmarks.md#findings-of-the-loaded-runs).
         salted = tfp.random.sanitize_seed(seed, salt=salt)
         return tf.unstack(tf.random.experimental.stateless_split(salted, n, alg=RNG_ALG))
 
     @staticmethod
     def _normals(parts: list[tf.Tensor], seed: tf.Tensor, salt: str) -> list[tf.Tensor]:
-        # Threefry normals (tfp_sgmcmc/internal/random.py): about 5x cheaper than
-        # TensorFlow's Philox normals under XLA on CPU, the same eagerly and compiled.
+        # Threefry normals (tfp_sgmcmc/internal/random.py): cheaper than TensorFlow's
+        # Philox normals under XLA on CPU (docs/benchmarks.md#mnist-bnn), and the same
+        # eagerly and compiled.
         seeds = SGMCMCKernel._split(seed, len(parts), salt)
         return [standard_normal(tf.shape(p), s, p.dtype) for p, s in zip(parts, seeds)]
 
