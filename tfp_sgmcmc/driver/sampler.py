@@ -1045,8 +1045,8 @@ def open_run(run_dir: str, verify: bool = True) -> SamplingRun:
 
     Args:
       run_dir: the run directory.
-      verify: read every recorded row once now, checking its checksum (about 1.5 s
-        per GB from the page cache); ``False`` reads the configuration and checkpoint
+      verify: read every recorded row once now, checking its checksum (its speed is
+        in ``docs/driver.md#safety``); ``False`` reads the configuration and checkpoint
         only, and each later read checks what it reads. Default value: ``True``.
 
     Raises:

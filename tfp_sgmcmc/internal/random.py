@@ -3,8 +3,8 @@ r"""Counter-based standard normals that are fast under XLA on CPU and identical 
 Every SG-MCMC step adds one Gaussian draw per parameter, so on a large model
 (the 79,510 weights of the 784-100-10 network of ``docs/models.md``) the noise
 generator is a large share of a step. TensorFlow's stateless Philox normals
-cost about 25 ns per float32 under XLA on CPU (the 32×32→64-bit products of
-Philox are emulated), and TensorFlow's faster ``"threefry"`` algorithm has no
+are slow under XLA on CPU (the 32×32→64-bit products of Philox are emulated),
+and TensorFlow's faster ``"threefry"`` algorithm has no
 kernel outside XLA, so a chain would change between eager and compiled runs.
 This module implements the Threefry-2x32 block cipher (20 rounds; Salmon et
 al. 2011) with 32-bit adds, rotations and xors, which XLA vectorises, and
@@ -21,7 +21,7 @@ normals that differ only by the rounding of the two ``erf⁻¹`` implementations
 (at most a few 10⁻⁴ in float32 in the far tails, 10⁻¹¹ in float64), where
 TensorFlow's own stateless normals use different algorithms eagerly and under
 XLA (they differ by O(1)).
-Measured speed-up of the noise alone: ``docs/benchmarks.md#mnist-bnn``.
+The cost of both, per float and per step: ``docs/benchmarks.md#mnist-bnn``.
 
 #### References
 

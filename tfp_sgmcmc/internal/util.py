@@ -43,8 +43,8 @@ __all__ = [
     "deprecated_aliases",
 ]
 
-# Philox is several times faster than the default generator inside XLA on CPU
-# (measured on CPU with TensorFlow 2.21).
+# Philox: the default generator is slow inside XLA on CPU
+# (docs/benchmarks.md#findings-of-the-loaded-runs).
 RNG_ALG = "philox"
 
 
