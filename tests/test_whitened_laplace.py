@@ -48,6 +48,27 @@ def test_whitened_score_is_pulled_back_exactly():
     assert np.max(np.abs(bad.numpy() + w.numpy())) > 0.1
 
 
+def test_diverged_means_left_the_posterior_with_a_whitened_estimator():
+    """A finite state beyond the χ² runaway radius is ``diverged``; a typical one is not."""
+    est = _gaussian_estimator(MEAN, COV)
+    centre = [tf.constant(MEAN[:2]), tf.constant(MEAN[2])]
+    white = sg.WhitenedEstimator(est, centre, np.linalg.cholesky(COV))
+    radius = np.sqrt(runaway_threshold(3))
+    w = tf.constant([[0.5, -1.0, 2.0], [radius * 1.01, 0.0, 0.0], [0.0, radius * 0.99, 0.0]])
+    w = tf.cast(w, tf.float64)
+    np.testing.assert_array_equal(white.left_posterior(w), [False, True, False])
+    kernel = sg.SGLD(white, step_size=1e-12)  # a step that cannot bring it back
+    results = kernel.bootstrap_results(w)
+    np.testing.assert_array_equal(results.diverged, [False, True, False])
+    _, results = kernel.one_step(w, results, seed=tf.constant([1, 2]))
+    np.testing.assert_array_equal(results.diverged, [False, True, False])
+    # Power check: the same finite states under the plain estimator are not flagged
+    # (it does not know where the posterior is).
+    z = white.unwhiten(w)
+    plain = sg.SGLD(est, step_size=1e-12).bootstrap_results(z)
+    assert not np.any(plain.diverged)
+
+
 def test_whitened_estimator_names_bad_scales():
     est = _gaussian_estimator(MEAN, COV)
     centre = [tf.constant(MEAN[:2]), tf.constant(MEAN[2])]

@@ -390,12 +390,17 @@ def _stein(runner: _Runner, w: np.ndarray) -> float:
 
 def _disqualify(w: np.ndarray, diverged: np.ndarray, start_sd: float) -> str:
     """Why an arm's draws ``[T, C, d]`` cannot be right, or ``""``."""
-    if diverged.any() or not np.isfinite(w).all():
+    if not np.isfinite(w).all():
         return "diverged (non-finite state, score or log-density)"
     r2 = np.einsum("tcd,tcd->tc", w, w)
     q = runaway_threshold(w.shape[-1])
-    if (r2 > q).any():
-        return f"left the posterior ({math.sqrt(r2.max()):.3g} Laplace scales from the mode)"
+    if (r2 > q).any() or diverged.any():
+        # The kernel flags every step (not only the kept ones) beyond the same radius.
+        return (
+            "left the posterior (beyond the runaway radius "
+            f"{math.sqrt(q):.3g} Laplace scales from the mode; "
+            f"largest kept radius {math.sqrt(r2.max()):.3g})"
+        )
     sd = np.median(w.std(axis=0), axis=-1)
     if (sd < FROZEN_SD * start_sd).any():
         return f"did not move (median sd {sd.min():.2g} of the posterior's scale)"
@@ -577,7 +582,11 @@ def sample_posterior(
         noise = _noise_variance(runner.estimator, w[-1], seed)
     verdict: Verdict = judge_whitened_draws(w, best.step_size, noise)
     if div.any():
-        verdict.add("failed", "the sampler reported diverged steps")
+        verdict.add(
+            "failed",
+            "the sampler reported diverged steps (non-finite, or beyond the runaway "
+            "radius from the mode)",
+        )
     timings["verdict"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
 

@@ -49,10 +49,10 @@ import math
 from typing import Any
 
 import numpy as np
-import scipy.stats
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.estimators.whitened import runaway_threshold
 from tfp_sgmcmc.internal.quiet import quiet_real_part_cast
 
 __all__ = [
@@ -104,11 +104,6 @@ class Verdict:
         if not self.reasons:
             return self.status
         return self.status + ": " + "; ".join(self.reasons)
-
-
-def runaway_threshold(dimension: int) -> float:
-    """``q = 4 χ²_d(1 − 10⁻⁶)``: whitened squared radii beyond it left the posterior."""
-    return 4.0 * float(scipy.stats.chi2.isf(1e-6, dimension))
 
 
 def judge_whitened_draws(

@@ -104,6 +104,17 @@ class GradientEstimator(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} has no full-data log-density.")
 
+    def left_posterior(self, state: Any) -> tf.Tensor | None:
+        """Per chain: ``state`` lies where the posterior has no mass, or ``None``.
+
+        Kernels report a step as ``diverged`` when this is true (as well as on a
+        non-finite state, score or log-density). Only an estimator that knows the
+        posterior's location and scale can tell; the default says nothing.
+        `WhitenedEstimator` answers with the χ² radius of its whitened state.
+        """
+        del state
+        return None
+
     def score_fn(self) -> Callable[[Any], list[tf.Tensor]]:
         """``state -> ∇ log π(state)`` computed on the full data (a list of parts)."""
         return lambda state: self.full_log_prob_and_gradient(state).grads_target_log_prob

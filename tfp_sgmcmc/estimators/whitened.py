@@ -38,12 +38,23 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import scipy.stats
 import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
 from tfp_sgmcmc.internal.util import as_parts
 
-__all__ = ["WhitenedEstimator"]
+__all__ = ["WhitenedEstimator", "runaway_threshold"]
+
+
+def runaway_threshold(dimension: int) -> float:
+    """``q = 4 χ²_d(1 − 10⁻⁶)``: whitened squared radii beyond it left the posterior.
+
+    Under the Laplace approximation ``‖w‖² ~ χ²_d``, so a draw of the posterior lies
+    beyond ``χ²_d(1 − 10⁻⁶)`` once in a million; the factor 4 (twice the radius)
+    leaves room for a posterior whose tails are wider than its Laplace fit.
+    """
+    return 4.0 * float(scipy.stats.chi2.isf(1e-6, dimension))
 
 
 class WhitenedEstimator(WrappingEstimator):
@@ -89,6 +100,7 @@ class WhitenedEstimator(WrappingEstimator):
         self._scale64 = s
         self._m64 = m
         self._log_det = float(np.sum(np.log(diag)))
+        self._runaway = runaway_threshold(d)
         self.gradient_evaluations_per_call = estimator.gradient_evaluations_per_call
 
     @property
@@ -190,6 +202,12 @@ class WhitenedEstimator(WrappingEstimator):
     def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor):
         w = as_parts(state)[0]
         return self._pull_back(w, lambda z: self._base(z, estimator_state, seed))
+
+    def left_posterior(self, state: Any) -> tf.Tensor:
+        """Per chain: ``‖w‖² > runaway_threshold(d)``, a state the posterior has no mass at."""
+        w = as_parts(state)[0]
+        radius2 = tf.reduce_sum(tf.square(w), axis=-1)
+        return radius2 > tf.constant(self._runaway, radius2.dtype)
 
     def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
         w = as_parts(state)[0]

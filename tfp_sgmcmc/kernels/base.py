@@ -14,7 +14,8 @@ It holds the contract common to all samplers (``docs/contributing.md``):
 * results carry the stochastic ``target_log_prob`` and its gradient
   ``grads_target_log_prob``, the estimator's state, ``step`` (completed steps),
   ``step_size`` (the ε used by this step), ``diverged`` (per chain: the new
-  state, its score or log-density is non-finite) and ``seed``;
+  state, its score or log-density is non-finite, or the state left the posterior
+  where the estimator can tell: `GradientEstimator.left_posterior`) and ``seed``;
 * seeds are stateless: ``one_step`` sanitizes its seed and splits it with
   salts, so the same seed gives the same chain. A Python ``int`` seed given
   to ``one_step`` maps to a fixed stateless pair
@@ -258,13 +259,17 @@ class SGMCMCKernel(ParameterizedKernel):
     def _diverged(
         self, parts: list[tf.Tensor], est: GradientEstimate, extra: dict[str, Any]
     ) -> tf.Tensor:
-        """Per chain: the state, log-density or score is non-finite. ``extra`` holds the
-        sampler's own fields of the same results (a sampler whose chain holds more
-        than the returned state reads them)."""
+        """Per chain: the state, log-density or score is non-finite, or the state left
+        the posterior (`GradientEstimator.left_posterior`, where the estimator knows the
+        posterior's location and scale). ``extra`` holds the sampler's own fields of the
+        same results (a sampler whose chain holds more than the returned state reads
+        them)."""
         nb = self._batch_ndims(est)
         finite = all_finite(list(parts) + list(est.grads_target_log_prob), nb)
         finite = tf.logical_and(finite, tf.math.is_finite(est.target_log_prob))
-        return tf.logical_not(finite)
+        diverged = tf.logical_not(finite)
+        away = self.estimator.left_posterior(list(parts))
+        return diverged if away is None else tf.logical_or(diverged, away)
 
     @staticmethod
     def _split(seed: tf.Tensor, n: int, salt: str) -> list[tf.Tensor]:
