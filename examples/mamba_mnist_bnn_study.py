@@ -199,7 +199,8 @@ def main() -> None:
     ).position
     map_m = prob.metrics([p.numpy() for p in theta_map])
     cv = sg.ControlVariateEstimator(base, theta_map)
-    ksd = tuning.KSDMetric(max_samples=ksd_n, score_block_size=2, preconditioner=None)
+    ksd = tuning.KSDMetric(max_samples=ksd_n, score_block_size=2, preconditioner=None,
+                           check_validity=False)
     neg_acc = tuning.FunctionMetric(
         lambda s: (
             -prob.metrics([p[::20] if p.shape[0] >= 40 else p for p in s], max_samples=20)[

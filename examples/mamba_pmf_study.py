@@ -226,7 +226,8 @@ def run(args: Any, outs: Any) -> dict[str, Any]:
     ).position
     map_rmse = prob.test_rmse([p.numpy() for p in theta_map])
     cv = prob.control_variate_estimator(theta_map, prob.batch_size_from_fraction(0.01))
-    ksd = tuning.KSDMetric(max_samples=ksd_n, score_block_size=16, preconditioner=None)
+    ksd = tuning.KSDMetric(max_samples=ksd_n, score_block_size=16, preconditioner=None,
+                           check_validity=False)
     rmse = tuning.FunctionMetric(lambda s: prob.test_rmse(s, max_samples=100), "test RMSE")
     rng = np.random.default_rng(1)
     noisy_map = [p + tf.constant(rng.standard_normal(p.shape), p.dtype) for p in theta_map]

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.tuning.mamba import evaluate_metric_with_se
-from tfp_sgmcmc.tuning.metrics import KSDMetric, resolve_metric
+from tfp_sgmcmc.tuning.metrics import DisqualifiedSample, KSDMetric, resolve_metric
 from tfp_sgmcmc.tuning.runner import RunOutput
 
 D, SIGMA, N = 2, 1e-2, 200
@@ -50,7 +50,12 @@ def _values(metric: KSDMetric, candidates: dict[str, np.ndarray]) -> dict[str, f
 def test_default_metric_ranks_exact_draws_first(candidates):
     metric = resolve_metric("ksd")
     assert isinstance(metric, KSDMetric) and metric.preconditioner == "sample"
-    v = _values(metric, candidates)
+    assert metric.check_validity
+    # The frozen chain is disqualified before it is scored, with its reason.
+    with pytest.raises(DisqualifiedSample, match="did not move"):
+        metric([candidates["frozen"]], {}, ESTIMATOR)
+    # The discrepancy itself, without the validity check, ranks the same way.
+    v = _values(KSDMetric(check_validity=False), candidates)
     assert all(math.isfinite(x) for x in v.values())
     assert v["exact"] < v["frozen"] and v["exact"] < v["over"]
     # Dimensionless: a clear margin, not a rounding-level one.
@@ -70,7 +75,7 @@ def test_unit_metric_ranks_the_frozen_chain_first(candidates):
 def test_value_and_se_use_the_same_whitening(candidates):
     """The pooled value of `value_and_se` (the Gram-matrix path MAMBA uses) equals the
     metric's call, and the sample metric's ranking carries over with standard errors."""
-    metric = KSDMetric()
+    metric = KSDMetric(check_validity=False)
     out = {}
     for key, x in candidates.items():
         run = RunOutput([x], np.zeros(N), N, 1.0, 0.0, False)
@@ -85,22 +90,29 @@ def test_value_and_se_use_the_same_whitening(candidates):
 def test_a_chain_that_did_not_move_is_pruned(candidates):
     stuck = np.repeat(MU[None, :] + 1e-3, N, axis=0)
     run = RunOutput([stuck], np.zeros(N), N, 1.0, 0.0, False)
+    value, se, _, note = evaluate_metric_with_se(KSDMetric(), run, ESTIMATOR)
+    assert value == math.inf and note == "did not move (every draw is the same point)"
+    with pytest.raises(DisqualifiedSample, match="did not move"):
+        KSDMetric()([stuck], {}, ESTIMATOR)
+    # Without the validity check the sample metric still refuses it (zero variance).
+    unchecked = KSDMetric(check_validity=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        value, se, _, _ = evaluate_metric_with_se(KSDMetric(), run, ESTIMATOR)
-        direct = KSDMetric()([stuck], {}, ESTIMATOR)
+        value, se, _, _ = evaluate_metric_with_se(unchecked, run, ESTIMATOR)
+        direct = unchecked([stuck], {}, ESTIMATOR)
     assert value == math.inf and direct == math.inf
     assert any("zero variance" in str(w.message) for w in caught)
     # The unit metric scores it finitely (and well: ≈ √d + the score at μ + 1e-3).
-    assert math.isfinite(KSDMetric(preconditioner=None)([stuck], {}, ESTIMATOR))
+    assert math.isfinite(resolve_metric("ksd_unit")([stuck], {}, ESTIMATOR))
 
 
 def test_fixed_preconditioner_and_repr(candidates):
-    fixed = KSDMetric(preconditioner=np.full(D, SIGMA))
+    fixed = KSDMetric(preconditioner=np.full(D, SIGMA), check_validity=False)
     v = _values(fixed, candidates)
     assert v["exact"] < v["frozen"] and v["exact"] < v["over"]
     assert "preconditioner='sample'" in repr(KSDMetric())
     assert "preconditioner=None" in repr(KSDMetric(preconditioner=None))
+    assert "check_validity=False" in repr(resolve_metric("ksd_unit"))
     assert "preconditioner=array[2]" in repr(fixed)
     with pytest.raises(ValueError, match="preconditioner"):
         KSDMetric(preconditioner="unit")

@@ -59,7 +59,7 @@ import numpy as np
 from tfp_sgmcmc.internal.util import AttributeView
 from tfp_sgmcmc.tuning.arms import KernelFactory
 from tfp_sgmcmc.tuning.budget import Budget, steps_for
-from tfp_sgmcmc.tuning.metrics import resolve_metric
+from tfp_sgmcmc.tuning.metrics import DisqualifiedSample, resolve_metric
 from tfp_sgmcmc.tuning.results import RoundRecord
 from tfp_sgmcmc.tuning.runner import ArmRunner, RunOutput
 
@@ -248,6 +248,10 @@ def evaluate_metric_with_se(
 ) -> tuple[float, float, float, str]:
     """``(value, standard error, seconds, note)`` of an arm's round.
 
+    A diverged arm, one without samples or with non-finite samples, and one the
+    metric disqualifies (`DisqualifiedSample`: it did not move, or it is far
+    from the posterior) score ``+∞`` with the reason as the note.
+
     * A metric with ``value_and_se(groups, estimator)`` (the KSD) is computed
       on the pooled samples of the arm's ``C`` independent chains -- or of
       its one chain, unchanged -- and its standard error is the jackknife
@@ -286,6 +290,8 @@ def evaluate_metric_with_se(
             ]
             value = float(np.mean(values))
             se = float(np.std(values, ddof=1) / math.sqrt(chains))
+    except DisqualifiedSample as e:  # the reason is the note: "did not move ..."
+        return math.inf, nan, time.perf_counter() - t0, str(e)
     except Exception as e:  # a failing metric prunes the arm, never the run
         return math.inf, nan, time.perf_counter() - t0, f"metric failed: {type(e).__name__}: {e}"
     dt = time.perf_counter() - t0

@@ -27,7 +27,10 @@ gives ``+∞``).
 [`FSSDMetric`][tfp_sgmcmc.tuning.metrics.FSSDMetric] is the paper's "FSSD-opt"
 (``fssd_opt(mode="mamba")``: 10
 locations from a Gaussian fit, Adam on ``FSSD²_U``; the value is ``FSSD²_U``,
-which may be negative). Any user metric (held-out log-loss, ECE, ...) plugs
+which may be negative). Both first disqualify a sample that cannot be the
+posterior, a chain that did not move or one far from the posterior, measured by
+Stein's identity in the posterior's own scale (`DisqualifiedSample`, with the
+reason the tuner records). Any user metric (held-out log-loss, ECE, ...) plugs
 in the same way. The tuner turns a NaN/Inf metric, or an exception raised by
 it, into ``+∞`` (the arm is pruned).
 
@@ -64,9 +67,11 @@ from tfp_sgmcmc.diagnostics.metric import (
     whitening_map,
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import stein_kernel_matrix
+from tfp_sgmcmc.diagnostics.validity import sample_validity
 from tfp_sgmcmc.internal.util import estimator_data
 
 __all__ = [
+    "DisqualifiedSample",
     "Metric",
     "KSDMetric",
     "FSSDMetric",
@@ -76,6 +81,23 @@ __all__ = [
 ]
 
 Metric = Callable[[list, dict, Any], float]
+
+
+class DisqualifiedSample(ValueError):
+    """Raised by a metric whose sample cannot be the posterior; the message is the
+    reason ("did not move ...", "far from the posterior ..."). The tuner scores the
+    arm ``+∞`` and records the reason."""
+
+
+def _check(samples: list[np.ndarray], scores: list[np.ndarray]) -> None:
+    """Raise `DisqualifiedSample` for samples that fail
+    [`sample_validity`][tfp_sgmcmc.diagnostics.validity.sample_validity]."""
+    if samples[0].shape[0] < 2:
+        return
+    finite = all(np.isfinite(a).all() for a in list(samples) + list(scores))
+    reason = sample_validity(samples, scores) if finite else ""
+    if reason:
+        raise DisqualifiedSample(reason)
 
 
 class FullDataScorer:
@@ -195,6 +217,12 @@ class KSDMetric:
         unit metric of the MAMBA paper); a fixed ``[d]`` array of scales or a
         ``[d, d]`` covariance in the flattened coordinates of the state parts
         (e.g. an inverse Hessian at the mode). Default value: ``"sample"``.
+      check_validity: first disqualify a sample that cannot be the posterior, a
+        chain that did not move or one far from the posterior, by Stein's
+        identity in the posterior's own scale
+        ([`sample_validity`][tfp_sgmcmc.diagnostics.validity.sample_validity]),
+        raising `DisqualifiedSample` with the reason (keyword only). Default
+        value: ``True``; ``"ksd_unit"`` (the paper's metric) turns it off.
 
     Raises:
       ValueError: ``beta`` outside ``(−1, 0)``, ``c ≤ 0`` or a bad
@@ -213,6 +241,7 @@ class KSDMetric:
         jit_compile: bool = True,
         *,
         preconditioner: Any = "sample",
+        check_validity: bool = True,
     ) -> None:
         if not -1.0 < beta < 0.0:
             raise ValueError(f"`beta` must lie in (-1, 0), got {beta!r}.")
@@ -222,6 +251,7 @@ class KSDMetric:
         self.beta = beta
         self.max_samples = max_samples
         self.preconditioner = preconditioner
+        self.check_validity = bool(check_validity)
         # Validated (and a fixed matrix factored) once; the dimension is checked
         # against the samples when the metric is computed.
         self._metric = check_preconditioner(preconditioner)
@@ -233,6 +263,8 @@ class KSDMetric:
     def __call__(self, samples: list[np.ndarray], trace: dict, estimator: Any) -> float:
         samples = _subsample(samples, self.max_samples)
         scores = self.scores(samples, estimator)
+        if self.check_validity:
+            _check(samples, scores)
         x = [tf.constant(s, tf.float64) for s in samples]
         s = [tf.constant(g, tf.float64) for g in scores]
         return float(
@@ -286,6 +318,8 @@ class KSDMetric:
         sizes = [int(g[0].shape[0]) for g in groups]
         pooled = [np.concatenate([g[i] for g in groups]) for i in range(len(groups[0]))]
         scores = self.scores(pooled, estimator)
+        if self.check_validity:
+            _check(pooled, scores)
         x, s = flatten_samples_and_scores(
             [tf.constant(p, tf.float64) for p in pooled],
             [tf.constant(g, tf.float64) for g in scores],
@@ -323,7 +357,8 @@ class KSDMetric:
             p = f"array{list(np.shape(p))}"
         else:
             p = repr(p)
-        return f"KSDMetric(c={self.c}, beta={self.beta}, preconditioner={p})"
+        check = "" if self.check_validity else ", check_validity=False"
+        return f"KSDMetric(c={self.c}, beta={self.beta}, preconditioner={p}{check})"
 
 
 class FSSDMetric:
@@ -334,6 +369,8 @@ class FSSDMetric:
       seed: seed of the location draws. Default value: ``(0, 0)``.
       score_block_size: samples per full-data score call. Default value: ``64``.
       jit_compile: XLA-compile the full-data scores. Default value: ``True``.
+      check_validity: first disqualify a sample that cannot be the posterior
+        (as in `KSDMetric`). Default value: ``True``.
     """
 
     name = "FSSD"
@@ -344,15 +381,20 @@ class FSSDMetric:
         seed: Any = (0, 0),
         score_block_size: int = 64,
         jit_compile: bool = True,
+        *,
+        check_validity: bool = True,
     ) -> None:
         self.num_locations = num_locations
         self.seed = seed
+        self.check_validity = bool(check_validity)
         self._cache = _ScorerCache(score_block_size, jit_compile)
 
     def __call__(self, samples: list[np.ndarray], trace: dict, estimator: Any) -> float:
         if samples[0].shape[0] < 2:
             return float("inf")  # FSSD²_U needs two samples
         scores = self._cache.scorer(estimator)(samples)
+        if self.check_validity:
+            _check(samples, scores)
         res = fssd_opt(
             [tf.constant(s, tf.float64) for s in samples],
             [tf.constant(g, tf.float64) for g in scores],
@@ -395,8 +437,9 @@ def resolve_metric(metric: Any) -> Metric:
 
     * ``"ksd"`` → [`KSDMetric`][tfp_sgmcmc.tuning.metrics.KSDMetric]``()``, the KSD
       in the samples' own metric (``preconditioner="sample"``);
-    * ``"ksd_unit"`` → ``KSDMetric(preconditioner=None)``, the unit-kernel KSD of
-      the MAMBA paper (Coullon, South & Nemeth);
+    * ``"ksd_unit"`` → ``KSDMetric(preconditioner=None, check_validity=False)``,
+      the unit-kernel KSD of the MAMBA paper (Coullon, South & Nemeth), as the
+      paper ran it;
     * ``"fssd"`` → [`FSSDMetric`][tfp_sgmcmc.tuning.metrics.FSSDMetric].
 
     Raises:
@@ -408,7 +451,7 @@ def resolve_metric(metric: Any) -> Metric:
         if low == "ksd":
             return KSDMetric()
         if low == "ksd_unit":
-            return KSDMetric(preconditioner=None)
+            return KSDMetric(preconditioner=None, check_validity=False)
         if low == "fssd":
             return FSSDMetric()
         raise ValueError(f"`metric` must be {names} or a callable, got {metric!r}.")
