@@ -51,22 +51,11 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 __all__ = ["main", "console_main", "build_parser", "KERNELS"]
 
-#: ``--kernel`` names (case-insensitive; the full class names work too).
-KERNELS = {
-    "sgld": "StochasticGradientLangevinDynamics",
-    "psgld": "PreconditionedStochasticGradientLangevinDynamics",
-    "sghmc": "StochasticGradientHamiltonianMonteCarlo",
-    "sgnht": "StochasticGradientNoseHooverThermostat",
-    "baoab": "BAOAB",
-    "badodab": "BADODAB",
-    "csgld": "ContourSGLD",
-    "resgld": "ReplicaExchangeSGLD",
-}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -94,7 +83,7 @@ def _model_args(p: argparse.ArgumentParser, required: bool) -> None:
 
 
 def _kernel_args(p: argparse.ArgumentParser, required: bool, chains: bool = True) -> None:
-    p.add_argument("--kernel", required=required, help=f"one of {', '.join(KERNELS)}")
+    p.add_argument("--kernel", required=required, help=f"one of {', '.join(_kernel_table())}")
     p.add_argument(
         "--kernel-arg",
         action="append",
@@ -270,12 +259,19 @@ def _make_kernel(cls: type, estimator: Any, kernel_args: dict[str, Any], **kwarg
 
 
 def _kernel_class(name: str) -> type:
+    """The kernel class of ``--kernel name``: a ``cli_name`` (any case), the class name
+    of a registered kernel, or a name ``tfp_sgmcmc.kernels`` exports for one (``SGLD``)."""
     import tfp_sgmcmc.kernels as kernels
+    from tfp_sgmcmc.kernels.base import registered_kernels
 
-    cls_name = KERNELS.get(name.lower(), name)
-    cls = getattr(kernels, cls_name, None)
-    if not isinstance(cls, type) or cls_name == "SGMCMCKernel" or cls_name.endswith("Results"):
-        raise CLIError(f"unknown kernel {name!r}; choose one of {', '.join(KERNELS)}.")
+    registry = registered_kernels()
+    cls_name = _kernel_table().get(name.lower(), name)
+    cls = registry.get(cls_name)
+    if cls is None and cls_name in kernels.__all__:
+        alias = getattr(kernels, cls_name, None)
+        cls = alias if alias in registry.values() else None
+    if cls is None:
+        raise CLIError(f"unknown kernel {name!r}; choose one of {', '.join(_kernel_table())}.")
     return cls
 
 
@@ -361,48 +357,99 @@ def _kernel_names() -> frozenset[str] | None:
     """The names ``tfp_sgmcmc.kernels`` exports, read from its source without importing it
     (that imports TensorFlow); ``None`` if the source cannot be read that way.
 
-    ``kernels/__init__.py`` lists its ``__all__`` literally and adds ``adaptive.__all__``,
-    also literal; ``tests/test_faults.py`` checks the two readings agree.
+    ``tests/test_faults.py`` checks the reading agrees with the imported module.
     """
-    import ast
-    import importlib.util
+    from tfp_sgmcmc import _kernels_all
 
-    spec = importlib.util.find_spec("tfp_sgmcmc.kernels")
-    if spec is None or not spec.origin:
-        return None
-    folder = os.path.dirname(spec.origin)
-    names: set[str] = set()
-    try:
-        for file in ("__init__.py", "adaptive.py"):
-            with open(os.path.join(folder, file), encoding="utf-8") as f:
+    names = _kernels_all()
+    return None if names is None else frozenset(names)
+
+
+def _source_cli_names() -> dict[str, str]:
+    """Class name -> ``cli_name`` of the kernel classes of ``tfp_sgmcmc/kernels``, read
+    from their source (a class body's ``cli_name = "..."``) without importing them."""
+    import ast
+    import glob
+
+    import tfp_sgmcmc
+
+    found: dict[str, str] = {}
+    folder = os.path.join(os.path.dirname(tfp_sgmcmc.__file__), "kernels")
+    for path in sorted(glob.glob(os.path.join(folder, "*.py"))):
+        try:
+            with open(path, encoding="utf-8") as f:
                 tree = ast.parse(f.read())
-            for node in tree.body:  # `__all__ = [...]` and `__all__ += [...]`
-                if isinstance(node, ast.Assign):
-                    target, value = node.targets[0], node.value
-                elif isinstance(node, ast.AugAssign):
-                    target, value = node.target, node.value
-                else:
-                    continue
-                if isinstance(target, ast.Name) and target.id == "__all__":
-                    if isinstance(value, (ast.List, ast.Tuple)):
-                        names.update(
-                            e.value for e in value.elts
-                            if isinstance(e, ast.Constant) and isinstance(e.value, str)
-                        )
-    except (OSError, SyntaxError):
-        return None
-    return frozenset(names) or None
+        except (OSError, SyntaxError):
+            continue
+        for node in tree.body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for item in node.body:
+                if (
+                    isinstance(item, ast.Assign)
+                    and [getattr(t, "id", None) for t in item.targets] == ["cli_name"]
+                    and isinstance(item.value, ast.Constant)
+                    and isinstance(item.value.value, str)
+                ):
+                    found[node.name] = item.value.value
+    return found
+
+
+def _kernel_table() -> dict[str, str]:
+    """``--kernel`` short name -> kernel class name, in the order ``tfp_sgmcmc.kernels``
+    exports the classes: each kernel class's own ``cli_name``.
+
+    Once the kernels are imported, read from the registry of kernel classes (so a kernel
+    defined outside the package is there too); before, from the kernels' source, so that
+    ``--help`` and the checks that need no TensorFlow do not import it.
+    """
+    kernels = sys.modules.get("tfp_sgmcmc.kernels")
+    base = sys.modules.get("tfp_sgmcmc.kernels.base")
+    if kernels is not None and base is not None and hasattr(kernels, "__all__"):
+        named = {n: c.cli_name for n, c in base.registered_kernels().items() if c.cli_name}
+        order = list(kernels.__all__)
+    else:
+        from tfp_sgmcmc import _kernels_all
+
+        named, order = _source_cli_names(), _kernels_all() or []
+    rank = {n: i for i, n in enumerate(order)}
+    return {named[n]: n for n in sorted(named, key=lambda n: rank.get(n, len(rank)))}
+
+
+class _KernelTable(Mapping[str, str]):
+    """``KERNELS``: `_kernel_table` read afresh on every use (a kernel defined later is
+    listed too)."""
+
+    def __getitem__(self, name: str) -> str:
+        return _kernel_table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_kernel_table())
+
+    def __len__(self) -> int:
+        return len(_kernel_table())
+
+    def __repr__(self) -> str:
+        return repr(_kernel_table())
+
+
+#: ``--kernel`` short names -> kernel class names (case-insensitive; the class names and
+#: the names ``tfp_sgmcmc.kernels`` exports for them work too).
+KERNELS: Mapping[str, str] = _KernelTable()
 
 
 def _check_kernel_name(name: str) -> None:
     """Refuses a ``--kernel`` that is neither a short name nor a name the kernels export."""
-    if name.lower() in KERNELS:
+    if name.lower() in _kernel_table():
+        return
+    if "tfp_sgmcmc.kernels.base" in sys.modules:
+        _kernel_class(name)  # the kernels are imported: ask their registry
         return
     names = _kernel_names()
     if names is None:
         return  # checked by _kernel_class, after the import
     if name not in names or name == "SGMCMCKernel" or name.endswith("Results"):
-        raise CLIError(f"unknown kernel {name!r}; choose one of {', '.join(KERNELS)}.")
+        raise CLIError(f"unknown kernel {name!r}; choose one of {', '.join(_kernel_table())}.")
 
 
 def _check_number(flag: str, value: float | None, low: float, strict: bool) -> None:

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import as_parts, cast_param, restructure, split_seed
+from tfp_sgmcmc.internal.util import as_parts, restructure, split_seed
 
 __all__ = [
     "GradientNoiseReport",
@@ -127,41 +127,23 @@ class GradientNoiseReport:
 def noise_ratio_coefficient(kernel: Any, dtype: tf.DType, step: Any = 0) -> tuple[Any, bool]:
     """``(c, flagged)`` with ``r = c · Var(ĝ)`` for ``kernel`` (module docstring).
 
-    Returns ``(None, False)`` for kernels the ratio is not derived for (a
-    preconditioned or transformed drift, structured or SA kernels) and for
-    ``T = 0`` (optimisation: no injected noise).
+    The kernel says how its ratio is computed
+    ([`SGMCMCKernel.gradient_noise_coefficient`][tfp_sgmcmc.kernels.SGMCMCKernel.gradient_noise_coefficient]),
+    at its step size and temperature of step ``step``. Returns ``(None, False)`` for
+    kernels the ratio is not derived for (a preconditioned or transformed drift,
+    structured or SA kernels, wrappers) and for ``T = 0`` (optimisation: no injected
+    noise).
     """
-    from tfp_sgmcmc.kernels import (
-        StochasticGradientHamiltonianMonteCarlo,
-        StochasticGradientLangevinDynamics,
-        StochasticGradientNoseHooverThermostat,
-    )
-
-    kind = type(kernel)
-    params = getattr(kernel, "parameters", {})
-    if (
-        kind
-        not in (
-            StochasticGradientLangevinDynamics,
-            StochasticGradientHamiltonianMonteCarlo,
-            StochasticGradientNoseHooverThermostat,
-        )
-        or params.get("transform") is not None
-    ):
+    coefficient = getattr(kernel, "gradient_noise_coefficient", None)
+    if coefficient is None:
         return None, False
     step_t = tf.constant(step, tf.int32)
-    eps = float(kernel.step_size_schedule(step_t, dtype))
-    temp = float(kernel._temperature(dtype, step_t))
+    temp = float(kernel.temperature_schedule(step_t, dtype))
     if not temp > 0:
         return None, False
-    if kind is StochasticGradientLangevinDynamics:
-        return eps / (2.0 * temp), True
-    if kind is StochasticGradientHamiltonianMonteCarlo:
-        alpha = float(cast_param(params["friction"], tf.float64))
-        beta = float(cast_param(params["noise_estimate"], tf.float64))
-        return eps / (2.0 * (alpha - beta) * temp), True
-    a = float(cast_param(params["diffusion"], tf.float64))
-    return eps / (2.0 * a * temp), False
+    eps = float(kernel.step_size_schedule(step_t, dtype))
+    found = coefficient(eps, temp)
+    return (None, False) if found is None else found
 
 
 def gradient_noise_ratio(
@@ -187,9 +169,8 @@ def gradient_noise_ratio(
       num_probes: independent minibatch draws, ``≥ 2``. Each ``r_j`` is a sample
         variance of ``num_probes`` draws, relative standard deviation about
         ``√(2/(num_probes − 1))``; the default makes that 0.18, so a coordinate whose
-        ratio is half the threshold is flagged with probability about 4·10⁻⁶ (with
-        16 probes, a ratio of 0.045 against 0.1 was flagged with probability about
-        0.4%). Default value: ``64``.
+        ratio is half the threshold is flagged with probability about 4·10⁻⁶.
+        Default value: ``64``.
       seed: seed of the probes (int or int pair). Default value: ``0``.
       step: step index at which schedules (step size, temperature) are
         evaluated. Default value: ``0``.

@@ -67,6 +67,10 @@ RESGLD = ReplicaExchangeSGLD
 __getattr__ = deprecated_aliases(__name__, LangevinKernelResults=SGLDKernelResults)
 
 
+# A new sampler adds its import above and its name (and acronym) here: ``tfp_sgmcmc``
+# exports every class named here but the results types, the base class, the mixin and
+# the error, and ``tfp-sgmcmc`` reads the list from this source without importing it,
+# so it stays a literal list.
 __all__ = [
     "SGMCMCKernel",
     "StochasticGradientLangevinDynamics",

@@ -149,6 +149,7 @@ class ContourSGLD(SGMCMCKernel):
 
     _results_type = ContourSGLDKernelResults
     _default_name = "contour_sgld"
+    cli_name = "csgld"
 
     def __init__(
         self,

@@ -126,6 +126,7 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
 
     _results_type = SGHMCKernelResults
     _default_name = "sghmc"
+    cli_name = "sghmc"
 
     def __init__(
         self,
@@ -198,6 +199,14 @@ class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
     num_leapfrog_steps = RecordedArgument[int]("``L``, leapfrog steps per transition.")
 
     gradient_evaluations_per_step = AttributeView[int]("num_leapfrog_steps")
+
+    def gradient_noise_coefficient(
+        self, step_size: float, temperature: float
+    ) -> tuple[float, bool] | None:
+        """``r = η Var(ĝ) / (2(α − β̂)T)`` (Chen et al. 2014, Sec. 3.2)."""
+        alpha = float(cast_param(self._parameters["friction"], tf.float64))
+        beta = float(cast_param(self._parameters["noise_estimate"], tf.float64))
+        return step_size / (2.0 * (alpha - beta) * temperature), True
 
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
         return {"momentum": [tf.zeros_like(p) for p in parts]}

@@ -122,6 +122,7 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
 
     _results_type = SGLDKernelResults
     _default_name = "sgld"
+    cli_name = "sgld"
 
     def __init__(
         self,
@@ -155,6 +156,15 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
 
     def _transform(self) -> DriftTransform | None:
         return self._parameters.get("transform")
+
+    def gradient_noise_coefficient(
+        self, step_size: float, temperature: float
+    ) -> tuple[float, bool] | None:
+        """``r = ε Var(ĝ) / (2T)`` for plain SGLD; ``None`` with a drift transform
+        (pSGLD, the adaptive drifts), for which the ratio is not derived."""
+        if self._transform() is not None:
+            return None
+        return step_size / (2.0 * temperature), True
 
     @property
     def prefetch_noise(self) -> bool:
@@ -236,6 +246,7 @@ class PreconditionedStochasticGradientLangevinDynamics(StochasticGradientLangevi
     """
 
     _default_name = "psgld"
+    cli_name = "psgld"
 
     def __init__(
         self,

@@ -144,6 +144,7 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
 
     _results_type = ReplicaExchangeSGLDKernelResults
     _default_name = "replica_exchange_sgld"
+    cli_name = "resgld"
 
     def __init__(
         self,

@@ -122,6 +122,7 @@ class BAOAB(SGMCMCKernel):
 
     _results_type = BAOABKernelResults
     _default_name = "baoab"
+    cli_name = "baoab"
 
     def __init__(
         self,
@@ -217,6 +218,7 @@ class BADODAB(SGMCMCKernel):
 
     _results_type = BADODABKernelResults
     _default_name = "badodab"
+    cli_name = "badodab"
 
     def __init__(
         self,

@@ -87,6 +87,7 @@ class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
 
     _results_type = SGNHTKernelResults
     _default_name = "sgnht"
+    cli_name = "sgnht"
 
     def __init__(
         self,
@@ -98,6 +99,14 @@ class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
     ) -> None:
         check_positive(diffusion, "diffusion", scalar=True)
         super().__init__(estimator, step_size, temperature, name, diffusion=diffusion)
+
+    def gradient_noise_coefficient(
+        self, step_size: float, temperature: float
+    ) -> tuple[float, bool] | None:
+        """``r = h Var(ĝ) / (2aT)``, reported but not checked: the thermostat absorbs
+        minibatch noise in expectation (Ding et al. 2014, Sec. 3)."""
+        a = float(cast_param(self._parameters["diffusion"], tf.float64))
+        return step_size / (2.0 * a * temperature), False
 
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
         return initial_momentum_and_thermostat(parts, est, self._parameters["diffusion"])
