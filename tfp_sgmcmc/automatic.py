@@ -22,10 +22,16 @@ One call runs the whole path a careful user would compose by hand:
    Riabiz et al. 2022) — so a frozen or an over-dispersed chain cannot beat
    true draws whatever the posterior's scale. An arm whose chains did not
    move, left the posterior or diverged is disqualified, with its reason.
-5. **Sampling.** The chosen arm's chains continue for a burn-in of about five
+5. **Adaptation.** The chosen arm's chains run burn-in windows of
+   ``ADAPT_WINDOW`` draws; each window's covariance of ``w``, shrunk towards
+   the identity, refines the map where it differs from the Laplace fit by more
+   than a factor 1.5 in some direction's variance (windowed adaptation as in
+   Stan's and TFP's warm-up; `tfp_sgmcmc.estimators.adaptation`), up to
+   ``ADAPT_MAX_WINDOWS`` windows, stopping at the first that needs no change.
+6. **Sampling.** The chains continue for a burn-in of about five
    autocorrelation times (``10/ε`` steps) and then ``num_results`` draws,
    thinned by ``⌈1/ε⌉``.
-6. **Verdict.** `tfp_sgmcmc.diagnostics.verdict.judge_whitened_draws`:
+7. **Verdict.** `tfp_sgmcmc.diagnostics.verdict.judge_whitened_draws`:
    ``ok`` / ``suspect`` / ``failed`` with reasons (divergence, runaway,
    frozen chains, split R̂, ESS, the predicted inflation from the step size
    and the gradient noise).
@@ -69,6 +75,7 @@ from tfp_sgmcmc.diagnostics.verdict import (
     judge_whitened_draws,
     runaway_threshold,
 )
+from tfp_sgmcmc.estimators.adaptation import adapt_whitening, rewhiten
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.laplace import (
@@ -94,6 +101,10 @@ _METRIC_POINTS = 200
 #: Results per compiled call. XLA needs the trace's length at compile time, so every
 #: call returns this many (a longer run is several calls): one program per batch size.
 _BLOCK = 50
+#: Draws (thinned as the final ones) per burn-in adaptation window.
+ADAPT_WINDOW = 200
+#: At most this many adaptation windows.
+ADAPT_MAX_WINDOWS = 3
 
 
 @dataclasses.dataclass
@@ -136,7 +147,7 @@ class PosteriorSamples:
       mode: the mode search's result.
       laplace: the Laplace approximation at the mode.
       timings: seconds per phase (``map``, ``curvature``, ``tuning_sampling``,
-        ``tuning_metric``, ``sampling``, ``verdict``, ``total``).
+        ``tuning_metric``, ``adaptation``, ``sampling``, ``verdict``, ``total``).
       notes: what the automatic choices were, one sentence each.
     """
 
@@ -425,6 +436,53 @@ def _noise_variance(
     return g.var(axis=0, ddof=1).max(axis=0)
 
 
+def _adapt(
+    runner: _Runner,
+    state: np.ndarray,
+    eps: float,
+    seed: int,
+    thin: int,
+    notes: list[str],
+    say: Callable[[str], None],
+) -> np.ndarray:
+    """Burn-in windows that refine ``runner``'s map in place; the chains' new states."""
+    previous: tuple[np.ndarray, np.ndarray] | None = None  # (scale, state) before a change
+    for k in range(ADAPT_MAX_WINDOWS + 1):
+        w, div = runner(state, eps, (seed, 900 + k), ADAPT_WINDOW, thin)
+        if not np.isfinite(w).all() or div.any():
+            if previous is not None:
+                # The refined map made the chains diverge (a steep side the step
+                # cannot take): go back to the last map that worked.
+                runner.estimator.set_scale(previous[0])
+                msg = ("preconditioner adaptation undone: the chains diverged after "
+                       f"burn-in window {k}")
+                notes.append(msg)
+                say(msg)
+                return previous[1]
+            notes.append("adaptation stopped: a burn-in window diverged")
+            return state
+        state = w[-1]
+        if k == ADAPT_MAX_WINDOWS:
+            return state  # the last window only checked the last change
+        before = runner.estimator.scale
+        step = adapt_whitening(runner.estimator, w)
+        lo, hi = step.variance_range
+        if not step.changed:
+            detail = step.reason if step.reason != "fits" else (
+                f"the draws' variances {lo:.3g}..{hi:.3g} of the fit's")
+            msg = f"preconditioner kept after {k + 1} burn-in window(s): {detail}"
+            notes.append(msg)
+            say(msg)
+            return state
+        previous = (before, state)
+        state = rewhiten(state, step)
+        msg = (f"preconditioner adapted in burn-in window {k + 1}: the draws' variances "
+               f"were {lo:.3g}..{hi:.3g} of the fit's (n_eff {step.effective_draws:.0f})")
+        notes.append(msg)
+        say(msg)
+    return state
+
+
 def _say(progress: bool) -> Callable[[str], None]:
     def say(msg: str) -> None:
         if progress:
@@ -444,6 +502,7 @@ def sample_posterior(
     batch_size: int | Sequence[int] | None = None,
     max_dense_dim: int = 1000,
     tuning_steps: int = 400,
+    adapt: bool = True,
     jit_compile: bool = True,
     progress: bool = True,
 ) -> PosteriorSamples:
@@ -467,6 +526,8 @@ def sample_posterior(
       tuning_steps: steps per arm in the first tuning round at the smallest
         batch size (larger batches run proportionally fewer; the second round
         three times as many). Default value: ``400``.
+      adapt: refine the preconditioner from burn-in windows of the chosen
+        arm's chains (module docstring, step 5). Default value: ``True``.
       jit_compile: XLA-compile the chains. Default value: ``True``.
       progress: one line per phase on standard error. Default value: ``True``.
 
@@ -569,8 +630,13 @@ def sample_posterior(
     runner = runners[best.batch_size]
     thin = max(1, math.ceil(1.0 / best.step_size))
     burn = max(1, math.ceil(10.0 / best.step_size / thin))
+    state = states[id(best)]
     t0 = time.perf_counter()
-    w, div = runner(states[id(best)], best.step_size, (seed, 999), burn + num_results, thin)
+    if adapt:
+        state = _adapt(runner, state, best.step_size, seed, thin, notes, say)
+    timings["adaptation"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    w, div = runner(state, best.step_size, (seed, 999), burn + num_results, thin)
     timings["sampling"] = time.perf_counter() - t0
     w = w[burn:]
     say(f"sampled {num_results} x {num_chains} draws (thinned by {thin}) in "

@@ -16,7 +16,7 @@ verdict is the worst of them, and every check that fires adds a reason:
 The draws are judged in whitened coordinates ``w = L⁻¹(z − m)``, where the
 Laplace approximation at the mode ``m`` has unit scale in every direction,
 so the thresholds are dimensionless. "Left the posterior" compares
-``‖w‖²`` with ``q = 4 χ²_d(1 − 10⁻⁶)``: a Gaussian posterior puts a draw there
+``‖w‖²`` with ``q = 16 χ²_d(1 − 10⁻⁶)``: a Gaussian posterior puts a draw there
 with probability far below ``10⁻⁶``, a heavier-tailed one rarely, a runaway
 chain always. "Did not move" is a chain whose median whitened standard
 deviation is below ``0.05``.

@@ -48,13 +48,16 @@ __all__ = ["WhitenedEstimator", "runaway_threshold"]
 
 
 def runaway_threshold(dimension: int) -> float:
-    """``q = 4 χ²_d(1 − 10⁻⁶)``: whitened squared radii beyond it left the posterior.
+    """``q = 16 χ²_d(1 − 10⁻⁶)``: whitened squared radii beyond it left the posterior.
 
     Under the Laplace approximation ``‖w‖² ~ χ²_d``, so a draw of the posterior lies
-    beyond ``χ²_d(1 − 10⁻⁶)`` once in a million; the factor 4 (twice the radius)
-    leaves room for a posterior whose tails are wider than its Laplace fit.
+    beyond ``χ²_d(1 − 10⁻⁶)`` once in a million; the factor 16 (four times the
+    radius) leaves room for a posterior whose tails are wider than its Laplace fit
+    (an exponential tail, as of the log of a Gamma variable with shape ½, reaches
+    it with probability about ``10⁻⁶``), while a chain that ran away passes it by
+    orders of magnitude.
     """
-    return 4.0 * float(scipy.stats.chi2.isf(1e-6, dimension))
+    return 16.0 * float(scipy.stats.chi2.isf(1e-6, dimension))
 
 
 class WhitenedEstimator(WrappingEstimator):
@@ -96,7 +99,12 @@ class WhitenedEstimator(WrappingEstimator):
             s = np.tril(s)
         self._dense = s.ndim == 2
         self._m = tf.constant(m, dtype)
-        self._scale = tf.constant(s, dtype)
+        # Variables, so that `set_scale` changes the map inside a compiled chain
+        # without a new trace (burn-in adaptation reuses the program).
+        self._scale = tf.Variable(s, dtype=dtype, trainable=False, name="whitening_scale")
+        self._log_det_var = tf.Variable(
+            float(np.sum(np.log(diag))), dtype=dtype, trainable=False, name="log_det_scale"
+        )
         self._scale64 = s
         self._m64 = m
         self._log_det = float(np.sum(np.log(diag)))
@@ -123,6 +131,30 @@ class WhitenedEstimator(WrappingEstimator):
         """``Σ = L Lᵀ`` as a float64 ``[d, d]`` matrix."""
         s = self._scale64
         return s @ s.T if self._dense else np.diag(s**2)
+
+    def set_scale(self, scale: Any) -> None:
+        """Replace ``L`` by ``scale`` of the same kind (diagonal ``[d]`` or dense
+        ``[d, d]``), in place: compiled chains that use this estimator see the new
+        map at their next call, without retracing.
+
+        Raises:
+          ValueError: ``scale`` has another shape, or is not finite with a
+            positive diagonal.
+        """
+        s = np.asarray(scale, np.float64)
+        if s.shape != self._scale64.shape:
+            raise ValueError(
+                f"`scale` must have shape {list(self._scale64.shape)}, got {list(s.shape)}."
+            )
+        diag = s if s.ndim == 1 else np.diag(s)
+        if not (np.all(np.isfinite(s)) and np.all(diag > 0)):
+            raise ValueError("`scale` must be finite with a positive diagonal.")
+        if s.ndim == 2:
+            s = np.tril(s)
+        self._scale.assign(tf.constant(s, self._scale.dtype))
+        self._log_det = float(np.sum(np.log(diag)))
+        self._log_det_var.assign(self._log_det)
+        self._scale64 = s
 
     # -- the map ------------------------------------------------------------- #
     def _flat_to_parts(self, flat: tf.Tensor) -> list[tf.Tensor]:
@@ -168,7 +200,7 @@ class WhitenedEstimator(WrappingEstimator):
         est, extra = evaluate(parts)
         chain_ndims = w.shape.rank - 1
         g = self._parts_to_flat(est.grads_target_log_prob, chain_ndims)
-        log_det = tf.constant(self._log_det, est.target_log_prob.dtype)
+        log_det = tf.cast(self._log_det_var, est.target_log_prob.dtype)
         score = self._apply_scale(g, transpose=True)
         return GradientEstimate(est.target_log_prob + log_det, [score]), extra
 
