@@ -3,6 +3,8 @@
 ```none
 tfp-sgmcmc sample   --model my_model.py:build --kernel sgld --step-size 1e-5 \
                     --num-samples 100000 --thin 10 --run-dir runs/a      [--resume|--overwrite]
+tfp-sgmcmc posterior --model logistic_regression --num-results 1000 --out draws.npz
+                                                      # every choice automatic, with a verdict
 tfp-sgmcmc diagnose --run-dir runs/a                  # KSD, FSSD, ESS of the stored draws
 tfp-sgmcmc tune     --model logistic_regression --kernel sgld \
                     --step-sizes 1e-6,1e-5,1e-4 --budget-steps 3000 --plot tune.png \
@@ -13,6 +15,11 @@ Models follow the protocol of [`tfp_sgmcmc.driver.model`][tfp_sgmcmc.driver.mode
 whose ``build(**kwargs)`` returns a ``ModelSpec(estimator, init_state)``, or a
 name of a [`tfp_sgmcmc.models`][tfp_sgmcmc.models] module such as ``logistic_regression``);
 ``--model-arg name=value`` passes keyword arguments.
+``posterior`` runs [`tfp_sgmcmc.sample_posterior`][tfp_sgmcmc.sample_posterior] on the model's
+estimator (mode, Laplace preconditioner, tuned step and batch size, independent
+chains, a verdict), prints the summary table and the verdict, and exits with
+status 1 when the verdict is ``failed``; ``--out`` writes the draws (``.npz``)
+and ``--json`` the verdict, reasons, choices and timings.
 ``sample`` runs [`tfp_sgmcmc.driver.sample`][tfp_sgmcmc.driver.sample] (chunked, streamed to HDF5,
 resumable bit for bit); the model and kernel arguments are stored in the run's
 config, so ``--resume`` needs only ``--run-dir``. ``diagnose`` computes, on an
@@ -132,6 +139,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--overwrite", action="store_true", help="replace the run in --run-dir")
     s.add_argument("--no-xla", action="store_true", help="graph mode instead of XLA")
     s.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    q = sub.add_parser(
+        "posterior", help="sample the posterior with every choice made from it, and a verdict"
+    )
+    _model_args(q, required=True)
+    q.add_argument("--num-results", type=int, default=1000, help="draws per chain (default 1000)")
+    q.add_argument("--num-chains", type=int, default=4, help="independent chains (default 4)")
+    q.add_argument("--seed", type=int, default=0, help="seed in [0, 2**31) (default 0)")
+    q.add_argument("--batch-size", type=int, default=None,
+                   help="fix the batch size (default: full batches up to 10,000 examples, "
+                   "else 1%% and 5%% tried)")
+    q.add_argument("--out", default=None, help="write the draws here (.npz, by parameter name)")
+    q.add_argument("--json", default=None,
+                   help="write the verdict, reasons, choices and timings here")
+    q.add_argument("--no-xla", action="store_true", help="graph mode instead of XLA")
+    q.add_argument("--no-progress", action="store_true", help="hide the progress lines")
 
     d = sub.add_parser("diagnose", help="KSD / FSSD / ESS of a stored run")
     d.add_argument("--run-dir", required=True)
@@ -511,6 +534,19 @@ def _precheck(a: argparse.Namespace) -> None:
                 raise CLIError(f"`--{name.replace('_', '-')}` must be >= 2.")
         _check_ints(("--burn", a.burn, 0), ("--seed", a.seed, 0))
         _check_resumable(a.run_dir, "--run-dir")
+    elif a.command == "posterior":
+        _check_ints(("--num-results", a.num_results, 4), ("--num-chains", a.num_chains, 2),
+                    ("--seed", a.seed, 0))
+        if a.batch_size is not None:
+            _check_ints(("--batch-size", a.batch_size, 1))
+        for flag, path, ext in (("--out", a.out, ".npz"), ("--json", a.json, ".json")):
+            if path is None:
+                continue
+            parent = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(parent):
+                raise CLIError(f"`{flag}` {path!r}: directory {parent!r} does not exist.")
+            if not path.endswith(ext):
+                raise CLIError(f"`{flag}` {path!r} must end with {ext}.")
     elif a.command == "tune":
         _check_kernel_name(a.kernel)
         _check_number("--temperature", a.temperature, 0.0, strict=False)
@@ -858,6 +894,65 @@ def _ray_executor(address: str) -> Any:
         raise CLIError(f"--ray needs Ray: {e}") from e
 
 
+def _first_chain(estimator: Any, state: Any) -> Any:
+    """``state`` without its leading chain dimensions (the model's ``init_state`` may
+    hold several chains; ``sample_posterior`` starts its mode search from one point)."""
+    import tensorflow as tf
+
+    from tfp_sgmcmc.internal.util import as_parts, is_list_like
+
+    base = getattr(estimator, "base", estimator)
+    chain_ndims = len(base.chain_shape(state)) if hasattr(base, "chain_shape") else 0
+    parts = [tf.convert_to_tensor(p) for p in as_parts(state)]
+    for _ in range(chain_ndims):
+        parts = [p[0] for p in parts]
+    return parts if is_list_like(state) else parts[0]
+
+
+def _cmd_posterior(a: argparse.Namespace) -> int:
+    import numpy as np
+
+    from tfp_sgmcmc.automatic import sample_posterior
+
+    spec = _load(a.model, _parse_kv(a.model_arg, "--model-arg"))
+    res = sample_posterior(
+        spec.estimator,
+        num_results=a.num_results,
+        num_chains=a.num_chains,
+        seed=a.seed,
+        initial_state=_first_chain(spec.estimator, spec.init_state),
+        batch_size=a.batch_size,
+        jit_compile=not a.no_xla,
+        progress=not a.no_progress,
+    )
+    names = list(res.draws)
+    if spec.param_names and len(spec.param_names) == len(names):
+        names = list(spec.param_names)
+    res.draws = dict(zip(names, res.draws.values()))
+    draws = res.draws
+    print(res.summary())
+    print(f"verdict: {res.verdict}" + "".join(f"\n  - {r}" for r in res.reasons))
+    if a.out:
+        np.savez(a.out, **{k: np.asarray(v) for k, v in draws.items()})
+        print(f"draws written to {a.out} ({', '.join(names)}; [num_results, num_chains, ...])")
+    if a.json:
+        doc = {
+            "model": a.model,
+            "verdict": res.verdict,
+            "reasons": list(res.reasons),
+            "step_size": res.step_size,
+            "batch_size": res.batch_size,
+            "num_steps_between_results": res.num_steps_between_results,
+            "timings": res.timings,
+            "notes": list(res.notes),
+            "diagnostics": {k: np.asarray(v).tolist() for k, v in res.diagnostics.items()},
+        }
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=2)
+        print(f"summary written to {a.json}")
+    return 1 if res.verdict == "failed" else 0
+
+
 def _cmd_tune(a: argparse.Namespace) -> int:
     try:
         from tfp_sgmcmc.tuning import MAMBA, grid, seconds, steps
@@ -998,7 +1093,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     _startup.import_tensorflow()
     from tfp_sgmcmc.driver import RunDirectoryError
 
-    commands = {"sample": _cmd_sample, "diagnose": _cmd_diagnose, "tune": _cmd_tune}
+    commands = {
+        "sample": _cmd_sample,
+        "posterior": _cmd_posterior,
+        "diagnose": _cmd_diagnose,
+        "tune": _cmd_tune,
+    }
     try:
         return commands[args.command](args)
     except KeyboardInterrupt:
