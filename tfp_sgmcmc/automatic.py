@@ -469,15 +469,16 @@ def _adapt(
         lo, hi = step.variance_range
         if not step.changed:
             detail = step.reason if step.reason != "fits" else (
-                f"the draws' variances {lo:.3g}..{hi:.3g} of the fit's")
+                f"the draws' shrunk variances {lo:.2f}..{hi:.2f} of the fit's")
             msg = f"preconditioner kept after {k + 1} burn-in window(s): {detail}"
             notes.append(msg)
             say(msg)
             return state
         previous = (before, state)
         state = rewhiten(state, step)
-        msg = (f"preconditioner adapted in burn-in window {k + 1}: the draws' variances "
-               f"were {lo:.3g}..{hi:.3g} of the fit's (n_eff {step.effective_draws:.0f})")
+        msg = (f"preconditioner adapted in burn-in window {k + 1}: the draws' shrunk "
+               f"variances were {lo:.2f}..{hi:.2f} of the fit's "
+               f"(n_eff {step.effective_draws:.0f})")
         notes.append(msg)
         say(msg)
     return state
