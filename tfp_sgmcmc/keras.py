@@ -34,7 +34,10 @@ scores the KSD needs) are mapped over with ``tf.map_fn``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
@@ -48,6 +51,7 @@ from tfp_sgmcmc.estimators import MinibatchEstimator
 from tfp_sgmcmc.internal.util import check_int, check_positive
 
 __all__ = [
+    "BayesianModel",
     "KerasPosterior",
     "output_activation",
     "predictive_probabilities",
@@ -522,3 +526,1132 @@ def posterior_predictive_metrics(
     if y.shape[0] != pbar.shape[0]:
         raise ValueError(f"`y` has {y.shape[0]} labels for {pbar.shape[0]} inputs `x`.")
     return predictive_metrics(pbar, y, num_bins=num_bins)
+
+
+# ---------------------------------------------------------------------------------- #
+# BayesianModel: a Keras model's posterior through fit / predict / evaluate
+# ---------------------------------------------------------------------------------- #
+
+#: Stationary variance inflation the step size allows for the coordinates with the
+#: noisiest gradients (the 90th percentile of the whitened gradient-noise variance).
+_TARGET_INFLATION = 0.1
+#: Full batches the curvature pass averages over at most.
+_CURVATURE_BATCHES = 100
+#: Batches the BatchNormalization statistics pass averages over at most.
+_BN_BATCHES = 200
+#: Draws kept for the validation metrics at an epoch's end (evenly spaced).
+_VALIDATION_DRAWS = 20
+_SAMPLE_BURN_IN = 0.2
+#: Power iterations (one minibatch Hessian-vector product each) for the stiffest curvature.
+_POWER_ITERATIONS = 20
+
+
+def _sublayers(model: Any) -> list:
+    """Every layer inside ``model``, nested models and layers followed."""
+    if hasattr(model, "_flatten_layers"):
+        return list(model._flatten_layers(include_self=False, recursive=True))
+    return list(getattr(model, "layers", []))
+
+
+def _probability_activation_last(model: Any) -> bool:
+    """Whether a softmax or sigmoid comes after the last layer with weights (shape-only
+    layers such as ``Reshape`` or ``Flatten`` in between are looked through)."""
+    for layer in reversed(_sublayers(model)):
+        if isinstance(layer, keras.Model):
+            continue
+        if isinstance(layer, keras.layers.Softmax):
+            return True
+        act = getattr(layer, "activation", None)
+        if act is not None:
+            name = act if isinstance(act, str) else getattr(act, "__name__", "")
+            if name in _PROBABILITY_ACTIVATIONS:
+                return True
+        if layer.weights and not isinstance(layer, keras.layers.InputLayer):
+            return False
+    return False
+
+
+def _rows(x: Any) -> int:
+    return int(np.shape(tf.nest.flatten(x)[0])[0])
+
+
+def _to_host(x: Any, dtype: np.dtype) -> Any:
+    """Arrays on the host: floating leaves cast to ``dtype`` (float64 features for a
+    float32 model), integer leaves (token ids, categorical codes) kept as they are."""
+
+    def leaf(t: Any) -> np.ndarray:
+        a = np.asarray(t)
+        if a.dtype.kind in "fc" or a.dtype == bool:
+            return a.astype(dtype, copy=False)
+        return a
+
+    return tf.nest.map_structure(leaf, x)
+
+
+def _take(x: Any, idx: np.ndarray) -> Any:
+    return tf.nest.map_structure(lambda a: a[idx], x)
+
+
+class _Concrete:
+    """A ``tf.function`` called through its concrete function per input signature: a
+    step is called thousands of times with the same shapes, and the polymorphic
+    dispatch would cost more than a small network's step."""
+
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+        self._cache: dict = {}
+
+    def __call__(self, *args: Any) -> Any:
+        args = tf.nest.map_structure(
+            lambda a: a if isinstance(a, tf.Tensor) else tf.convert_to_tensor(a), args
+        )
+        flat = tf.nest.flatten(args)
+        key = (str(tf.nest.map_structure(lambda _: 0, args)),
+               tuple((t.dtype, tuple(t.shape)) for t in flat))
+        fn = self._cache.get(key)
+        if fn is None:
+            fn = self._cache[key] = self._fn.get_concrete_function(*args)
+        return fn(*args)
+
+
+class _Source:
+    """``(x, y)`` batches fed from the host, as Keras's ``fit`` feeds its compiled step.
+
+    Arrays are shuffled and cut into batches each epoch; a ``tf.data`` dataset is
+    iterated as written (its own shuffling, batching and labels). Every batch is
+    padded to the full batch size with a row mask, so that a partial last batch runs
+    the same compiled program. A finite dataset is read once first to count its rows
+    ``N`` and batches; a repeating one needs ``steps_per_epoch``.
+    """
+
+    def __init__(
+        self,
+        x: Any,
+        y: Any,
+        batch_size: int,
+        steps_per_epoch: int | None,
+        num_examples: int | None,
+        shuffle: bool,
+        seed: int,
+        name: str = "x",
+    ) -> None:
+        self._rng = np.random.default_rng(seed)
+        self.shuffle = shuffle
+        self.dataset = None
+        self.notes: list[str] = []
+        if isinstance(x, tf.data.Dataset):
+            if y is not None:
+                raise ValueError(
+                    f"`y` must be None when `{name}` is a tf.data dataset (it yields (x, y) "
+                    "pairs)."
+                )
+            self.dataset = x
+            card = int(x.cardinality())
+            self.repeating = card == int(tf.data.INFINITE_CARDINALITY)
+            first = next(iter(x.take(1)))
+            xb, yb = self._split(first, name)
+            self.batch_size = _rows(xb)
+            if self.repeating:
+                if steps_per_epoch is None:
+                    raise ValueError(
+                        f"`{name}` is a repeating tf.data dataset: pass `steps_per_epoch` "
+                        "(batches per epoch), as Keras's fit needs."
+                    )
+                self.steps = int(steps_per_epoch)
+                self.num_examples = (
+                    int(num_examples) if num_examples else self.steps * self.batch_size
+                )
+                if not num_examples:
+                    self.notes.append(
+                        f"N = steps_per_epoch x batch size = {self.num_examples} for a repeating "
+                        "dataset (pass num_examples= to set it)"
+                    )
+                self._iterator = iter(x)
+            else:
+                steps = rows = 0
+                for element in x:
+                    xb, _ = self._split(element, name)
+                    steps += 1
+                    rows += _rows(xb)
+                if rows == 0:
+                    raise ValueError(f"`{name}`: the dataset is empty.")
+                self.steps = min(steps, int(steps_per_epoch)) if steps_per_epoch else steps
+                self.num_examples = int(num_examples) if num_examples else rows
+        else:
+            if y is None:
+                raise ValueError(f"`y` is required when `{name}` holds arrays.")
+            self.repeating = False
+            self.x = tf.nest.map_structure(np.asarray, x)
+            self.y = np.asarray(y)
+            n = _rows(self.x)
+            if self.y.ndim == 0 or self.y.shape[0] != n:
+                raise ValueError(f"`{name}` has {n} rows but `y` has shape {self.y.shape}.")
+            if n == 0:
+                raise ValueError(f"`{name}` is empty.")
+            self.batch_size = min(int(batch_size), n)
+            self.steps = int(steps_per_epoch) if steps_per_epoch else -(-n // self.batch_size)
+            self.num_examples = int(num_examples) if num_examples else n
+            self.streaming = steps_per_epoch is not None
+            self._order = np.empty(0, np.int64)
+
+    @staticmethod
+    def _split(element: Any, name: str) -> tuple[Any, Any]:
+        if isinstance(element, (tuple, list)) and len(element) == 2:
+            return element[0], element[1]
+        if isinstance(element, (tuple, list)) and len(element) == 3:
+            raise ValueError(
+                f"`{name}` yields (x, y, sample_weight): sample weights are not supported."
+            )
+        raise ValueError(
+            f"`{name}` must yield (x, y) pairs, got an element of type {type(element).__name__}."
+        )
+
+    def first(self) -> tuple[Any, Any]:
+        """The first batch, unpadded, as host arrays."""
+        if self.dataset is not None:
+            xb, yb = self._split(next(iter(self.dataset.take(1))), "x")
+            return tf.nest.map_structure(np.asarray, xb), np.asarray(yb)
+        idx = np.arange(min(self.batch_size, _rows(self.x)))
+        return _take(self.x, idx), self.y[idx]
+
+    def _permutation(self) -> np.ndarray:
+        n = _rows(self.x)
+        return self._rng.permutation(n) if self.shuffle else np.arange(n)
+
+    def epoch(self, max_steps: int | None = None) -> Any:
+        """Yields ``(x, y)`` host batches (unpadded) for one epoch, or ``max_steps`` of it."""
+        steps = self.steps if max_steps is None else min(self.steps, max_steps)
+        if self.dataset is None:
+            if not self.streaming:
+                # One pass over a fresh permutation, the last batch possibly partial.
+                perm = self._permutation()
+                for k in range(steps):
+                    idx = perm[k * self.batch_size : (k + 1) * self.batch_size]
+                    yield _take(self.x, idx), self.y[idx]
+                return
+            # steps_per_epoch given: full batches from a stream of permutations.
+            for _ in range(steps):
+                while self._order.size < self.batch_size:
+                    self._order = np.concatenate([self._order, self._permutation()])
+                idx, self._order = self._order[: self.batch_size], self._order[self.batch_size :]
+                yield _take(self.x, idx), self.y[idx]
+            return
+        source = self._iterator if self.repeating else iter(self.dataset)
+        for k, element in enumerate(source):
+            if k >= steps:
+                break
+            xb, yb = self._split(element, "x")
+            yield tf.nest.map_structure(np.asarray, xb), np.asarray(yb)
+
+
+class BayesianModel:
+    """A Keras model's posterior, fitted, sampled and used as Keras users expect.
+
+    ``fit`` trains the model to its MAP (Adam, as ``model.fit`` would), fixes what
+    must stay fixed while sampling (BatchNormalization statistics, Dropout off),
+    measures the posterior's scale and the minibatch gradient noise at the MAP,
+    sets the step size from them, and samples the weights with preconditioned
+    SGLD, keeping ``num_draws`` draws in memory. ``predict`` averages the
+    model's predictive over the draws; ``evaluate`` scores it.
+
+    ```python
+    bayes = BayesianModel(model, likelihood="categorical")
+    bayes.fit(x_train, y_train, epochs=5)
+    probs = bayes.predict(x_test)              # posterior-predictive class probabilities
+    bayes.evaluate(x_test, y_test)             # {"accuracy", "nll", "ece"}
+    ```
+
+    The posterior: ``log π(W) = log p(W) + Σ_i log p(y_i | f_W(x_i))``, an isotropic
+    Gaussian prior ``N(0, prior_scale² I)`` on every trainable weight, the model run in
+    inference mode. Likelihoods:
+
+    * ``"categorical"``: ``[n, K]`` outputs, logits or probabilities. Probabilities
+      are detected from the outputs on the first training batch (every row
+      non-negative and summing to one), whatever layers produce them (a softmax
+      followed by a ``Reshape`` included); ``from_logits`` overrides the detection.
+      Labels: class ids ``[n]``/``[n, 1]`` or one-hot rows ``[n, K]``.
+    * ``"bernoulli"``: one output per example, a logit, or a probability when a
+      sigmoid or softmax follows the last layer with weights and the outputs lie in
+      ``[0, 1]``. Labels in ``{0, 1}``.
+    * ``"gaussian"``: ``y ~ N(f_W(x), σ²)`` per output coordinate; ``σ`` is
+      ``noise_scale`` when given, else learned (a flat prior on ``log σ``, sampled
+      with the weights).
+    * a callable ``(y, outputs) -> [n]`` per-example log-likelihood.
+
+    Layers whose behaviour depends on ``training``: **BatchNormalization** is trained
+    in training mode during the MAP search, as ``model.fit`` does; before sampling its
+    moving statistics are set to the average of the batch statistics over the
+    training data at the MAP, and the posterior is sampled in inference mode with
+    them fixed. **Dropout** (and the other noise layers) act during the MAP search,
+    as in ``model.fit``, and are off while sampling and predicting (a one-line
+    notice says so).
+
+    Compilation: one program per ``training`` mode runs every step of the MAP search,
+    the curvature pass and the sampler (a run-time flag selects the update). With
+    ``jit_compile=None`` the choice of XLA is made by a short measured probe (both
+    variants timed on a training batch), except for convolutional models on a CPU,
+    which run without XLA (XLA compiles them slowly and runs them slower there).
+
+    Args:
+      model: a built Keras 3 model (TF backend) with one output (any output for a
+        callable likelihood).
+      likelihood: ``"categorical"``, ``"bernoulli"``, ``"gaussian"`` or a callable
+        ``(y, outputs) -> [n]``. Default value: ``"categorical"``.
+      prior_scale: standard deviation of the Gaussian prior on every weight.
+        Default value: ``1.``.
+      noise_scale: ``σ`` of the ``"gaussian"`` likelihood; ``None`` learns it.
+        Only for ``"gaussian"``. Default value: ``None``.
+      from_logits: ``True``/``False`` to say whether the outputs are logits or
+        probabilities; ``None`` detects it. Default value: ``None``.
+      num_draws: posterior draws kept. Default value: ``100``.
+      learning_rate: Adam's learning rate for the MAP search. Default value: ``1e-3``.
+      jit_compile: ``True``/``False`` to force XLA on or off; ``None`` decides by a
+        probe. Default value: ``None``.
+      seed: an int in ``[0, 2**31)`` for the shuffling and the sampler's noise.
+        Default value: ``0``.
+
+    Attributes (after ``fit``):
+      draws: one array ``[S, *weight shape]`` per trainable weight.
+      noise_scale_draws: ``σ`` per draw (``[S]``) for a learned Gaussian noise, else
+        ``None``.
+      step_size: the sampler's step size (dimensionless: in units of the
+        preconditioner).
+      jit_compile: whether the steps ran under XLA.
+      notes: the automatic choices, one sentence each.
+      timings: seconds per phase (``probe``, ``map``, ``batchnorm``, ``curvature``,
+        ``sampling``, ``total``).
+      history: the ``keras.callbacks.History`` of the last ``fit``.
+
+    Raises:
+      ValueError: a model that is not built, an unknown likelihood, a bad argument.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        likelihood: str | Callable[[tf.Tensor, tf.Tensor], tf.Tensor] = "categorical",
+        *,
+        prior_scale: float = 1.0,
+        noise_scale: float | None = None,
+        from_logits: bool | None = None,
+        num_draws: int = 100,
+        learning_rate: float = 1e-3,
+        jit_compile: bool | None = None,
+        seed: int = 0,
+    ) -> None:
+        if not isinstance(model, keras.Model):
+            raise ValueError(f"`model` must be a Keras 3 model, got {type(model).__name__}.")
+        if not model.built or not model.trainable_variables:
+            raise ValueError("`model` must be built (call it once on an input) with weights.")
+        if not callable(likelihood) and likelihood not in _LIKELIHOODS:
+            raise ValueError(
+                f"`likelihood` must be one of {_LIKELIHOODS} or a callable, got {likelihood!r}."
+            )
+        check_positive(prior_scale, "prior_scale", scalar=True)
+        if noise_scale is not None:
+            if likelihood != "gaussian":
+                raise ValueError("`noise_scale` applies to likelihood='gaussian' only.")
+            check_positive(noise_scale, "noise_scale", scalar=True)
+        if from_logits is not None and not isinstance(from_logits, bool):
+            raise ValueError(f"`from_logits` must be True, False or None, got {from_logits!r}.")
+        if jit_compile is not None and not isinstance(jit_compile, bool):
+            raise ValueError(f"`jit_compile` must be True, False or None, got {jit_compile!r}.")
+        check_positive(learning_rate, "learning_rate", scalar=True)
+        self.num_draws = check_int(num_draws, "num_draws", 1)
+        seed = check_int(seed, "seed", 0)
+        if seed >= 2**31:
+            raise ValueError(f"`seed` must be in [0, 2**31), got {seed}.")
+        self.model = model
+        self.likelihood = likelihood
+        self.prior_scale = float(prior_scale)
+        self.noise_scale = None if noise_scale is None else float(noise_scale)
+        self.learning_rate = float(learning_rate)
+        self.seed = seed
+        self._from_logits_arg = from_logits
+        self._jit_arg = jit_compile
+        self._call_kwargs_ok = _call_accepts_training(model)
+        layers = _sublayers(model)
+        self._batchnorm = [
+            lyr for lyr in layers if isinstance(lyr, keras.layers.BatchNormalization)
+        ]
+        self._noise_layers = [
+            lyr for lyr in layers
+            if "Dropout" in type(lyr).__name__ or "GaussianNoise" in type(lyr).__name__
+        ]
+        self._convolutional = any("Conv" in type(lyr).__name__ for lyr in layers)
+        self._dtype = np.dtype(tf.as_dtype(model.trainable_variables[0].dtype).as_numpy_dtype)
+        self._num_model_weights = len(model.trainable_variables)
+        self._learn_noise = likelihood == "gaussian" and noise_scale is None
+        self._programs: dict[tuple[bool, bool], Any] = {}
+        self._forward_fn: Any = None
+        self.from_logits: bool | None = None
+        self.draws: list[np.ndarray] | None = None
+        self.noise_scale_draws: np.ndarray | None = None
+        self.step_size: float | None = None
+        self.jit_compile: bool | None = None
+        self.notes: list[str] = []
+        self.timings: dict[str, float] = {}
+        self.history: Any = None
+        self._non_trainable: list[tf.Tensor] | None = None
+
+    # -- the likelihood ------------------------------------------------------------ #
+    def _labels(self, y: Any) -> Any:
+        """Host labels in the form the likelihood reads."""
+        lik = self.likelihood
+        if lik == "categorical":
+            return _class_ids(np.asarray(y), self._num_outputs)
+        if lik == "bernoulli":
+            return _class_ids(np.asarray(y), 2).astype(self._dtype)
+        return _to_host(y, self._dtype)
+
+    def _log_lik(self, y: Any, outputs: Any, extra: Sequence[tf.Tensor]) -> tf.Tensor:
+        """Per-example ``log p(y | outputs)``, ``[n]``."""
+        lik = self.likelihood
+        if callable(lik):
+            return lik(y, outputs)
+        n = tf.shape(outputs)[0]
+        out = tf.reshape(outputs, tf.stack([n, -1]))
+        tiny = np.finfo(self._dtype).tiny
+        if lik == "categorical":
+            logp = (
+                tf.nn.log_softmax(out, axis=-1)
+                if self.from_logits
+                else tf.math.log(tf.maximum(out, tiny))
+            )
+            return tf.gather(logp, tf.cast(tf.reshape(y, [-1]), tf.int32), axis=-1, batch_dims=1)
+        if lik == "bernoulli":
+            yy = tf.cast(tf.reshape(y, [-1]), out.dtype)
+            if self.from_logits:
+                logit = out[:, 0]
+                return yy * logit - tf.nn.softplus(logit)
+            p1 = out[:, 0]
+            return yy * tf.math.log(tf.maximum(p1, tiny)) + (1 - yy) * tf.math.log(
+                tf.maximum(1 - p1, tiny)
+            )
+        yy = tf.reshape(tf.cast(y, out.dtype), tf.shape(out))
+        log_s = (
+            extra[0] if self._learn_noise
+            else tf.math.log(tf.constant(self.noise_scale, out.dtype))
+        )
+        z = (yy - out) * tf.exp(-log_s)
+        return tf.reduce_sum(-0.5 * tf.square(z) - log_s - 0.5 * np.log(2 * np.pi), axis=-1)
+
+    def _log_prior(self, weights: Sequence[tf.Tensor]) -> tf.Tensor:
+        total = tf.add_n([tf.reduce_sum(tf.square(w)) for w in weights[: self._num_model_weights]])
+        return -0.5 * total / (self.prior_scale**2)
+
+    # -- the compiled step ---------------------------------------------------------- #
+    def _parts(self, theta: Any) -> list:
+        """The flat parameter vector as the list of weights (then ``log σ``, if learned)."""
+        pieces = tf.split(theta, self._sizes) if isinstance(theta, tf.Tensor) else np.split(
+            np.asarray(theta), np.cumsum(self._sizes)[:-1]
+        )
+        return [tf.reshape(t, s) if isinstance(t, tf.Tensor) else np.reshape(t, s)
+                for t, s in zip(pieces, self._shapes)]
+
+    def _flatten(self, parts: Sequence[Any]) -> tf.Tensor:
+        return tf.concat([tf.reshape(tf.cast(p, self._dtype), [-1]) for p in parts], 0)
+
+    def _log_post(self, theta, nt, x, y, mask, n, training: bool):
+        """``N · (masked minibatch mean log-likelihood) + log p(θ)``, the mean, new statistics."""
+        kwargs = {"training": training} if self._call_kwargs_ok else {}
+        parts = self._parts(theta)
+        nw = self._num_model_weights
+        out, new_nt = self.model.stateless_call(parts[:nw], nt, x, **kwargs)
+        ll = self._log_lik(y, out, parts[nw:]) * mask
+        mean_ll = tf.reduce_sum(ll) / tf.reduce_sum(mask)
+        prior = -0.5 * tf.reduce_sum(tf.square(theta[: self._model_size])) / self.prior_scale**2
+        return n * mean_ll + prior, mean_ll, new_nt
+
+    def _program(self, training: bool, jit: bool) -> Any:
+        """The one step of the MAP search, the curvature pass and the sampler, on the flat
+        parameter vector ``θ``.
+
+        ``hp = [lr, β₁, β₂, 1−β₁ᵗ, 1−β₂ᵗ, ε, langevin, N]``: Adam on ``−log π / N`` when
+        ``langevin`` is 0, preconditioned SGLD ``θ + ε P ĝ + √(2εP) ξ`` when it is 1
+        (``ĝ = N · mean minibatch score + ∇ log p``).
+        """
+        key = (training, jit)
+        if key in self._programs:
+            return self._programs[key]
+
+        @tf.function(jit_compile=jit, reduce_retracing=True)
+        def step(theta, nt, m, v, precond, x, y, mask, seed, hp):
+            lr, b1, b2, c1, c2, eps, langevin, n = tf.unstack(hp)
+            with tf.GradientTape() as tape:
+                tape.watch(theta)
+                log_post, mean_ll, new_nt = self._log_post(theta, nt, x, y, mask, n, training)
+            g = tape.gradient(log_post, theta)
+
+            def adam() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+                gl = -g / n
+                mi = b1 * m + (1 - b1) * gl
+                vi = b2 * v + (1 - b2) * tf.square(gl)
+                return theta - lr * (mi / c1) / (tf.sqrt(vi / c2) + 1e-7), mi, vi
+
+            def sgld() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+                xi = tf.random.stateless_normal(tf.shape(theta), seed, dtype=theta.dtype)
+                return theta + eps * precond * g + tf.sqrt(2 * eps * precond) * xi, m, v
+
+            new_theta, new_m, new_v = tf.cond(langevin > 0.5, sgld, adam)
+            return new_theta, list(new_nt), new_m, new_v, -mean_ll
+
+        self._programs[key] = _Concrete(step)
+        return self._programs[key]
+
+    def _hvp_program(self) -> Any:
+        """``θ, u -> −∇² log π̂(θ) u`` on one minibatch (inference mode)."""
+
+        @tf.function(jit_compile=bool(self.jit_compile), reduce_retracing=True)
+        def hvp(theta, nt, x, y, mask, u, n):
+            with tf.GradientTape() as outer:
+                outer.watch(theta)
+                with tf.GradientTape() as inner:
+                    inner.watch(theta)
+                    log_post = self._log_post(theta, nt, x, y, mask, n, False)[0]
+                g = inner.gradient(log_post, theta)
+                gu = tf.reduce_sum(g * u)
+            return -outer.gradient(gu, theta)
+
+        return _Concrete(hvp)
+
+    def _hp(self, **kw: float) -> np.ndarray:
+        hp = {"lr": 0.0, "b1": 0.9, "b2": 0.999, "c1": 1.0, "c2": 1.0, "eps": 0.0,
+              "langevin": 0.0, "n": float(self._n)}
+        hp.update(kw)
+        return np.array([hp[k] for k in ("lr", "b1", "b2", "c1", "c2", "eps", "langevin", "n")],
+                        self._dtype)
+
+    def _feed(
+        self, xb: Any, yb: Any, batch_size: int, prepared: bool = False
+    ) -> tuple[Any, Any, np.ndarray]:
+        """A host batch cast, its labels converted (unless ``prepared``), padded to
+        ``batch_size`` with a mask."""
+        rows = _rows(xb)
+        if rows > batch_size:
+            raise ValueError(
+                f"a batch of {rows} rows follows a first batch of {batch_size}: the batches "
+                "of a dataset must not grow."
+            )
+        x = xb if prepared else _to_host(xb, self._dtype)
+        y = yb if prepared else self._labels(yb)
+        mask = np.ones(batch_size, self._dtype)
+        if rows < batch_size:
+            idx = np.concatenate([np.arange(rows), np.zeros(batch_size - rows, np.int64)])
+            x, y = _take(x, idx), _take(y, idx)
+            mask[rows:] = 0
+        return x, y, mask
+
+    # -- set-up ----------------------------------------------------------------------- #
+    def _setup(self, xb: Any, yb: Any, verbose: int) -> None:
+        x = _to_host(xb, self._dtype)
+        try:
+            out = self.model(x, training=False) if self._call_kwargs_ok else self.model(x)
+        except Exception as e:
+            raise ValueError(
+                f"`model` failed on the first batch of `x` ({type(e).__name__}: {e})."
+            ) from e
+        outs = tf.nest.flatten(out)
+        lik = self.likelihood
+        if not callable(lik) and len(outs) != 1:
+            raise ValueError(
+                f"`model` has {len(outs)} outputs, but likelihood={lik!r} reads one: pass a "
+                "callable `likelihood` (y, outputs) -> [n]."
+            )
+        o = np.asarray(outs[0], np.float64).reshape(len(np.asarray(outs[0])), -1)
+        self._num_outputs = o.shape[1]
+        notes = []
+        if lik == "categorical":
+            if o.shape[1] < 2:
+                raise ValueError(
+                    f"likelihood='categorical' needs [n, K] outputs with K >= 2, got {o.shape[1]} "
+                    "per example (use 'bernoulli' for one logit)."
+                )
+            looks_prob = bool(
+                np.all(o >= 0) and np.all(o <= 1) and np.allclose(o.sum(1), 1.0, atol=1e-3)
+            )
+            if self._from_logits_arg is None:
+                self.from_logits = not looks_prob
+                if looks_prob:
+                    notes.append(
+                        "the outputs are probabilities (rows summing to one): read as such"
+                    )
+            else:
+                self.from_logits = self._from_logits_arg
+        elif lik == "bernoulli":
+            if o.shape[1] != 1:
+                raise ValueError(
+                    f"likelihood='bernoulli' needs one output per example, got {o.shape[1]}."
+                )
+            looks_prob = bool(np.all(o >= 0) and np.all(o <= 1)) and (
+                _probability_activation_last(self.model)
+            )
+            self.from_logits = (
+                not looks_prob if self._from_logits_arg is None else self._from_logits_arg
+            )
+            if looks_prob and self._from_logits_arg is None:
+                notes.append("the outputs are probabilities (a sigmoid ends the model)")
+        if self._noise_layers:
+            names = sorted({type(lyr).__name__ for lyr in self._noise_layers})
+            notes.append(
+                f"{', '.join(names)} act(s) during the MAP search and are off while sampling "
+                "and predicting"
+            )
+        self.notes += notes
+        if verbose:
+            for note in notes:
+                print(f"BayesianModel: {note}.", file=sys.stderr, flush=True)
+
+    def _choose_jit(self, source: _Source, training: bool, state: dict) -> None:
+        """XLA or not: forced, a rule for convolutions on a CPU, or a measured probe."""
+        if self._jit_arg is not None:
+            self.jit_compile = self._jit_arg
+            self.notes.append(f"jit_compile={self._jit_arg} as given")
+            return
+        on_cpu = not tf.config.list_physical_devices("GPU")
+        if self._convolutional and on_cpu:
+            self.jit_compile = False
+            self.notes.append("no XLA: a convolutional model on a CPU")
+            return
+        xb, yb = source.first()
+        x, y, mask = self._feed(xb, yb, source.batch_size)
+        hp = self._hp()  # lr = 0: the weights do not move
+        per_step = {}
+        for jit in (False, True):
+            step = self._program(training, jit)
+            args = (state["theta"], state["nt"], state["m"], state["v"], state["m"], x, y, mask,
+                    np.array([self.seed, 0], np.int32), hp)
+            try:
+                for _ in range(2):
+                    float(step(*args)[-1])
+                t0 = time.perf_counter()
+                for _ in range(5):
+                    out = step(*args)
+                float(out[-1])
+                per_step[jit] = (time.perf_counter() - t0) / 5
+            except (tf.errors.OpError, ValueError, TypeError) as e:
+                per_step[jit] = math.inf
+                self.notes.append(f"jit_compile={jit} failed in the probe ({type(e).__name__})")
+        self.jit_compile = bool(per_step[True] < per_step[False])
+        self.notes.append(
+            "XLA " + ("on" if self.jit_compile else "off") + " by a measured probe "
+            f"({1e3 * per_step[False]:.3g} ms/step without, {1e3 * per_step[True]:.3g} with)"
+        )
+
+    # -- fit ------------------------------------------------------------------------------ #
+    def fit(
+        self,
+        x: Any,
+        y: Any = None,
+        *,
+        batch_size: int = 32,
+        epochs: int = 10,
+        sample_epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        num_examples: int | None = None,
+        validation_data: Any = None,
+        callbacks: Any = None,
+        verbose: int = 1,
+        shuffle: bool = True,
+    ) -> Any:
+        """Find the MAP, set the sampler from the posterior at it, and sample.
+
+        Args:
+          x: inputs (an array, or a list/tuple/dict of arrays for several inputs), or
+            a ``tf.data`` dataset of batched ``(x, y)`` pairs (shuffled or not, a
+            partial last batch, repeating or not).
+          y: labels for array inputs; ``None`` with a dataset.
+          batch_size: rows per step for array inputs (a dataset keeps its own).
+            Default value: ``32``.
+          epochs: epochs of Adam towards the MAP, as in ``model.fit``; ``0`` starts
+            sampling from the model's current weights (a model trained already).
+            Default value: ``10``.
+          sample_epochs: epochs of sampling after the MAP. Default value: ``None``
+            (half of ``epochs``, at least 2).
+          steps_per_epoch: batches per epoch; required for a repeating dataset.
+            Default value: ``None`` (one pass over the data).
+          num_examples: ``N``, the number of training examples the likelihood sums
+            over. Default value: ``None`` (counted; for a repeating dataset,
+            ``steps_per_epoch`` times its batch size).
+          validation_data: ``(x_val, y_val)`` or a dataset, scored at each epoch's
+            end (``val_loss``, and ``val_accuracy``/``val_rmse``...): by the current
+            weights during the MAP search, by the draws so far while sampling.
+            Default value: ``None``.
+          callbacks: Keras callbacks; their ``on_train_*``, ``on_epoch_*`` and
+            ``on_train_batch_*`` hooks are called, the model's variables hold the
+            current weights at each epoch's end, and ``model.stop_training`` ends
+            the current phase. Default value: ``None``.
+          verbose: ``0`` silent, ``1`` Keras's progress bar, ``2`` one line per
+            epoch. Default value: ``1``.
+          shuffle: shuffle array inputs each epoch. Default value: ``True``.
+
+        Returns:
+          The ``keras.callbacks.History`` of the run (``loss`` is the mean negative
+          log-likelihood per example of the training batches).
+
+        Raises:
+          ValueError: bad data or arguments (named).
+          RuntimeError: the sampler diverged at every step size tried.
+        """
+        t_start = time.perf_counter()
+        epochs = check_int(epochs, "epochs", 0)
+        sample_epochs = (
+            max(2, epochs // 2) if sample_epochs is None
+            else check_int(sample_epochs, "sample_epochs", 1)
+        )
+        batch_size = check_int(batch_size, "batch_size", 1)
+        if steps_per_epoch is not None:
+            steps_per_epoch = check_int(steps_per_epoch, "steps_per_epoch", 1)
+        if num_examples is not None:
+            num_examples = check_int(num_examples, "num_examples", 1)
+        self.notes = []
+        self.timings = {}
+        self._non_trainable = None
+        self._forward_fn = None
+        source = _Source(x, y, batch_size, steps_per_epoch, num_examples, shuffle, self.seed)
+        self.notes += source.notes
+        self._n = source.num_examples
+        bs = source.batch_size
+        xb, yb = source.first()
+        self._setup(xb, yb, verbose)
+        prep = source.dataset is None
+        if prep:  # arrays: cast and convert the labels once, not per batch
+            source.x = _to_host(source.x, self._dtype)
+            source.y = self._labels(source.y)
+        val = None
+        if validation_data is not None:
+            vx, vy = (validation_data, None) if isinstance(validation_data, tf.data.Dataset) \
+                else _pair(validation_data, "validation_data")
+            val = (vx, vy)
+
+        parts = [tf.convert_to_tensor(v.value) for v in self.model.trainable_variables]
+        if self._learn_noise:
+            sd = float(np.std(np.asarray(yb, np.float64))) or 1.0
+            parts.append(tf.constant(np.log(sd), self._dtype))
+        self._shapes = [tuple(p.shape) for p in parts]
+        self._sizes = [int(np.prod(sh)) for sh in self._shapes]
+        self._model_size = int(sum(self._sizes[: self._num_model_weights]))
+        theta = self._flatten(parts)
+        zeros = tf.zeros_like(theta)
+        state = {
+            "theta": theta,
+            "nt": [tf.convert_to_tensor(v.value) for v in self.model.non_trainable_variables],
+            "m": zeros,
+            "v": zeros,
+        }
+        train_mode = bool(self._batchnorm or self._noise_layers) and self._call_kwargs_ok
+        t0 = time.perf_counter()
+        self._choose_jit(source, train_mode, state)
+        self.timings["probe"] = time.perf_counter() - t0
+        if verbose:
+            print(f"BayesianModel: {self.notes[-1]}.", file=sys.stderr, flush=True)
+
+        history = keras.callbacks.History()
+        cb = keras.callbacks.CallbackList(
+            list(callbacks or []) + [history],
+            add_progbar=verbose != 0,
+            model=self.model,
+            verbose=verbose,
+            epochs=epochs + sample_epochs,
+            steps=source.steps,
+        )
+        self.model.stop_training = False
+        cb.on_train_begin()
+        counter = [0]
+
+        def seed_of() -> np.ndarray:
+            counter[0] += 1
+            return np.array([self.seed, counter[0] % 2**31], np.int32)
+
+        # 1. MAP: Adam, as model.fit.
+        t0 = time.perf_counter()
+        step = self._program(train_mode, self.jit_compile)
+        t = 0
+        for epoch in range(epochs):
+            cb.on_epoch_begin(epoch)
+            logs = {}
+            for k, (xb, yb) in enumerate(source.epoch()):
+                cb.on_train_batch_begin(k)
+                x_, y_, mask = self._feed(xb, yb, bs, prep)
+                t += 1
+                hp = self._hp(lr=self.learning_rate, c1=1 - 0.9**t, c2=1 - 0.999**t)
+                state["theta"], state["nt"], state["m"], state["v"], loss = step(
+                    state["theta"], state["nt"], state["m"], state["v"], zeros,
+                    x_, y_, mask, seed_of(), hp,
+                )
+                logs = {"loss": float(loss)}
+                cb.on_train_batch_end(k, logs)
+            self._write_back(state["theta"], state["nt"])
+            if val is not None:
+                logs.update(self._validation_logs(val, [state["theta"]]))
+            cb.on_epoch_end(epoch, logs)
+            if self.model.stop_training:
+                self.notes.append(f"the MAP search stopped after epoch {epoch + 1} (stop_training)")
+                self.model.stop_training = False
+                break
+        self.timings["map"] = time.perf_counter() - t0
+        if not np.isfinite(np.asarray(state["theta"])).all():
+            raise RuntimeError(
+                "the MAP search diverged (non-finite weights); lower `learning_rate`."
+            )
+
+        # 2. BatchNormalization statistics at the MAP, then fixed.
+        t0 = time.perf_counter()
+        if self._batchnorm:
+            self._fix_batchnorm(source, state)
+        self.timings["batchnorm"] = time.perf_counter() - t0
+        self._non_trainable = state["nt"]
+
+        # 3. Curvature and gradient noise at the MAP: the preconditioner and the step.
+        t0 = time.perf_counter()
+        sample_step = self._program(False, self.jit_compile)
+        mode = state["theta"]
+        v = zeros
+        map_losses = []
+        probe_batches = []
+        for k, (xb, yb) in enumerate(source.epoch(_CURVATURE_BATCHES)):
+            batch = self._feed(xb, yb, bs, prep)
+            if k < _POWER_ITERATIONS:
+                probe_batches.append(batch)
+            hp = self._hp(b1=0.0, b2=k / (k + 1))
+            _, _, _, v, loss = sample_step(mode, state["nt"], zeros, v, zeros, *batch,
+                                           seed_of(), hp)
+            map_losses.append(float(loss))
+        map_loss = float(np.mean(map_losses))
+        v = np.asarray(v, np.float64)
+        precision = self._n * bs * v  # the empirical Fisher information (per coordinate)
+        precision[: self._model_size] += 1.0 / self.prior_scale**2
+        precond = 1.0 / np.maximum(precision, 1e-12)
+        noise = precond * self._n**2 * v  # minibatch-gradient variance, preconditioned units
+        q90 = 0.0 if bs >= self._n else float(np.quantile(noise, 0.9))
+        eps_noise = 2 * _TARGET_INFLATION / (q90 + 1 + _TARGET_INFLATION)
+        lam = self._stiffest(mode, state["nt"], precond, probe_batches)
+        eps = min(eps_noise, 1.0 / lam) if lam > 0 else eps_noise
+        self.timings["curvature"] = time.perf_counter() - t0
+        precond_t = tf.constant(precond, self._dtype)
+        self.notes.append(
+            f"diagonal preconditioner from the gradient second moments at the MAP "
+            f"({len(map_losses)} batches); stiffest curvature in its units {lam:.3g}"
+        )
+
+        # 4. Sampling, restarted from the MAP at a smaller step if it diverges.
+        t0 = time.perf_counter()
+        total = sample_epochs * source.steps
+        burn = int(_SAMPLE_BURN_IN * total)
+        keep = set(np.unique(np.linspace(burn, total - 1, self.num_draws).round().astype(int)))
+        epoch0 = epoch + 1 if epochs else 0
+        for _attempt in range(4):
+            self.step_size = eps
+            if verbose:
+                print(
+                    f"BayesianModel: sampling with step size {eps:.3g} (MAP loss {map_loss:.4g})",
+                    file=sys.stderr, flush=True,
+                )
+            theta = mode
+            draws: list[np.ndarray] = []
+            failed = ""
+            s = 0
+            for e in range(sample_epochs):
+                cb.on_epoch_begin(epoch0 + e)
+                logs = {}
+                for k, (xb, yb) in enumerate(source.epoch()):
+                    cb.on_train_batch_begin(k)
+                    x_, y_, mask = self._feed(xb, yb, bs, prep)
+                    theta, _, _, _, loss = sample_step(
+                        theta, state["nt"], zeros, zeros, precond_t, x_, y_, mask, seed_of(),
+                        self._hp(eps=eps, langevin=1.0),
+                    )
+                    loss = float(loss)
+                    if not np.isfinite(loss) or loss > 10 * (abs(map_loss) + 1):
+                        failed = f"loss {loss:.3g} at sampling step {s}"
+                        break
+                    if s in keep:
+                        draws.append(np.asarray(theta))
+                    s += 1
+                    logs = {"loss": loss}
+                    cb.on_train_batch_end(k, logs)
+                if failed:
+                    break
+                self._write_back(theta, state["nt"])
+                if val is not None and draws:
+                    logs.update(self._validation_logs(val, draws))
+                cb.on_epoch_end(epoch0 + e, logs)
+                if self.model.stop_training:
+                    self.notes.append(f"sampling stopped after {e + 1} epoch(s) (stop_training)")
+                    break
+            if not failed:
+                break
+            self.notes.append(
+                f"step size {eps:.3g} diverged ({failed}); restarted at {eps / 4:.3g}"
+            )
+            eps /= 4
+        else:
+            raise RuntimeError(
+                f"the sampler diverged at every step size tried (last: {failed}); lower "
+                "`learning_rate` or `prior_scale`, or check the likelihood."
+            )
+        if not draws:
+            draws = [np.asarray(theta)]
+            self.notes.append("sampling stopped before the first kept draw: the last state kept")
+        self.timings["sampling"] = time.perf_counter() - t0
+        self.notes.append(
+            f"preconditioned SGLD, step size {self.step_size:.3g} (the smaller of "
+            f"{eps_noise:.3g}, a {_TARGET_INFLATION:.0%} variance inflation at the 90th "
+            f"percentile of the gradient noise, and 1/{lam:.3g}), {s} steps, {len(draws)} "
+            f"draws after a burn-in of {burn} steps"
+        )
+        flat = np.stack(draws)
+        self._flat_draws = flat
+        splits = np.split(flat, np.cumsum(self._sizes)[:-1], axis=1)
+        parts_s = [c.reshape((flat.shape[0],) + sh) for c, sh in zip(splits, self._shapes)]
+        self.draws = parts_s[: self._num_model_weights]
+        self.noise_scale_draws = np.exp(parts_s[-1]) if self._learn_noise else None
+        self._write_back(mode, state["nt"])
+        self.model.stop_training = False
+        cb.on_train_end()
+        self.history = history
+        self.timings["total"] = time.perf_counter() - t_start
+        return history
+
+    def _stiffest(self, theta: tf.Tensor, nt: list, precond: np.ndarray,
+                  batches: list) -> float:
+        """The largest curvature ``λ_max`` of ``−log π`` in the preconditioned units
+        (``P^½ H P^½``), by power iteration on minibatch Hessian-vector products."""
+        hvp = self._hvp_program()
+        root = tf.constant(np.sqrt(precond), self._dtype)
+        u = tf.random.stateless_normal(tf.shape(theta), [self.seed, 7], dtype=self._dtype)
+        n = tf.constant(float(self._n), self._dtype)
+        quotients = []
+        for k in range(_POWER_ITERATIONS):
+            x, y, mask = batches[k % len(batches)]
+            u = u / tf.norm(u)
+            hu = root * hvp(theta, nt, x, y, mask, root * u, n)
+            quotients.append(float(tf.reduce_sum(u * hu)))
+            u = hu
+        tail = [abs(q) for q in quotients[-5:] if np.isfinite(q)]
+        return float(np.median(tail)) if tail else 0.0
+
+    def _write_back(self, theta: Any, nt: Sequence[Any]) -> None:
+        """Weights and statistics into the Keras model's variables (for callbacks)."""
+        for var, w in zip(self.model.trainable_variables, self._parts(theta)):
+            var.assign(w)
+        for var, w in zip(self.model.non_trainable_variables, nt):
+            var.assign(w)
+
+    def _fix_batchnorm(self, source: _Source, state: dict) -> None:
+        """Moving statistics = the average batch statistics over the training data at the
+        MAP (training mode, one pass), then fixed for sampling."""
+        self._write_back(state["theta"], state["nt"])
+        momenta = [lyr.momentum for lyr in self._batchnorm]
+        batches = 0
+        try:
+            for k, (xb, _) in enumerate(source.epoch(_BN_BATCHES)):
+                for lyr in self._batchnorm:
+                    lyr.momentum = k / (k + 1)
+                self.model(_to_host(xb, self._dtype), training=True)
+                batches += 1
+        finally:
+            for lyr, mom in zip(self._batchnorm, momenta):
+                lyr.momentum = mom
+        state["nt"] = [tf.convert_to_tensor(v.value) for v in self.model.non_trainable_variables]
+        self.notes.append(
+            f"BatchNormalization statistics set from {batches} training batches at the MAP "
+            "and fixed while sampling (inference mode)"
+        )
+
+    # -- predict / evaluate -------------------------------------------------------------- #
+    def _check_fitted(self) -> None:
+        if self.draws is None:
+            raise ValueError("call `fit` first: the model has no posterior draws yet.")
+
+    def _forward(self) -> Any:
+        if self._forward_fn is None:
+            model = self.model
+            kwargs = {"training": False} if self._call_kwargs_ok else {}
+
+            nw = self._num_model_weights
+
+            @tf.function(jit_compile=bool(self.jit_compile), reduce_retracing=True)
+            def forward(theta, nt, x):
+                out, _ = model.stateless_call(self._parts(theta)[:nw], nt, x, **kwargs)
+                return out
+
+            self._forward_fn = _Concrete(forward)
+        return self._forward_fn
+
+    def _batches(self, x: Any, y: Any, batch_size: int, labelled: bool) -> Any:
+        if isinstance(x, tf.data.Dataset):
+            for element in x:
+                if isinstance(element, (tuple, list)) and len(element) >= 2:
+                    xb, yb = element[0], element[1]
+                elif labelled:
+                    raise ValueError("the dataset must yield (x, y) pairs to be evaluated.")
+                else:
+                    xb, yb = element, None
+                yield tf.nest.map_structure(np.asarray, xb), (
+                    None if yb is None else np.asarray(yb)
+                )
+            return
+        xs = tf.nest.map_structure(np.asarray, x)
+        n = _rows(xs)
+        if labelled:
+            if y is None:
+                raise ValueError("`y` is required when `x` holds arrays.")
+            y = np.asarray(y)
+            if y.shape[0] != n:
+                raise ValueError(f"`x` has {n} rows but `y` has shape {y.shape}.")
+        for a in range(0, n, batch_size):
+            idx = np.arange(a, min(n, a + batch_size))
+            yield _take(xs, idx), (None if y is None else y[idx])
+
+    def _outputs(self, draws: Sequence[Any], x: Any, y: Any, batch_size: int,
+                 labelled: bool) -> tuple[np.ndarray, Any]:
+        """Raw outputs ``[S, n, ...]`` of every draw (flat ``θ``), and the labels in order."""
+        forward = self._forward()
+        nt = self._non_trainable
+        outs: list[list[np.ndarray]] = [[] for _ in draws]
+        ys = []
+        for xb, yb in self._batches(x, y, batch_size, labelled):
+            xb = _to_host(xb, self._dtype)
+            for s, theta in enumerate(draws):
+                outs[s].append(np.asarray(forward(tf.convert_to_tensor(theta), nt, xb)))
+            if yb is not None:
+                ys.append(yb)
+        if not outs[0]:
+            raise ValueError("`x` is empty.")
+        out = np.stack([np.concatenate(o) for o in outs])
+        return out, (np.concatenate(ys) if ys else None)
+
+    def _draw_list(self) -> list[np.ndarray]:
+        return list(self._flat_draws)
+
+    def _transform(self, out: np.ndarray) -> np.ndarray:
+        """Per-draw predictive from raw outputs: probabilities or the mean."""
+        lik = self.likelihood
+        if lik == "categorical" and self.from_logits:
+            z = out - out.max(-1, keepdims=True)
+            e = np.exp(z)
+            return e / e.sum(-1, keepdims=True)
+        if lik == "bernoulli" and self.from_logits:
+            return 1.0 / (1.0 + np.exp(-out))
+        return out
+
+    def predict(
+        self,
+        x: Any,
+        *,
+        batch_size: int = 1024,
+        return_draws: bool = False,
+        return_std: bool = False,
+    ) -> Any:
+        """The posterior-predictive mean over the draws.
+
+        Args:
+          x: inputs (arrays or a dataset; a dataset of ``(x, y)`` pairs is read for
+            its ``x``).
+          batch_size: rows per forward pass for arrays. Default value: ``1024``.
+          return_draws: also return the per-draw predictive ``[S, n, ...]``.
+            Default value: ``False``.
+          return_std: also return the predictive standard deviation (``"gaussian"``
+            only: the observation noise and the spread of the means).
+            Default value: ``False``.
+
+        Returns:
+          Class probabilities ``[n, K]`` (``"categorical"``), ``p(y = 1)`` in the
+          model's output shape (``"bernoulli"``), the predictive mean
+          (``"gaussian"``), or the mean of the raw outputs (a callable likelihood);
+          with ``return_std`` and/or ``return_draws`` a tuple ``(mean, std, draws)``
+          of what was asked.
+        """
+        self._check_fitted()
+        if return_std and self.likelihood != "gaussian":
+            raise ValueError("`return_std` applies to likelihood='gaussian' only.")
+        out, _ = self._outputs(self._draw_list(), x, None, batch_size, labelled=False)
+        per_draw = self._transform(out.astype(np.float64))
+        mean = per_draw.mean(0)
+        result: list[Any] = [mean]
+        if return_std:
+            s2 = (
+                self.noise_scale_draws**2 if self._learn_noise
+                else np.full(per_draw.shape[0], self.noise_scale**2)
+            )
+            var = per_draw.var(0) + s2.mean()
+            result.append(np.sqrt(var))
+        if return_draws:
+            result.append(per_draw)
+        return result[0] if len(result) == 1 else tuple(result)
+
+    def _metrics(self, draws: Sequence[Any], x: Any, y: Any,
+                 batch_size: int) -> dict[str, float]:
+        out, labels = self._outputs(draws, x, y, batch_size, labelled=True)
+        yy = self._labels(labels)
+        ll = np.stack([
+            np.asarray(self._log_lik(tf.constant(yy), tf.constant(out[s]),
+                                     [tf.convert_to_tensor(ws[-1])] if self._learn_noise else []),
+                       np.float64)
+            for s, ws in enumerate(draws)
+        ])
+        smax = ll.max(0)
+        nll = -float(np.mean(smax + np.log(np.mean(np.exp(ll - smax), 0))))
+        per_draw = self._transform(out.astype(np.float64))
+        lik = self.likelihood
+        if lik in ("categorical", "bernoulli"):
+            pbar = per_draw.mean(0).reshape(out.shape[1], -1)
+            if lik == "bernoulli":
+                pbar = np.concatenate([1 - pbar, pbar], -1)
+            m = predictive_metrics(pbar, np.asarray(yy).astype(int).reshape(-1))
+            return {"accuracy": m["accuracy"], "nll": nll, "ece": m["ece"]}
+        if lik == "gaussian":
+            mean = per_draw.mean(0)
+            err = mean.reshape(-1) - np.asarray(yy, np.float64).reshape(-1)
+            return {"rmse": float(np.sqrt(np.mean(err**2))), "nll": nll}
+        return {"nll": nll}
+
+    def evaluate(self, x: Any, y: Any = None, *, batch_size: int = 1024) -> dict[str, float]:
+        """Scores of the posterior predictive on labelled data.
+
+        Args:
+          x: inputs, or a dataset of ``(x, y)`` pairs.
+          y: labels for array inputs. Default value: ``None``.
+          batch_size: rows per forward pass. Default value: ``1024``.
+
+        Returns:
+          ``{"accuracy", "nll", "ece"}`` for classification (ECE with 10 equal-width
+          bins), ``{"rmse", "nll"}`` for ``"gaussian"``, ``{"nll"}`` for a callable
+          likelihood. ``nll`` is the mean negative log of the model-averaged
+          predictive density ``(1/S) Σ_s p(y_i | x_i, W_s)``.
+        """
+        self._check_fitted()
+        return self._metrics(self._draw_list(), x, y, batch_size)
+
+    def _validation_logs(self, val: tuple[Any, Any], draws: Sequence[Any]) -> dict:
+        if len(draws) > _VALIDATION_DRAWS:
+            idx = np.linspace(0, len(draws) - 1, _VALIDATION_DRAWS).round().astype(int)
+            draws = [draws[i] for i in idx]
+        saved = self._non_trainable
+        if saved is None:  # MAP phase: the current statistics
+            self._non_trainable = [
+                tf.convert_to_tensor(v.value) for v in self.model.non_trainable_variables
+            ]
+        try:
+            metrics = self._metrics(draws, val[0], val[1], 1024)
+        finally:
+            self._non_trainable = saved
+        logs = {"val_loss": metrics.pop("nll")}
+        logs.update({f"val_{k}": v for k, v in metrics.items()})
+        return logs
+
+    def __repr__(self) -> str:
+        lik = self.likelihood if isinstance(self.likelihood, str) else "callable"
+        if self.draws is None:
+            return f"BayesianModel(likelihood={lik!r}, not fitted)"
+        return (
+            f"BayesianModel(likelihood={lik!r}, draws={self.draws[0].shape[0]}, "
+            f"step_size={self.step_size:.3g}, jit_compile={self.jit_compile})"
+        )
+
+
+def _pair(data: Any, name: str) -> tuple[Any, Any]:
+    if isinstance(data, (tuple, list)) and len(data) == 2:
+        return data[0], data[1]
+    raise ValueError(f"`{name}` must be (x, y) or a tf.data dataset of (x, y) pairs.")
