@@ -752,14 +752,7 @@ class BayesianModel:
     measures the posterior's scale and the minibatch gradient noise at the MAP,
     sets the step size from them, and samples the weights with preconditioned
     SGLD, keeping ``num_draws`` draws in memory. ``predict`` averages the
-    model's predictive over the draws; ``evaluate`` scores it.
-
-    ```python
-    bayes = BayesianModel(model, likelihood="categorical")
-    bayes.fit(x_train, y_train, epochs=5)
-    probs = bayes.predict(x_test)              # posterior-predictive class probabilities
-    bayes.evaluate(x_test, y_test)             # {"accuracy", "nll", "ece"}
-    ```
+    model's predictive over the draws; ``evaluate`` scores it (see the example below).
 
     The posterior: ``log π(W) = log p(W) + Σ_i log p(y_i | f_W(x_i))``, an isotropic
     Gaussian prior ``N(0, prior_scale² I)`` on every trainable weight, the model run in
@@ -824,6 +817,24 @@ class BayesianModel:
 
     Raises:
       ValueError: a model that is not built, an unknown likelihood, a bad argument.
+
+    #### Examples
+
+    ```python
+    import keras
+    import numpy as np
+    from tfp_sgmcmc.keras import BayesianModel
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 4)).astype("float32")
+    y = (x[:, 0] + x[:, 1] > 0).astype("int32")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+                              keras.layers.Dense(2)])
+    bayes = BayesianModel(model, likelihood="categorical", num_draws=20)
+    bayes.fit(x, y, epochs=3, verbose=0)     # MAP, then sampling
+    probs = bayes.predict(x)                 # posterior-predictive class probabilities
+    scores = bayes.evaluate(x, y)            # {"accuracy", "nll", "ece"}
+    ```
     """
 
     def __init__(
@@ -975,7 +986,7 @@ class BayesianModel:
         if key in self._programs:
             return self._programs[key]
 
-        @tf.function(jit_compile=jit, reduce_retracing=True)
+        @tf.function(jit_compile=jit, reduce_retracing=True, autograph=False)
         def step(theta, nt, m, v, precond, x, y, mask, seed, hp):
             lr, b1, b2, c1, c2, eps, langevin, n = tf.unstack(hp)
             with tf.GradientTape() as tape:
@@ -990,7 +1001,10 @@ class BayesianModel:
                 return theta - lr * (mi / c1) / (tf.sqrt(vi / c2) + 1e-7), mi, vi
 
             def sgld() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-                xi = tf.random.stateless_normal(tf.shape(theta), seed, dtype=theta.dtype)
+                # Under XLA on a CPU the default generator is much slower than ThreeFry
+                # (docs/keras.md); outside XLA the default is the faster.
+                alg = "threefry" if jit else "auto_select"
+                xi = tf.random.stateless_normal(tf.shape(theta), seed, dtype=theta.dtype, alg=alg)
                 return theta + eps * precond * g + tf.sqrt(2 * eps * precond) * xi, m, v
 
             new_theta, new_m, new_v = tf.cond(langevin > 0.5, sgld, adam)
@@ -1002,7 +1016,7 @@ class BayesianModel:
     def _hvp_program(self) -> Any:
         """``θ, u -> −∇² log π̂(θ) u`` on one minibatch (inference mode)."""
 
-        @tf.function(jit_compile=bool(self.jit_compile), reduce_retracing=True)
+        @tf.function(jit_compile=bool(self.jit_compile), reduce_retracing=True, autograph=False)
         def hvp(theta, nt, x, y, mask, u, n):
             with tf.GradientTape() as outer:
                 outer.watch(theta)
@@ -1115,20 +1129,23 @@ class BayesianModel:
             return
         xb, yb = source.first()
         x, y, mask = self._feed(xb, yb, source.batch_size)
-        hp = self._hp()  # lr = 0: the weights do not move
         per_step = {}
         for jit in (False, True):
-            step = self._program(training, jit)
-            args = (state["theta"], state["nt"], state["m"], state["v"], state["m"], x, y, mask,
-                    np.array([self.seed, 0], np.int32), hp)
+            # Adam's and Langevin's updates, ε = lr = 0: the weights do not move.
+            runs = [(self._program(training, jit), self._hp()),
+                    (self._program(False, jit), self._hp(langevin=1.0))]
             try:
-                for _ in range(2):
-                    float(step(*args)[-1])
-                t0 = time.perf_counter()
-                for _ in range(5):
-                    out = step(*args)
-                float(out[-1])
-                per_step[jit] = (time.perf_counter() - t0) / 5
+                per_step[jit] = 0.0
+                for step, hp in runs:
+                    args = (state["theta"], state["nt"], state["m"], state["v"], state["m"],
+                            x, y, mask, np.array([self.seed, 0], np.int32), hp)
+                    for _ in range(2):
+                        float(step(*args)[-1])
+                    t0 = time.perf_counter()
+                    for _ in range(5):
+                        out = step(*args)
+                    float(out[-1])
+                    per_step[jit] += (time.perf_counter() - t0) / 10
             except (tf.errors.OpError, ValueError, TypeError) as e:
                 per_step[jit] = math.inf
                 self.notes.append(f"jit_compile={jit} failed in the probe ({type(e).__name__})")
@@ -1167,7 +1184,7 @@ class BayesianModel:
             sampling from the model's current weights (a model trained already).
             Default value: ``10``.
           sample_epochs: epochs of sampling after the MAP. Default value: ``None``
-            (half of ``epochs``, at least 2).
+            (as many as ``epochs``, at least 2).
           steps_per_epoch: batches per epoch; required for a repeating dataset.
             Default value: ``None`` (one pass over the data).
           num_examples: ``N``, the number of training examples the likelihood sums
@@ -1196,7 +1213,7 @@ class BayesianModel:
         t_start = time.perf_counter()
         epochs = check_int(epochs, "epochs", 0)
         sample_epochs = (
-            max(2, epochs // 2) if sample_epochs is None
+            max(2, epochs) if sample_epochs is None
             else check_int(sample_epochs, "sample_epochs", 1)
         )
         batch_size = check_int(batch_size, "batch_size", 1)
@@ -1471,7 +1488,7 @@ class BayesianModel:
 
             nw = self._num_model_weights
 
-            @tf.function(jit_compile=bool(self.jit_compile), reduce_retracing=True)
+            @tf.function(jit_compile=bool(self.jit_compile), reduce_retracing=True, autograph=False)
             def forward(theta, nt, x):
                 out, _ = model.stateless_call(self._parts(theta)[:nw], nt, x, **kwargs)
                 return out
