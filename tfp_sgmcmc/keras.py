@@ -1204,7 +1204,7 @@ class BayesianModel:
 
         Returns:
           The ``keras.callbacks.History`` of the run (``loss`` is the mean negative
-          log-likelihood per example of the training batches).
+          log-likelihood per example of the epoch's training batches so far).
 
         Raises:
           ValueError: bad data or arguments (named).
@@ -1296,7 +1296,7 @@ class BayesianModel:
                     state["theta"], state["nt"], state["m"], state["v"], zeros,
                     x_, y_, mask, seed_of(), hp,
                 )
-                logs = {"loss": float(loss)}
+                logs = {"loss": (k * logs.get("loss", 0.0) + float(loss)) / (k + 1)}
                 cb.on_train_batch_end(k, logs)
             self._write_back(state["theta"], state["nt"])
             if val is not None:
@@ -1385,7 +1385,7 @@ class BayesianModel:
                     if s in keep:
                         draws.append(np.asarray(theta))
                     s += 1
-                    logs = {"loss": loss}
+                    logs = {"loss": (k * logs.get("loss", 0.0) + loss) / (k + 1)}
                     cb.on_train_batch_end(k, logs)
                 if failed:
                     break
