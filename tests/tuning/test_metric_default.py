@@ -118,3 +118,26 @@ def test_fixed_preconditioner_and_repr(candidates):
         KSDMetric(preconditioner="unit")
     with pytest.raises(ValueError, match="ksd_unit"):
         resolve_metric("ksd-unit")
+
+
+def test_mamba_names_why_each_disqualified_arm_lost():
+    """End to end: on N(μ, σ²I) with σ = 1e-2 a step of 1e-12 never moves and a step of 5e-4
+    (ε λ = 5) runs off; both are disqualified with their reason, shown in the round table,
+    and a step that samples the posterior wins."""
+    from tfp_sgmcmc import tuning as tu
+
+    result = tu.MAMBA(
+        tu.grid(step_size=[1e-12, 1e-5, 5e-4]),
+        tf.constant(MU),
+        make_kernel=lambda step_size: sg.SGLD(ESTIMATOR, step_size),
+        budget=tu.steps(900),
+        eta=3,
+        seed=0,
+        progress=False,
+    ).run()
+    assert result.best_arm == {"step_size": 1e-5}
+    notes = {r.arm["step_size"]: r.note for r in result.records if r.round == 0}
+    assert notes[1e-12].startswith("did not move")
+    assert notes[5e-4] == "diverged" or notes[5e-4].startswith("far from the posterior")
+    table = result.to_markdown()
+    assert "inf (did not move)" in table

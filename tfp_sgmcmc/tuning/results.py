@@ -218,8 +218,14 @@ class TuningResult:
         if max_rows is not None:
             recs = recs[:max_rows]
         for r in recs:
-            m = "inf (diverged)" if r.diverged else ("inf" if math.isinf(r.metric) else
-                                                     _pm(r.metric, r.metric_se))
+            if r.diverged:
+                m = "inf (diverged)"
+            elif math.isinf(r.metric):
+                # The reason's gist ("did not move", "far from the posterior", ...).
+                reason = (r.note or "").split(" (")[0].split(":")[0].strip()
+                m = f"inf ({reason})" if reason else "inf"
+            else:
+                m = _pm(r.metric, r.metric_se)
             lines.append(
                 f"| {r.round} | {r.arm_index} | {arm_label(r.arm)} | {m} | {r.steps} | "
                 f"{r.samples} | {r.sampling_seconds:.3f} | {r.compile_seconds:.2f} | "
