@@ -230,6 +230,21 @@ def test_callbacks_validation_and_errors():
         BayesianModel(_mlp()).fit(ds3, verbose=0)
 
 
+def test_epochs_zero_samples_around_a_model_trained_already():
+    x, y = _blobs(400, 12)
+    model = _mlp()
+    model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x.astype("float32"), y, batch_size=32, epochs=5, verbose=0)
+    trained = [w.copy() for w in model.get_weights()]
+    bayes = BayesianModel(model, num_draws=10)
+    bayes.fit(x, y, epochs=0, sample_epochs=2, verbose=0)
+    assert bayes.timings["map"] < 1.0
+    for w, w0 in zip(model.get_weights(), trained):  # the model keeps its weights
+        np.testing.assert_allclose(w, w0)
+    assert bayes.evaluate(x, y)["accuracy"] > 0.8
+
+
 def test_dict_inputs_from_a_dataset():
     x, y = _blobs(300, 11)
     a = keras.Input((3,), name="a")
