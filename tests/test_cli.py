@@ -542,3 +542,34 @@ def test_diagnose_explains_a_negative_fssd_and_hides_the_complex_cast_warning(
     read = open_run(run_dir, verify=False).gradient_noise
     assert read["too_noisy"] is False and read["threshold"] is None and "flagged" not in read
     assert read["violated"] is False
+
+
+def test_posterior_prints_the_verdict_and_writes_right_draws(model, tmp_path, capsys):
+    out, doc = tmp_path / "draws.npz", tmp_path / "summary.json"
+    code = main(["posterior", "--model", model, "--num-results", "300", "--seed", "1",
+                 "--out", str(out), "--json", str(doc), "--no-progress"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "verdict: ok" in printed and "| mu" in printed
+    draws = np.load(out)["mu"]
+    assert draws.shape == (300, 4, 2)
+    # Exact posterior of the model: N(Σx / (n + 1), I / (n + 1)) per coordinate.
+    x = np.random.default_rng(0).normal(1.0, 1.0, size=(2000, 2)).astype("float32")
+    mean, sd = x.sum(0) / 2001, 1 / np.sqrt(2001)
+    flat = draws.reshape(-1, 2)
+    assert np.max(np.abs(flat.mean(0) - mean) / sd) < 0.2
+    assert np.all(np.abs(flat.std(0) / sd - 1) < 0.15)
+    summary = json.loads(doc.read_text())
+    assert summary["verdict"] == "ok" and summary["batch_size"] == 2000
+    assert "full batches" in " ".join(summary["notes"])
+
+
+def test_posterior_flags_are_checked_before_the_model_is_built(model, tmp_path, capsys):
+    for extra, match in (
+        (["--num-chains", "1"], "--num-chains"),
+        (["--num-results", "2"], "--num-results"),
+        (["--out", str(tmp_path / "nowhere" / "d.npz")], "does not exist"),
+        (["--out", str(tmp_path / "d.txt")], "must end with .npz"),
+        (["--json", str(tmp_path / "d.npz")], "must end with .json"),
+    ):
+        _one_line_error(capsys, main(["posterior", "--model", model, *extra]), match)

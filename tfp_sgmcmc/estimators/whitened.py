@@ -60,6 +60,15 @@ def runaway_threshold(dimension: int) -> float:
     return 16.0 * float(scipy.stats.chi2.isf(1e-6, dimension))
 
 
+def _checked_scale(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(L, diag L)`` for a ``[d]`` or ``[d, d]`` scale (its lower triangle), or a
+    ``ValueError`` when it is not finite with a positive diagonal."""
+    diag = s if s.ndim == 1 else np.diag(s)
+    if not (np.all(np.isfinite(s)) and np.all(diag > 0)):
+        raise ValueError("`scale` must be finite with a positive diagonal.")
+    return (np.tril(s) if s.ndim == 2 else s), diag
+
+
 class WhitenedEstimator(WrappingEstimator):
     """The estimate of ``log π_w`` and its score for ``z = m + L w`` (module docstring).
 
@@ -92,11 +101,7 @@ class WhitenedEstimator(WrappingEstimator):
                 f"`scale` must have shape [{d}] (diagonal) or [{d}, {d}] (lower triangular) "
                 f"for a centre of {d} coordinates, got {list(s.shape)}."
             )
-        diag = s if s.ndim == 1 else np.diag(s)
-        if not (np.all(np.isfinite(s)) and np.all(diag > 0)):
-            raise ValueError("`scale` must be finite with a positive diagonal.")
-        if s.ndim == 2:
-            s = np.tril(s)
+        s, diag = _checked_scale(s)
         self._dense = s.ndim == 2
         self._m = tf.constant(m, dtype)
         # Variables, so that `set_scale` changes the map inside a compiled chain
@@ -146,11 +151,7 @@ class WhitenedEstimator(WrappingEstimator):
             raise ValueError(
                 f"`scale` must have shape {list(self._scale64.shape)}, got {list(s.shape)}."
             )
-        diag = s if s.ndim == 1 else np.diag(s)
-        if not (np.all(np.isfinite(s)) and np.all(diag > 0)):
-            raise ValueError("`scale` must be finite with a positive diagonal.")
-        if s.ndim == 2:
-            s = np.tril(s)
+        s, diag = _checked_scale(s)
         self._scale.assign(tf.constant(s, self._scale.dtype))
         self._log_det = float(np.sum(np.log(diag)))
         self._log_det_var.assign(self._log_det)
