@@ -1,9 +1,11 @@
-"""``tfp_sgmcmc.sample_chain``: the same chain as ``tfp.mcmc.sample_chain``, in one flat loop.
+"""``tfp_sgmcmc.sample_chain``: one flat loop; with ``seed_rule="tfp"`` the chain of
+``tfp.mcmc.sample_chain``.
 
-Under XLA the states, traces and final kernel results must be equal bit for bit to
-``tfp.mcmc.sample_chain``'s for every combination of burn-in, thinning, tracing and
-returned results, for our kernels and for TFP's own; a hand-stepped reference pins
-which steps are results (so a loop off by one step fails even if TFP changed).
+With the compatibility rule, under XLA the states, traces and final kernel results must be
+equal bit for bit to ``tfp.mcmc.sample_chain``'s for every combination of burn-in,
+thinning, tracing and returned results, for our kernels and for TFP's own; hand-stepped
+references pin which steps are results and which seed each step takes under either rule
+(so a loop off by one step fails even if TFP changed).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def test_same_chain_as_tfp_sample_chain_under_xla(seed, name, case):
 
     @tf.function(jit_compile=True)
     def ours(seed):
-        return sample_chain(5, init, kernel=kernel, seed=seed, **kw)
+        return sample_chain(5, init, kernel=kernel, seed=seed, seed_rule="tfp", **kw)
 
     @tf.function(jit_compile=True)
     def theirs(seed):
@@ -111,7 +113,9 @@ def test_graph_mode_agrees_to_rounding(seed):
     init = tf.zeros([3])
     seed = tf.constant([1, seed], tf.int32)
     kw = dict(num_burnin_steps=2, num_steps_between_results=1)
-    a = tf.function(lambda s: sample_chain(6, init, kernel=kernel, seed=s, **kw))(seed)
+    a = tf.function(
+        lambda s: sample_chain(6, init, kernel=kernel, seed=s, seed_rule="tfp", **kw)
+    )(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         b = tf.function(
@@ -129,7 +133,7 @@ def test_results_are_the_states_after_the_stated_steps(seed):
     seed = tf.constant([seed, 9], tf.int32)
     got = sample_chain(
         num_results, tf.zeros([3]), kernel=kernel, seed=seed,
-        num_burnin_steps=burnin, num_steps_between_results=between,
+        num_burnin_steps=burnin, num_steps_between_results=between, seed_rule="tfp",
     )
     s = tfp.random.sanitize_seed(seed, salt="mcmc.sample_chain")
     state, results = tf.zeros([3]), kernel.bootstrap_results(tf.zeros([3]))
@@ -143,6 +147,31 @@ def test_results_are_the_states_after_the_stated_steps(seed):
     # Power: the steps just before are other states.
     shifted = [visited[burnin + r * (1 + between) - 1] for r in range(num_results)]
     assert not np.allclose(got, np.stack(shifted), rtol=1e-6, atol=1e-7)
+
+
+def test_the_default_rule_folds_the_step_index_into_the_seed(seed):
+    """By default step t (burn-in included) takes stateless_fold_in(seed, t) (Philox)."""
+    kernel = _kernels(seed)["sgld"]
+    burnin, between, num_results = 3, 2, 4
+    run_seed = tf.constant([seed, 9], tf.int32)
+    got = sample_chain(
+        num_results, tf.zeros([3]), kernel=kernel, seed=run_seed,
+        num_burnin_steps=burnin, num_steps_between_results=between,
+    )
+    state, results = tf.zeros([3]), kernel.bootstrap_results(tf.zeros([3]))
+    visited = []
+    for t in range(1 + burnin + (num_results - 1) * (1 + between)):
+        step_seed = tf.random.experimental.stateless_fold_in(run_seed, t, alg="philox")
+        state, results = kernel.one_step(state, results, seed=step_seed)
+        visited.append(state.numpy())
+    want = [visited[burnin + r * (1 + between)] for r in range(num_results)]
+    np.testing.assert_allclose(got, np.stack(want), rtol=1e-6, atol=1e-7)
+    # Power: the compatibility rule is another chain.
+    tfp_rule = sample_chain(
+        num_results, tf.zeros([3]), kernel=kernel, seed=run_seed,
+        num_burnin_steps=burnin, num_steps_between_results=between, seed_rule="tfp",
+    )
+    assert not np.allclose(got, tfp_rule, rtol=1e-6, atol=1e-7)
 
 
 def test_list_state_previous_results_and_a_runtime_num_results(seed):
@@ -192,6 +221,7 @@ def test_top_level_name():
         (dict(trace_fn=3), "`trace_fn`"),
         (dict(parallel_iterations=0), "`parallel_iterations`"),
         (dict(seed=-4), "`seed`"),
+        (dict(seed_rule="split"), "`seed_rule`"),
     ],
 )
 def test_bad_arguments_are_named(seed, kw, match):
@@ -220,17 +250,17 @@ def test_unknown_chain_count_with_thinning_and_a_trace(seed):
     def trace(s, r):
         return s**2, r.accepted_results.target_log_prob
 
-    def run_with(chain):
+    def run_with(chain, **extra):
         @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
         def run(init):
             return chain(5, init, kernel=kernel, seed=[seed, 2], num_steps_between_results=2,
-                         trace_fn=trace)
+                         trace_fn=trace, **extra)
         return run(tf.fill([4, 3], 0.5))
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = run_with(tfp.mcmc.sample_chain)
-    got = run_with(sample_chain)
+    got = run_with(sample_chain, seed_rule="tfp")
     assert got.all_states.shape == [5, 4, 3] and got.trace[1].shape == [5, 4]
     for a, b in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

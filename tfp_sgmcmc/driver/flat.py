@@ -1,20 +1,19 @@
-"""``sample_chain``: ``tfp.mcmc.sample_chain`` as one flat loop (the same chain, faster under XLA).
+"""``sample_chain``: ``tfp.mcmc.sample_chain``'s interface as one flat loop.
 
 ``tfp.mcmc.sample_chain`` runs a ``tf.while_loop`` over results and, inside it, a second
 ``tf.while_loop`` over the steps of each result whose trip count is a tensor
 (``1 + num_burnin_steps`` for the first result, ``1 + num_steps_between_results`` for the
-rest). Compiled with XLA, a flat loop lets the compiler drop every step's work whose result
-nothing reads, and that nested loop does not. With ``trace_fn=None``, that work is the
-minibatch log-density and the divergence flag of every step, and for SGHMC also the last
-leapfrog step's minibatch and gradient: they only set the momentum the next sample redraws
-and the score reported in the kernel results. On a logistic regression with 1% and 0.1%
-minibatches, default SGHMC ran 16-18% slower through ``tfp.mcmc.sample_chain`` than in
-one flat loop, and SGLD 10-19% slower (``benchmarks/bench_loops.py``;
+rest). Compiled with XLA, a flat loop lets the compiler drop every step's work whose
+result nothing reads, and that nested loop does not. With ``trace_fn=None``, that work is
+the minibatch log-density and the divergence flag of every step, and for SGHMC also the
+last leapfrog step's minibatch and gradient: they only set the momentum the next sample
+redraws and the score reported in the kernel results. Stochastic-gradient kernels
+therefore run faster in one flat loop (``benchmarks/bench_loops.py``;
 ``docs/benchmarks.md``, "One flat loop"). Work a ``trace_fn`` or a reducer reads is done
 in either loop.
 
-[`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain] takes the same arguments and
-returns the same chain (same seeds, same steps, same traces; bit for bit under XLA), running
+[`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain] takes the same arguments and runs
+the loop every entry point shares ([`run_steps`][tfp_sgmcmc.driver.loop.run_steps]):
 
 * the burn-in as one flat loop of ``num_burnin_steps`` kernel steps, then
 * one flat loop of ``(num_results - 1)·(1 + num_steps_between_results) + 1`` kernel steps
@@ -22,9 +21,13 @@ returns the same chain (same seeds, same steps, same traces; bit for bit under X
   thinning, every step writes its state into the slot of the next result, which that
   result's step overwrites, and ``trace_fn`` runs in a ``tf.cond`` on the kept steps only).
 
-The step seeds follow ``tfp.mcmc.sample_chain``'s: the run seed is sanitised with the salt
-``"mcmc.sample_chain"`` and every step splits it in two
-(``step_seed, seed = tfp.random.split_seed(seed)``), the first going to ``one_step``.
+Seeds. By default (``seed_rule="fold_in"``) kernel step ``t`` (burn-in included) takes
+``stateless_fold_in(seed, t)``, the library's one seed rule (``tfp_sgmcmc.driver.loop``),
+so the chain equals the driver's and a tuner arm's with the same kernel and seed. With
+``seed_rule="tfp"`` the step seeds follow ``tfp.mcmc.sample_chain``'s: the run seed is
+sanitised with the salt ``"mcmc.sample_chain"`` and every step splits it in two
+(``step_seed, seed = tfp.random.split_seed(seed)``), the first going to ``one_step``; the
+chain is then ``tfp.mcmc.sample_chain``'s, bit for bit under XLA.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.driver.loop import SEED_RULES, run_steps
 from tfp_sgmcmc.internal.util import (
     check_int,
     check_seed,
@@ -201,22 +205,28 @@ def sample_chain(
     parallel_iterations: int = 10,
     seed: Any = None,
     name: str | None = None,
+    seed_rule: str = "fold_in",
 ) -> Any:
     """Runs ``kernel`` like ``tfp.mcmc.sample_chain``, in one flat loop.
 
-    The arguments and return values are ``tfp.mcmc.sample_chain``'s, and so is the chain:
-    with the same seed it returns the same states and traces bit for bit. Under
+    The arguments and return values are ``tfp.mcmc.sample_chain``'s. Under
     ``tf.function(jit_compile=True)`` it avoids ``tfp.mcmc.sample_chain``'s nested
     per-result loop, across which XLA cannot drop the work whose results nothing reads
     (see the module docstring).
 
-    Three differences from ``tfp.mcmc.sample_chain``: ``trace_fn`` defaults to ``None``
-    (no trace, the default ``tfp.mcmc.sample_chain`` announces for its future), a Python
-    ``int`` seed is a fixed stateless seed (see ``seed``), and no "kernel is not
-    calibrated" warning is printed (no stochastic-gradient kernel is). Compiled with XLA
-    the chain is the same bit for bit; in a graph without XLA it agrees to the last bits
-    of the floats (TensorFlow's graph optimiser may group a step's arithmetic differently
-    in a different loop).
+    The step seeds follow ``seed_rule``. The default, ``"fold_in"``, gives kernel step
+    ``t`` (burn-in included) the seed ``stateless_fold_in(seed, t)``: the chain is the one
+    the driver ([`sample`][tfp_sgmcmc.driver.sample],
+    [`ChunkedChain`][tfp_sgmcmc.driver.ChunkedChain]) and a tuner arm run with the same
+    kernel, start and seed. ``"tfp"`` is the compatibility rule: the chain is
+    ``tfp.mcmc.sample_chain``'s with the same seed, bit for bit compiled with XLA; in a
+    graph without XLA it agrees to the last bits of the floats (TensorFlow's graph
+    optimiser may group a step's arithmetic differently in a different loop).
+
+    Four differences from ``tfp.mcmc.sample_chain``: the seed rule (above), ``trace_fn``
+    defaults to ``None`` (no trace, the default ``tfp.mcmc.sample_chain`` announces for
+    its future), a Python ``int`` seed is a fixed stateless seed (see ``seed``), and no
+    "kernel is not calibrated" warning is printed (no stochastic-gradient kernel is).
 
     Result ``r`` (``r = 0, …, num_results - 1``) is the state after
     ``1 + num_burnin_steps + r·(1 + num_steps_between_results)`` kernel steps.
@@ -256,6 +266,8 @@ def sample_chain(
         ``None`` steps the kernel without seeds, as ``tfp.mcmc.sample_chain`` does.
         Default value: ``None``.
       name: name scope of the ops. Default value: ``None`` (``"sample_chain"``).
+      seed_rule: ``"fold_in"`` (step ``t`` takes ``stateless_fold_in(seed, t)``) or
+        ``"tfp"`` (``tfp.mcmc.sample_chain``'s split chain). Default value: ``"fold_in"``.
 
     Returns:
       As ``tfp.mcmc.sample_chain``: the stacked states ``[num_results, ...]`` when
@@ -265,7 +277,8 @@ def sample_chain(
       (``all_states``, ``trace``, ``final_kernel_results``).
 
     Raises:
-      ValueError: ``seed`` is not ``None``, an int ``>= 0`` or an int32 pair (a string,
+      ValueError: ``seed_rule`` is not ``"fold_in"`` or ``"tfp"``; ``seed`` is not
+        ``None``, an int ``>= 0`` or an int32 pair (a string,
         a float, a bool, three ints, a float pair, a scalar tensor); ``kernel`` is not a
         ``tfp.mcmc.TransitionKernel``; ``num_results`` is not an integer ``>= 1``;
         ``num_burnin_steps`` or ``num_steps_between_results`` is not an integer
@@ -284,12 +297,14 @@ def sample_chain(
         raise ValueError(f"`trace_fn` must be None or callable, got {trace_fn!r}.")
     parallel_iterations = check_int(parallel_iterations, "parallel_iterations", 1)
     seed = check_seed(seed)
-    is_seeded = seed is not None
+    if seed_rule not in SEED_RULES:
+        raise ValueError(f"`seed_rule` must be one of {SEED_RULES}, got {seed_rule!r}.")
     with tf.name_scope(name or "sample_chain"):
         num_results = _count(num_results, "num_results", 1)
         num_burnin_steps = _count(num_burnin_steps, "num_burnin_steps", 0)
         between = _count(num_steps_between_results, "num_steps_between_results", 0)
-        seed = stateless_seed(seed, salt=_SEED_SALT)
+        if seed is not None:
+            seed = stateless_seed(seed, salt=_SEED_SALT if seed_rule == "tfp" else None)
         state = tf.nest.map_structure(
             lambda x: tf.convert_to_tensor(x, name="current_state"), current_state
         )
@@ -307,74 +322,34 @@ def sample_chain(
         start_target = results_field(results, "target_log_prob")
         chain_ndims = getattr(getattr(start_target, "shape", None), "rank", None) or 0
         no_trace = trace_fn is None
-        trace = (lambda s, r: ()) if no_trace else trace_fn
-
-        def step(seed: tf.Tensor, state: Any, results: Any) -> tuple[tf.Tensor, Any, Any]:
-            # tfp.mcmc.sample_chain's order: the step takes the first half of the split.
-            if is_seeded:
-                step_seed, seed = tfp.random.split_seed(seed)
-                state, results = kernel.one_step(state, results, seed=step_seed)
-            else:
-                state, results = kernel.one_step(state, results)
-            return seed, state, results
+        loop = dict(seed_rule=seed_rule, parallel_iterations=parallel_iterations)
 
         # Burn-in: a flat loop with nothing recorded (skipped when it is zero).
-        def burn(i, seed, state, results):
-            return (i + 1, *step(seed, state, results))
-
         if tf.get_static_value(num_burnin_steps) != 0:
-            _, seed, state, results = tf.while_loop(
-                lambda i, *_: i < num_burnin_steps,
-                burn,
-                (tf.constant(0, tf.int32), seed, state, results),
-                parallel_iterations=parallel_iterations,
+            burnt = run_steps(
+                kernel, state, results, num_burnin_steps, seed, record=False, **loop
             )
+            state, results = burnt.state, burnt.kernel_results
+            if seed_rule == "tfp":
+                seed = burnt.seed  # the split chain goes on where the burn-in left it
 
         # The recorded loop: a result on every (1 + between)-th step, the first on step 0.
-        probe = (state, trace(state, results))
-        arrays = [
-            tf.TensorArray(
-                leaf.dtype, size=num_results, element_shape=leaf.shape, clear_after_read=False
-            )
-            for leaf in tf.nest.flatten(probe)
-        ]
-        thinned = tf.get_static_value(between) != 0
         period = between + 1
-        num_steps = (num_results - 1) * period + 1
-        # What a discarded step writes in the trace's slots (never kept).
-        blank_trace = tf.nest.map_structure(tf.zeros_like, probe[1]) if thinned else ()
-
-        def body(t, seed, state, results, arrays):
-            seed, state, results = step(seed, state, results)
-            if not thinned:
-                slot, traced = t, trace(state, results)
-            else:
-                # Every step writes slot ceil(t / period): a discarded step fills the next
-                # result's slot, which that result's own step overwrites. A state write per
-                # step is cheaper than a branch around the TensorArrays, which XLA copies;
-                # only trace_fn, which may be costly, runs in a branch.
-                slot = (t + between) // period
-                traced = (
-                    blank_trace
-                    if no_trace
-                    else tf.cond(
-                        tf.equal(t % period, 0),
-                        lambda: trace(state, results),
-                        lambda: blank_trace,
-                    )
-                )
-            leaves = tf.nest.flatten((state, traced))
-            arrays = [a.write(slot, leaf) for a, leaf in zip(arrays, leaves)]
-            return t + 1, seed, state, results, arrays
-
-        _, _, state, results, arrays = tf.while_loop(
-            lambda t, *_: t < num_steps,
-            body,
-            (tf.constant(0, tf.int32), seed, state, results, arrays),
-            parallel_iterations=parallel_iterations,
+        out = run_steps(
+            kernel,
+            state,
+            results,
+            (num_results - 1) * period + 1,
+            seed,
+            first_step=num_burnin_steps,
+            thin=period,
+            offset=between,
+            num_slots=num_results,
+            trace_fn=trace_fn,
+            **loop,
         )
-        stacked = tf.nest.pack_sequence_as(probe, [a.stack() for a in arrays])
-        all_states, traced = stacked
+        results = out.kernel_results
+        all_states, traced = out.draws, out.trace
         if tf.executing_eagerly():  # the draws are concrete: a divergence is said, not left
             _warn_if_diverged(
                 all_states, chain_ndims, 1 + int(num_burnin_steps), int(period)
