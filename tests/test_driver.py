@@ -200,7 +200,8 @@ def test_layout_thinning_and_checkpoint_contents(tmp_path):
     plan = chunk_plan(25, 7, 2, 10)
     assert plan == [("burnin", 7), ("sample", 10), ("sample", 10), ("sample", 5)]
     assert ckpt.chunk_index == len(plan) and ckpt.num_written == 25
-    np.testing.assert_array_equal(ckpt.next_seed, chunk_seed([0, 3], len(plan)))
+    # The seed the next (here: no more) chunk's first step takes: all 7 + 25·2 steps done.
+    np.testing.assert_array_equal(ckpt.next_seed, chunk_seed([0, 3], 7 + 25 * 2))
     np.testing.assert_array_equal(run.final_state(), s[-1])
     # Kernel results carry the step counter: 7 burn-in + 25 * 2 thinned steps.
     steps = [
@@ -209,11 +210,16 @@ def test_layout_thinning_and_checkpoint_contents(tmp_path):
     assert 7 + 25 * 2 in [int(x) for x in steps]
 
 
-def test_seed_stream_depends_only_on_chunk_index():
-    a = [chunk_seed(5, i) for i in range(4)]
+def test_seed_stream_depends_only_on_the_step_index():
+    a = [chunk_seed(5, t) for t in range(4)]
     assert len({tuple(x) for x in a}) == 4
     np.testing.assert_array_equal(chunk_seed(5, 2), a[2])
     assert not np.array_equal(chunk_seed(6, 2), a[2])
+    # The seed rule of every loop: stateless_fold_in(run_seed, t).
+    want = tf.random.experimental.stateless_fold_in(
+        tf.constant([0, 5], tf.int32), 2, alg="philox"
+    )
+    np.testing.assert_array_equal(a[2], want.numpy())
 
 
 def test_never_overwrites_without_being_asked(tmp_path):

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.driver import ChunkedChain, sample
-from tfp_sgmcmc.driver.chunks import chunk_seed, compile_chunk, run_chunk
+from tfp_sgmcmc.driver.chunks import compile_chunk, run_chunk
 
 
 def _kernel(noise: float = 0.5):
@@ -75,18 +75,18 @@ def test_list_state_programs_are_reused_and_seeds_matter():
 
 
 def test_chunk_steps_chain_like_one_long_chunk():
-    """Two chunks of 4 draws with seeds from `chunk_seed` equal `ChunkedChain` with chunk 4,
-    and the burn-in program returns no draws."""
+    """A burn-in chunk and two chunks of 4 draws, each given the run seed and its first
+    step, equal `ChunkedChain` with chunk 4, and the burn-in program returns no draws."""
     kernel = _kernel()
     init = tf.fill([2, 4], 1.0)
     burn = compile_chunk(kernel, "burnin", 6, jit_compile=False)
     draw = compile_chunk(kernel, "sample", 4, thin=2, jit_compile=False)
     state, results = init, kernel.bootstrap_results(init)
-    out = run_chunk(burn, state, results, {}, chunk_seed(5, 0))
+    out = run_chunk(burn, state, results, {}, 5, 0)
     assert out.draws is None and out.trace is None
     draws = []
     for i in (1, 2):
-        out = run_chunk(draw, out.state, out.kernel_results, {}, chunk_seed(5, i))
+        out = run_chunk(draw, out.state, out.kernel_results, {}, 5, 6 + (i - 1) * 8)
         draws.append(out.draws.numpy())
     ref = ChunkedChain(kernel, chunk_size=4, thin=2, jit_compile=False).run(
         init, 8, seed=5, num_burnin_steps=6

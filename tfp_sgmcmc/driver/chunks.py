@@ -1,19 +1,24 @@
-"""The driver's chunk machinery: plan, seed stream, compiled chunk programs.
+"""The driver's chunk machinery: plan, seeds, compiled chunk programs.
 
 A run of ``num_samples`` draws (after ``num_burnin_steps`` burn-in steps, keeping
 every ``thin``-th state) is cut into a fixed *plan* of chunks
-([`chunk_plan`][tfp_sgmcmc.driver.chunks.chunk_plan]); chunk ``i`` runs with the seed
-``stateless_fold_in(run_seed, i)`` ([`chunk_seed`][tfp_sgmcmc.driver.chunks.chunk_seed]).
+([`chunk_plan`][tfp_sgmcmc.driver.chunks.chunk_plan]). Every chunk runs the library's one
+loop ([`run_steps`][tfp_sgmcmc.driver.loop.run_steps]) and its seed rule: step ``t`` of
+the run (counted from 0 over the whole run, burn-in included) takes
+``stateless_fold_in(run_seed, t)``, so the draws do not depend on ``chunk_size`` nor on
+where the run was interrupted.
 [`compile_chunk`][tfp_sgmcmc.driver.chunks.compile_chunk] builds one compiled program per
 chunk shape and [`run_chunk`][tfp_sgmcmc.driver.chunks.run_chunk] calls it on explicit
 inputs:
 
 ```none
-(state, kernel_results, reducer_states, seed) ──tfp.experimental.mcmc.sample_fold──▶
+(state, kernel_results, reducer_states, run_seed, first_step) ──run_steps──▶
     ChunkOutput(state', kernel_results', reducer_states', draws [n, ...], trace [n, ...],
                 reductions)
 ```
 
+The run seed and the first step are runtime inputs, so one program serves every chunk of
+its shape, every seed and every resume.
 Both [`sample`][tfp_sgmcmc.driver.sample] (runs streamed to a run directory) and
 [`ChunkedChain`][tfp_sgmcmc.driver.ChunkedChain] (runs kept in memory) are loops over
 these two steps. See ``docs/driver.md``.
@@ -26,7 +31,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
+
+from tfp_sgmcmc.driver.loop import chain_seed, run_steps, step_seed
 
 __all__ = [
     "chunk_seed",
@@ -42,27 +48,20 @@ _KINDS = ("burnin", "sample")
 
 
 def as_run_seed(seed: Any) -> np.ndarray:
-    """An int32 ``[2]`` stateless seed from an int or a pair (no stateful RNG)."""
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        s = int(seed)
-        if s < 0:
-            raise ValueError(f"`seed` must be a non-negative int or a pair, got {seed!r}.")
-        # Split into two 31-bit words so every Python int below 2**62 is distinct.
-        return np.array([(s >> 31) & 0x7FFFFFFF, s & 0x7FFFFFFF], np.int32)
-    arr = np.asarray(seed)
-    if arr.shape != (2,) or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"`seed` must be a non-negative int or an int pair, got {seed!r}.")
-    return arr.astype(np.int32)
+    """An int32 ``[2]`` stateless seed from an int or a pair (no stateful RNG); see
+    [`chain_seed`][tfp_sgmcmc.driver.loop.chain_seed]."""
+    return chain_seed(seed)
 
 
-def chunk_seed(run_seed: Any, chunk_index: int) -> np.ndarray:
-    """Seed of chunk ``chunk_index``: ``stateless_fold_in(run_seed, chunk_index)``.
+def chunk_seed(run_seed: Any, first_step: int) -> np.ndarray:
+    """The seed of the chunk that starts at step ``first_step`` of the run: the seed its
+    first step takes, ``stateless_fold_in(run_seed, first_step)``.
 
-    A function of the run seed and the chunk index only, so the seed stream is
-    the same however many times the run is interrupted and resumed.
+    The checkpoint records it for the next chunk, and a resume checks it against the
+    run's seed and the checkpointed position.
     """
     seed = tf.constant(as_run_seed(run_seed), tf.int32)
-    return tf.random.experimental.stateless_fold_in(seed, int(chunk_index)).numpy()
+    return step_seed(seed, int(first_step)).numpy()
 
 
 def chunk_plan(
@@ -106,7 +105,7 @@ class ChunkOutput(NamedTuple):
 class ChunkProgram(NamedTuple):
     """A compiled chunk: ``kind`` (``"burnin"``/``"sample"``), ``n`` (steps, resp.
     draws), ``thin`` and the compiled function ``fn(state, kernel_results,
-    reducer_states, seed)``."""
+    reducer_states, run_seed, first_step)``."""
 
     kind: str
     n: int
@@ -124,15 +123,16 @@ def compile_chunk(
     jit_compile: bool = True,
     feeder: Any = None,
 ) -> ChunkProgram:
-    """Compiles one chunk of ``kernel`` with ``tfp.experimental.mcmc.sample_fold``.
+    """Compiles one chunk of ``kernel``: [`run_steps`][tfp_sgmcmc.driver.loop.run_steps].
 
     A ``"burnin"`` chunk runs ``n`` steps and returns the last state; a
     ``"sample"`` chunk runs ``n · thin`` steps and keeps every ``thin``-th state
     with its ``trace_fn(state, kernel_results)`` (any nest of tensors), while the
     ``reducer`` dict (name → ``tfp.experimental.mcmc.Reducer``) folds over the kept
     states. The program is one ``tf.function(jit_compile=jit_compile)``; its inputs
-    are explicit (state, kernel results, reducer states, seed), so consecutive
-    chunks chain by passing one chunk's outputs to the next.
+    are explicit (state, kernel results, reducer states, run seed, first step), so
+    consecutive chunks chain by passing one chunk's outputs to the next, and one
+    program serves every chunk of its shape.
 
     Args:
       kernel: a ``tfp.mcmc.TransitionKernel``.
@@ -156,49 +156,43 @@ def compile_chunk(
     """
     if kind not in _KINDS:
         raise ValueError(f"`kind` must be one of {_KINDS}, got {kind!r}.")
-    sample_fold = tfp.experimental.mcmc.sample_fold
     reducer = dict(reducer or {})
-    trace = trace_fn if trace_fn is not None else (lambda s, r: ())
 
     if kind == "burnin":
 
-        def burnin(state, kernel_results, reducer_states, seed):
-            _, end, final_results = sample_fold(
-                n, state, kernel_results, kernel, reducer=None, seed=seed
+        def burnin(state, kernel_results, reducer_states, seed, first_step):
+            out = run_steps(
+                kernel, state, kernel_results, n, seed, first_step=first_step, record=False
             )
-            return end, final_results, reducer_states
+            return out.state, out.kernel_results, reducer_states
 
-        if feeder is not None:  # a tf.data source: feed the chunk its minibatches
-            return ChunkProgram(kind, n, thin, feeder.compile(burnin, n, jit_compile))
-        return ChunkProgram(
-            kind, n, thin, tf.function(burnin, jit_compile=jit_compile, autograph=False)
-        )
+        fn, steps = burnin, n
+    else:
 
-    def chunk(state, kernel_results, reducer_states, seed):
-        tracer = tfp.experimental.mcmc.TracingReducer(
-            trace_fn=lambda s, r: (s, trace(s, r)), size=n
-        )
-        reducers = {"trace": tracer, "user": reducer}
-        previous = {"trace": tracer.initialize(state, kernel_results), "user": reducer_states}
-        out, end, final_results, final_states = sample_fold(
-            n,
-            state,
-            kernel_results,
-            kernel,
-            reducer=reducers,
-            previous_reducer_state=previous,
-            return_final_reducer_states=True,
-            num_steps_between_results=thin - 1,
-            seed=seed,
-        )
-        draws, traced = out["trace"]
-        # The tracing reducer's own final state (a TensorList) must not leave an
-        # XLA program, so only the user reducers' states are returned.
-        return end, final_results, final_states["user"], draws, traced, out["user"]
+        def chunk(state, kernel_results, reducer_states, seed, first_step):
+            out = run_steps(
+                kernel,
+                state,
+                kernel_results,
+                n * thin,
+                seed,
+                first_step=first_step,
+                thin=thin,
+                num_slots=n,
+                trace_fn=trace_fn,
+                reducer=reducer or None,
+                reducer_state=reducer_states,
+            )
+            reductions = {k: r.finalize(out.reducer_state[k]) for k, r in reducer.items()}
+            return (
+                out.state, out.kernel_results, out.reducer_state, out.draws, out.trace,
+                reductions,
+            )
 
+        fn, steps = chunk, n * thin
     if feeder is not None:  # a tf.data source: feed the chunk its minibatches
-        return ChunkProgram(kind, n, thin, feeder.compile(chunk, n * thin, jit_compile))
-    return ChunkProgram(kind, n, thin, tf.function(chunk, jit_compile=jit_compile, autograph=False))
+        return ChunkProgram(kind, n, thin, feeder.compile(fn, steps, jit_compile))
+    return ChunkProgram(kind, n, thin, tf.function(fn, jit_compile=jit_compile, autograph=False))
 
 
 def run_chunk(
@@ -207,6 +201,7 @@ def run_chunk(
     kernel_results: Any,
     reducer_states: Any,
     seed: Any,
+    first_step: int,
 ) -> ChunkOutput:
     """Runs one compiled chunk on explicit inputs.
 
@@ -215,12 +210,14 @@ def run_chunk(
       state: the chain state at the chunk's start.
       kernel_results: the kernel results at that state.
       reducer_states: the reducers' states (``{}`` without reducers).
-      seed: the chunk's stateless seed (e.g.
-        [`chunk_seed`][tfp_sgmcmc.driver.chunks.chunk_seed]).
+      seed: the run seed (an int or an int pair).
+      first_step: the run's index of the chunk's first step (the steps of the chunks
+        before it); step ``t`` takes ``stateless_fold_in(seed, t)``.
 
     Returns:
       A [`ChunkOutput`][tfp_sgmcmc.driver.chunks.ChunkOutput] (tensors).
     """
     # A burn-in program returns the first three fields only.
-    seed = tf.convert_to_tensor(seed, tf.int32)
-    return ChunkOutput(*program.fn(state, kernel_results, reducer_states, seed))
+    seed = tf.constant(as_run_seed(seed), tf.int32)
+    first = tf.constant(int(first_step), tf.int32)
+    return ChunkOutput(*program.fn(state, kernel_results, reducer_states, seed, first))

@@ -1,8 +1,9 @@
 """Chains run in compiled chunks and kept in memory (no run directory).
 
 [`ChunkedChain`][tfp_sgmcmc.driver.memory.ChunkedChain] is the in-memory sibling of
-[`sample`][tfp_sgmcmc.driver.sample]: the same chunk plan, the same seed stream
-(chunk ``i`` runs with ``stateless_fold_in(run_seed, i)``) and the same compiled chunk
+[`sample`][tfp_sgmcmc.driver.sample]: the same chunk plan, the same seed rule
+(step ``t`` of the run takes ``stateless_fold_in(run_seed, t)``, as in every loop of the
+library: ``tfp_sgmcmc.driver.loop``) and the same compiled chunk
 programs ([`compile_chunk`][tfp_sgmcmc.driver.chunks.compile_chunk]), so with equal
 arguments it returns exactly the draws ``sample`` writes to ``samples.h5``. It keeps
 its compiled programs, so repeated runs of one kernel (e.g. over data sets held in
@@ -51,11 +52,13 @@ class ChainResult(NamedTuple):
 class ChunkedChain:
     """Runs a kernel in compiled chunks and returns the kept draws in memory.
 
-    Each chunk is one ``tf.function(jit_compile=jit_compile)`` around
-    ``tfp.experimental.mcmc.sample_fold`` that carries the state and kernel
-    results to the next chunk; the compiled programs are kept on the object and
-    reused by every [`run`][tfp_sgmcmc.driver.memory.ChunkedChain.run] with the same
-    chunk shapes.
+    Each chunk is one ``tf.function(jit_compile=jit_compile)`` around the library's
+    flat loop ([`run_steps`][tfp_sgmcmc.driver.loop.run_steps]) that carries the state
+    and kernel results to the next chunk; the compiled programs are kept on the object
+    and reused by every [`run`][tfp_sgmcmc.driver.memory.ChunkedChain.run] with the same
+    chunk shapes (the seed and the chunk's first step are runtime inputs). The chain
+    does not depend on ``chunk_size``: step ``t`` takes ``stateless_fold_in(seed, t)``,
+    as in [`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain].
 
     Args:
       kernel: any ``tfp.mcmc.TransitionKernel``.
@@ -130,9 +133,8 @@ class ChunkedChain:
           init_state: initial state (tensor or list of parts, optional leading
             chain dimensions).
           num_samples: draws to keep.
-          seed: int or int pair, the run seed (chunk ``i`` uses
-            [`chunk_seed`][tfp_sgmcmc.driver.chunks.chunk_seed]``(seed, i)``). Default
-            value: ``0``.
+          seed: int or int pair, the run seed (step ``t`` of the run, burn-in
+            included, takes ``stateless_fold_in(seed, t)``). Default value: ``0``.
           num_burnin_steps: steps discarded first. Default value: ``0``.
           progress: show a tqdm bar (rate, ETA). Default value: ``False``.
           desc: the bar's label. Default value: ``None``.
@@ -164,11 +166,11 @@ class ChunkedChain:
             disable=not progress,
             dynamic_ncols=True,
         ) as bar:
-            for index, (kind, n) in enumerate(plan):
+            first_step = 0
+            for kind, n in plan:
                 program, fresh = self._program(kind, n)
                 t0 = time.perf_counter()
-                seed_i = chunks.chunk_seed(run_seed, index)
-                out = chunks.run_chunk(program, state, results, {}, seed_i)
+                out = chunks.run_chunk(program, state, results, {}, run_seed, first_step)
                 state, results = out.state, out.kernel_results
                 if kind == "sample":
                     # .numpy() waits for the chunk, so the timing below is the chunk's own.
@@ -177,6 +179,7 @@ class ChunkedChain:
                 else:
                     tf.nest.map_structure(lambda x: x.numpy(), state)
                 steps = chunks.chunk_steps(kind, n, self.thin)
+                first_step += steps
                 if not fresh:  # a chunk that compiled its program is not a rate sample
                     timed_steps += steps
                     timed_seconds += time.perf_counter() - t0

@@ -6,11 +6,12 @@ every ``thin``-th state) is cut into a fixed *plan* of chunks: burn-in chunks of
 of each may be shorter). Each chunk is one call of a compiled program
 
 ```none
-(state, kernel_results, reducer_states) ──tfp.experimental.mcmc.sample_fold──▶
+(state, kernel_results, reducer_states, run_seed, first_step) ──run_steps──▶
     (draws [n, ...], trace [n, ...], state', kernel_results', reducer_states')
 ```
 
-(one ``tf.function(jit_compile=True)`` per chunk shape, so at most four traces;
+(the library's flat loop, [`run_steps`][tfp_sgmcmc.driver.loop.run_steps]; one
+``tf.function(jit_compile=True)`` per chunk shape, so at most four traces;
 built by [`compile_chunk`][tfp_sgmcmc.driver.chunks.compile_chunk])
 that carries the chain state, the kernel results and the reducer states to the
 next chunk. After every chunk the driver appends the draws and the traced
@@ -30,14 +31,16 @@ for index in chunks not yet done:
 _close(run)                                   # divergence warning, gradient-noise report
 ```
 
-**Reproducibility across interruptions.** The seed of chunk ``i`` is
-``stateless_fold_in(run_seed, i)``: it depends on the run seed and the chunk
-index only, never on how many processes the run took. The chunk programs are
-deterministic functions of (state, kernel results, reducer states, seed), and
+**Reproducibility across interruptions.** Step ``t`` of the run (counted from 0 over
+the whole run, burn-in included) takes the seed ``stateless_fold_in(run_seed, t)``
+(``tfp_sgmcmc.driver.loop``): it depends on the run seed and the step index only, never
+on ``chunk_size`` nor on how many processes the run took. The chunk programs are
+deterministic functions of (state, kernel results, reducer states, seed, first step), and
 the checkpoint stores those exactly (bitwise, as NumPy arrays), so a run that is
 killed and resumed produces the same draws, bit for bit, as an uninterrupted
 run with the same seed and the same execution mode (``jit_compile``: XLA and
-graph mode give different numbers, see ``docs/conventions.md``, Seeds). On resume every
+graph mode agree to rounding, not bit for bit; ``docs/driver.md``, "Eager, graph and
+XLA"). On resume every
 HDF5 dataset is cut to the checkpointed number of draws, so draws written after
 the last checkpoint are dropped and then produced again: none is lost or
 duplicated.
@@ -410,7 +413,8 @@ def _run_chunk(run: _Run, program: ChunkProgram, index: int) -> ChunkOutput:
         run.state,
         run.kernel_results,
         run.reducer_states,
-        chunk_seed(run.run_seed, index),
+        run.run_seed,
+        run.steps_before(index),
     )
     run.state, run.kernel_results, run.reducer_states = (
         out.state,
@@ -438,7 +442,7 @@ def _checkpoint(run: _Run, next_index: int) -> None:
             config=run.config,
             chunk_index=next_index,
             num_written=run.num_written,
-            next_seed=chunk_seed(run.run_seed, next_index),
+            next_seed=chunk_seed(run.run_seed, run.steps_before(next_index)),
             state=flatten_leaves(run.state if run.is_list else [run.state]),
             kernel_results=_leaves(run.kernel_results),
             reducer_states=_leaves(run.reducer_states),
@@ -809,9 +813,16 @@ def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -
             f"{k}: run has {ckpt.config.get(k)!r}, now {config.get(k)!r}" for k in diff
         )
         raise RunDirectoryError(f"{run_dir}: the run's configuration differs ({details}).")
-    expected = chunk_seed(config["seed"], ckpt.chunk_index)
+    plan = chunk_plan(
+        config["num_samples"], config["num_burnin_steps"], config["thin"], config["chunk_size"]
+    )
+    first_step = sum(chunk_steps(k, n, config["thin"]) for k, n in plan[: ckpt.chunk_index])
+    expected = chunk_seed(config["seed"], first_step)
     if not np.array_equal(expected, ckpt.next_seed):
-        raise RunDirectoryError(f"{run_dir}: checkpoint seed does not match its chunk index.")
+        raise RunDirectoryError(
+            f"{run_dir}: checkpoint seed does not match its chunk index (or the run was "
+            "written under another seed rule, and cannot be continued by this version)."
+        )
     specs = config["state_spec"]
     if len(ckpt.state) != len(specs) or any(
         x is None or [list(x.shape), x.dtype.name] != s for x, s in zip(ckpt.state, specs)
