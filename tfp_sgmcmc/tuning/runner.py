@@ -19,9 +19,15 @@ is synchronised (``.numpy()``) before the clock stops. The first call of a progr
 compilation, plus a one-step run whose output is discarded, so the chain does
 not advance -- as the authors' warm-up) is timed separately as compile time.
 
-Step ``t`` of an arm's chain (counted over all its rounds) draws its randomness
-from ``fold_in((seed, j), t)``, so a chain does not depend on how its steps are
-split into calls. A ``tf.data`` source
+The programs run the library's one loop
+([`run_steps`][tfp_sgmcmc.driver.loop.run_steps]) and its seed rule: step ``t`` of arm
+``j``'s chain (counted over all its rounds) takes ``stateless_fold_in((seed, j), t)``, so
+a chain does not depend on how its steps are split into calls, and the first round of
+arm ``j`` is the chain ``sample_chain(..., seed=[seed, j])`` and the driver give with
+the same kernel and start. The first round bootstraps the sampler state as they do (the
+kernel's default first minibatch); a later round, which restarts the sampler state at
+the arm's last θ after ``t`` steps, bootstraps it from the seed
+``sanitize_seed(stateless_fold_in((seed, j), t), salt="tuning.restart")``. A ``tf.data`` source
 ([`DatasetData`][tfp_sgmcmc.data.DatasetData]) has no XLA kernel: under
 ``jit_compile`` its batches are stacked into prefetched blocks of at most
 ``FEED_BLOCK_BYTES`` by a
@@ -39,9 +45,12 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 from tfp_sgmcmc.data import stream_feeder
+from tfp_sgmcmc.driver.loop import run_steps, step_seed
 from tfp_sgmcmc.internal.util import as_parts, check_int, restructure
+from tfp_sgmcmc.kernels.base import BOOTSTRAP_SEED
 from tfp_sgmcmc.tuning.arms import split_arm, structural_keys
 from tfp_sgmcmc.tuning.budget import Budget, steps_for
 
@@ -144,55 +153,30 @@ class _Program:
             return kernel.bootstrap_results(restructure(parts, like), seed=seed)
 
         def chunk_fn(parts, results, seed, num_steps, offset, first_step, scalars):
-            kernel = build(scalars)
-            bufs = [tf.zeros([capacity, *p.shape], p.dtype) for p in parts]
-            lp_buf = tf.zeros(
-                [capacity, *results.target_log_prob.shape], results.target_log_prob.dtype
+            # The library's one loop (tfp_sgmcmc.driver.loop): step t of the arm's chain
+            # (counted over all its rounds) takes stateless_fold_in(arm seed, t), whatever
+            # the calls its steps are split into (budgets size the calls; a fed tf.data
+            # program also stops at the end of its block). The seed and the first step
+            # are runtime inputs, so one compiled program serves every call and arm.
+            out = run_steps(
+                build(scalars),
+                restructure(parts, like),
+                results,
+                num_steps,
+                seed,
+                first_step=first_step,
+                thin=thin,
+                offset=offset,
+                num_slots=capacity,
+                trace_fn=lambda s, r: r.target_log_prob,
+                stop_on_divergence=True,
             )
-
-            # The loop carries (seed, t) as one vector [s0, s1, t] whose step component
-            # the body increments. Neither the seed nor the first step may reach a step
-            # as a loop invariant (a tensor the body captures, or a loop variable it
-            # passes on unchanged): XLA's constant analysis walks back along those from
-            # any input an op takes as a compile-time constant when it can (tf.slice's
-            # start, e.g. the "random_window" minibatch drawn from the step's seed), so
-            # the seed and first step would become constants keying the compilation
-            # cache: one compilation per call (tests/tuning/test_compile_once.py).
-            key0 = tf.concat([seed, tf.reshape(first_step, [1])], axis=0)
-            key_step = tf.constant([0, 0, 1], tf.int32)
-
-            def cond(i, key, parts, results, bufs, lp_buf, div):
-                return tf.logical_and(i < num_steps, tf.logical_not(div))
-
-            def body(i, key, parts, results, bufs, lp_buf, div):
-                # Step t of the arm's chain draws its randomness from (arm seed, t),
-                # whatever the calls its steps are split into (budgets size the calls;
-                # a fed tf.data program also stops at the end of its block).
-                step_seed = tf.random.experimental.stateless_fold_in(key[:2], key[2])
-                new_state, new_results = kernel.one_step(
-                    restructure(parts, like), results, seed=step_seed
-                )
-                new_parts = as_parts(new_state)
-                # Slot j is last written by the step that completes group j, so
-                # it holds the state after every `thin`-th step of the round.
-                j = tf.reshape((offset + i) // thin, [1, 1])
-                bufs = [
-                    tf.tensor_scatter_nd_update(b, j, p[tf.newaxis])
-                    for b, p in zip(bufs, new_parts)
-                ]
-                lp = new_results.target_log_prob[tf.newaxis]
-                lp_buf = tf.tensor_scatter_nd_update(lp_buf, j, lp)
-                div = tf.reduce_any(new_results.diverged)
-                return i + 1, key + key_step, new_parts, new_results, bufs, lp_buf, div
-
-            i0 = tf.constant(0, tf.int32)
-            out = tf.while_loop(
-                cond,
-                body,
-                (i0, key0, list(parts), results, bufs, lp_buf, tf.constant(False)),
+            # Slot j is last written by the step that completes group j, so it holds
+            # the state after every `thin`-th step of the round.
+            return (
+                as_parts(out.state), out.kernel_results, as_parts(out.draws), out.trace,
+                out.num_steps, out.diverged,
             )
-            i, _, parts, results, bufs, lp_buf, div = out
-            return parts, results, bufs, lp_buf, i, div
 
         # The bootstrap is one gradient evaluation: graph mode is enough, and XLA
         # versions of it were measured to take seconds per call with large
@@ -395,8 +379,12 @@ class ArmRunner:
         return len(self._used)
 
     def _seed(self, st: ArmState) -> tf.Tensor:
+        """The seed of the sampler state's bootstrap at the start of a round."""
         st.calls += 1
-        return tf.constant([int(st.seed[0]) * 7919 + st.calls, int(st.seed[1])], tf.int32)
+        if st.total_steps == 0:  # the chain's start, as every entry point bootstraps it
+            return tf.constant(BOOTSTRAP_SEED, tf.int32)
+        seed = step_seed(tf.constant(st.seed, tf.int32), st.total_steps)
+        return tfp.random.sanitize_seed(seed, salt="tuning.restart")
 
     def steps_for(self, index: int, amount: float, budget: Budget) -> int:
         """Steps arm ``index`` runs for ``amount`` of a deterministic budget (see
@@ -464,7 +452,7 @@ class ArmRunner:
         diverged = False
         t0 = time.perf_counter()
         results = prog.init_fn(parts, self._seed(st), scalars)
-        step_seed = tf.constant(st.seed, tf.int32)  # step t draws from fold_in(seed, t)
+        arm_seed = tf.constant(st.seed, tf.int32)  # step t: fold_in(arm_seed, t)
         results.target_log_prob.numpy()  # synchronise before stopping the clock
         elapsed += time.perf_counter() - t0
         if budget.unit == "seconds":
@@ -497,7 +485,7 @@ class ArmRunner:
             t0 = time.perf_counter()
             n = prog.steps_now(n)  # a fed program runs at most the steps its block holds
             parts, results, bufs, lp_buf, k, div = prog.chunk_fn(
-                parts, results, step_seed, tf.constant(n), tf.constant(offset),
+                parts, results, arm_seed, tf.constant(n), tf.constant(offset),
                 tf.constant(st.total_steps + done), scalars,
             )
             k = int(k.numpy())  # synchronises the device

@@ -1,0 +1,163 @@
+"""One loop, one seed rule: the same kernel and seed give the same chain everywhere.
+
+Step ``t`` of a chain takes ``stateless_fold_in(seed, t)`` in every entry point
+(``tfp_sgmcmc.driver.loop``), so ``sg.sample_chain``, the driver's ``ChunkedChain`` with any
+chunk size, the streamed driver ``sample`` interrupted and resumed, and a tuner arm's first
+round all return one chain. The programs differ (burn-in split off or not, thinning, what
+they record), so XLA may fuse a step's arithmetic differently in each: the chains are
+compared to a rounding tolerance, and a changed seed (the power check) must miss it by far.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_sgmcmc as sg
+from tfp_sgmcmc import tuning as tu
+from tfp_sgmcmc.driver import ChunkedChain, chunks, sample, sampler
+from tfp_sgmcmc.driver.loop import chain_seed, run_steps, step_seed
+from tfp_sgmcmc.models.logistic_regression import log_likelihood, log_prior
+from tfp_sgmcmc.tuning.runner import ArmRunner
+
+N, D, BATCH, STEP = 400, 3, 10, 2e-3
+SEED = 5  # an int seed maps to the pair [0, 5]
+NUM, BURNIN, THIN = 24, 6, 2  # draw r: the state after BURNIN + (r + 1)·THIN steps
+TOL = dict(rtol=1e-5, atol=1e-6)
+
+
+def _estimator(scheme: str = "epoch") -> sg.MinibatchEstimator:
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(N, D)).astype(np.float32)
+    y = (rng.uniform(size=N) < 1.0 / (1.0 + np.exp(-x @ np.ones(D)))).astype(np.float32)
+    return sg.MinibatchEstimator(
+        log_likelihood, sg.InMemoryData((x, y), scheme=scheme), BATCH, log_prior
+    )
+
+
+def _sample_chain(kernel, seed) -> np.ndarray:
+    """``sg.sample_chain`` laid out as the driver's draws (see NUM, BURNIN, THIN)."""
+
+    @tf.function(jit_compile=True, autograph=False)
+    def run(seed):
+        return sg.sample_chain(
+            NUM, tf.zeros([D]), kernel=kernel, seed=seed,
+            num_burnin_steps=BURNIN + THIN - 1, num_steps_between_results=THIN - 1,
+        )
+
+    return run(tf.constant(chain_seed(seed))).numpy()
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    return sg.SGLD(_estimator(), STEP)
+
+
+@pytest.fixture(scope="module")
+def reference(kernel):
+    return _sample_chain(kernel, SEED)
+
+
+def test_seed_rule_is_fold_in_of_the_step_index():
+    seed = chain_seed(SEED)
+    np.testing.assert_array_equal(seed, [0, 5])
+    np.testing.assert_array_equal(chain_seed(2**31 + 3), [1, 3])
+    want = tf.random.experimental.stateless_fold_in(tf.constant([0, 5]), 17, alg="philox")
+    np.testing.assert_array_equal(step_seed(seed, 17), want)
+    np.testing.assert_array_equal(chunks.chunk_seed(SEED, 17), want)
+
+
+def test_power_a_changed_seed_is_another_chain(kernel, reference):
+    other = _sample_chain(kernel, SEED + 1)
+    assert np.abs(other - reference).max() > 1e3 * TOL["atol"]
+    assert float(np.abs(np.diff(reference, axis=0)).max()) > 1e-3  # the chain moves
+
+
+@pytest.mark.parametrize("chunk_size", [1, 5, 7, NUM])
+def test_chunked_chain_with_any_chunk_size(kernel, reference, chunk_size):
+    out = ChunkedChain(kernel, chunk_size=chunk_size, thin=THIN).run(
+        tf.zeros([D]), NUM, seed=SEED, num_burnin_steps=BURNIN
+    )
+    np.testing.assert_allclose(out.states, reference, **TOL)
+
+
+def test_streamed_driver_interrupted_and_resumed(kernel, reference, tmp_path, monkeypatch):
+    args = dict(num_samples=NUM, seed=SEED, thin=THIN, num_burnin_steps=BURNIN, chunk_size=5,
+                progress=False, run_dir=str(tmp_path / "run"))
+    real_run_chunk, calls = sampler._run_chunk, []
+
+    def interrupt_third(run, program, index):
+        calls.append(index)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_run_chunk(run, program, index)
+
+    monkeypatch.setattr(sampler, "_run_chunk", interrupt_third)
+    with pytest.raises(KeyboardInterrupt):
+        sample(kernel, tf.zeros([D]), **args)
+    monkeypatch.setattr(sampler, "_run_chunk", real_run_chunk)
+    run = sample(kernel, tf.zeros([D]), resume=True, **args)
+    assert run.complete
+    np.testing.assert_allclose(run.samples(), reference, **TOL)
+
+
+def test_tuner_arm_first_round(reference):
+    est = _estimator()
+    runner = ArmRunner(
+        lambda step_size: sg.SGLD(est, step_size),
+        [{"step_size": 1e-2}, {"step_size": STEP}],
+        tf.zeros([D]),
+        thin=THIN,
+        seed=SEED,
+        max_steps_per_call=10,  # the round runs in several calls
+    )
+    # Arm 1's chain has the seed [SEED, 1]; sample_chain with that seed is its chain.
+    out = runner.run(1, BURNIN + NUM * THIN, tu.steps(1))
+    want = _sample_chain(sg.SGLD(est, STEP), [SEED, 1])
+    # The arm keeps every THIN-th state from its start: the driver's draws after
+    # BURNIN steps are its draws from BURNIN // THIN on.
+    got = out.samples[0][BURNIN // THIN:]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, **TOL)
+
+
+def test_loop_records_the_stated_steps_and_folds_the_step_index(kernel):
+    """Slot j holds the state after loop step (j + 1)·thin - offset - 1, each step
+    taking stateless_fold_in(seed, first_step + i), in a graph and eagerly."""
+    init = tf.zeros([D])
+    seed = tf.constant([0, SEED], tf.int32)
+    state, results = init, kernel.bootstrap_results(init)
+    visited = []
+    for t in range(11, 11 + 9):
+        state, results = kernel.one_step(state, results, seed=step_seed(seed, t))
+        visited.append(state.numpy())
+    for thin, offset in [(1, 0), (3, 0), (3, 2)]:
+        slots = (offset + 9 - 1) // thin + 1
+        out = run_steps(kernel, init, kernel.bootstrap_results(init), 9, seed,
+                        first_step=11, thin=thin, offset=offset)
+        kept = [(j + 1) * thin - offset - 1 for j in range(slots)]
+        full = [k for k in kept if k < 9]
+        np.testing.assert_allclose(out.draws.numpy()[: len(full)],
+                                   np.stack([visited[k] for k in full]), **TOL)
+        assert int(out.num_steps) == 9
+    np.testing.assert_allclose(out.state, visited[-1], **TOL)
+
+
+def test_one_program_serves_every_seed_and_first_step():
+    """The chunk program's seed and first step are runtime inputs: one XLA program
+    (compared as HLO) for every call, also for the "random_window" minibatch whose
+    slice start is drawn from the step's seed."""
+    kernel = sg.SGLD(_estimator("random_window"), STEP)
+    program = chunks.compile_chunk(kernel, "sample", 4, thin=2)
+    init = tf.zeros([D])
+    results = kernel.bootstrap_results(init)
+    calls = [
+        (init, results, {}, tf.constant(chain_seed(s), tf.int32), tf.constant(t, tf.int32))
+        for s, t in [(1, 0), (2, 8), (3, 40), (1, 1000)]
+    ]
+    hlo = {program.fn.experimental_get_compiler_ir(*a)(stage="hlo") for a in calls}
+    assert len(hlo) == 1
+    first = chunks.run_chunk(program, init, results, {}, 1, 0).draws
+    again = chunks.run_chunk(program, init, results, {}, 1, 8).draws
+    assert not np.allclose(first, again)  # the first step reaches the seeds
