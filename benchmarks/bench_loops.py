@@ -14,9 +14,16 @@ L = 5, ε = 1e-7) runs the same number of steps inside one
   whose trip count (1) is read from a tensor, as ``tfp.mcmc.sample_chain`` does;
 * ``nested_static``: the same inner loop with the constant trip count 1;
 * ``tfp_sample_chain``: ``tfp.mcmc.sample_chain(trace_fn=None)``;
-* ``tfp_sample_fold``: ``tfp.experimental.mcmc.sample_fold`` (the driver's chunks);
-* ``sg_sample_chain``: ``tfp_sgmcmc.sample_chain`` (the flat loop with
-  ``tfp.mcmc.sample_chain``'s arguments, seeds and results).
+* ``tfp_sample_fold``: ``tfp.experimental.mcmc.sample_fold`` (what the driver's chunks
+  ran before they ran the library's loop);
+* ``sg_sample_chain``: ``tfp_sgmcmc.sample_chain`` with its default seed rule (the
+  library's one loop, ``tfp_sgmcmc.driver.loop.run_steps``; step ``t`` takes
+  ``stateless_fold_in(seed, t)``);
+* ``sg_sample_chain_tfp``: ``tfp_sgmcmc.sample_chain(seed_rule="tfp")``, the same loop
+  with ``tfp.mcmc.sample_chain``'s split seeds (the flat loop ``sample_chain`` ran before
+  the seed rule was shared);
+* ``driver_chunk``: one sampling chunk of the driver (``sample``, ``ChunkedChain``):
+  ``tfp_sgmcmc.driver.chunks.compile_chunk``, which also returns the kernel results.
 
 Under XLA a flat loop lets the compiler drop every step's work whose result nothing
 reads (with ``trace_fn=None``: the minibatch log-density and the divergence flag; for
@@ -27,6 +34,11 @@ as does the inner loop with a tensor trip count.
 With ``--thin K`` the recorded loops keep every K-th state (``num_steps_between_results
 = K - 1``; the flat reference runs the same number of steps).
 
+With ``--compile-counts`` it also counts the distinct XLA programs (compared as HLO) that
+serve calls with other seeds, first steps and, for the tuner, step sizes: the chain seed,
+the step index and the tuner's float hyperparameters are runtime inputs, so each count
+should be 1.
+
 Configurations are timed round-robin (``--repeats`` rounds, after one compiling call);
 speeds are medians and ratios (to ``flat``) medians of the per-round ratios, so load drift
 hits every loop alike. One JSON document on stdout, progress on stderr.
@@ -35,6 +47,8 @@ Usage::
 
     python benchmarks/bench_loops.py                       # ~4 min on 2 idle cores
     python benchmarks/bench_loops.py --thin 1 5 --output benchmarks/results/bench_loops.json
+    python benchmarks/bench_loops.py --loops flat sg_sample_chain sg_sample_chain_tfp \
+        driver_chunk --compile-counts
 """
 
 from __future__ import annotations
@@ -53,10 +67,13 @@ import tensorflow_probability as tfp  # noqa: E402
 from _common import dump_json, environment, load_average, log, make_data, median, timed_call  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
+from tfp_sgmcmc import tuning as tu  # noqa: E402
+from tfp_sgmcmc.driver import chunks  # noqa: E402
+from tfp_sgmcmc.tuning.runner import ArmRunner  # noqa: E402
 
 LOOPS = (
     "flat", "flat_with_results", "nested_dynamic", "nested_static", "tfp_sample_chain",
-    "tfp_sample_fold", "sg_sample_chain",
+    "tfp_sample_fold", "sg_sample_chain", "sg_sample_chain_tfp", "driver_chunk",
 )
 
 
@@ -88,6 +105,17 @@ def make_loop(
             return sg.sample_chain(
                 num_results, init, kernel=kernel, seed=seed, num_steps_between_results=thin - 1
             )
+    elif loop == "sg_sample_chain_tfp":
+        def run(init, seed):
+            return sg.sample_chain(
+                num_results, init, kernel=kernel, seed=seed, num_steps_between_results=thin - 1,
+                seed_rule="tfp",
+            )
+    elif loop == "driver_chunk":
+        program = chunks.compile_chunk(kernel, "sample", num_results, thin=thin)
+
+        def run(init, seed):  # the chunk program, inlined in the timed one
+            return program.fn(init, kernel.bootstrap_results(init), {}, seed, tf.constant(0))[3]
     elif loop == "tfp_sample_fold":
         def run(init, seed):
             tracer = tfp.experimental.mcmc.TracingReducer(
@@ -152,6 +180,47 @@ def time_group(
     }
 
 
+def _programs(fn: Any, calls: list[tuple]) -> int:
+    """Distinct XLA programs (as HLO) that ``fn`` compiles for ``calls``."""
+    return len({fn.experimental_get_compiler_ir(*a)(stage="hlo") for a in calls})
+
+
+def compile_counts(est: sg.MinibatchEstimator, init: tf.Tensor) -> dict[str, Any]:
+    """Distinct compiled programs over seeds, first steps and (tuner) step sizes."""
+    kernel = sg.SGLD(est, 1e-6)
+    seeds = [tf.constant([s, 3], tf.int32) for s in range(4)]
+
+    chain = tf.function(
+        lambda init, seed: sg.sample_chain(50, init, kernel=kernel, seed=seed),
+        jit_compile=True, autograph=False,
+    )
+    program = chunks.compile_chunk(kernel, "sample", 50, thin=2)
+    results = kernel.bootstrap_results(init)
+    starts = [tf.constant(t, tf.int32) for t in (0, 100, 1_000, 10_000)]
+
+    runner = ArmRunner(lambda step_size: sg.SGLD(est, step_size),
+                       [{"step_size": e} for e in (1e-7, 3e-7, 1e-6, 3e-6)], init,
+                       thin=2, seed=1, max_steps_per_call=40)
+    t0 = time.perf_counter()
+    for i in range(4):
+        runner.run(i, 30, tu.steps(1))
+    (prog,) = runner._programs.values()
+    runner_calls = [
+        ([init], prog.init_fn([init], s, {"step_size": tf.constant(e)}), s, tf.constant(9),
+         tf.constant(0), t, {"step_size": tf.constant(e)})
+        for s, t, e in zip(seeds, starts, (1e-7, 3e-7, 1e-6, 3e-6))
+    ]
+    return {
+        "sg_sample_chain_over_4_seeds": _programs(chain, [(init, s) for s in seeds]),
+        "driver_chunk_over_4_seeds_and_first_steps": _programs(
+            program.fn, [(init, results, {}, s, t) for s, t in zip(seeds, starts)]
+        ),
+        "tuner_over_4_step_sizes_seeds_and_first_steps": _programs(prog.chunk_fn, runner_calls),
+        "tuner_structural_programs_for_4_arms": runner.num_programs,
+        "tuner_4_arms_seconds_with_compile": round(time.perf_counter() - t0, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--num-examples", type=int, default=1_000_000)
@@ -163,6 +232,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--seconds", type=float, default=0.5, help="target seconds per timed call")
     p.add_argument("--output", default=None, help="also write the JSON here")
+    p.add_argument("--compile-counts", action="store_true",
+                   help="also count the distinct compiled programs over seeds and step sizes")
     a = p.parse_args(argv)
     if any(k < 1 for k in a.thin) or a.repeats < 1 or a.num_examples < 100:
         p.error("--thin and --repeats must be >= 1 and --num-examples >= 100")
@@ -191,6 +262,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 res = time_group(fns, init, num_results * thin, a.repeats, label)
                 groups.append({"kernel": kname, "batch_size": n, "thin": thin,
                                "steps_per_call": num_results * thin, "results": res})
+    counts = None
+    if a.compile_counts:
+        n = max(1, int(round(a.batch_fractions[-1] * a.num_examples)))
+        counts = compile_counts(sg.MinibatchEstimator(log_likelihood, data, n, log_prior), init)
+        log(f"compile counts: {counts}")
     report = {
         "benchmark": "bench_loops: the loop around a kernel under XLA, steps/s",
         "workload": {"num_examples": a.num_examples, "dim": 10, "scheme": "epoch",
@@ -199,6 +275,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "load_average_start": load_start,
         "load_average_end": load_average(),
         "groups": groups,
+        "compile_counts": counts,
         "total_seconds": round(time.perf_counter() - t0, 1),
     }
     dump_json(report, a.output)
