@@ -44,7 +44,6 @@ PAGE_TIMEOUT_S = 240
 # must lose its mark). Keep this empty whenever possible.
 KNOWN_FAILURES: dict[str, str] = {
     "docs/driver.md": "uses estimator and d, which the page does not define",
-    "docs/tuning.md": "theta_map and base undefined; the executor example never calls .run()",
 }
 
 # Pages whose blocks cannot be made cheap (none today).
