@@ -140,3 +140,20 @@ def test_verdict_ok_on_exact_draws_and_failed_on_broken_chains():
     assert judge_whitened_draws(good, 0.05, np.full(3, 0.1)).status == "ok"
     with pytest.raises(ValueError, match="`w` must be"):
         judge_whitened_draws(good[:, :1])
+
+
+def test_a_flat_direction_gets_a_measured_scale_not_a_floor():
+    """``log π = −x₀²/2 − x₁⁴/4``: the Hessian at the mode is 0 along ``x₁``, so its
+    Laplace scale comes from where log π has dropped by 1/2, ``x₁ = 2^{1/4}``."""
+
+    def log_prior(parts):
+        (x,) = parts
+        return -0.5 * x[..., 0] ** 2 - 0.25 * x[..., 1] ** 4
+
+    def log_lik(parts, batch):
+        return tf.zeros(tf.concat([tf.shape(parts[0])[:-1], [tf.shape(batch)[0]]], 0), tf.float64)
+
+    est = sg.MinibatchEstimator(log_lik, np.zeros([1, 1]), 1, log_prior_fn=log_prior)
+    lap = laplace_approximation(est, [tf.zeros(2, tf.float64)])
+    np.testing.assert_allclose(np.diag(lap.scale), [1.0, 2**0.25], rtol=1e-6)
+    assert any("measured where log π drops by 1/2 (1 found" in n for n in lap.notes), lap.notes

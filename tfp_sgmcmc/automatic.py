@@ -586,34 +586,49 @@ def sample_posterior(
 
     rng = np.random.default_rng(seed)
     w_start = rng.standard_normal([num_chains, d])
-    arms = [ArmRecord(e, n) for n in sizes for e in eps_list]
-    states = {id(a): w_start for a in arms}
+    arms: list[ArmRecord] = []
+    states: dict[int, np.ndarray] = {}
     t_sample = t_metric = 0.0
-    alive = list(arms)
+    alive: list[ArmRecord] = []
     per_chain = max(1, _METRIC_POINTS // num_chains)
-    # Successive halving: two rounds, the best third goes on with three times the steps.
-    for rnd, factor in enumerate((1, 3)):
-        for k, arm in enumerate(alive):
-            steps = max(50, tuning_steps * factor * sizes[0] // arm.batch_size)
-            # The same number of results per arm, so one compiled program serves all.
-            thin = max(1, steps // per_chain)
-            t0 = time.perf_counter()
-            w, div = runners[arm.batch_size](
-                states[id(arm)], arm.step_size, (seed, 1000 * rnd + k), per_chain, thin
-            )
-            t_sample += time.perf_counter() - t0
-            arm.rounds += 1
-            arm.reason = _disqualify(w, div, 1.0)
-            if arm.reason:
-                arm.ksd = math.inf
-                continue
-            states[id(arm)] = w[-1]
-            t0 = time.perf_counter()
-            arm.ksd = _stein(runners[arm.batch_size], w.reshape(-1, d))
-            t_metric += time.perf_counter() - t0
-        ranked = sorted(alive, key=lambda a: a.ksd)
-        alive = [a for a in ranked[: max(1, len(ranked) // 3)] if math.isfinite(a.ksd)]
-        if not alive:
+    # When every arm of the grid is disqualified (a posterior far steeper on one side
+    # than its Laplace fit), the grid is tried once more, ten times smaller.
+    for attempt, grid in enumerate((eps_list, [e / 10 for e in eps_list])):
+        if attempt:
+            msg = ("every tuning arm was disqualified; trying step sizes ten times "
+                   f"smaller: {', '.join(f'{e:g}' for e in grid)}")
+            notes.append(msg)
+            say(msg)
+        tried = [ArmRecord(e, n) for n in sizes for e in grid]
+        arms += tried
+        states.update({id(a): w_start for a in tried})
+        alive = list(tried)
+        # Successive halving: two rounds, the best third goes on with three times the steps.
+        for rnd, factor in enumerate((1, 3)):
+            for k, arm in enumerate(alive):
+                steps = max(50, tuning_steps * factor * sizes[0] // arm.batch_size)
+                # The same number of results per arm, so one compiled program serves all.
+                thin = max(1, steps // per_chain)
+                t0 = time.perf_counter()
+                w, div = runners[arm.batch_size](
+                    states[id(arm)], arm.step_size,
+                    (seed, 10_000 * attempt + 1000 * rnd + k), per_chain, thin,
+                )
+                t_sample += time.perf_counter() - t0
+                arm.rounds += 1
+                arm.reason = _disqualify(w, div, 1.0)
+                if arm.reason:
+                    arm.ksd = math.inf
+                    continue
+                states[id(arm)] = w[-1]
+                t0 = time.perf_counter()
+                arm.ksd = _stein(runners[arm.batch_size], w.reshape(-1, d))
+                t_metric += time.perf_counter() - t0
+            ranked = sorted(alive, key=lambda a: a.ksd)
+            alive = [a for a in ranked[: max(1, len(ranked) // 3)] if math.isfinite(a.ksd)]
+            if not alive:
+                break
+        if alive:
             break
     timings["tuning_sampling"] = t_sample
     timings["tuning_metric"] = t_metric
@@ -621,8 +636,8 @@ def sample_posterior(
         reasons = sorted({a.reason for a in arms if a.reason})
         raise RuntimeError(
             "sample_posterior: every tuning arm was disqualified (" + "; ".join(reasons)
-            + "). The Laplace approximation may be far from the posterior; try smaller "
-            "`step_sizes` or another parametrisation."
+            + "), also at step sizes ten times smaller. The Laplace approximation may be "
+            "far from the posterior; try another parametrisation."
         )
     best = alive[0]
     say(f"tuned: step size {best.step_size:g} (whitened), batch size {best.batch_size} "

@@ -23,9 +23,11 @@ so and falls back to Adam on the full-data gradient, then L-BFGS; when that
 fails too it raises a ``ValueError``. `laplace_approximation` computes ``A`` by differentiating the
 full-data score (one reverse pass per coordinate) for ``d ≤ max_dense_dim``,
 or its diagonal by Hutchinson's estimator ``diag A ≈ E[v ⊙ A v]`` with
-Rademacher ``v`` (Bekas, Kokiopoulou & Saad 2007) above that. A curvature that
-is not positive definite (a saddle, a flat direction) has its eigenvalues
-floored, with a note. ``docs/algorithms.md#preconditioning``.
+Rademacher ``v`` (Bekas, Kokiopoulou & Saad 2007) above that. Along a direction
+where the dense curvature is not positive definite (a saddle, a flat direction)
+the scale is measured where log π has dropped by 1/2 (the width of a Gaussian of
+that curvature), else floored, with a note; a non-positive diagonal value is
+floored. ``docs/algorithms.md#preconditioning``.
 
 #### References
 
@@ -38,6 +40,7 @@ floored, with a note. ``docs/algorithms.md#preconditioning``.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -76,13 +79,14 @@ class LaplaceApproximation(NamedTuple):
     Attributes:
       mode: the mode (list of parts, no chain dimensions).
       precision: ``A = −∇² log π(m)`` as float64: ``[d, d]``, or ``[d]``
-        (its diagonal) when ``dense`` is ``False``; eigenvalues floored.
+        (its diagonal) when ``dense`` is ``False``; non-positive-definite
+        directions replaced by their measured (or floored) curvature.
       scale: ``L`` with ``Σ = L Lᵀ = A⁻¹``: lower triangular ``[d, d]``, or
         ``[d]`` standard deviations.
       lambda_max: the largest eigenvalue of ``A`` (of its diagonal when not
         dense): the stiffest direction.
       dense: whether ``A`` is the full matrix.
-      notes: what was adjusted (floored eigenvalues), one sentence each.
+      notes: what was adjusted (measured or floored directions), one sentence each.
     """
 
     mode: list[tf.Tensor]
@@ -377,7 +381,7 @@ def laplace_approximation(
       ValueError: the curvature is not finite at ``mode``.
     """
     parts = [tf.convert_to_tensor(p) for p in as_parts(mode)]
-    flat_grad, _ = _flat_fns(estimator, parts)
+    flat_grad, unflatten = _flat_fns(estimator, parts)
     x = tf.concat([tf.reshape(p, [-1]) for p in parts], 0)
     d = int(x.shape[0])
     notes: list[str] = []
@@ -386,11 +390,21 @@ def laplace_approximation(
         a = 0.5 * (a + a.T)
         if not np.all(np.isfinite(a)):
             raise ValueError("the curvature (Hessian of log π) is not finite at the mode.")
-        scale, lam_max, floored = _dense_scale(a)
+        x64 = np.asarray(x, np.float64)
+        top = _full_log_prob(estimator, parts)
+
+        def drop(v: np.ndarray) -> float:
+            """``log π(m) − log π(m + v)`` (``+∞`` where not finite)."""
+            moved = unflatten(tf.constant(x64 + v, x.dtype))
+            value = top - _full_log_prob(estimator, moved)
+            return value if math.isfinite(value) else math.inf
+
+        scale, lam_max, floored, measured = _dense_scale(a, drop)
         if floored:
             notes.append(
                 f"the curvature at the mode is not positive definite in {floored} "
-                "direction(s): those eigenvalues were floored (a flat or saddle direction)"
+                "direction(s): their scale was measured where log π drops by 1/2 "
+                f"({measured} found; the others floored; a flat or saddle direction)"
             )
         return LaplaceApproximation(parts, a, scale, lam_max, True, notes)
     diag = _hutchinson_diagonal(flat_grad, x, num_probes, seed)
@@ -446,11 +460,40 @@ def _hutchinson_diagonal(
     return total / num_probes
 
 
-def _dense_scale(a: np.ndarray) -> tuple[np.ndarray, float, int]:
-    """``L`` with ``L Lᵀ = A⁻¹``, computed on the diagonally scaled matrix.
+def _half_width(drop: Callable[[np.ndarray], float], v: np.ndarray) -> float | None:
+    """The smaller ``t > 0`` on either side with ``drop(±t v) = 1/2`` (bisection on a
+    doubling bracket), or ``None`` when log π does not drop by 1/2 within ``t = 10¹²``."""
+    widths = []
+    for sign in (1.0, -1.0):
+        lo, hi = 0.0, 1.0
+        while drop(sign * hi * v) < 0.5:
+            lo, hi = hi, 2.0 * hi
+            if hi > 1e12:
+                break
+        else:
+            for _ in range(40):
+                mid = 0.5 * (lo + hi)
+                if drop(sign * mid * v) < 0.5:
+                    lo = mid
+                else:
+                    hi = mid
+            widths.append(hi)
+    return min(widths) if widths else None
+
+
+def _dense_scale(
+    a: np.ndarray, drop: Callable[[np.ndarray], float] | None = None
+) -> tuple[np.ndarray, float, int, int]:
+    """``L`` with ``L Lᵀ = A⁻¹``, computed on the diagonally scaled matrix; also
+    ``λ_max``, the number of non-positive-definite directions and how many of them
+    got a measured scale.
 
     Scaling by ``D = √diag A`` first makes the eigen-decomposition see the
-    correlations, not the scales (which may span ten orders of magnitude).
+    correlations, not the scales (which may span ten orders of magnitude). A
+    direction ``u`` whose eigenvalue is below ``10⁻¹⁰`` of the largest (flat, or a
+    saddle: the Hessian says nothing about its width) gets ``λ = 1/t²`` with ``t``
+    where log π has dropped by 1/2 along ``D^{-1/2} u`` (the width of a Gaussian
+    with that curvature), when ``drop`` is given; else the floor.
     """
     dg = np.abs(np.diag(a))
     top = max(float(dg.max()), np.finfo(np.float64).tiny)
@@ -459,8 +502,15 @@ def _dense_scale(a: np.ndarray) -> tuple[np.ndarray, float, int]:
     c = a / np.outer(dsq, dsq)
     lam, vec = np.linalg.eigh(c)
     floor = 1e-10 * max(float(lam.max()), 1e-300)
-    floored = int(np.sum(lam < floor))
+    low = np.flatnonzero(lam < floor)
+    floored = int(low.size)
+    measured = 0
     lam = np.maximum(lam, floor)
+    for i in low if drop is not None else ():
+        t = _half_width(drop, vec[:, i] / dsq)
+        if t is not None:
+            lam[i] = max(1.0 / t**2, floor)
+            measured += 1
     cov = (vec / lam) @ vec.T / np.outer(dsq, dsq)
     cov = 0.5 * (cov + cov.T)
     try:
@@ -473,4 +523,4 @@ def _dense_scale(a: np.ndarray) -> tuple[np.ndarray, float, int]:
         scale = (r.T * np.sign(np.diag(r)))
     a_fixed = (vec * lam) @ vec.T * np.outer(dsq, dsq)
     lam_max = float(np.linalg.eigvalsh(0.5 * (a_fixed + a_fixed.T)).max())
-    return scale, lam_max, floored
+    return scale, lam_max, floored, measured
