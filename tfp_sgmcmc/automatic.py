@@ -75,6 +75,7 @@ from tfp_sgmcmc.diagnostics.verdict import (
     judge_whitened_draws,
     runaway_threshold,
 )
+from tfp_sgmcmc.driver.loop import step_seed as loop_step_seed
 from tfp_sgmcmc.estimators.adaptation import adapt_whitening, rewhiten
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
@@ -87,7 +88,7 @@ from tfp_sgmcmc.estimators.laplace import (
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
 from tfp_sgmcmc.estimators.whitened import WhitenedEstimator
-from tfp_sgmcmc.internal.util import as_parts, check_int, is_list_like
+from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, check_int, is_list_like
 from tfp_sgmcmc.kernels.langevin import StochasticGradientLangevinDynamics
 
 __all__ = ["sample_posterior", "PosteriorSamples", "ArmRecord", "DEFAULT_STEP_SIZES"]
@@ -337,12 +338,13 @@ class _Runner:
             kernel = StochasticGradientLangevinDynamics(estimator, step_size=eps)
             # The first minibatch of each call comes from the call's seed (the default
             # bootstrap seed would reuse one batch at the start of every block).
-            first, seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+            first, seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2, alg=RNG_ALG))
             results = kernel.bootstrap_results(w0, seed=first)
-            # Step t's seed is fold_in(seed, t): a chain does not depend on how its
-            # steps are split into results.
+            # Step t's seed is the library's rule, fold_in(seed, t) with Philox: a chain
+            # does not depend on how its steps are split into results, and draws the
+            # same bits eagerly, in a graph and under XLA.
             def step(t, w, res, diverged):
-                step_seed = tf.random.experimental.stateless_fold_in(seed, t)
+                step_seed = loop_step_seed(seed, t)
                 w, res = kernel.one_step(w, res, seed=step_seed)
                 return t + 1, w, res, tf.logical_or(diverged, res.diverged)
 
