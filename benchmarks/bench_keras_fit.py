@@ -28,10 +28,7 @@ import sys
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _common import dump_json, environment, load_average, log  # noqa: E402
+from _common import dump_json, environment, load_average, log
 
 FASHION = "/usr/share/datasets/fashion-mnist"
 

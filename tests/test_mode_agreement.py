@@ -56,7 +56,14 @@ def _chains(kernel, seed):
     }
 
 
-@pytest.mark.parametrize("name, scheme", [("sgld", "epoch"), ("sghmc", "random_window")])
+@pytest.mark.parametrize(
+    "name, scheme",
+    [
+        ("sgld", "epoch"),
+        # SGHMC (five gradients a step) in the slow tier, to keep CI within its time.
+        pytest.param("sghmc", "random_window", marks=pytest.mark.slow),
+    ],
+)
 def test_eager_graph_and_xla_agree_to_rounding(name, scheme):
     est = _estimator(scheme)
     kernel = sg.SGLD(est, 1e-3) if name == "sgld" else sg.SGHMC(est, 1e-3, num_leapfrog_steps=2)

@@ -105,6 +105,7 @@ def _fingerprint(results):
     return rows, mamba, [m["best_index"] for m in results["mamba"].values()]
 
 
+@pytest.mark.slow  # about a minute: the quick study run twice
 def test_quick_path_with_gradient_budgets_is_deterministic(study, tmp_path):
     a = _run(study, tmp_path, "a")
     b = _run(study, tmp_path, "b")
