@@ -11,6 +11,7 @@ import pathlib
 import re
 
 import numpy as np
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -34,6 +35,7 @@ def test_verdict_example_runs_and_prints_what_the_page_says(capsys):
     assert abs(float(lines[3]) - np.sqrt(1.5 / 0.95)) < 1e-6
 
 
+@pytest.mark.slow  # the page's blocks also run in CI (test_docs_blocks)
 def test_sample_posterior_guide_example_runs():
     code = _block("sample_posterior.md", "## Example")
     scope: dict = {"__name__": "__doc_example__"}

@@ -27,6 +27,7 @@ def test_readme_and_guide_show_the_same_example():
     assert readme == guide
 
 
+@pytest.mark.slow  # the README page's blocks also run in CI (test_docs_blocks)
 def test_readme_tfp_example_runs():
     pytest.importorskip("arviz")
     code = _example(README, "<!-- tfp-model-example")

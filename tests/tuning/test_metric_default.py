@@ -130,7 +130,7 @@ def test_mamba_names_why_each_disqualified_arm_lost():
         tu.grid(step_size=[1e-12, 1e-5, 5e-4]),
         tf.constant(MU),
         make_kernel=lambda step_size: sg.SGLD(ESTIMATOR, step_size),
-        budget=tu.steps(900),
+        budget=tu.steps(600),
         eta=3,
         seed=0,
         progress=False,

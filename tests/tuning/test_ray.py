@@ -237,6 +237,7 @@ def test_factory_from_a_module_the_workers_cannot_import(local_ray, tmp_path, mo
         )
 
 
+@pytest.mark.slow  # MAMBA's Ray equality stays in CI
 def test_grid_search_on_ray_matches_sequential_with_a_pickled_make_kernel(local_ray):
     # make_kernel= (not a factory) is shipped pickled, with its estimator.
     arms = tu.grid(step_size=[1e-2, 0.1, 1.5, 50.0])
@@ -269,6 +270,7 @@ def build(n=400, batch_size=40):
 """
 
 
+@pytest.mark.slow  # MAMBA's Ray equality stays in CI
 def test_cli_tune_with_ray_matches_the_sequential_table(local_ray, tmp_path, capsys):
     # `--ray` without an address attaches to the running local Ray (2 CPUs);
     # every actor loads the model file itself. Same round table as without --ray.

@@ -91,7 +91,7 @@ def _arm(mode: str, kind: str, temperature: float = 1.0, data=None) -> tuple:
     return np.concatenate(samples), np.concatenate(lps)
 
 
-@pytest.mark.parametrize("kind", ["sgld", "sghmc"])
+@pytest.mark.parametrize("kind", ["sgld", pytest.param("sghmc", marks=pytest.mark.slow)])
 def test_fed_arm_program_runs_the_step_by_step_chain(small_blocks, kind):
     ref, ref_lp = _arm("graph", kind)
     fed, fed_lp = _arm("fed-graph", kind)
