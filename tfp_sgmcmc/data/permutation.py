@@ -134,8 +134,9 @@ def feistel_permutation(
         y = y[0] if isinstance(y, (list, tuple)) else y
     # A keyed rotation y -> (y + o) mod N, o uniform on [0, N): each position's image
     # is then uniform on [0, N) whatever the network's own bias (four rounds on a
-    # small domain are far from a uniform shuffle: at N = 5 some rows were drawn 5%
-    # more often than others), so every row is in a batch with probability n/N.
+    # small domain are measurably far from a uniform shuffle: some rows are drawn more
+    # often than others, which the data tests' chi-square check on N = 3..50 detects),
+    # so every row is in a batch with probability n/N.
     # Written without overflow for N up to 2**32 - 2**16.
     offset = keys[..., _FEISTEL_ROUNDS] % tf.constant(num_items, u32)
     room = tf.constant(num_items, u32) - offset
