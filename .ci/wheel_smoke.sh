@@ -126,6 +126,6 @@ echo "wheel smoke: import (nothing printed, no extras) and 100 SGLD steps ok"
   --model-arg num_examples=2000 --model-arg num_features=3 --model-arg batch_size=100 \
   --kernel sgld --step-size 1e-4 --num-samples 100 --chunk-size 50 --seed 1 \
   --run-dir "$work/run" --no-progress | tee "$work/sample.out"
-grep -q "^100 draws of StochasticGradientLangevinDynamics" "$work/sample.out"
+grep -q "^100 draws of SGLD" "$work/sample.out"
 test -f "$work/run/samples.h5"
 echo "wheel smoke: passed"

@@ -377,7 +377,7 @@ def build_group(
         "badodab": (sg.BADODAB(est, 1.4e-3, diffusion=1.0), steps),
         # BlackJAX's benchmark settings: 512 partitions of Δu = 10 from −log π(MAP) − 1000.
         "csgld": (
-            sg.ContourSGLD(
+            sg.CSGLD(
                 est,
                 sgld_eps,
                 num_partitions=512,
@@ -390,7 +390,7 @@ def build_group(
         ),
         # Two replicas: samples/s counts samples of the cold chain (2 gradients each).
         "resgld_K2": (
-            sg.ReplicaExchangeSGLD(
+            sg.RESGLD(
                 sg.MinibatchEstimator(log_likelihood_chains, est.data, n, log_prior),
                 sgld_eps,
                 num_replicas=2,

@@ -98,7 +98,7 @@ def run(kernel_name: str, steps: int, chains: int, eps: float, seed: int):
     if kernel_name == "SGLD":
         kernel = sg.SGLD(est, eps)
     elif kernel_name == "cSGLD":
-        kernel = sg.ContourSGLD(
+        kernel = sg.CSGLD(
             est,
             eps,
             num_partitions=60,
@@ -108,7 +108,7 @@ def run(kernel_name: str, steps: int, chains: int, eps: float, seed: int):
             sa_step_size=0.02,
         )
     else:
-        kernel = sg.ReplicaExchangeSGLD(est, eps, num_replicas=4, max_temperature=20.0)
+        kernel = sg.RESGLD(est, eps, num_replicas=4, max_temperature=20.0)
 
     def trace(_, r):
         if kernel_name == "cSGLD":

@@ -542,7 +542,7 @@ def test_chains_agree_with_and_without_the_packed_copy(kernel):
     for pack in (False, True):
         est = sg.MinibatchEstimator(log_lik, sg.InMemoryData((x, y), pack_rows=pack), 50)
         k = (sg.SGHMC(est, 1e-4, num_leapfrog_steps=3) if kernel == "sghmc"
-             else sg.ContourSGLD(est, 1e-4, min_energy=-1e4))
+             else sg.CSGLD(est, 1e-4, min_energy=-1e4))
         run = tf.function(
             lambda k=k: tfp.mcmc.sample_chain(60, tf.zeros([3]), kernel=k, trace_fn=None,
                                               seed=tf.constant([3, 4])),

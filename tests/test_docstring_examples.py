@@ -62,7 +62,7 @@ EXAMPLES = [
 def test_examples_are_found():
     # The kernels' and estimators' examples at least; guards against a broken extractor.
     ids = {p.id.rsplit("[", 1)[0] for p in EXAMPLES}
-    assert "tfp_sgmcmc.kernels.langevin.StochasticGradientLangevinDynamics" in ids
+    assert "tfp_sgmcmc.kernels.langevin.SGLD" in ids
     assert "tfp_sgmcmc.kernels.stochastic_approximation.StochasticApproximation" in ids
     assert len(EXAMPLES) >= 3
 

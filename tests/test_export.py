@@ -50,7 +50,7 @@ def test_groups_and_shapes(run):
     np.testing.assert_array_equal(st["lp"].values, run.trace()["target_log_prob"].T)
     assert st["step_size"].shape == (CHAINS, DRAWS) and np.allclose(st["step_size"], 0.3)
     assert st["diverged"].dtype == bool and not st["diverged"].values.any()
-    assert idata.posterior.attrs["kernel"] == "StochasticGradientLangevinDynamics"
+    assert idata.posterior.attrs["kernel"] == "SGLD"
 
 
 def test_summary_matches_our_means_and_ess(run):

@@ -443,7 +443,7 @@ def test_cheap_refusals_come_before_tensorflow(tmp_path):
         assert lines[0].startswith("tfp-sgmcmc: error: ") and expected in lines[0], (argv, err)
     # A known class name passes the early check (and runs: here it fails later, on the
     # missing model, after the import).
-    assert main(with_("--kernel", "StochasticGradientLangevinDynamics")) == 2
+    assert main(with_("--kernel", "SGLD")) == 2
 
 
 def test_a_file_system_without_locks_runs_unguarded_with_a_warning(tmp_path, monkeypatch):

@@ -11,16 +11,8 @@ import pytest
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import kernels
 
-ACRONYMS = {
-    "SGLD": "StochasticGradientLangevinDynamics",
-    "PSGLD": "PreconditionedStochasticGradientLangevinDynamics",
-    "SGHMC": "StochasticGradientHamiltonianMonteCarlo",
-    "SGNHT": "StochasticGradientNoseHooverThermostat",
-    "MSGLD": "MomentumSGLD",
-    "ASGLD": "AdamSGLD",
-    "CSGLD": "ContourSGLD",
-    "RESGLD": "ReplicaExchangeSGLD",
-}
+#: One name per sampler: its paper's acronym where the literature has one.
+ACRONYMS = ("SGLD", "PSGLD", "SGHMC", "SGNHT", "MSGLD", "ASGLD", "CSGLD", "RESGLD")
 
 
 def _samplers(namespace) -> dict[str, type]:
@@ -39,18 +31,22 @@ def _samplers(namespace) -> dict[str, type]:
     return out
 
 
-def test_acronyms_are_aliases_of_the_full_names():
-    for short, full in ACRONYMS.items():
+def test_samplers_are_classes_under_their_acronyms():
+    for short in ACRONYMS:
         for ns in (sg, kernels):
-            assert getattr(ns, short) is getattr(ns, full), (ns.__name__, short)
-            assert getattr(ns, full).__name__ == full
+            assert getattr(ns, short).__name__ == short, (ns.__name__, short)
 
 
-def test_no_other_aliases():
-    # Every exported sampler name is either a class's own name or one of the acronyms.
+def test_one_name_per_sampler():
+    # Every exported sampler name is the class's own name: no aliases.
     for ns in (sg, kernels):
-        for name, cls in _samplers(ns).items():
-            assert name == cls.__name__ or ACRONYMS.get(name) == cls.__name__, (ns, name)
+        samplers = _samplers(ns)
+        for name, cls in samplers.items():
+            assert name == cls.__name__, (ns, name)
+        assert len({id(c) for c in samplers.values()}) == len(samplers), ns
+    for full in ("StochasticGradientLangevinDynamics", "StochasticGradientHamiltonianMonteCarlo",
+                 "ContourSGLD", "MomentumSGLD", "AdamSGLD"):
+        assert not hasattr(sg, full) and not hasattr(kernels, full), full
 
 
 def test_both_namespaces_export_every_sampler_under_every_name():
@@ -88,17 +84,10 @@ def test_each_kernel_returns_its_results_type(kernel_name, results_name):
     assert type(results) is getattr(kernels, results_name)
 
 
-def test_deprecated_names_warn_and_point_to_the_new_ones():
-    from tfp_sgmcmc.kernels import langevin
-
-    for module in (kernels, langevin):
-        with pytest.warns(DeprecationWarning, match="SGLDKernelResults"):
-            assert module.LangevinKernelResults is kernels.SGLDKernelResults
+def test_no_deprecated_names_before_a_first_release():
+    assert not hasattr(kernels, "LangevinKernelResults")
     sys.modules.pop("tfp_sgmcmc.tuning.keras", None)
-    with pytest.warns(DeprecationWarning, match="tfp_sgmcmc.keras"):
-        old = importlib.import_module("tfp_sgmcmc.tuning.keras")
-    from tfp_sgmcmc.keras import KerasPosterior
-
-    assert old.KerasPosterior is KerasPosterior
+    with pytest.raises(ImportError):
+        importlib.import_module("tfp_sgmcmc.tuning.keras")
     with pytest.raises(AttributeError):
         kernels.NoSuchName  # noqa: B018

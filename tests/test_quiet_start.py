@@ -170,7 +170,7 @@ def test_cli_run_prints_no_tensorflow_log_line(tmp_path):
     res = subprocess.run(
         cmd, capture_output=True, text=True, env=_clean_env(), timeout=600, check=True
     )
-    assert res.stdout.startswith("100 draws of StochasticGradientLangevinDynamics"), res.stdout
+    assert res.stdout.startswith("100 draws of SGLD"), res.stdout
     assert not _chatter(res.stdout + res.stderr), res.stderr
     assert "not calibrated" not in res.stderr  # TFP's warning about every SG kernel
 

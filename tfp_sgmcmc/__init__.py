@@ -17,8 +17,7 @@
 
 See ``docs/index.md`` for the guide; every sampler's docstring gives its update rule
 and the paper it comes from. Names follow one policy (``docs/conventions.md``, "Names"):
-every sampler under its full name, plus its paper's acronym where it has one
-(``SGLD is StochasticGradientLangevinDynamics``).
+one name per sampler, its acronym (``SGLD``, ``SGHMC``, ...).
 
 ``import tfp_sgmcmc`` imports nothing heavy; TensorFlow is imported on the first use of a
 name, with its C++ start-up notices (oneDNN, CUDA probing) hidden and ``TF_CPP_MIN_LOG_LEVEL``

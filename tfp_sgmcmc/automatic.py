@@ -89,7 +89,7 @@ from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
 from tfp_sgmcmc.estimators.whitened import WhitenedEstimator
 from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, check_int, is_list_like
-from tfp_sgmcmc.kernels.langevin import StochasticGradientLangevinDynamics
+from tfp_sgmcmc.kernels.langevin import SGLD
 
 __all__ = ["sample_posterior", "PosteriorSamples", "ArmRecord", "DEFAULT_STEP_SIZES"]
 
@@ -335,7 +335,7 @@ class _Runner:
 
         @tf.function(jit_compile=jit_compile)
         def run(w0, eps, seed, thin):
-            kernel = StochasticGradientLangevinDynamics(estimator, step_size=eps)
+            kernel = SGLD(estimator, step_size=eps)
             # The first minibatch of each call comes from the call's seed (the default
             # bootstrap seed would reuse one batch at the start of every block).
             first, seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2, alg=RNG_ALG))
@@ -686,7 +686,7 @@ def sample_posterior(
         verdict=verdict.status,
         reasons=list(verdict.reasons),
         diagnostics=dict(verdict.stats),
-        kernel=StochasticGradientLangevinDynamics(runner.estimator, step_size=best.step_size),
+        kernel=SGLD(runner.estimator, step_size=best.step_size),
         step_size=best.step_size,
         batch_size=best.batch_size,
         num_steps_between_results=thin,

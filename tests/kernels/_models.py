@@ -212,12 +212,12 @@ KERNEL_SPECS: list[KernelSpec] = [
     # h destabilises the flat chain too; h = 0.05 is already h·λ_max ≈ 16 on the stiff one.
     KernelSpec("sgnht", "plain", lambda est, eps, **kw: sg.SGNHT(est, eps, **kw),
                xla_loop=True, huge_step=0.05),
-    KernelSpec("msgld", "plain", lambda est, eps, **kw: _K.MomentumSGLD(est, eps, **kw),
+    KernelSpec("msgld", "plain", lambda est, eps, **kw: _K.MSGLD(est, eps, **kw),
                copy_change=("beta1", 0.5), xla_loop=True),
-    KernelSpec("asgld", "cv", lambda est, eps, **kw: _K.AdamSGLD(est, eps, **kw),
+    KernelSpec("asgld", "cv", lambda est, eps, **kw: _K.ASGLD(est, eps, **kw),
                copy_change=("a", 2.0)),
     KernelSpec("asgld-inside", "plain",
-               lambda est, eps, **kw: _K.AdamSGLD(est, eps, lambda_placement="inside", **kw)),
+               lambda est, eps, **kw: _K.ASGLD(est, eps, lambda_placement="inside", **kw)),
     KernelSpec("adamax-sgld", "plain", lambda est, eps, **kw: _K.AdaMaxSGLD(est, eps, **kw),
                copy_change=("beta2", 0.99)),
     KernelSpec("adadelta-sgld", "plain", lambda est, eps, **kw: _K.AdadeltaSGLD(est, eps, **kw),
@@ -244,14 +244,14 @@ KERNEL_SPECS: list[KernelSpec] = [
     KernelSpec(
         "csgld",
         "plain",
-        lambda est, eps, **kw: sg.ContourSGLD(
+        lambda est, eps, **kw: sg.CSGLD(
             est, eps, num_partitions=20, energy_gap=5.0, sa_step_size=0.1, **kw
         ),
     ),
     KernelSpec(
         "resgld",
         "plain",
-        lambda est, eps, **kw: sg.ReplicaExchangeSGLD(est, eps, num_replicas=3, **kw),
+        lambda est, eps, **kw: sg.RESGLD(est, eps, num_replicas=3, **kw),
     ),
 ]
 

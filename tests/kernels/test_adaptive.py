@@ -32,8 +32,6 @@ from tfp_sgmcmc.kernels.adaptive import (
     MSGLD,
     AdadeltaSGLD,
     AdaMaxSGLD,
-    AdamSGLD,
-    MomentumSGLD,
     PreconditionedAdamSGLD,
     PreconditionedMomentumSGLD,
 )
@@ -347,8 +345,8 @@ def _logreg_estimator(dtype, rng):
 
 
 ALL_KERNELS = {
-    "msgld": lambda e, s, t: MomentumSGLD(e, s, a=1.0, beta1=0.9, temperature=t),
-    "asgld": lambda e, s, t: AdamSGLD(e, s, a=1.0, temperature=t),
+    "msgld": lambda e, s, t: MSGLD(e, s, a=1.0, beta1=0.9, temperature=t),
+    "asgld": lambda e, s, t: ASGLD(e, s, a=1.0, temperature=t),
     "adamax": lambda e, s, t: AdaMaxSGLD(e, s, temperature=t),
     "adadelta": lambda e, s, t: AdadeltaSGLD(e, s, temperature=t),
     "psgld_momentum": lambda e, s, t: PreconditionedMomentumSGLD(e, s, temperature=t),
@@ -405,10 +403,10 @@ def test_copy_rebuilds_the_transform():
     est = sg.NoisyGradientEstimator(gaussian_log_prob, 1.0)
     k = ASGLD(est, 0.1, a=0.1, beta1=0.8, beta2=0.99, epsilon=1e-6, lambda_placement="inside")
     k2 = k.copy(a=5.0, beta1=0.5)
-    assert type(k2) is AdamSGLD and k2.parameters["a"] == 5.0
+    assert type(k2) is ASGLD and k2.parameters["a"] == 5.0
     assert k2._transform().parameters["a"] == 5.0 and k2._transform().parameters["beta1"] == 0.5
     assert k2._transform().parameters["lambda_placement"] == "inside"
-    assert MSGLD is MomentumSGLD and ASGLD is AdamSGLD
+    assert MSGLD is MSGLD and ASGLD is ASGLD
 
 
 def test_tensor_hyperparameters_as_mamba_arms():

@@ -197,18 +197,18 @@ def test_sghmc_momentum_refresh_must_be_a_bool(value):
     "build,arg",
     [
         # ζ = [1, 2] used to broadcast a single-chain state [3] to shape [2, 3].
-        (lambda e: sg.ContourSGLD(e, 1e-3, zeta=[1.0, 2.0]), "zeta"),
-        (lambda e: sg.ContourSGLD(e, 1e-3, energy_gap=[1.0, 2.0]), "energy_gap"),
-        (lambda e: sg.ContourSGLD(e, 1e-3, min_energy=[0.0, 1.0]), "min_energy"),
-        (lambda e: sg.ContourSGLD(e, 1e-3, min_energy="a"), "min_energy"),
-        (lambda e: sg.ContourSGLD(e, 1e-3, min_energy=None), "min_energy"),
-        (lambda e: sg.ContourSGLD(e, 1e-3, sa_step_size=[0.1, 0.2]), "sa_step_size"),
+        (lambda e: sg.CSGLD(e, 1e-3, zeta=[1.0, 2.0]), "zeta"),
+        (lambda e: sg.CSGLD(e, 1e-3, energy_gap=[1.0, 2.0]), "energy_gap"),
+        (lambda e: sg.CSGLD(e, 1e-3, min_energy=[0.0, 1.0]), "min_energy"),
+        (lambda e: sg.CSGLD(e, 1e-3, min_energy="a"), "min_energy"),
+        (lambda e: sg.CSGLD(e, 1e-3, min_energy=None), "min_energy"),
+        (lambda e: sg.CSGLD(e, 1e-3, sa_step_size=[0.1, 0.2]), "sa_step_size"),
         (lambda e: sg.BAOAB(e, 1e-3, friction=[1.0, 2.0]), "friction"),
         (lambda e: sg.BADODAB(e, 1e-3, diffusion=[1.0, 2.0]), "diffusion"),
         (lambda e: sg.BADODAB(e, 1e-3, thermostat_mass=[1.0, 2.0]), "thermostat_mass"),
-        (lambda e: sg.ReplicaExchangeSGLD(e, 1e-3, max_temperature=[5.0, 10.0]),
+        (lambda e: sg.RESGLD(e, 1e-3, max_temperature=[5.0, 10.0]),
          "max_temperature"),
-        (lambda e: sg.ReplicaExchangeSGLD(e, 1e-3, max_temperature="a"), "max_temperature"),
+        (lambda e: sg.RESGLD(e, 1e-3, max_temperature="a"), "max_temperature"),
         (lambda e: sg.SGHMC(e, 1e-3, friction=tf.Variable([0.1, 0.2])), "friction"),
     ],
 )
@@ -221,7 +221,7 @@ def test_non_scalar_or_non_numeric_hyperparameters(build, arg):
 
 @pytest.mark.parametrize("value", ["a", None, b"1", True, ["a"]])
 @pytest.mark.parametrize("arg", ["step_size", "temperature"])
-@pytest.mark.parametrize("kernel", [sg.SGLD, sg.SGHMC, sg.BAOAB, sg.ReplicaExchangeSGLD])
+@pytest.mark.parametrize("kernel", [sg.SGLD, sg.SGHMC, sg.BAOAB, sg.RESGLD])
 def test_non_numeric_step_size_or_temperature_is_a_value_error(kernel, arg, value):
     kw = {"step_size": 1e-3, arg: value}
     with _raises(arg):

@@ -38,7 +38,7 @@ def _numpy_log_psi(log_theta, u, u_min, gap, zeta):
 
 def test_step_matches_numpy(rng, seed):
     eps, u_min, omega, temp = 0.1, -0.2, 0.3, 0.8
-    kernel = sg.ContourSGLD(
+    kernel = sg.CSGLD(
         sg.NoisyGradientEstimator(_target()),
         eps,
         num_partitions=M,
@@ -106,7 +106,7 @@ def sa_fixed_point(scale=1.0, iters=2000):
 
 
 def _kernel(omega):
-    return sg.ContourSGLD(
+    return sg.CSGLD(
         sg.NoisyGradientEstimator(_target()),
         0.01,
         num_partitions=M,
@@ -202,4 +202,4 @@ def test_importance_weights_helper():
 )
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        sg.ContourSGLD(sg.NoisyGradientEstimator(_target()), 0.1, **kwargs)
+        sg.CSGLD(sg.NoisyGradientEstimator(_target()), 0.1, **kwargs)

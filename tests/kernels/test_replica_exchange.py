@@ -22,7 +22,7 @@ def _gauss(x):
 @pytest.mark.parametrize("num_replicas,variance", [(2, 0.0), (3, 0.3), (4, [0.1, 0.2, 0.3])])
 def test_step_matches_numpy(rng, seed, num_replicas, variance):
     k, eps, t1, tk = num_replicas, 0.2, 0.7, 5.0
-    kernel = sg.ReplicaExchangeSGLD(
+    kernel = sg.RESGLD(
         sg.NoisyGradientEstimator(_gauss),
         eps,
         num_replicas=k,
@@ -81,7 +81,7 @@ def _mixture(x):
 def _run(kernel_name, seed):
     est = sg.NoisyGradientEstimator(_mixture)
     if kernel_name == "resgld":
-        kernel = sg.ReplicaExchangeSGLD(est, 0.05, num_replicas=3, max_temperature=30.0)
+        kernel = sg.RESGLD(est, 0.05, num_replicas=3, max_temperature=30.0)
     else:
         kernel = sg.SGLD(est, 0.05)
     init = tf.fill([100, 1], tf.constant(-MODE, tf.float64))  # every chain in the left mode
@@ -140,7 +140,7 @@ def test_estimate_energy_variance_matches_the_closed_form(rng):
 )
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        sg.ReplicaExchangeSGLD(sg.NoisyGradientEstimator(_gauss), 0.1, **kwargs)
+        sg.RESGLD(sg.NoisyGradientEstimator(_gauss), 0.1, **kwargs)
 
 
 def _quartic(x):
@@ -151,7 +151,7 @@ def test_a_diverged_hot_replica_is_reported():
     """log π = −x⁴: explicit Euler is unstable once 12εx² > 2, which only the hot
     replica (T_K = 1000) reaches. Its inf/NaN state used to leave ``diverged`` False
     (the cold replica is finite) while every swap was silently rejected."""
-    kernel = sg.ReplicaExchangeSGLD(
+    kernel = sg.RESGLD(
         sg.NoisyGradientEstimator(_quartic), 0.05, num_replicas=2, max_temperature=1000.0
     )
     run = tf.function(
@@ -176,7 +176,7 @@ def test_a_diverged_hot_replica_is_reported():
 
 
 def test_diverged_is_per_chain_over_all_replicas():
-    kernel = sg.ReplicaExchangeSGLD(sg.NoisyGradientEstimator(_gauss), 0.1, num_replicas=3)
+    kernel = sg.RESGLD(sg.NoisyGradientEstimator(_gauss), 0.1, num_replicas=3)
     state = tf.zeros([4, 2], tf.float64)
     r = kernel.bootstrap_results(state)
     assert r.diverged.shape == [4] and not r.diverged.numpy().any()
@@ -213,7 +213,7 @@ def test_independent_chains_give_every_replica_its_own_batch(chain_shape):
     only)."""
     k = 3
     est = _independent_estimator()
-    kernel = sg.ReplicaExchangeSGLD(est, 1e-3, num_replicas=k)
+    kernel = sg.RESGLD(est, 1e-3, num_replicas=k)
     x = tf.zeros(chain_shape + [2], tf.float64)
     r = kernel.bootstrap_results(x)
     assert r.estimator_state.position.shape == [k] + chain_shape
@@ -232,7 +232,7 @@ def test_independent_chains_give_every_replica_its_own_batch(chain_shape):
     assert lps.shape == [5, k] + chain_shape
     assert not diverged.numpy().any()
     # The shared-batch estimator on the same data: all replicas see one batch.
-    shared = sg.ReplicaExchangeSGLD(est.with_independent_chains(False), 1e-3, num_replicas=k)
+    shared = sg.RESGLD(est.with_independent_chains(False), 1e-3, num_replicas=k)
     lp_shared = shared.bootstrap_results(x).replica_target_log_prob.numpy()
     np.testing.assert_array_equal(lp_shared, np.broadcast_to(lp_shared[:1], lp_shared.shape))
 
@@ -243,7 +243,7 @@ def test_independent_replica_batches_are_unbiased():
     full-data log-likelihood."""
     n_total, n, k, chains = 200, 50, 4, 64
     est = _independent_estimator(n_total, n)
-    kernel = sg.ReplicaExchangeSGLD(est, 1e-3, num_replicas=k)
+    kernel = sg.RESGLD(est, 1e-3, num_replicas=k)
     theta = tf.zeros([chains, 2], tf.float64)
     lp = kernel.bootstrap_results(theta, seed=[5, 6]).replica_target_log_prob.numpy().ravel()
     y = np.random.default_rng(0).normal(size=n_total)

@@ -26,11 +26,11 @@ CASES = {
     "baoab": (lambda **a: sg.BAOAB(EST, **a), dict(friction=[1.0, 2.0])),
     "badodab": (lambda **a: sg.BADODAB(EST, **a), dict(diffusion=[1.0, 2.0])),
     "csgld": (
-        lambda **a: sg.ContourSGLD(EST, num_partitions=20, energy_gap=2.0, **a),
+        lambda **a: sg.CSGLD(EST, num_partitions=20, energy_gap=2.0, **a),
         dict(zeta=[0.5, 0.75], sa_step_size=[0.01]),
     ),
     "resgld": (
-        lambda **a: sg.ReplicaExchangeSGLD(EST, num_replicas=2, **a),
+        lambda **a: sg.RESGLD(EST, num_replicas=2, **a),
         dict(max_temperature=[3.0, 10.0]),
     ),
 }

@@ -1,7 +1,7 @@
 r"""Adaptive-drift SGLD (Kim, Song & Liang): MSGLD, ASGLD and the §3.3 variants.
 
 Each kernel is
-[`StochasticGradientLangevinDynamics`][tfp_sgmcmc.kernels.langevin.StochasticGradientLangevinDynamics]
+[`SGLD`][tfp_sgmcmc.kernels.langevin.SGLD]
 with a fixed drift transform from [`tfp_sgmcmc.transforms`][tfp_sgmcmc.transforms] and its
 hyperparameters as constructor arguments, so ``parameters`` are exactly the
 constructor arguments, ``copy(a=..., beta1=...)`` rebuilds it and MAMBA can
@@ -22,7 +22,7 @@ Arguments every kernel here takes (each class documents only its own):
 - ``estimator``, ``step_size`` (``ε > 0``: scalar, tensor or schedule),
   ``temperature`` (``T ≥ 0``: scalar or schedule; default ``1.``) and ``name``
   (default ``None``: the class's own name): as in
-  [`StochasticGradientLangevinDynamics`][tfp_sgmcmc.kernels.langevin.StochasticGradientLangevinDynamics].
+  [`SGLD`][tfp_sgmcmc.kernels.langevin.SGLD].
 - ``a``: bias factor ``a ≥ 0`` (paper: 1 "or slightly larger"). Default value: ``1.``.
 - ``beta1``: momentum smoothing ``β1`` in [0, 1). Default value: ``0.9``.
 
@@ -36,7 +36,7 @@ from typing import Any
 from tfp_sgmcmc.estimators.base import GradientEstimator
 from tfp_sgmcmc.internal.util import check_positive
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
-from tfp_sgmcmc.kernels.langevin import StochasticGradientLangevinDynamics
+from tfp_sgmcmc.kernels.langevin import SGLD
 from tfp_sgmcmc.transforms import (
     AdadeltaBias,
     AdaMaxBias,
@@ -48,9 +48,7 @@ from tfp_sgmcmc.transforms import (
 
 # Each kernel beside its paper's acronym where it has one.
 __all__ = [
-    "MomentumSGLD",
     "MSGLD",
-    "AdamSGLD",
     "ASGLD",
     "AdaMaxSGLD",
     "AdadeltaSGLD",
@@ -62,7 +60,7 @@ __all__ = [
 _COMMON_ARGS = ("estimator", "step_size", "temperature", "name")
 
 
-class _AdaptiveSGLD(StochasticGradientLangevinDynamics):
+class _AdaptiveSGLD(SGLD):
     """SGLD whose drift transform is built from the kernel's own hyperparameters.
 
     A variant states its hyperparameters once, in its ``__init__`` signature, and
@@ -95,7 +93,7 @@ class _AdaptiveSGLD(StochasticGradientLangevinDynamics):
         return self._fixed_transform
 
 
-class MomentumSGLD(_AdaptiveSGLD):
+class MSGLD(_AdaptiveSGLD):
     r"""Momentum SGLD (MSGLD; Kim, Song & Liang, Algorithm 1).
 
     $$
@@ -140,7 +138,7 @@ class MomentumSGLD(_AdaptiveSGLD):
         self._setup(locals())
 
 
-class AdamSGLD(_AdaptiveSGLD):
+class ASGLD(_AdaptiveSGLD):
     r"""Adam SGLD (ASGLD; Kim, Song & Liang, Algorithm 2).
 
     $$
@@ -398,5 +396,3 @@ class PreconditionedAdamSGLD(_AdaptiveSGLD):
         return PreconditionedBias(bias, decay, precond_epsilon)
 
 
-MSGLD = MomentumSGLD
-ASGLD = AdamSGLD

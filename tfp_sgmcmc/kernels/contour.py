@@ -35,7 +35,7 @@ from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 from tfp_sgmcmc.schedules import as_schedule
 
-__all__ = ["ContourSGLD", "ContourSGLDKernelResults", "importance_weights"]
+__all__ = ["CSGLD", "CSGLDKernelResults", "importance_weights"]
 
 #: Floor of θ inside the logarithms: a partition left unvisited for long has its
 #: mass shrink geometrically, (1 − ωθ_J^ζ) per step, until it underflows to 0, and
@@ -43,10 +43,10 @@ __all__ = ["ContourSGLD", "ContourSGLDKernelResults", "importance_weights"]
 LOG_FLOOR = 1e-30
 
 
-class ContourSGLDKernelResults(
+class CSGLDKernelResults(
     SGMCMCResultsMixin,
     collections.namedtuple(
-        "ContourSGLDKernelResults",
+        "CSGLDKernelResults",
         [
             "target_log_prob",  # stochastic log π̃ at the returned state (−Ũ)
             "grads_target_log_prob",
@@ -66,7 +66,7 @@ class ContourSGLDKernelResults(
     __slots__ = ()
 
 
-class ContourSGLD(SGMCMCKernel):
+class CSGLD(SGMCMCKernel):
     r"""Contour SGLD: SGLD on an energy-flattened density with an SA energy histogram.
 
     Energy ``U = −log π̃`` (the minibatch estimate, already scaled by ``N/n``),
@@ -147,7 +147,7 @@ class ContourSGLD(SGMCMCKernel):
          Distributions. In _NeurIPS_, 2020.
     """
 
-    _results_type = ContourSGLDKernelResults
+    _results_type = CSGLDKernelResults
     _default_name = "contour_sgld"
     cli_name = "csgld"
 
@@ -299,7 +299,7 @@ def importance_weights(log_importance_weights: Any, axis: int = 0) -> tf.Tensor:
     """Normalised importance weights ``w_k / Σ_k w_k`` along ``axis`` (the samples).
 
     ``log_importance_weights`` is the traced ``log_importance_weight`` of
-    `ContourSGLD` (shape ``[num_samples] + batch_shape``); the result
+    `CSGLD` (shape ``[num_samples] + batch_shape``); the result
     gives ``E_π f ≈ Σ_k w_k f(x_k)``. Computed as a softmax, so large
     ``ζ log θ`` do not overflow.
 

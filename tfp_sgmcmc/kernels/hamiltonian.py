@@ -24,7 +24,7 @@ from tfp_sgmcmc.internal.util import (
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 
-__all__ = ["SGHMCKernelResults", "StochasticGradientHamiltonianMonteCarlo"]
+__all__ = ["SGHMCKernelResults", "SGHMC"]
 
 ORDERS = ("chen", "explicit")
 #: Largest ``num_leapfrog_steps``: the loop is unrolled when the step is traced.
@@ -50,7 +50,7 @@ class SGHMCKernelResults(
     __slots__ = ()
 
 
-class StochasticGradientHamiltonianMonteCarlo(SGMCMCKernel):
+class SGHMC(SGMCMCKernel):
     r"""Stochastic gradient Hamiltonian Monte Carlo with friction (Chen et al. 2014).
 
     One ``one_step`` (one returned sample) = an optional momentum refresh

@@ -9,15 +9,14 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
-from tfp_sgmcmc.internal.util import deprecated_aliases
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin, sgmcmc_results_fields
 from tfp_sgmcmc.transforms import DriftTransform, RMSPreconditioner
 
 __all__ = [
     "SGLDKernelResults",
-    "StochasticGradientLangevinDynamics",
-    "PreconditionedStochasticGradientLangevinDynamics",
+    "SGLD",
+    "PSGLD",
 ]
 
 
@@ -40,11 +39,9 @@ class SGLDKernelResults(
     __slots__ = ()
 
 
-# Deprecated names, kept for one release (docs/conventions.md, "Names").
-__getattr__ = deprecated_aliases(__name__, LangevinKernelResults=SGLDKernelResults)
 
 
-class StochasticGradientLangevinDynamics(SGMCMCKernel):
+class SGLD(SGMCMCKernel):
     r"""Stochastic gradient Langevin dynamics (Welling & Teh 2011).
 
     Update (ε form, as SGMCMCJax and the MAMBA paper's tables):
@@ -211,7 +208,7 @@ class StochasticGradientLangevinDynamics(SGMCMCKernel):
         return new_parts, est, est_state, extra
 
 
-class PreconditionedStochasticGradientLangevinDynamics(StochasticGradientLangevinDynamics):
+class PSGLD(SGLD):
     r"""pSGLD: SGLD with the RMSprop diagonal preconditioner (Li et al. 2016).
 
     $$

@@ -38,16 +38,16 @@ from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 
 __all__ = [
-    "ReplicaExchangeSGLD",
-    "ReplicaExchangeSGLDKernelResults",
+    "RESGLD",
+    "RESGLDKernelResults",
     "estimate_energy_variance",
 ]
 
 
-class ReplicaExchangeSGLDKernelResults(
+class RESGLDKernelResults(
     SGMCMCResultsMixin,
     collections.namedtuple(
-        "ReplicaExchangeSGLDKernelResults",
+        "RESGLDKernelResults",
         [
             "target_log_prob",  # log π̃ of the returned (coldest) replica
             "grads_target_log_prob",  # its score
@@ -77,7 +77,7 @@ class ReplicaExchangeSGLDKernelResults(
         )
 
 
-class ReplicaExchangeSGLD(SGMCMCKernel):
+class RESGLD(SGMCMCKernel):
     r"""Replica-exchange SGLD with the variance-corrected swap (Deng et al. 2020).
 
     Temperatures form a geometric ladder from ``T_1 = temperature`` to
@@ -142,7 +142,7 @@ class ReplicaExchangeSGLD(SGMCMCKernel):
          Learning via Replica Exchange Stochastic Gradient MCMC. In _ICML_, 2020.
     """
 
-    _results_type = ReplicaExchangeSGLDKernelResults
+    _results_type = RESGLDKernelResults
     _default_name = "replica_exchange_sgld"
     cli_name = "resgld"
 
@@ -328,7 +328,7 @@ def estimate_energy_variance(
 ) -> tf.Tensor:
     """``½ Var(Ũ(x) − Ũ(y))`` of the minibatch energy difference, by Monte Carlo.
 
-    The ``energy_variance`` that makes `ReplicaExchangeSGLD`'s swap
+    The ``energy_variance`` that makes `RESGLD`'s swap
     unbiased for replicas at ``x`` and ``y`` sharing a minibatch (Deng et al.
     2020's ``σ̂²`` for the estimator actually used). ``lower_states`` and
     ``upper_states`` are states (tensor or list of parts) with a leading

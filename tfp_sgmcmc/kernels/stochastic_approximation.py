@@ -45,7 +45,7 @@ a ``tfp.mcmc.TransitionKernel`` that wraps
 * **SGHMC-SA.** Deng et al. use the "SGD with momentum" form of SGHMC
   (``docs/algorithms.md#sghmc-momentum-form``): ``v ← μv + η∇Q̃1(β) + N(0, 2η(α − β̂)/τ)``,
   ``β ← β + v``, ``α = 1 − μ``, ``β̂ = ½Vη``, no momentum resampling. Our
-  [`SGHMC`][tfp_sgmcmc.kernels.StochasticGradientHamiltonianMonteCarlo] with ``order="chen"``,
+  [`SGHMC`][tfp_sgmcmc.kernels.SGHMC] with ``order="chen"``,
   ``momentum_refresh=False``, ``num_leapfrog_steps=1`` is the same recursion
   (``β_{k+1} = β_k + v_k``, ``v_{k+1} = (1 − α)v_k + η∇Q̃1(β_{k+1}) + noise``)
   with ``step_size = η``, ``friction = 1 − μ``, ``noise_estimate = β̂``,
@@ -79,7 +79,7 @@ from tfp_sgmcmc.internal.util import (
     static_value,
 )
 from tfp_sgmcmc.kernels.base import ParameterizedKernel, SGMCMCKernel
-from tfp_sgmcmc.kernels.hamiltonian import StochasticGradientHamiltonianMonteCarlo
+from tfp_sgmcmc.kernels.hamiltonian import SGHMC
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 from tfp_sgmcmc.priors.estimator import SSGLEstimator
 from tfp_sgmcmc.priors.ssgl import SSGLLatents
@@ -290,7 +290,7 @@ def deng_sghmc(
     gradient_noise_variance: float | None = 1.0,
     temperature: Any = 1.0,
     name: str | None = None,
-) -> StochasticGradientHamiltonianMonteCarlo:
+) -> SGHMC:
     r"""SGHMC in the "SGD with momentum" form used by Deng et al.
     (``docs/algorithms.md#sghmc-momentum-form``).
 
@@ -300,7 +300,7 @@ def deng_sghmc(
     \quad \beta \leftarrow \beta + v, \quad \alpha = 1 - \mu, \quad \hat\beta = \tfrac12 V \eta
     $$
 
-    returned as our [`SGHMC`][tfp_sgmcmc.kernels.StochasticGradientHamiltonianMonteCarlo] with
+    returned as our [`SGHMC`][tfp_sgmcmc.kernels.SGHMC] with
     ``step_size = η``,
     ``friction = 1 − μ``, ``noise_estimate = β̂``, ``momentum_refresh=False``,
     ``order="chen"``, one leapfrog step (the two recursions coincide after the
@@ -342,7 +342,7 @@ def deng_sghmc(
             f"`learning_rate` too large: β̂ = ½Vη = {beta_hat} exceeds the friction 1 − μ = "
             f"{friction}."
         )
-    return StochasticGradientHamiltonianMonteCarlo(
+    return SGHMC(
         estimator,
         learning_rate,
         num_leapfrog_steps=1,

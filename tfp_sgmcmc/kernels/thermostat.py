@@ -13,7 +13,7 @@ from tfp_sgmcmc.internal.util import cast_param, check_positive
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin, sgmcmc_results_fields
 
-__all__ = ["SGNHTKernelResults", "StochasticGradientNoseHooverThermostat"]
+__all__ = ["SGNHTKernelResults", "SGNHT"]
 
 
 class SGNHTKernelResults(
@@ -39,7 +39,7 @@ def initial_momentum_and_thermostat(
     }
 
 
-class StochasticGradientNoseHooverThermostat(SGMCMCKernel):
+class SGNHT(SGMCMCKernel):
     r"""Stochastic gradient Nosé-Hoover thermostat (Ding et al. 2014).
 
     The MAMBA paper's App. D.2 form (with its typo ``x_{n+1} = x_{n+1} + v_n``
