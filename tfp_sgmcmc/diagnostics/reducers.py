@@ -55,7 +55,7 @@ from tfp_sgmcmc.diagnostics.fssd import (
     validate_fssd_kernel,
 )
 from tfp_sgmcmc.diagnostics.ksd import DEFAULT_BLOCK_SIZE, _validate, ksd_from_flat
-from tfp_sgmcmc.internal.util import AttributeView
+from tfp_sgmcmc.internal.util import AttributeView, get_outermost
 
 __all__ = [
     "get_innermost_score",
@@ -70,23 +70,21 @@ def get_innermost_score(kernel_results: Any) -> Any:
     """The innermost ``grads_target_log_prob`` of (possibly wrapped) kernel results.
 
     Follows ``inner_results`` (``WithReductions``, ``SampleDiscardingKernel``,
-    ``ThinningKernel`` ...) until a results tuple with that field is found.
+    ``ThinningKernel`` ...) and ``accepted_results`` (TFP's Metropolis-Hastings
+    kernels) until a results tuple with that field is found.
 
     Raises:
       ValueError: no ``grads_target_log_prob`` anywhere in the nest.
     """
-    kr = kernel_results
-    while not hasattr(kr, "grads_target_log_prob"):
-        if hasattr(kr, "inner_results"):
-            kr = kr.inner_results
-        elif hasattr(kr, "accepted_results"):
-            kr = kr.accepted_results
-        else:
-            raise ValueError(
-                "`score_getter_fn`: the kernel results carry no `grads_target_log_prob`; "
-                "pass `score_fn` or a `score_getter_fn`."
-            )
-    return kr.grads_target_log_prob
+    score = get_outermost(
+        kernel_results, "grads_target_log_prob", nested_attrs=("inner_results", "accepted_results")
+    )
+    if score is None:
+        raise ValueError(
+            "`score_getter_fn`: the kernel results carry no `grads_target_log_prob`; "
+            "pass `score_fn` or a `score_getter_fn`."
+        )
+    return score
 
 
 class _SteinReducerBase(tfp.experimental.mcmc.Reducer):
@@ -138,8 +136,9 @@ class _SteinReducerBase(tfp.experimental.mcmc.Reducer):
         """The reducer state's fields but ``num_seen`` after taking in one kept sample."""
         raise NotImplementedError
 
-    def one_step(self, new_chain_state, current_reducer_state, previous_kernel_results=None,
-                 axis=None):
+    def one_step(
+        self, new_chain_state, current_reducer_state, previous_kernel_results=None, axis=None
+    ):
         if axis is not None:
             raise ValueError(
                 f"`axis` is not supported by {type(self).__name__} (use `chain_ndims`)."
@@ -236,9 +235,16 @@ class FSSDReducer(_SteinReducerBase):
         self._beta = beta
         self._name = name or "fssd_reducer"
         self._parameters = dict(
-            locations=locations, kernel=kernel, bandwidth=bandwidth, c=c, beta=beta,
-            score_fn=score_fn, score_getter_fn=score_getter_fn, thin=thin,
-            chain_ndims=chain_ndims, name=name,
+            locations=locations,
+            kernel=kernel,
+            bandwidth=bandwidth,
+            c=c,
+            beta=beta,
+            score_fn=score_fn,
+            score_getter_fn=score_getter_fn,
+            thin=thin,
+            chain_ndims=chain_ndims,
+            name=name,
         )
 
     def initialize(self, initial_chain_state: Any, initial_kernel_results: Any = None):
@@ -263,8 +269,11 @@ class FSSDReducer(_SteinReducerBase):
             fssd_features(x, score, self._locations, self._kernel, bandwidth, self._c, self._beta),
             tf.float64,
         )
-        return (state.num_samples + 1.0, state.sum_tau + tau,
-                state.sum_sq_tau + tf.reduce_sum(tau * tau, axis=[-2, -1]))
+        return (
+            state.num_samples + 1.0,
+            state.sum_tau + tau,
+            state.sum_sq_tau + tf.reduce_sum(tau * tau, axis=[-2, -1]),
+        )
 
     def finalize(self, final_reducer_state):
         st = final_reducer_state
@@ -347,13 +356,28 @@ class KSDReducer(_SteinReducerBase):
                 f"got {capacity!r}."
             )
         self._capacity = int(capacity)
-        self._ksd_kwargs = dict(kernel=kernel, c=c, beta=beta, bandwidth=bandwidth,
-                                statistic=statistic, block_size=int(block_size))
+        self._ksd_kwargs = dict(
+            kernel=kernel,
+            c=c,
+            beta=beta,
+            bandwidth=bandwidth,
+            statistic=statistic,
+            block_size=int(block_size),
+        )
         self._name = name or "ksd_reducer"
         self._parameters = dict(
-            capacity=capacity, kernel=kernel, c=c, beta=beta, bandwidth=bandwidth,
-            statistic=statistic, block_size=block_size, score_fn=score_fn,
-            score_getter_fn=score_getter_fn, thin=thin, chain_ndims=chain_ndims, name=name,
+            capacity=capacity,
+            kernel=kernel,
+            c=c,
+            beta=beta,
+            bandwidth=bandwidth,
+            statistic=statistic,
+            block_size=block_size,
+            score_fn=score_fn,
+            score_getter_fn=score_getter_fn,
+            thin=thin,
+            chain_ndims=chain_ndims,
+            name=name,
         )
 
     capacity = AttributeView[int]("_capacity")

@@ -103,7 +103,7 @@ from tfp_sgmcmc.driver.errors import (
 )
 from tfp_sgmcmc.driver.lock import RunLock, lock_holder
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
-from tfp_sgmcmc.internal.util import AttributeView, check_int, results_field
+from tfp_sgmcmc.internal.util import AttributeView, check_int, get_outermost, results_field
 
 __all__ = [
     "sample",
@@ -209,16 +209,9 @@ def _config_diff(stored: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def _independent_chains(kernel: Any) -> bool | None:
     """Whether the kernel's chains draw their own minibatches (``None``: no estimator
     that says)."""
-    k = kernel
-    for _ in range(8):  # through wrappers (transformed, stochastic approximation, ...)
-        est = getattr(k, "estimator", None)
-        if est is not None:
-            value = getattr(est, "independent_chains", None)
-            return None if value is None else bool(value)
-        k = getattr(k, "inner_kernel", None)
-        if k is None:
-            return None
-    return None
+    est = get_outermost(kernel, "estimator", nested_attrs=("inner_kernel",))
+    value = getattr(est, "independent_chains", None)
+    return None if value is None else bool(value)
 
 
 def _leaves(nest: Any) -> list[np.ndarray | None]:
@@ -399,7 +392,13 @@ def _compile_chunk(run: _Run, kind: str, n: int) -> ChunkProgram:
     if key not in run.programs:
         # tf.data sources have no XLA kernel: compiled chunks are fed their batches.
         run.programs[key] = compile_chunk(
-            run.kernel, kind, n, run.thin, run.reducer, run.trace, run.config["jit_compile"],
+            run.kernel,
+            kind,
+            n,
+            run.thin,
+            run.reducer,
+            run.trace,
+            run.config["jit_compile"],
             feeder=run.feeder,
         )
     return run.programs[key]
@@ -849,9 +848,7 @@ def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -
     return ckpt
 
 
-def _verify_store(
-    run_dir: str, store: SampleStore, num_written: int, specs: list[Any]
-) -> None:
+def _verify_store(run_dir: str, store: SampleStore, num_written: int, specs: list[Any]) -> None:
     """``store.verify`` with a warning for a store written without checksums."""
     if not store.verify(num_written, [(tuple(s[0]), s[1]) for s in specs]):
         warnings.warn(

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import inspect
 import operator
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -34,13 +33,15 @@ __all__ = [
     "in_xla_context",
     "cast_param",
     "estimator_data",
+    "NESTED_ATTRS",
+    "get_outermost",
+    "has_nested",
     "results_field",
     "keyword_parameters",
     "RecordedParameters",
     "RecordedArgument",
     "AttributeView",
     "PrettyNamedTupleMixin",
-    "deprecated_aliases",
 ]
 
 # Philox: the default generator is slow inside XLA on CPU
@@ -200,9 +201,7 @@ def check_positive(x: Any, name: str, allow_zero: bool = False, scalar: bool = F
         raise ValueError(f"`{name}` must be {rel}, got {shown!r}.")
 
 
-def check_int(
-    value: Any, name: str, minimum: int | None = None, maximum: int | None = None
-) -> int:
+def check_int(value: Any, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
     """``value`` as a Python ``int``; ``ValueError`` naming ``name`` otherwise.
 
     Python and NumPy integers pass; ``bool`` (an ``int`` subclass), floats, strings
@@ -282,24 +281,59 @@ def estimator_data(estimator: Any) -> Any:
     return None
 
 
+#: The attributes through which kernels and their results nest what they wrap, in
+#: the order TFP's own (private) ``unnest`` helpers search them: wrappers keep their
+#: kernel's results in ``inner_results``, Metropolis-Hastings kernels (HMC, MALA,
+#: random walk) the chain's in ``accepted_results``, wrapper kernels their kernel in
+#: ``inner_kernel`` (``_inner_kernel`` for ``TransformedTransitionKernel``).
+NESTED_ATTRS = ("inner_results", "accepted_results", "_inner_kernel", "inner_kernel")
+
+
+def get_outermost(
+    obj: Any, name: str, default: Any = None, nested_attrs: Sequence[str] = NESTED_ATTRS
+) -> Any:
+    """``<level>.<name>`` of the outermost level of a nest of kernels or results.
+
+    The nest is searched breadth first: ``obj``, then the objects it holds under
+    ``nested_attrs`` (in that order), then theirs. A level whose ``name`` is missing
+    or ``None`` is passed over. Each object is visited once, so a cycle ends.
+
+    Args:
+      obj: a kernel or kernel results, possibly wrapped.
+      name: the attribute to find.
+      default: returned when no level has a non-``None`` ``name``.
+      nested_attrs: the attributes that hold the next level down.
+    """
+    pending: list[Any] = [obj]
+    seen: dict[int, Any] = {}  # holds each visited level, so that its id stays its own
+    while pending:
+        level = pending.pop(0)
+        if level is None or id(level) in seen:
+            continue
+        seen[id(level)] = level
+        value = getattr(level, name, None)
+        if value is not None:
+            return value
+        pending += [getattr(level, a, None) for a in nested_attrs]
+    return default
+
+
+def has_nested(obj: Any, name: str, nested_attrs: Sequence[str] = NESTED_ATTRS) -> bool:
+    """Whether any level of a nest of kernels or results has a non-``None`` ``name``."""
+    sentinel = object()
+    return get_outermost(obj, name, sentinel, nested_attrs) is not sentinel
+
+
 def results_field(results: Any, name: str) -> Any:
     """``<level>.<name>`` of the outermost level of nested kernel results that has it.
 
     Wrappers nest their kernel's results in ``inner_results`` (TFP's step-size
     adaptation, ``TransformedTransitionKernel``, this library's wrappers); TFP's
     Metropolis-Hastings kernels (HMC, MALA, random walk) keep the chain's in
-    ``accepted_results``. Both are followed. ``None`` when no level has it.
+    ``accepted_results``. Both are followed (see `get_outermost`). ``None`` when no
+    level has it.
     """
-    pending = [results]
-    while pending:
-        r = pending.pop(0)
-        if r is None:
-            continue
-        value = getattr(r, name, None)
-        if value is not None:
-            return value
-        pending += [getattr(r, "accepted_results", None), getattr(r, "inner_results", None)]
-    return None
+    return get_outermost(results, name, nested_attrs=("accepted_results", "inner_results"))
 
 
 def keyword_parameters(cls: Any) -> list[str] | None:
@@ -424,7 +458,8 @@ class PrettyNamedTupleMixin:
 
     def __repr__(self) -> str:  # pragma: no cover - cosmetic
         fields = ",\n".join(
-            f"  {k}={_short_repr(v)}" for k, v in zip(self._fields, self)  # type: ignore[attr-defined]
+            f"  {k}={_short_repr(v)}"
+            for k, v in zip(self._fields, self)  # type: ignore[attr-defined]
         )
         return f"{type(self).__name__}(\n{fields}\n)"
 
@@ -435,28 +470,6 @@ def _short_repr(v: Any) -> str:
     if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
         return "[" + ", ".join(_short_repr(x) for x in v) + "]"
     return repr(v)
-
-
-def deprecated_aliases(module: str, **aliases: Any) -> Callable[[str], Any]:
-    """A module ``__getattr__`` (PEP 562) that serves deprecated names for one release.
-
-    Each old name returns its new object with a ``DeprecationWarning`` that names the
-    new one (the policy is in docs/conventions.md, "Names"); any other name raises
-    ``AttributeError`` as usual. Use: ``__getattr__ = deprecated_aliases(__name__, Old=New)``.
-    """
-
-    def __getattr__(name: str) -> Any:
-        if name in aliases:
-            new = aliases[name]
-            warnings.warn(
-                f"{name} is deprecated; use {new.__name__} (same class).",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return new
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-    return __getattr__
 
 
 def first_nonfinite(value: np.ndarray, batch_ndims: int) -> tuple[int, ...] | None:
