@@ -518,13 +518,29 @@ def plot_mamba_rounds(results: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
-def mamba_cost_lines(
-    results: dict[str, Any], figure: str | None, tp: dict[float, float], machine: str
-) -> list[str]:
-    """The page's note on shared evaluations, MAMBA-KSD's tuning-cost table and its figure.
+def mamba_figure_lines(figure: str | None) -> list[str]:
+    """MAMBA-KSD's figure (KSD of every arm by round) with its caption; empty without one.
+
+    The study pages put it above the wide results table, so that the plot comes first.
+    """
+    if not figure:
+        return []
+    return [
+        f"![MAMBA-KSD by round]({figure})",
+        "",
+        "MAMBA-KSD's KSD of every arm by round (colour: batch size; red: the chosen "
+        "arm; arms plotted at the top had no thinned sample in their budget or "
+        "diverged).",
+        "",
+    ]
+
+
+def mamba_cost_lines(results: dict[str, Any], tp: dict[float, float], machine: str) -> list[str]:
+    """The page's note on shared evaluations and MAMBA-KSD's tuning-cost table.
 
     ``tp`` is :func:`arm_throughput` (empty when the budgets are not in gradients);
     ``machine`` describes the machine the seconds were measured on ("loaded", "shared").
+    The figure is :func:`mamba_figure_lines`, placed above the results table.
     """
     lines: list[str] = []
     lines += [
@@ -551,13 +567,4 @@ def mamba_cost_lines(
                 f"{m['metric_s']:.1f} | {m['compile_s']:.1f} |"
             )
         lines.append("")
-    if figure:
-        lines += [
-            f"![MAMBA-KSD by round]({figure})",
-            "",
-            "MAMBA-KSD's KSD of every arm by round (colour: batch size; red: the chosen "
-            "arm; arms plotted at the top had no thinned sample in their budget or "
-            "diverged).",
-            "",
-        ]
     return lines

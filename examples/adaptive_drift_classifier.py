@@ -200,9 +200,9 @@ initialisation, minibatches and noise. Accuracy is that of the posterior-mean
 predictive probabilities over the last half of the run (thinned by {thin});
 mean ± sd over seeds.
 
-{table}
-
 ![training objective](../figures/{fig_file})
+
+{table}
 
 The paper's column is Landsat (a different data set and network), shown only
 for the ordering of the samplers, not as a number to match.

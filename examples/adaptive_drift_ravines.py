@@ -208,13 +208,13 @@ SGHMC η = {1e-5 * args.step_scale:.1e}),
 (the paper: 30,000 and 20,000). Other hyperparameters from the paper's Table 5. Five data sets
 of N = 10,000 (seed {args.seed}), one chain per data set, float64, XLA.
 
+![ravines](../figures/{fig_name})
+
 {table}
 
 The paper's Table 1 for comparison:
 
 {table_paper}
-
-![ravines](../figures/{fig_name})
 
 **How it compares.** Runs whose posterior mean is within ±1 of (20, 10) in both
 coordinates: {", ".join(f"{k} {v}/5" for k, v in hits.items())} (paper: SGLD 0, SGHMC 0,

@@ -155,9 +155,9 @@ scikit-learn. Four chains per sampler, all started at the MAP. ξ is the relativ
 discrepancy of 500 draws (evenly thinned, pooled over chains) with full-data scores of the
 unconstrained density the chains target (`JointPosterior.score_fn`).
 
-{table}
 ![posterior sd of every parameter, SG samplers against NUTS](../figures/{NAME}{suffix}.png)
 
+{table}
 Reproduce (the machine was shared with other jobs, so seconds are indicative only):
 
 ```bash

@@ -63,6 +63,7 @@ from _paper_tables import (
     budgets,
     kernel_class,
     mamba_cost_lines,
+    mamba_figure_lines,
     mamba_json,
     num,
     plot_mamba_rounds,
@@ -558,6 +559,9 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         f"Data: {cfg['data']}. MAP: accuracy {cfg['map_metrics']['accuracy']:.4f}, ECE "
         f"{_pct(cfg['map_metrics']['ece'])}%, MCE {_pct(cfg['map_metrics']['mce'])}%.",
         "",
+    ]
+    lines += mamba_figure_lines(figure)
+    lines += [
         "| sampler | method | chosen arm (log10 ε, batch, L) | accuracy | ECE % | MCE % | KSD "
         "| eval. steps | paper: arm | paper ECE % | paper MCE % |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -575,7 +579,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
             f"{_pct(r['ece'])} | {_pct(r['mce'])} | {k} | {r['eval_steps']:,} | "
             f"{p[2].replace('-', '−')} | {p[0]} | {p[1]} |"
         )
-    lines += mamba_cost_lines(results, figure, tp, "loaded")
+    lines += mamba_cost_lines(results, tp, "loaded")
     lines += ["## Reading", "", "Counted on the table above (samplers with all three rows):", ""]
     lines += _checks(results)
     lines += [

@@ -75,6 +75,7 @@ from _paper_tables import (
     budgets,
     kernel_class,
     mamba_cost_lines,
+    mamba_figure_lines,
     mamba_json,
     num,
     plot_mamba_rounds,
@@ -631,6 +632,9 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         + (f"{100 * gt['relative_mcse_of_std_norm']:.1f}" if gt else "–")
         + " from the reference alone.",
         "",
+    ]
+    lines += mamba_figure_lines(figure)
+    lines += [
         "| sampler | method | chosen arm (log10 ε, batch, L) | KSD | ξ(σ̂)×100 | test RMSE "
         "| test log-lik | eval. steps | paper: arm | paper KSD | paper ξ×100 | paper RMSE |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -650,7 +654,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
             + (f"{p[2]:.2f}" if isinstance(p[2], float) else str(p[2]))
             + " |"
         )
-    lines += mamba_cost_lines(results, figure, tp, "shared")
+    lines += mamba_cost_lines(results, tp, "shared")
     rmses = [r["rmse"] for r in results["rows"] if math.isfinite(r["rmse"])]
     lines += ["## Reading", "", "Counted on the table above (samplers with all three rows):", ""]
     lines += _checks(results)

@@ -114,9 +114,10 @@ def main() -> None:
         "# MAMBA quickstart: SGLD-CV on the paper's logistic regression\n\n"
         f"Command: `{cmd}` (wall time {wall:.0f} s on a 2-core machine, "
         "including data generation, MAP, compilation and metric time).\n\n"
+        + "![metric by round](../figures/" + out.name("mamba_quickstart.png") + ")\n\n"
         + result.to_markdown() + "\n\n```\n" + result.summary() + "\n"
         + f"  budget honesty: {result.budget_honesty():.3f}\n" + "\n".join(extra)
-        + "\n```\n\n![metric by round](../figures/" + out.name("mamba_quickstart.png") + ")\n",
+        + "\n```\n",
     )
     print(f"  wrote {os.path.relpath(fig)} and {os.path.relpath(study)}; wall time {wall:.1f} s")
 

@@ -197,12 +197,12 @@ def main() -> None:
         f"{d * HIDDEN + HIDDEN} weights with final ρ < 0.5 (frozen at 0.5 for ω ≡ 0) and "
         "with |w| < 0.01 in the final state.",
         "",
+        f"![σ over the run (seed 0)](../figures/{out.name('sparse_bnn_diabetes.png')})",
+        "",
         table,
         "",
         "Paper (UCI data sets, 20 seeds, RMSE): e.g. Boston SGHMC 2.783, A-SGHMC 2.848, "
         "SGHMC-EM 2.813, A-SGHMC-EM 2.767, SGHMC-SA 2.779, A-SGHMC-SA 2.692.",
-        "",
-        f"![σ over the run (seed 0)](../figures/{out.name('sparse_bnn_diabetes.png')})",
         "",
     ]
     path = out.write_study("sparse_bnn_diabetes.md", "\n".join(lines))

@@ -156,6 +156,8 @@ def main() -> None:
         "gradients; test set 250 rows; MAE/MSE of the posterior-mean predicted probability "
         "against the 0/1 labels).",
         "",
+        f"![posterior of β1..β3](../figures/{out.name('sparse_logistic_beta123.png')})",
+        "",
         "Measured:",
         "",
         table,
@@ -170,8 +172,6 @@ def main() -> None:
         "",
         f"Posterior means of β1..β3 (v0 = 0.01, σ_init = 1; true drawn values "
         f"{[round(float(a), 3) for a in true123]}): {post}",
-        "",
-        f"![posterior of β1..β3](../figures/{out.name('sparse_logistic_beta123.png')})",
         "",
     ]
     path = out.write_study("sparse_logistic_regression.md", "\n".join(lines))

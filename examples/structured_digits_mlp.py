@@ -227,9 +227,9 @@ Accuracy: model average over the kept samples on the test set. ESS: per paramete
 `tfp.mcmc.effective_sample_size` on the kept samples, median over parameters; IAC =
 kept steps / ESS (in sampler steps), median over parameters.
 
-{table}
-
 ![accuracy, IAC, ESS vs number of groups](../figures/{out.name('structured_digits_mlp.png')})
+
+{table}
 {saturation_note}"""
     md_path = out.write_study("structured_digits_mlp.md", md)
     print(f"wrote {fig_path} and {md_path}")

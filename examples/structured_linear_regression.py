@@ -208,13 +208,13 @@ Bernoulli(ρ) keep masks) → (diag Λ + ρ·offdiag Λ)⁻¹. Measured values i
 and the O(ε) SGLD bias (a few per cent). The exact discretised law is checked statistically in
 `tests/estimators/test_structured_gaussian.py`.
 
+![pairwise posteriors](../figures/{out.name('structured_linear_regression.png')})
+
 {table}
 
 Posterior means (all samplers share the mean μ of the exact posterior):
 
 {means}
-![pairwise posteriors](../figures/{out.name('structured_linear_regression.png')})
-
 Finding (history-mean memory): the structured chains' *means* differ from chain to chain
 more than plain SGLD's. The history mean m̂ enters the drift; with q̂ uniform over the
 past, m̂ is a stochastic-approximation average whose error decays like t^(−λ), λ the smallest
