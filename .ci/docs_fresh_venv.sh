@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The docs site from a fresh virtual environment: install with the README's docs command
+# (`pip install -e ".[docs]"`, pinned by constraints.txt as in CI) into a new venv, build
+# the site in strict mode with that venv's mkdocs, and run the checks of
+# .ci/check_docs.py on the built HTML. A docs dependency that the `docs` extra forgets
+# fails here even when the developer's own environment happens to have it.
+#
+#   bash .ci/docs_fresh_venv.sh        # .ci/run starts it in the background
+#
+# pip installs from its index and cache as configured; the build itself fetches nothing
+# (KaTeX is vendored under docs/assets). Exit status: that of the first failing step.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+py="${PYTHON:-python}"
+start=$SECONDS
+
+"$py" -m venv "$work/venv"
+vbin="$work/venv/bin"
+cd "$repo"
+# pip's own output (resolver notes, index warnings) is shown only when it fails.
+if ! "$vbin/python" -m pip install -q -e ".[docs]" -c constraints.txt >"$work/pip.log" 2>&1; then
+  cat "$work/pip.log" >&2
+  echo "docs fresh venv: pip install -e \".[docs]\" -c constraints.txt failed" >&2
+  exit 1
+fi
+echo "docs fresh venv: venv and install took $((SECONDS - start)) s"
+
+NO_MKDOCS_2_WARNING=1 "$vbin/mkdocs" build --strict --quiet --site-dir "$work/site"
+"$vbin/python" .ci/check_docs.py --site "$work/site"
+echo "docs fresh venv: strict build and site checks passed, $((SECONDS - start)) s in all"
