@@ -42,9 +42,7 @@ PAGE_TIMEOUT_S = 240
 
 # Pages whose examples do not run yet, with what fails (strict: a page that starts to pass
 # must lose its mark). Keep this empty whenever possible.
-KNOWN_FAILURES: dict[str, str] = {
-    "docs/driver.md": "uses estimator and d, which the page does not define",
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 # Pages whose blocks cannot be made cheap (none today).
 SLOW_PAGES: dict[str, str] = {}
