@@ -2,8 +2,9 @@
 
 Step ``t`` of a chain takes ``stateless_fold_in(seed, t)`` in every entry point
 (``tfp_sgmcmc.driver.loop``), so ``sg.sample_chain``, the driver's ``ChunkedChain`` with any
-chunk size, the streamed driver ``sample`` interrupted and resumed, and a tuner arm's first
-round all return one chain. The programs differ (burn-in split off or not, thinning, what
+chunk size, the streamed driver ``sample`` interrupted and resumed, a tuner arm's first
+round and the final draws from a tuner's compiled program (``ArmRunner.sample``) all return
+one chain. The programs differ (burn-in split off or not, thinning, what
 they record), so XLA may fuse a step's arithmetic differently in each: the chains are
 compared to a rounding tolerance, and a changed seed (the power check) must miss it by far.
 """
@@ -42,8 +43,12 @@ def _sample_chain(kernel, seed) -> np.ndarray:
     @tf.function(jit_compile=True, autograph=False)
     def run(seed):
         return sg.sample_chain(
-            NUM, tf.zeros([D]), kernel=kernel, seed=seed,
-            num_burnin_steps=BURNIN + THIN - 1, num_steps_between_results=THIN - 1,
+            NUM,
+            tf.zeros([D]),
+            kernel=kernel,
+            seed=seed,
+            num_burnin_steps=BURNIN + THIN - 1,
+            num_steps_between_results=THIN - 1,
         )
 
     return run(tf.constant(chain_seed(seed))).numpy()
@@ -83,8 +88,15 @@ def test_chunked_chain_with_any_chunk_size(kernel, reference, chunk_size):
 
 
 def test_streamed_driver_interrupted_and_resumed(kernel, reference, tmp_path, monkeypatch):
-    args = dict(num_samples=NUM, seed=SEED, thin=THIN, num_burnin_steps=BURNIN, chunk_size=5,
-                progress=False, run_dir=str(tmp_path / "run"))
+    args = dict(
+        num_samples=NUM,
+        seed=SEED,
+        thin=THIN,
+        num_burnin_steps=BURNIN,
+        chunk_size=5,
+        progress=False,
+        run_dir=str(tmp_path / "run"),
+    )
     real_run_chunk, calls = sampler._run_chunk, []
 
     def interrupt_third(run, program, index):
@@ -102,7 +114,7 @@ def test_streamed_driver_interrupted_and_resumed(kernel, reference, tmp_path, mo
     np.testing.assert_allclose(run.samples(), reference, **TOL)
 
 
-def test_tuner_arm_first_round(reference):
+def test_tuner_arm_first_round_and_final_draws(reference):
     est = _estimator()
     runner = ArmRunner(
         lambda step_size: sg.SGLD(est, step_size),
@@ -117,9 +129,21 @@ def test_tuner_arm_first_round(reference):
     want = _sample_chain(sg.SGLD(est, STEP), [SEED, 1])
     # The arm keeps every THIN-th state from its start: the driver's draws after
     # BURNIN steps are its draws from BURNIN // THIN on.
-    got = out.samples[0][BURNIN // THIN:]
+    got = out.samples[0][BURNIN // THIN :]
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, **TOL)
+
+    # The final draws from the arm's tuning program (run in calls of at most its
+    # 6-slot buffer) are sample_chain's chain from the same start and seed; the
+    # program is not traced again.
+    traces = runner.num_traces
+    final = runner.sample(
+        1, NUM, SEED, initial_state=tf.zeros([D]), num_burnin_steps=BURNIN + THIN - 1, thin=THIN
+    )
+    assert runner.num_traces == traces == 1
+    assert final.steps == BURNIN + THIN - 1 + (NUM - 1) * THIN + 1 and not final.diverged
+    np.testing.assert_allclose(final.draws[0], reference, **TOL)
+    np.testing.assert_allclose(final.final_state[0], reference[-1], **TOL)
 
 
 def test_loop_records_the_stated_steps_and_folds_the_step_index(kernel):
@@ -134,12 +158,21 @@ def test_loop_records_the_stated_steps_and_folds_the_step_index(kernel):
         visited.append(state.numpy())
     for thin, offset in [(1, 0), (3, 0), (3, 2)]:
         slots = (offset + 9 - 1) // thin + 1
-        out = run_steps(kernel, init, kernel.bootstrap_results(init), 9, seed,
-                        first_step=11, thin=thin, offset=offset)
+        out = run_steps(
+            kernel,
+            init,
+            kernel.bootstrap_results(init),
+            9,
+            seed,
+            first_step=11,
+            thin=thin,
+            offset=offset,
+        )
         kept = [(j + 1) * thin - offset - 1 for j in range(slots)]
         full = [k for k in kept if k < 9]
-        np.testing.assert_allclose(out.draws.numpy()[: len(full)],
-                                   np.stack([visited[k] for k in full]), **TOL)
+        np.testing.assert_allclose(
+            out.draws.numpy()[: len(full)], np.stack([visited[k] for k in full]), **TOL
+        )
         assert int(out.num_steps) == 9
     np.testing.assert_allclose(out.state, visited[-1], **TOL)
 

@@ -10,11 +10,23 @@ Two methods:
   Adam's update is the textbook one (Kingma & Ba 2015, with bias correction);
   written out because it must consume our seeded minibatch estimator inside the
   compiled loop, which Keras optimizers (stateful ``Variable``s) cannot.
+
+**One program per structure.** Adam runs as a transition kernel in the loop every
+chain runs ([`run_steps`][tfp_sgmcmc.driver.loop.run_steps]) and follows its seed
+rule: step ``t`` draws its minibatch with ``stateless_fold_in(seed, t)``. The
+learning rate, the number of steps and the seed are inputs of the compiled program,
+which is kept per estimator (the same object) and state structure (parts, shapes,
+dtypes): a later call on them, with any learning rate, step count or seed, runs the
+program compiled by the first. L-BFGS's objective (a graph of the full-data
+log-density and score) is kept the same way. The last ``MAX_PROGRAMS`` programs are
+kept; each holds its estimator.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,6 +34,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.data.dataset import dataset_sources_exist, traced_draws
+from tfp_sgmcmc.driver.loop import run_steps
 from tfp_sgmcmc.estimators.base import GradientEstimator
 from tfp_sgmcmc.internal.adam import AdamState, adam_ascent_step, adam_init
 from tfp_sgmcmc.internal.util import (
@@ -29,11 +42,72 @@ from tfp_sgmcmc.internal.util import (
     check_int,
     check_positive,
     restructure,
-    split_seed,
     stateless_seed,
 )
 
-__all__ = ["find_map", "MapResult"]
+__all__ = ["find_map", "MapResult", "MAX_PROGRAMS"]
+
+#: How many compiled programs (estimator, state structure, method) ``find_map`` keeps.
+MAX_PROGRAMS = 8
+
+_PROGRAMS: OrderedDict = OrderedDict()
+
+
+def _cached(key: tuple, estimator: Any, build: Callable[[], Any]) -> Any:
+    """The program filed under ``key``, built by ``build()`` on a miss (least recently
+    used programs beyond ``MAX_PROGRAMS`` are dropped). The entry holds ``estimator``, so
+    the id in ``key`` stays its own while the entry lives."""
+    if key in _PROGRAMS:
+        _PROGRAMS.move_to_end(key)
+        return _PROGRAMS[key][1]
+    program = build()
+    _PROGRAMS[key] = (estimator, program)
+    while len(_PROGRAMS) > MAX_PROGRAMS:
+        _PROGRAMS.popitem(last=False)
+    return program
+
+
+class _AdamResults(NamedTuple):
+    adam: AdamState
+    est_state: Any
+
+
+class _AdamAscent(tfp.mcmc.TransitionKernel):
+    """Adam up the minibatch score of ``estimator``, as a transition kernel (state:
+    the list of parts), so it runs in the library's loop."""
+
+    def __init__(self, estimator: GradientEstimator, like: Any, learning_rate: Any) -> None:
+        self._parameters = dict(estimator=estimator, like=like, learning_rate=learning_rate)
+
+    @property
+    def parameters(self) -> dict:
+        return self._parameters
+
+    @property
+    def is_calibrated(self) -> bool:
+        return False
+
+    def bootstrap_results(self, init_state: list) -> _AdamResults:
+        p = self._parameters
+        return _AdamResults(
+            adam_init(init_state), p["estimator"].bootstrap(restructure(init_state, p["like"]))
+        )
+
+    def one_step(
+        self, current_state: list, previous_kernel_results: _AdamResults, seed: Any = None
+    ) -> tuple[list, _AdamResults]:
+        p = self._parameters
+        est, est_state = p["estimator"](
+            restructure(current_state, p["like"]), previous_kernel_results.est_state, seed
+        )
+        # Ascent on log π with the minibatch score.
+        x, adam = adam_ascent_step(
+            current_state,
+            est.grads_target_log_prob,
+            previous_kernel_results.adam,
+            p["learning_rate"],
+        )
+        return x, _AdamResults(adam, est_state)
 
 
 class MapResult(NamedTuple):
@@ -90,14 +164,24 @@ def find_map(
     def unflatten(x: tf.Tensor) -> list[tf.Tensor]:
         return [tf.reshape(c, s) for c, s in zip(tf.split(x, sizes), shapes)]
 
+    key = (
+        id(estimator),
+        method,
+        type(initial_state).__name__ if isinstance(initial_state, (list, tuple)) else None,
+        tuple((tuple(p.shape.as_list()), p.dtype.name) for p in parts),
+    )
     if method == "lbfgs":
 
-        @tf.function
-        def value_and_grad(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            est = estimator.full_log_prob_and_gradient(restructure(unflatten(x), initial_state))
-            g = tf.concat([tf.reshape(g, [-1]) for g in est.grads_target_log_prob], 0)
-            return -est.target_log_prob, -g
+        def build_objective() -> Any:
+            @tf.function
+            def value_and_grad(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+                est = estimator.full_log_prob_and_gradient(restructure(unflatten(x), initial_state))
+                g = tf.concat([tf.reshape(g, [-1]) for g in est.grads_target_log_prob], 0)
+                return -est.target_log_prob, -g
 
+            return value_and_grad
+
+        value_and_grad = _cached(key, estimator, build_objective)
         x0 = tf.concat([tf.reshape(p, [-1]) for p in parts], 0)
         f0, g0 = value_and_grad(x0)
         if not bool(tf.math.is_finite(f0)) or not bool(tf.reduce_all(tf.math.is_finite(g0))):
@@ -133,32 +217,23 @@ def find_map(
         pos = restructure(unflatten(position), initial_state)
         return MapResult(pos, -res.objective_value, bool(res.converged), int(res.num_iterations))
 
-    lr = tf.constant(learning_rate, parts[0].dtype)
+    def build_adam() -> Any:
+        # A tf.data iterator has no XLA kernel: an estimator reading one runs as a graph.
+        @tf.function(jit_compile=not _reads_stream(estimator, initial_state))
+        def run(x0: list, seed: tf.Tensor, lr: tf.Tensor, num_steps: tf.Tensor) -> list:
+            kernel = _AdamAscent(estimator, initial_state, lr)
+            out = run_steps(kernel, x0, kernel.bootstrap_results(x0), num_steps, seed, record=False)
+            return out.state
 
-    class _Loop(NamedTuple):
-        x: list
-        adam: AdamState
-        est_state: Any
-        seed: tf.Tensor
+        return run
 
-    # A tf.data iterator has no XLA kernel: an estimator reading one runs as a graph.
-    @tf.function(jit_compile=not _reads_stream(estimator, initial_state))
-    def run(x0: list, seed0: tf.Tensor) -> list:
-        init = _Loop(
-            x0, adam_init(x0), estimator.bootstrap(restructure(x0, initial_state)), seed0
-        )
-
-        def body(s: _Loop) -> tuple[_Loop]:
-            step_seed, next_seed = split_seed(s.seed, 2, "find_map.adam")
-            est, est_state = estimator(restructure(s.x, initial_state), s.est_state, step_seed)
-            # Ascent on log π with the minibatch score.
-            x, adam = adam_ascent_step(s.x, est.grads_target_log_prob, s.adam, lr)
-            return (_Loop(x, adam, est_state, next_seed),)
-
-        (out,) = tf.while_loop(lambda s: s.adam.step < num_steps, body, (init,))
-        return out.x
-
-    x = run(parts, stateless_seed(seed))
+    run = _cached(key, estimator, build_adam)
+    x = run(
+        parts,
+        stateless_seed(seed),
+        tf.constant(learning_rate, parts[0].dtype),
+        tf.constant(num_steps, tf.int32),
+    )
     pos = restructure(list(x), initial_state)
     try:
         lp = estimator.full_log_prob_and_gradient(pos).target_log_prob

@@ -117,6 +117,18 @@ class TuningResult:
     #: [`GradientNoiseReport`][tfp_sgmcmc.diagnostics.GradientNoiseReport];
     #: ``None`` if not derived).
     gradient_noise: Any = field(default=None, repr=False)
+    #: The [`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner] that ran the arms in this
+    #: process (``None`` when they ran elsewhere): `sample` runs its compiled programs.
+    #: Default value: the live runner of ``make_kernel`` and ``arms``, if any (see
+    #: [`runner_for`][tfp_sgmcmc.tuning.runner.runner_for]).
+    runner: Any = field(default=None, repr=False, compare=False)
+    _own_runner: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.runner is None and self.make_kernel is not None:
+            from tfp_sgmcmc.tuning.runner import runner_for
+
+            self.runner = runner_for(self.make_kernel, self.arms, self.chains_per_arm)
 
     # -- derived ------------------------------------------------------------ #
     @property
@@ -200,6 +212,117 @@ class TuningResult:
             raise ValueError("This result has no `make_kernel` to build a kernel with.")
         return self.make_kernel(**{**self.best_arm, **overrides})
 
+    def sample(
+        self,
+        num_results: int,
+        seed: Any = 0,
+        num_burnin_steps: int = 0,
+        thin: int = 1,
+        num_chains: int | None = None,
+        initial_state: Any = None,
+    ) -> Any:
+        """Draws ``num_results`` states with the best arm's kernel, in the tuner's program.
+
+        The tuner compiled one program per structural key (batch size, ...) with the
+        float hyperparameters and the seed as runtime inputs; the best arm's program
+        runs these draws too, so a state of the shape it had in the tuning compiles
+        nothing new. The chain equals
+
+        ```none
+        sample_chain(num_results, initial_state, kernel=result.kernel(), seed=seed,
+                     num_burnin_steps=num_burnin_steps, num_steps_between_results=thin - 1)
+        ```
+
+        ([`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain], the library's seed
+        rule): draw ``r`` is the state after ``1 + num_burnin_steps + r·thin`` kernel
+        steps from ``initial_state``, step ``t`` seeded with ``stateless_fold_in(seed,
+        t)``. When the arms ran in other processes (a Ray executor) or the result was
+        built without a runner, a runner for the best arm is built here on the first
+        call (one compile) and kept for the next.
+
+        Args:
+          num_results: draws to return, ``>= 1``.
+          seed: the chain seed, an int ``>= 0`` or an int32 pair. Default value: ``0``.
+          num_burnin_steps: steps before the first draw's step. Default value: ``0``.
+          thin: keep every ``thin``-th state. Default value: ``1``.
+          num_chains: chains run side by side (a leading ``[num_chains]`` state
+            dimension), each starting from the best arm's last state. The tuner's
+            layout (``num_chains = chains_per_arm``: its chains from their own last
+            states, with no chain dimension for one chain) reuses its program;
+            another count traces it once more for the new shape. Default value:
+            ``None`` (the tuner's layout).
+          initial_state: the start, in place of the best arm's last state(s) (one
+            part or a list of parts, with the chain dimension ``num_chains`` gives).
+            Default value: ``None``.
+
+        Returns:
+          The draws, ``[num_results, ...]`` (``[num_results, num_chains, ...]`` with
+          chains): an array for a one-part state, else a list of arrays.
+
+        Raises:
+          ValueError: ``num_results < 1``, ``num_burnin_steps < 0``, ``thin < 1``,
+            ``num_chains < 1``, a bad ``seed``, no ``make_kernel`` to build the kernel
+            with, or no ``initial_state`` when the best arm diverged.
+
+        Warns:
+          RuntimeWarning: the chain diverged (the draws after it are NaN).
+        """
+        from tfp_sgmcmc.internal.util import check_int
+
+        if num_chains is not None:
+            num_chains = check_int(num_chains, "num_chains", 1)
+        runner, index = self._sampling_runner()
+        if initial_state is None:
+            state = self.final_states[self.best_index]
+            if state is None:
+                raise ValueError(
+                    "The best arm diverged, so it has no last state: pass `initial_state`."
+                )
+            state = [np.asarray(p) for p in state]
+            if num_chains is not None and num_chains != self.chains_per_arm:
+                one = [p[0] if self.chains_per_arm > 1 else p for p in state]
+                state = [np.broadcast_to(p, (num_chains, *p.shape)).copy() for p in one]
+            initial_state = state
+        out = runner.sample(
+            index,
+            num_results,
+            seed,
+            initial_state=initial_state,
+            num_burnin_steps=num_burnin_steps,
+            thin=thin,
+        )
+        if out.diverged:
+            warnings.warn(
+                f"{self.method}: the best arm's chain diverged after {out.steps} steps; the "
+                "draws from there on are NaN. A smaller step size avoids it.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return out.draws[0] if self.single_part else out.draws
+
+    def _sampling_runner(self) -> tuple[Any, int]:
+        """``(runner, arm index)`` that runs the best arm's program (see `sample`)."""
+        if self.runner is not None:
+            return self.runner, self.best_index
+        if self.make_kernel is None:
+            raise ValueError("This result has no `make_kernel` to build a kernel with.")
+        if self._own_runner is None:
+            from tfp_sgmcmc.tuning.runner import ArmRunner
+
+            state = self.final_states[self.best_index]
+            if state is None:
+                raise ValueError("The best arm diverged, so it has no last state to start from.")
+            one = [np.asarray(p)[0] if self.chains_per_arm > 1 else np.asarray(p) for p in state]
+            self._own_runner = ArmRunner(
+                self.make_kernel,
+                [dict(self.best_arm)],
+                one,
+                chains_per_arm=self.chains_per_arm,
+            )
+            # The runner's arm continues from the best arm's last state(s).
+            self._own_runner.arm_states[0].state = [np.asarray(p) for p in state]
+        return self._own_runner, 0
+
     def round_table(self, round_index: int | None = None) -> list[RoundRecord]:
         if round_index is None:
             return list(self.records)
@@ -239,8 +362,7 @@ class TuningResult:
             f"{self.method}: {len(self.arms)} arms, {self.num_rounds} round(s), "
             f"budget {self.budget}, metric {self.metric_name}"
             + (f", eta={self.eta}" if self.eta else ""),
-            f"  best arm #{self.best_index}: {arm_label(self.best_arm)} "
-            f"({self.pick_confidence()})",
+            f"  best arm #{self.best_index}: {arm_label(self.best_arm)} ({self.pick_confidence()})",
             f"  sampling {self.total_sampling_seconds:.2f} s, compile "
             f"{self.total_compile_seconds:.2f} s ({self.num_programs} program(s)), metric "
             f"{self.total_metric_seconds:.2f} s, {self.total_steps} steps",

@@ -39,6 +39,7 @@ step-by-step order; docs/tuning.md, "Tuning on tf.data").
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,13 +49,20 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.data import stream_feeder
-from tfp_sgmcmc.driver.loop import run_steps, step_seed
-from tfp_sgmcmc.internal.util import as_parts, check_int, restructure
+from tfp_sgmcmc.driver.loop import chain_seed, run_steps, step_seed
+from tfp_sgmcmc.internal.util import as_parts, check_int, get_outermost, restructure
 from tfp_sgmcmc.kernels.base import BOOTSTRAP_SEED
 from tfp_sgmcmc.tuning.arms import split_arm, structural_keys
 from tfp_sgmcmc.tuning.budget import Budget, steps_for
 
-__all__ = ["ArmRunner", "ArmState", "RunOutput", "gradient_cost_per_step"]
+__all__ = [
+    "ArmRunner",
+    "ArmState",
+    "RunOutput",
+    "ArmDraws",
+    "gradient_cost_per_step",
+    "runner_for",
+]
 
 #: Share of the remaining wall-clock time (net of the per-call overhead) a chunk is
 #: sized to fill: at 0.5 a chunk that runs twice as slow as its measured rate
@@ -66,15 +74,40 @@ _FILL = 0.5
 FEED_BLOCK_BYTES = 128 << 20
 
 
+#: The runners alive in this process, by their ``make_kernel`` (see `runner_for`).
+_LIVE_RUNNERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def runner_for(make_kernel: Any, arms: list[dict[str, Any]], chains_per_arm: int = 1) -> Any:
+    """The live [`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner] built last in this
+    process with this ``make_kernel`` (the same object), these arms and chains, or
+    ``None``.
+
+    A tuner's result takes it while the tuner's runner is alive, so that
+    [`TuningResult.sample`][tfp_sgmcmc.tuning.results.TuningResult.sample] runs the
+    programs the tuning compiled. The runner holds ``make_kernel``, so the id it is
+    filed under is not reused while it lives.
+    """
+    runner = _LIVE_RUNNERS.get(id(make_kernel))
+    if (
+        runner is None
+        or runner.make_kernel is not make_kernel
+        or runner.chains_per_arm != int(chains_per_arm)
+        or runner.arms != [dict(a) for a in arms]
+    ):
+        return None
+    return runner
+
+
 def _estimator_of(kernel: Any) -> Any:
-    k = kernel
-    for _ in range(8):
-        if hasattr(k, "estimator"):
-            return k.estimator
-        k = getattr(k, "inner_kernel", None)
-        if k is None:
-            break
-    return None
+    """The outermost ``estimator`` of ``kernel`` or of the kernels it wraps (through
+    ``inner_kernel``), ``None`` without one.
+
+    The search is TFP's ``unnest.get_outermost`` (breadth first over the attributes in
+    ``NESTED_ATTRS``), as ported to ``tfp_sgmcmc.internal.util``: TFP 0.25 has no public
+    ``tfp.experimental.unnest``.
+    """
+    return get_outermost(kernel, "estimator")
 
 
 def gradient_cost_per_step(kernel: Any) -> int:
@@ -120,6 +153,25 @@ class RunOutput:
     num_chains: int = 1  # C independent chains per arm (axis 1 of the samples if C > 1)
 
 
+@dataclass
+class ArmDraws:
+    """What [`ArmRunner.sample`][tfp_sgmcmc.tuning.runner.ArmRunner.sample] returns.
+
+    Attributes:
+      draws: the kept states, ``[num_results, ...]`` per part (NaN after a divergence).
+      target_log_prob: the kernel's (stochastic) log-density at each kept state.
+      final_state: the state after the last step run (list of parts).
+      steps: kernel steps run (burn-in included).
+      diverged: the chain stopped on a non-finite state, score or log-density.
+    """
+
+    draws: list[np.ndarray]
+    target_log_prob: np.ndarray
+    final_state: list[np.ndarray]
+    steps: int
+    diverged: bool
+
+
 class _Program:
     """Compiled init + chunk functions for one structural key."""
 
@@ -140,6 +192,8 @@ class _Program:
         self.thin = thin
         self.capacity = capacity  # buffer slots
         self.compiled = False
+        #: Times ``chunk_fn``'s Python body was traced (each trace is one compile).
+        self.traces = 0
         #: A StreamFeeder when the kernel reads tf.data under XLA (set by ``attach_feeder``).
         self.feeder: Any = None
         self.feed_steps = 0  # most steps one fed call runs
@@ -152,12 +206,14 @@ class _Program:
             kernel = build(scalars)
             return kernel.bootstrap_results(restructure(parts, like), seed=seed)
 
-        def chunk_fn(parts, results, seed, num_steps, offset, first_step, scalars):
+        def chunk_fn(parts, results, seed, num_steps, offset, first_step, thin, scalars):
             # The library's one loop (tfp_sgmcmc.driver.loop): step t of the arm's chain
             # (counted over all its rounds) takes stateless_fold_in(arm seed, t), whatever
             # the calls its steps are split into (budgets size the calls; a fed tf.data
-            # program also stops at the end of its block). The seed and the first step
-            # are runtime inputs, so one compiled program serves every call and arm.
+            # program also stops at the end of its block). The seed, the first step and
+            # the thinning are runtime inputs, so one compiled program serves every call
+            # and arm of this structure, and the final sampling of the chosen arm.
+            self.traces += 1
             out = run_steps(
                 build(scalars),
                 restructure(parts, like),
@@ -174,8 +230,12 @@ class _Program:
             # Slot j is last written by the step that completes group j, so it holds
             # the state after every `thin`-th step of the round.
             return (
-                as_parts(out.state), out.kernel_results, as_parts(out.draws), out.trace,
-                out.num_steps, out.diverged,
+                as_parts(out.state),
+                out.kernel_results,
+                as_parts(out.draws),
+                out.trace,
+                out.num_steps,
+                out.diverged,
             )
 
         # The bootstrap is one gradient evaluation: graph mode is enough, and XLA
@@ -347,6 +407,7 @@ class ArmRunner:
             )
             for i, arm in enumerate(self.arms)
         ]
+        _LIVE_RUNNERS[id(make_kernel)] = self
 
     # ------------------------------------------------------------------ #
     def _program(self, arm: dict[str, Any]) -> tuple[_Program, dict[str, tf.Tensor], tuple]:
@@ -386,14 +447,167 @@ class ArmRunner:
         seed = step_seed(tf.constant(st.seed, tf.int32), st.total_steps)
         return tfp.random.sanitize_seed(seed, salt="tuning.restart")
 
+    def _compile(
+        self, prog: _Program, index: int, parts: list[tf.Tensor], scalars: dict[str, tf.Tensor]
+    ) -> float:
+        """Traces and compiles ``prog`` on its first use (seconds taken; ``0.0`` after).
+
+        The first call runs one step whose output is discarded, so no chain advances
+        (a ``tf.data`` stream does, by the batches the bootstrap and the step read).
+        """
+        if prog.compiled:
+            return 0.0
+        t0 = time.perf_counter()
+        if self._stream_jit is not None:
+            # tf.data sources: XLA chunks fed from prefetched blocks (before any
+            # graph that reads the source is traced).
+            prog.attach_feeder(
+                self.kernels[index], parts, self.max_steps_per_call, self._stream_jit
+            )
+        r = prog.init_fn(parts, tf.constant([0, 0], tf.int32), scalars)
+        out = prog.chunk_fn(
+            parts,
+            r,
+            tf.constant([0, 1], tf.int32),
+            tf.constant(1),
+            tf.constant(0),
+            tf.constant(0),
+            tf.constant(self.thin),
+            scalars,
+        )
+        out[4].numpy()
+        compile_s = time.perf_counter() - t0
+        have = r.target_log_prob.shape.as_list()
+        if int(np.prod(have, dtype=np.int64)) != self.chains_per_arm:
+            raise ValueError(
+                f"`init_state` must be one chain (log-density of one element, here of "
+                f"shape {have}): the "
+                "tuner starts every arm's chain(s) from it (use `chains_per_arm` for "
+                "several); reshape it to one chain."
+            )
+        prog.compiled = True
+        return compile_s
+
+    @property
+    def num_traces(self) -> int:
+        """How many times the chunk programs this runner used were traced (each trace
+        is one XLA compile under ``jit_compile``)."""
+        return sum(self._programs[k].traces for k in self._used if k in self._programs)
+
+    def sample(
+        self,
+        index: int,
+        num_results: int,
+        seed: Any,
+        initial_state: Any = None,
+        num_burnin_steps: int = 0,
+        thin: int = 1,
+    ) -> ArmDraws:
+        """Draws ``num_results`` states of arm ``index``'s kernel with its compiled program.
+
+        The arm's structural key picks the program its tuning rounds ran (compiled on
+        first use, when the arm never ran), so no new program is traced when the state
+        has the shape it had in the tuning. The chain is
+        [`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain]'s with the arm's kernel,
+        ``current_state=initial_state``, ``seed``, ``num_burnin_steps`` and
+        ``num_steps_between_results = thin - 1``: the sampler state is bootstrapped as
+        there, step ``t`` (burn-in included) takes ``stateless_fold_in(seed, t)``, and
+        draw ``r`` is the state after ``1 + num_burnin_steps + r·thin`` steps. The steps
+        run in calls of at most the program's buffer (``capacity·thin`` steps); the
+        arm's own chain (its state between rounds) is left as it is.
+
+        Args:
+          index: the arm.
+          num_results: draws to return, ``>= 1``.
+          seed: the chain seed (an int ``>= 0`` or an int pair, see
+            [`chain_seed`][tfp_sgmcmc.driver.loop.chain_seed]).
+          initial_state: the start (list of parts, or one tensor). Default value:
+            ``None`` (the arm's last state).
+          num_burnin_steps: steps before the first draw is counted. Default value: ``0``.
+          thin: keep every ``thin``-th state. Default value: ``1``.
+
+        Returns:
+          An [`ArmDraws`][tfp_sgmcmc.tuning.runner.ArmDraws]. A chain that diverges
+          stops there; the draws it did not reach are NaN.
+
+        Raises:
+          ValueError: ``num_results < 1``, ``num_burnin_steps < 0``, ``thin < 1``, a bad
+            ``seed``, or no ``initial_state`` for an arm that diverged.
+        """
+        num_results = check_int(num_results, "num_results", 1)
+        num_burnin_steps = check_int(num_burnin_steps, "num_burnin_steps", 0)
+        thin = check_int(thin, "thin", 1)
+        seed = tf.constant(chain_seed(seed), tf.int32)
+        st = self.arm_states[index]
+        if initial_state is None:
+            if st.diverged:
+                raise ValueError(
+                    f"Arm {index} diverged, so it has no last state: pass `initial_state`."
+                )
+            parts = [tf.constant(p) for p in st.state]
+        else:
+            parts = [
+                tf.convert_to_tensor(p, dtype=q.dtype)
+                for p, q in zip(as_parts(initial_state), st.state)
+            ]
+        prog, scalars, _ = self._program(st.arm)
+        self._compile(prog, index, parts, scalars)
+        results = prog.init_fn(parts, tf.constant(BOOTSTRAP_SEED, tf.int32), scalars)
+        total = num_burnin_steps + (num_results - 1) * thin + 1
+        samples: list[list[np.ndarray]] = [[] for _ in parts]
+        lps: list[np.ndarray] = []
+        kept = 0
+        done = 0
+        diverged = False
+        while done < total:
+            if done < num_burnin_steps:
+                # Burn-in: nothing kept (a period longer than the call keeps no slot).
+                n = min(num_burnin_steps - done, self.max_steps_per_call)
+                period, offset = n + 1, 0
+            else:
+                # Kept: the steps s with (s - num_burnin_steps) % thin == 0.
+                period = thin
+                offset = (done - num_burnin_steps + thin - 1) % thin
+                n = min(total - done, self.capacity * thin - offset)
+            n = prog.steps_now(n)
+            parts, results, bufs, lp_buf, k, div = prog.chunk_fn(
+                parts,
+                results,
+                seed,
+                tf.constant(n),
+                tf.constant(offset),
+                tf.constant(done),
+                tf.constant(period),
+                scalars,
+            )
+            k = int(k.numpy())
+            if done >= num_burnin_steps:
+                m = min((offset + k) // thin, num_results - kept)
+                for i, b in enumerate(bufs):
+                    samples[i].append(b[:m].numpy())
+                lps.append(lp_buf[:m].numpy())
+                kept += m
+            done += k
+            if bool(div.numpy()):
+                diverged = True
+                break
+        final = [p.numpy() for p in parts]
+        draws = [
+            np.concatenate(s, axis=0) if s else np.zeros([0, *p.shape], p.dtype)
+            for s, p in zip(samples, final)
+        ]
+        lp = np.concatenate(lps, axis=0) if lps else np.zeros([0])
+        if kept < num_results:  # stopped on a divergence: the rest is NaN
+            draws = [_pad_nan(d, num_results, p.shape) for d, p in zip(draws, final)]
+            lp = _pad_nan(lp, num_results, np.shape(results.target_log_prob))
+        return ArmDraws(draws, lp, final, done, diverged)
+
     def steps_for(self, index: int, amount: float, budget: Budget) -> int:
         """Steps arm ``index`` runs for ``amount`` of a deterministic budget (see
         [`steps_for`][tfp_sgmcmc.tuning.budget.steps_for])."""
         return steps_for(amount, budget, self.costs[index], self.chains_per_arm)
 
-    def run(
-        self, index: int, amount: float, budget: Budget, screening: bool = False
-    ) -> RunOutput:
+    def run(self, index: int, amount: float, budget: Budget, screening: bool = False) -> RunOutput:
         """Run arm ``index`` for ``amount`` (in ``budget.unit``) from its last state.
 
         A fresh sampler state (momentum, thermostat, minibatch position) is
@@ -412,38 +626,18 @@ class ArmRunner:
         st = self.arm_states[index]
         prog, scalars, key = self._program(st.arm)
         parts = [tf.constant(p) for p in st.state]
-        compile_s = 0.0
-        if not prog.compiled:
-            t0 = time.perf_counter()
-            if self._stream_jit is not None:
-                # tf.data sources: XLA chunks fed from prefetched blocks (before any
-                # graph that reads the source is traced).
-                prog.attach_feeder(
-                    self.kernels[index], parts, self.max_steps_per_call, self._stream_jit
-                )
-            r = prog.init_fn(parts, tf.constant([0, 0], tf.int32), scalars)
-            out = prog.chunk_fn(
-                parts, r, tf.constant([0, 1], tf.int32), tf.constant(1), tf.constant(0),
-                tf.constant(0), scalars,
-            )
-            # Discard: the chain does not advance (a tf.data stream does, by the batches
-            # the bootstrap and the step read, on either path).
-            out[4].numpy()
-            compile_s = time.perf_counter() - t0
-            have = r.target_log_prob.shape.as_list()
-            if int(np.prod(have, dtype=np.int64)) != self.chains_per_arm:
-                raise ValueError(
-                    f"`init_state` must be one chain (log-density of one element, here of "
-                    f"shape {have}): the "
-                    "tuner starts every arm's chain(s) from it (use `chains_per_arm` for "
-                    "several); reshape it to one chain."
-                )
-            prog.compiled = True
+        compile_s = self._compile(prog, index, parts, scalars)
         lp_shape = [self.chains_per_arm] if self.chains_per_arm > 1 else []
         if st.diverged:
-            return RunOutput([np.zeros([0, *p.shape], p.dtype) for p in st.state],
-                             np.zeros([0, *lp_shape]), 0, 0.0, compile_s, True,
-                             num_chains=self.chains_per_arm)
+            return RunOutput(
+                [np.zeros([0, *p.shape], p.dtype) for p in st.state],
+                np.zeros([0, *lp_shape]),
+                0,
+                0.0,
+                compile_s,
+                True,
+                num_chains=self.chains_per_arm,
+            )
 
         samples: list[list[np.ndarray]] = [[] for _ in parts]
         lps: list[np.ndarray] = []
@@ -485,8 +679,14 @@ class ArmRunner:
             t0 = time.perf_counter()
             n = prog.steps_now(n)  # a fed program runs at most the steps its block holds
             parts, results, bufs, lp_buf, k, div = prog.chunk_fn(
-                parts, results, arm_seed, tf.constant(n), tf.constant(offset),
-                tf.constant(st.total_steps + done), scalars,
+                parts,
+                results,
+                arm_seed,
+                tf.constant(n),
+                tf.constant(offset),
+                tf.constant(st.total_steps + done),
+                tf.constant(self.thin),
+                scalars,
             )
             k = int(k.numpy())  # synchronises the device
             div = bool(div.numpy())
@@ -537,3 +737,10 @@ class ArmRunner:
         return RunOutput(
             out_samples, lp, done, elapsed, compile_s, diverged, num_chains=self.chains_per_arm
         )
+
+
+def _pad_nan(x: np.ndarray, n: int, shape: Any) -> np.ndarray:
+    """``x`` (``[m, *shape]``) followed by NaN up to ``n`` rows."""
+    dtype = x.dtype if x.dtype.kind in "fc" else np.float32
+    pad = np.full([n - x.shape[0], *shape], np.nan, dtype)
+    return np.concatenate([x.astype(dtype), pad], axis=0)
