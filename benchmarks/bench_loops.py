@@ -207,7 +207,7 @@ def compile_counts(est: sg.MinibatchEstimator, init: tf.Tensor) -> dict[str, Any
     (prog,) = runner._programs.values()
     runner_calls = [
         ([init], prog.init_fn([init], s, {"step_size": tf.constant(e)}), s, tf.constant(9),
-         tf.constant(0), t, {"step_size": tf.constant(e)})
+         tf.constant(0), t, tf.constant(2), {"step_size": tf.constant(e)})
         for s, t, e in zip(seeds, starts, (1e-7, 3e-7, 1e-6, 3e-6))
     ]
     return {
