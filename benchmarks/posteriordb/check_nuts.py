@@ -48,13 +48,10 @@ posterior misses the tolerances.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -63,25 +60,17 @@ import tensorflow_probability as tfp
 
 tfd = tfp.distributions
 
+try:
+    from benchmarks._load import load
+except ImportError:  # run by path: the repository root is not on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks._load import load
+
 HERE = Path(__file__).resolve().parent
 
 
-def _load(module: str, path: Path) -> ModuleType:
-    """``benchmarks.<module>`` imported by name, or by path when run as a script."""
-    try:
-        return importlib.import_module(f"benchmarks.{module}")
-    except ImportError:
-        name = "_posteriordb_" + module.replace(".", "_")
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod
-
-
-models = _load("posteriordb.models", HERE / "models.py")
-common = _load("_common", HERE.parent / "_common.py")
+models = load("posteriordb.models")
+common = load("_common")
 
 MEAN_TOLERANCE = 0.1
 SD_RATIO_RANGE = (0.9, 1.1)
@@ -132,9 +121,7 @@ class UnconstrainedTarget:
         return self.m.prior.log_prob(theta) + log_lik + ldj
 
 
-def laplace(
-    target: UnconstrainedTarget, max_iterations: int = 200
-) -> tuple[tf.Tensor, tf.Tensor]:
+def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.Tensor, tf.Tensor]:
     """The mode ``ẑ`` of ``target`` and the Cholesky factor ``L`` of ``(-∇² log π_z(ẑ))⁻¹``.
 
     Damped Newton from ``z = 0`` (Levenberg-Marquardt: ``-∇²`` plus ``λ I`` until it is
@@ -272,8 +259,12 @@ def run_windowed(
 
     def sample(seed: tf.Tensor) -> Any:
         return tfp.experimental.mcmc.windowed_adaptive_nuts(
-            num_results, model, n_chains=num_chains, num_adaptation_steps=num_warmup,
-            seed=seed, y=y,
+            num_results,
+            model,
+            n_chains=num_chains,
+            num_adaptation_steps=num_warmup,
+            seed=seed,
+            y=y,
         )
 
     fn = tf.function(sample, jit_compile=jit, autograph=False)
@@ -338,7 +329,12 @@ def summarise(m: Any, draws: dict[str, np.ndarray]) -> dict[str, Any]:
 
 
 def run_one(
-    name: str, method: str, num_results: int, num_chains: int, num_warmup: int, seed: int,
+    name: str,
+    method: str,
+    num_results: int,
+    num_chains: int,
+    num_warmup: int,
+    seed: int,
     jit: bool,
 ) -> dict[str, Any]:
     """NUTS on posterior ``name`` and its comparison with the reference."""
@@ -379,8 +375,9 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--posteriors", nargs="+", default=list(models.NAMES),
-                        choices=list(models.NAMES))
+    parser.add_argument(
+        "--posteriors", nargs="+", default=list(models.NAMES), choices=list(models.NAMES)
+    )
     parser.add_argument("--method", default="dense", choices=METHODS)
     parser.add_argument("--num-results", type=int, default=1000, help="draws per chain")
     parser.add_argument("--num-chains", type=int, default=4)
@@ -393,12 +390,23 @@ def main(argv: list[str] | None = None) -> int:
     load_start = common.load_average()
     results = []
     for name in args.posteriors:
-        common.log(f"{name}: {args.method}, {args.num_chains} chains x ({args.num_warmup} "
-                   f"warm-up + {args.num_results}) NUTS steps ...")
-        r = run_one(name, args.method, args.num_results, args.num_chains, args.num_warmup,
-                    args.seed, jit=not args.no_jit)
-        common.log(f"  {r['wall_s']:.1f} s, max|z| {r['max_abs_z_mean']:.3f}, sd ratio "
-                   f"[{r['min_sd_ratio']:.3f}, {r['max_sd_ratio']:.3f}]")
+        common.log(
+            f"{name}: {args.method}, {args.num_chains} chains x ({args.num_warmup} "
+            f"warm-up + {args.num_results}) NUTS steps ..."
+        )
+        r = run_one(
+            name,
+            args.method,
+            args.num_results,
+            args.num_chains,
+            args.num_warmup,
+            args.seed,
+            jit=not args.no_jit,
+        )
+        common.log(
+            f"  {r['wall_s']:.1f} s, max|z| {r['max_abs_z_mean']:.3f}, sd ratio "
+            f"[{r['min_sd_ratio']:.3f}, {r['max_sd_ratio']:.3f}]"
+        )
         results.append(r)
     common.log(table(results))
     doc = {

@@ -28,16 +28,19 @@ The exit status is 1 when a run is not acceptable.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+try:
+    from benchmarks._load import load
+except ImportError:  # run by path: the repository root is not on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks._load import load
 
 HERE = Path(__file__).resolve().parent
 
@@ -45,22 +48,8 @@ MEAN_TOLERANCE = 0.2
 SD_RATIO_RANGE = (0.8, 1.25)
 
 
-def _load(module: str, path: Path) -> ModuleType:
-    """``benchmarks.<module>`` imported by name, or by path when run as a script."""
-    try:
-        return importlib.import_module(f"benchmarks.{module}")
-    except ImportError:
-        name = "_real_posteriors_" + module.replace(".", "_")
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod
-
-
-models = _load("real_posteriors.models", HERE / "models.py")
-common = _load("_common", HERE.parent / "_common.py")
+models = load("real_posteriors.models")
+common = load("_common")
 
 
 def accuracy(
@@ -71,10 +60,13 @@ def accuracy(
     flat = model.flatten(draws)
     if set(flat) != set(reference):
         raise ValueError(f"{model.name}: draws {sorted(flat)} != reference {sorted(reference)}")
-    errs = {k: abs(float(np.mean(flat[k], dtype=np.float64)) - r.mean) / r.sd
-            for k, r in reference.items()}
-    ratios = {k: float(np.std(np.asarray(flat[k], np.float64))) / r.sd
-              for k, r in reference.items()}
+    errs = {
+        k: abs(float(np.mean(flat[k], dtype=np.float64)) - r.mean) / r.sd
+        for k, r in reference.items()
+    }
+    ratios = {
+        k: float(np.std(np.asarray(flat[k], np.float64))) / r.sd for k, r in reference.items()
+    }
     worst = max(errs, key=errs.__getitem__)
     lo, hi = min(ratios, key=ratios.__getitem__), max(ratios, key=ratios.__getitem__)
     return {
@@ -100,13 +92,19 @@ def run_one(name: str, dtype: str, seed: int, num_results: int = 1000) -> dict[s
     post = sg.JointPosterior(model.prior, model.likelihood_fn, model.data, batch_size=32)
     t0 = time.perf_counter()
     try:
-        res = sg.sample_posterior(post, num_results=num_results, num_chains=4, seed=seed,
-                                  progress=False)
+        res = sg.sample_posterior(
+            post, num_results=num_results, num_chains=4, seed=seed, progress=False
+        )
     except RuntimeError as e:
         return {
-            "posterior": name, "dtype": dtype, "N": model.num_examples,
-            "d": model.num_parameters, "verdict": "raised", "reasons": [str(e)],
-            "seconds": round(time.perf_counter() - t0, 2), "accurate": False,
+            "posterior": name,
+            "dtype": dtype,
+            "N": model.num_examples,
+            "d": model.num_parameters,
+            "verdict": "raised",
+            "reasons": [str(e)],
+            "seconds": round(time.perf_counter() - t0, 2),
+            "accurate": False,
             "acceptable": True,
         }
     wall = time.perf_counter() - t0
@@ -122,8 +120,11 @@ def run_one(name: str, dtype: str, seed: int, num_results: int = 1000) -> dict[s
         "seconds": round(wall, 2),
         **{f"seconds_{k}": round(float(v), 2) for k, v in res.timings.items()},
         **accuracy(model, res.draws),
-        "diagnostics": {k: float(v) for k, v in res.diagnostics.items()
-                        if np.ndim(v) == 0 and isinstance(v, int | float | np.number)},
+        "diagnostics": {
+            k: float(v)
+            for k, v in res.diagnostics.items()
+            if np.ndim(v) == 0 and isinstance(v, int | float | np.number)
+        },
         "notes": list(res.notes),
     }
     out["acceptable"] = bool(out["accurate"] or res.verdict != "ok")
@@ -132,10 +133,12 @@ def run_one(name: str, dtype: str, seed: int, num_results: int = 1000) -> dict[s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--posteriors", nargs="+", default=list(models.NAMES),
-                        choices=list(models.NAMES))
-    parser.add_argument("--dtypes", nargs="+", default=["float64", "float32"],
-                        choices=["float64", "float32"])
+    parser.add_argument(
+        "--posteriors", nargs="+", default=list(models.NAMES), choices=list(models.NAMES)
+    )
+    parser.add_argument(
+        "--dtypes", nargs="+", default=["float64", "float32"], choices=["float64", "float32"]
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-results", type=int, default=1000)
     parser.add_argument("--json", default=None, help="also write the JSON document here")
@@ -150,17 +153,24 @@ def main(argv: list[str] | None = None) -> int:
             if r["verdict"] == "raised":
                 common.log(f"  raised after {r['seconds']:.1f} s: {r['reasons'][0]}")
             else:
-                common.log(f"  {r['verdict']}, mean error {r['max_mean_error']:.3f}, sd ratio "
-                           f"{r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}, "
-                           f"{r['seconds']:.1f} s")
+                common.log(
+                    f"  {r['verdict']}, mean error {r['max_mean_error']:.3f}, sd ratio "
+                    f"{r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}, "
+                    f"{r['seconds']:.1f} s"
+                )
             rows.append(r)
     doc = {
         "benchmark": "real_posteriors_sample_posterior",
         "what": "sg.sample_posterior (defaults, 4 chains x num_results) on posteriors of "
         "scikit-learn's bundled data sets against dense-metric NUTS references "
         "(benchmarks/real_posteriors/README.md)",
-        "config": {"seed": args.seed, "num_results": args.num_results, "num_chains": 4,
-                   "mean_tolerance": MEAN_TOLERANCE, "sd_ratio_range": list(SD_RATIO_RANGE)},
+        "config": {
+            "seed": args.seed,
+            "num_results": args.num_results,
+            "num_chains": 4,
+            "mean_tolerance": MEAN_TOLERANCE,
+            "sd_ratio_range": list(SD_RATIO_RANGE),
+        },
         "environment": common.environment(),
         "load_average": {"start": load_start, "end": common.load_average()},
         "results": rows,
@@ -170,12 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             f.write(json.dumps(doc, indent=2) + "\n")
-    print("| posterior | dtype | verdict | max mean err | sd ratio | s | reasons |",
-          file=sys.stderr)
+    print(
+        "| posterior | dtype | verdict | max mean err | sd ratio | s | reasons |", file=sys.stderr
+    )
     for r in rows:
         err = f"{r['max_mean_error']:.3f}" if "max_mean_error" in r else "-"
-        sd = (f"{r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}" if "sd_ratio_min" in r
-              else "-")
+        sd = f"{r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}" if "sd_ratio_min" in r else "-"
         print(
             f"| {r['posterior']} | {r['dtype']} | {r['verdict']} | {err} | {sd} | "
             f"{r['seconds']:.1f} | {'; '.join(r['reasons'])} |",

@@ -30,18 +30,21 @@ kept); the JSON document goes to standard output and a table to standard error.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
+
+try:
+    from benchmarks._load import load
+except ImportError:  # run by path: the repository root is not on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks._load import load
 
 HERE = Path(__file__).resolve().parent
 
@@ -49,23 +52,9 @@ MAX_RHAT = 1.01
 MIN_ESS = 1000.0
 
 
-def _load(module: str, path: Path) -> ModuleType:
-    """``benchmarks.<module>`` imported by name, or by path when run as a script."""
-    try:
-        return importlib.import_module(f"benchmarks.{module}")
-    except ImportError:
-        name = "_real_posteriors_" + module.replace(".", "_")
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod
-
-
-models = _load("real_posteriors.models", HERE / "models.py")
-check_nuts = _load("posteriordb.check_nuts", HERE.parent / "posteriordb" / "check_nuts.py")
-common = _load("_common", HERE.parent / "_common.py")
+models = load("real_posteriors.models")
+check_nuts = load("posteriordb.check_nuts")
+common = load("_common")
 
 
 def summarise(flat: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
@@ -90,16 +79,22 @@ def summarise(flat: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
 
 
 def run_dense(
-    m: Any, num_results: int, num_chains: int, num_warmup: int, seed: int,
+    m: Any,
+    num_results: int,
+    num_chains: int,
+    num_warmup: int,
+    seed: int,
     target_accept_prob: float = 0.8,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """NUTS on ``w``, ``z = ẑ + L w``, in the coordinates of ``m.reference_bijectors``."""
     target = check_nuts.UnconstrainedTarget(m)
     if m.reference_bijectors:
-        target.bijector = tfp.bijectors.JointMap({
-            k: m.reference_bijectors.get(k) or d.experimental_default_event_space_bijector()
-            for k, d in m.prior.model.items()
-        })
+        target.bijector = tfp.bijectors.JointMap(
+            {
+                k: m.reference_bijectors.get(k) or d.experimental_default_event_space_bijector()
+                for k, d in m.prior.model.items()
+            }
+        )
     mode, chol = check_nuts.laplace(target)
 
     def to_z(w: tf.Tensor) -> tf.Tensor:
@@ -112,11 +107,15 @@ def run_dense(
             lambda w: target(to_z(w)), step_size=tf.constant(0.5, mode.dtype), max_tree_depth=10
         )
         kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
-            nuts, num_adaptation_steps=int(0.8 * num_warmup),
+            nuts,
+            num_adaptation_steps=int(0.8 * num_warmup),
             target_accept_prob=target_accept_prob,
         )
         w, trace = tfp.mcmc.sample_chain(
-            num_results, w0, kernel=kernel, num_burnin_steps=num_warmup,
+            num_results,
+            w0,
+            kernel=kernel,
+            num_burnin_steps=num_warmup,
             trace_fn=lambda _, r: {
                 "diverging": r.inner_results.has_divergence,
                 "n_steps": r.inner_results.leapfrogs_taken,
@@ -162,24 +161,26 @@ def run_one(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--posteriors", nargs="+", default=list(models.NAMES),
-                        choices=list(models.NAMES))
+    parser.add_argument(
+        "--posteriors", nargs="+", default=list(models.NAMES), choices=list(models.NAMES)
+    )
     parser.add_argument("--num-results", type=int, default=2000, help="draws per chain")
     parser.add_argument("--num-chains", type=int, default=4)
     parser.add_argument("--num-warmup", type=int, default=1000, help="warm-up steps per chain")
     parser.add_argument("--seed", type=int, default=20251127)
-    parser.add_argument("--write", default=None,
-                        help="merge the summaries into this reference file")
+    parser.add_argument(
+        "--write", default=None, help="merge the summaries into this reference file"
+    )
     args = parser.parse_args(argv)
 
     load_start = common.load_average()
     results = {}
     for name in args.posteriors:
-        common.log(f"{name}: {args.num_chains} chains x ({args.num_warmup} warm-up + "
-                   f"{args.num_results}) dense-metric NUTS steps ...")
-        results[name] = run_one(
-            name, args.num_results, args.num_chains, args.num_warmup, args.seed
+        common.log(
+            f"{name}: {args.num_chains} chains x ({args.num_warmup} warm-up + "
+            f"{args.num_results}) dense-metric NUTS steps ..."
         )
+        results[name] = run_one(name, args.num_results, args.num_chains, args.num_warmup, args.seed)
     config = {
         "sampler": "tfp.mcmc.NoUTurnSampler, dense metric from the Laplace fit, "
         "dual-averaging step size (target acceptance 0.8), max tree depth 10, XLA",
@@ -200,8 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": {"start": load_start, "end": common.load_average()},
         "posteriors": results,
     }
-    lines = [f"{'posterior':24s} {'N':>4s} {'d':>3s} {'minESS':>7s} {'Rhat':>6s} {'div':>4s} "
-             f"{'leapfr':>7s} {'wall s':>7s} usable"]
+    lines = [
+        f"{'posterior':24s} {'N':>4s} {'d':>3s} {'minESS':>7s} {'Rhat':>6s} {'div':>4s} "
+        f"{'leapfr':>7s} {'wall s':>7s} usable"
+    ]
     for name, r in results.items():
         n = r["nuts"]
         lines.append(
@@ -217,8 +220,11 @@ def main(argv: list[str] | None = None) -> int:
         runs = dict(merged.get("runs", {}))
         for name, r in results.items():
             posteriors[name] = r
-            runs[name] = {"config": config, "environment": doc["environment"],
-                          "load_average": doc["load_average"]}
+            runs[name] = {
+                "config": config,
+                "environment": doc["environment"],
+                "load_average": doc["load_average"],
+            }
         out = {"what": doc["what"], "posteriors": posteriors, "runs": runs}
         path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(doc, indent=2))
