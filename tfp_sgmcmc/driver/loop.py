@@ -3,8 +3,11 @@ r"""The one loop every chain runs in, and its seed rule.
 Every entry point that runs a kernel for many steps runs
 [`run_steps`][tfp_sgmcmc.driver.loop.run_steps]:
 [`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain], the long-run driver
-([`sample`][tfp_sgmcmc.driver.sample] and [`ChunkedChain`][tfp_sgmcmc.driver.ChunkedChain])
-and the tuner's arms ([`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner]).
+([`sample`][tfp_sgmcmc.driver.sample] and [`ChunkedChain`][tfp_sgmcmc.driver.ChunkedChain]),
+the tuner's arms ([`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner]) and the final draws
+of a tuning result, in the program that ran its best arm
+([`TuningResult.sample`][tfp_sgmcmc.tuning.results.TuningResult.sample]), and Adam in
+[`find_map`][tfp_sgmcmc.estimators.find_map].
 
 **The seed rule.** Step ``t`` of a chain (``t = 0, 1, …`` counted over the whole chain,
 burn-in included) steps the kernel with
@@ -17,8 +20,8 @@ where ``chain_seed`` is the run's ``int32`` pair (a Python int ``s >= 0`` maps t
 ``[s >> 31, s & (2**31 - 1)]``, see [`chain_seed`][tfp_sgmcmc.driver.loop.chain_seed]).
 A step's seed depends on the chain seed and the step's index only, so a chain does not
 depend on how its steps are split into calls: the same kernel, start and seed give the
-same chain through ``sample_chain``, the driver with any ``chunk_size`` (resumed or not)
-and a tuner arm run for any number of rounds.
+same chain through ``sample_chain``, the driver with any ``chunk_size`` (resumed or not),
+a tuner arm run for any number of rounds and a tuning result's final draws.
 
 **The compatibility rule** ``seed_rule="tfp"`` is ``tfp.mcmc.sample_chain``'s: the seed
 is sanitised with the salt ``"mcmc.sample_chain"`` and every step splits it in two
@@ -225,6 +228,7 @@ def run_steps(
             )
             for leaf in tf.nest.flatten(probe)
         ]
+
         # What a step that is not kept writes in the trace's slots (never kept). Built in
         # the step (not captured from outside the loop): XLA then names its constants alike
         # in every call's program.
@@ -267,8 +271,15 @@ def run_steps(
     i, carry_seed, state, results, arrays, rstate, diverged = tf.while_loop(
         cond,
         body,
-        (tf.constant(0, tf.int32), carry_seed, state, kernel_results, arrays, rstate,
-         tf.constant(False)),
+        (
+            tf.constant(0, tf.int32),
+            carry_seed,
+            state,
+            kernel_results,
+            arrays,
+            rstate,
+            tf.constant(False),
+        ),
         parallel_iterations=parallel_iterations,
     )
     draws, traced = None, ()

@@ -145,7 +145,8 @@ def find_map(
       method: ``"lbfgs"`` or ``"adam"``. Default value: ``"lbfgs"``.
       num_steps: maximum L-BFGS iterations, or Adam steps. Default value: ``500``.
       learning_rate: Adam's step. Default value: ``1e-2``.
-      seed: stateless seed for Adam's minibatches. Default value: ``0``.
+      seed: stateless seed of Adam's minibatches (an int ``>= 0`` or an int32 pair):
+        step ``t`` draws with ``stateless_fold_in(seed, t)``. Default value: ``0``.
       tolerance: L-BFGS gradient tolerance. Default value: ``1e-8``.
 
     Raises:
