@@ -35,11 +35,14 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import h5py
 import keras
 import numpy as np
 import tensorflow as tf
@@ -47,6 +50,7 @@ import tensorflow as tf
 from tfp_sgmcmc.data import DatasetData, InMemoryData
 from tfp_sgmcmc.diagnostics import model_averaged_probabilities
 from tfp_sgmcmc.diagnostics.calibration import predictive_metrics
+from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
 from tfp_sgmcmc.estimators import MinibatchEstimator
 from tfp_sgmcmc.internal.util import check_int, check_positive
 
@@ -542,6 +546,13 @@ _BN_BATCHES = 200
 #: Draws kept for the validation metrics at an epoch's end (evenly spaced).
 _VALIDATION_DRAWS = 20
 _SAMPLE_BURN_IN = 0.2
+#: Steps per compiled call at most, and the bytes of stacked batches one call may take.
+_MAX_STEPS_PER_CALL = 32
+_BLOCK_BYTES = 32 * 2**20
+#: Bytes of draws ``predict`` and ``evaluate`` read at a time from a run directory.
+_READ_BYTES = 64 * 2**20
+#: The ``writer`` attribute of a run directory's ``samples.h5`` written by ``fit``.
+_STORE_WRITER = "tfp_sgmcmc.keras.BayesianModel"
 #: Power iterations (one minibatch Hessian-vector product each) for the stiffest curvature.
 _POWER_ITERATIONS = 20
 
@@ -606,8 +617,10 @@ class _Concrete:
             lambda a: a if isinstance(a, tf.Tensor) else tf.convert_to_tensor(a), args
         )
         flat = tf.nest.flatten(args)
-        key = (str(tf.nest.map_structure(lambda _: 0, args)),
-               tuple((t.dtype, tuple(t.shape)) for t in flat))
+        key = (
+            str(tf.nest.map_structure(lambda _: 0, args)),
+            tuple((t.dtype, tuple(t.shape)) for t in flat),
+        )
         fn = self._cache.get(key)
         if fn is None:
             fn = self._cache[key] = self._fn.get_concrete_function(*args)
@@ -642,8 +655,7 @@ class _Source:
         if isinstance(x, tf.data.Dataset):
             if y is not None:
                 raise ValueError(
-                    f"`y` must be None when `{name}` is a tf.data dataset (it yields (x, y) "
-                    "pairs)."
+                    f"`y` must be None when `{name}` is a tf.data dataset (it yields (x, y) pairs)."
                 )
             self.dataset = x
             card = int(x.cardinality())
@@ -718,23 +730,13 @@ class _Source:
         n = _rows(self.x)
         return self._rng.permutation(n) if self.shuffle else np.arange(n)
 
-    def epoch(self, max_steps: int | None = None) -> Any:
-        """Yields ``(x, y)`` host batches (unpadded) for one epoch, or ``max_steps`` of it."""
+    def epoch(self, max_steps: int | None = None, indices: bool = False) -> Any:
+        """Yields ``(x, y)`` host batches (unpadded) for one epoch, or ``max_steps`` of it;
+        with ``indices`` (arrays only), each batch's row indices instead."""
         steps = self.steps if max_steps is None else min(self.steps, max_steps)
         if self.dataset is None:
-            if not self.streaming:
-                # One pass over a fresh permutation, the last batch possibly partial.
-                perm = self._permutation()
-                for k in range(steps):
-                    idx = perm[k * self.batch_size : (k + 1) * self.batch_size]
-                    yield _take(self.x, idx), self.y[idx]
-                return
-            # steps_per_epoch given: full batches from a stream of permutations.
-            for _ in range(steps):
-                while self._order.size < self.batch_size:
-                    self._order = np.concatenate([self._order, self._permutation()])
-                idx, self._order = self._order[: self.batch_size], self._order[self.batch_size :]
-                yield _take(self.x, idx), self.y[idx]
+            for idx in self._epoch_indices(steps):
+                yield idx if indices else (_take(self.x, idx), self.y[idx])
             return
         source = self._iterator if self.repeating else iter(self.dataset)
         for k, element in enumerate(source):
@@ -742,6 +744,20 @@ class _Source:
                 break
             xb, yb = self._split(element, "x")
             yield tf.nest.map_structure(np.asarray, xb), np.asarray(yb)
+
+    def _epoch_indices(self, steps: int) -> Any:
+        if not self.streaming:
+            # One pass over a fresh permutation, the last batch possibly partial.
+            perm = self._permutation()
+            for k in range(steps):
+                yield perm[k * self.batch_size : (k + 1) * self.batch_size]
+            return
+        # steps_per_epoch given: full batches from a stream of permutations.
+        for _ in range(steps):
+            while self._order.size < self.batch_size:
+                self._order = np.concatenate([self._order, self._permutation()])
+            idx, self._order = self._order[: self.batch_size], self._order[self.batch_size :]
+            yield idx
 
 
 class BayesianModel:
@@ -751,8 +767,10 @@ class BayesianModel:
     must stay fixed while sampling (BatchNormalization statistics, Dropout off),
     measures the posterior's scale and the minibatch gradient noise at the MAP,
     sets the step size from them, and samples the weights with preconditioned
-    SGLD, keeping ``num_draws`` draws in memory. ``predict`` averages the
-    model's predictive over the draws; ``evaluate`` scores it (see the example below).
+    SGLD, keeping ``num_draws`` draws in memory (or writing them to a ``run_dir``).
+    ``predict`` averages the model's predictive over the draws (with per-draw
+    outputs and central intervals on request); ``evaluate`` scores it (see the
+    example below).
 
     The posterior: ``log π(W) = log p(W) + Σ_i log p(y_i | f_W(x_i))``, an isotropic
     Gaussian prior ``N(0, prior_scale² I)`` on every trainable weight, the model run in
@@ -780,7 +798,9 @@ class BayesianModel:
     notice says so).
 
     Compilation: one program per ``training`` mode runs every step of the MAP search,
-    the curvature pass and the sampler (a run-time flag selects the update). With
+    the curvature pass and the sampler (a run-time flag selects the update), a block
+    of ``steps_per_execution`` steps per call, while a second thread stacks the next
+    block's batches. With
     ``jit_compile=None`` the choice of XLA is made by a short measured probe (both
     variants timed on a training batch), except for convolutional models on a CPU,
     which run without XLA (XLA compiles them slowly and runs them slower there).
@@ -800,11 +820,19 @@ class BayesianModel:
       learning_rate: Adam's learning rate for the MAP search. Default value: ``1e-3``.
       jit_compile: ``True``/``False`` to force XLA on or off; ``None`` decides by a
         probe. Default value: ``None``.
+      steps_per_execution: steps run by one compiled call (a loop inside the
+        program over a block of stacked batches), as Keras's ``compile`` option of
+        that name; the batch callbacks are then called once per block.
+        Default value: ``None`` (as many as keep a block's batches under 32 MiB,
+        at most 32).
       seed: an int in ``[0, 2**31)`` for the shuffling and the sampler's noise.
         Default value: ``0``.
 
     Attributes (after ``fit``):
-      draws: one array ``[S, *weight shape]`` per trainable weight.
+      draws: one array ``[S, *weight shape]`` per trainable weight (``None`` when
+        ``fit`` wrote them to a ``run_dir``).
+      num_kept: the number of draws ``S``.
+      run_dir: the directory the draws were written to, else ``None``.
       noise_scale_draws: ``σ`` per draw (``[S]``) for a learned Gaussian noise, else
         ``None``.
       step_size: the sampler's step size (dimensionless: in units of the
@@ -848,6 +876,7 @@ class BayesianModel:
         num_draws: int = 100,
         learning_rate: float = 1e-3,
         jit_compile: bool | None = None,
+        steps_per_execution: int | None = None,
         seed: int = 0,
     ) -> None:
         if not isinstance(model, keras.Model):
@@ -868,6 +897,11 @@ class BayesianModel:
         if jit_compile is not None and not isinstance(jit_compile, bool):
             raise ValueError(f"`jit_compile` must be True, False or None, got {jit_compile!r}.")
         check_positive(learning_rate, "learning_rate", scalar=True)
+        self.steps_per_execution = (
+            None
+            if steps_per_execution is None
+            else check_int(steps_per_execution, "steps_per_execution", 1)
+        )
         self.num_draws = check_int(num_draws, "num_draws", 1)
         seed = check_int(seed, "seed", 0)
         if seed >= 2**31:
@@ -886,7 +920,8 @@ class BayesianModel:
             lyr for lyr in layers if isinstance(lyr, keras.layers.BatchNormalization)
         ]
         self._noise_layers = [
-            lyr for lyr in layers
+            lyr
+            for lyr in layers
             if "Dropout" in type(lyr).__name__ or "GaussianNoise" in type(lyr).__name__
         ]
         self._convolutional = any("Conv" in type(lyr).__name__ for lyr in layers)
@@ -897,6 +932,8 @@ class BayesianModel:
         self._forward_fn: Any = None
         self.from_logits: bool | None = None
         self.draws: list[np.ndarray] | None = None
+        self.run_dir: str | None = None
+        self.num_kept = 0
         self.noise_scale_draws: np.ndarray | None = None
         self.step_size: float | None = None
         self.jit_compile: bool | None = None
@@ -941,8 +978,7 @@ class BayesianModel:
             )
         yy = tf.reshape(tf.cast(y, out.dtype), tf.shape(out))
         log_s = (
-            extra[0] if self._learn_noise
-            else tf.math.log(tf.constant(self.noise_scale, out.dtype))
+            extra[0] if self._learn_noise else tf.math.log(tf.constant(self.noise_scale, out.dtype))
         )
         z = (yy - out) * tf.exp(-log_s)
         return tf.reduce_sum(-0.5 * tf.square(z) - log_s - 0.5 * np.log(2 * np.pi), axis=-1)
@@ -954,11 +990,15 @@ class BayesianModel:
     # -- the compiled step ---------------------------------------------------------- #
     def _parts(self, theta: Any) -> list:
         """The flat parameter vector as the list of weights (then ``log σ``, if learned)."""
-        pieces = tf.split(theta, self._sizes) if isinstance(theta, tf.Tensor) else np.split(
-            np.asarray(theta), np.cumsum(self._sizes)[:-1]
+        pieces = (
+            tf.split(theta, self._sizes)
+            if isinstance(theta, tf.Tensor)
+            else np.split(np.asarray(theta), np.cumsum(self._sizes)[:-1])
         )
-        return [tf.reshape(t, s) if isinstance(t, tf.Tensor) else np.reshape(t, s)
-                for t, s in zip(pieces, self._shapes)]
+        return [
+            tf.reshape(t, s) if isinstance(t, tf.Tensor) else np.reshape(t, s)
+            for t, s in zip(pieces, self._shapes)
+        ]
 
     def _flatten(self, parts: Sequence[Any]) -> tf.Tensor:
         return tf.concat([tf.reshape(tf.cast(p, self._dtype), [-1]) for p in parts], 0)
@@ -974,43 +1014,84 @@ class BayesianModel:
         prior = -0.5 * tf.reduce_sum(tf.square(theta[: self._model_size])) / self.prior_scale**2
         return n * mean_ll + prior, mean_ll, new_nt
 
-    def _program(self, training: bool, jit: bool) -> Any:
-        """The one step of the MAP search, the curvature pass and the sampler, on the flat
+    def _step(self, theta, nt, m, v, precond, x, y, mask, seed, hp, training: bool, jit: bool):
+        """One step of the MAP search, the curvature pass or the sampler, on the flat
         parameter vector ``θ``.
 
         ``hp = [lr, β₁, β₂, 1−β₁ᵗ, 1−β₂ᵗ, ε, langevin, N]``: Adam on ``−log π / N`` when
         ``langevin`` is 0, preconditioned SGLD ``θ + ε P ĝ + √(2εP) ξ`` when it is 1
-        (``ĝ = N · mean minibatch score + ∇ log p``).
+        (``ĝ = N · mean minibatch score + ∇ log p``), ``ξ ~ N(0, I)`` drawn from
+        ``seed``.
+        """
+        lr, b1, b2, c1, c2, eps, langevin, n = tf.unstack(hp)
+        with tf.GradientTape() as tape:
+            tape.watch(theta)
+            log_post, mean_ll, new_nt = self._log_post(theta, nt, x, y, mask, n, training)
+        g = tape.gradient(log_post, theta)
+
+        def adam() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+            gl = -g / n
+            mi = b1 * m + (1 - b1) * gl
+            vi = b2 * v + (1 - b2) * tf.square(gl)
+            return theta - lr * (mi / c1) / (tf.sqrt(vi / c2) + 1e-7), mi, vi
+
+        def sgld() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+            # Under XLA on a CPU the default generator is much slower than ThreeFry
+            # (docs/keras.md); outside XLA the default is the faster.
+            alg = "threefry" if jit else "auto_select"
+            xi = tf.random.stateless_normal(tf.shape(theta), seed, dtype=theta.dtype, alg=alg)
+            return theta + eps * precond * g + tf.sqrt(2 * eps * precond) * xi, m, v
+
+        new_theta, new_m, new_v = tf.cond(langevin > 0.5, sgld, adam)
+        return new_theta, list(new_nt), new_m, new_v, -mean_ll
+
+    def _program(self, training: bool, jit: bool) -> Any:
+        """``count`` consecutive steps (see ``_step``) in one compiled call.
+
+        The inputs of step ``i`` are row ``i`` of stacked arrays: the batch
+        ``xs[i], ys[i]`` with its row mask, the noise seed ``seeds[i]`` and the
+        hyperparameters ``hps[i]``; the stacks have a fixed number of rows ``K``
+        (one program for every block) and ``count ≤ K`` of them are run. Returns the
+        state after the last step and the ``K`` minibatch losses (zero past
+        ``count``). Running a block of steps per call, as Keras's
+        ``steps_per_execution`` does, leaves no host work or synchronisation between
+        the steps of a block.
         """
         key = (training, jit)
         if key in self._programs:
             return self._programs[key]
 
         @tf.function(jit_compile=jit, reduce_retracing=True, autograph=False)
-        def step(theta, nt, m, v, precond, x, y, mask, seed, hp):
-            lr, b1, b2, c1, c2, eps, langevin, n = tf.unstack(hp)
-            with tf.GradientTape() as tape:
-                tape.watch(theta)
-                log_post, mean_ll, new_nt = self._log_post(theta, nt, x, y, mask, n, training)
-            g = tape.gradient(log_post, theta)
+        def block(theta, nt, m, v, precond, xs, ys, masks, seeds, hps, count):
+            losses = tf.zeros(tf.shape(masks)[:1], theta.dtype)
 
-            def adam() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-                gl = -g / n
-                mi = b1 * m + (1 - b1) * gl
-                vi = b2 * v + (1 - b2) * tf.square(gl)
-                return theta - lr * (mi / c1) / (tf.sqrt(vi / c2) + 1e-7), mi, vi
+            def body(i, theta, nt, m, v, losses):
+                x = tf.nest.map_structure(lambda a: a[i], xs)
+                theta, nt, m, v, loss = self._step(
+                    theta,
+                    nt,
+                    m,
+                    v,
+                    precond,
+                    x,
+                    ys[i],
+                    masks[i],
+                    seeds[i],
+                    hps[i],
+                    training,
+                    jit,
+                )
+                losses = tf.tensor_scatter_nd_update(losses, [[i]], [loss])
+                return i + 1, theta, nt, m, v, losses
 
-            def sgld() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-                # Under XLA on a CPU the default generator is much slower than ThreeFry
-                # (docs/keras.md); outside XLA the default is the faster.
-                alg = "threefry" if jit else "auto_select"
-                xi = tf.random.stateless_normal(tf.shape(theta), seed, dtype=theta.dtype, alg=alg)
-                return theta + eps * precond * g + tf.sqrt(2 * eps * precond) * xi, m, v
+            out = tf.while_loop(
+                lambda i, *_: i < count,
+                body,
+                (tf.constant(0, tf.int32), theta, list(nt), m, v, losses),
+            )
+            return out[1], list(out[2]), out[3], out[4], out[5]
 
-            new_theta, new_m, new_v = tf.cond(langevin > 0.5, sgld, adam)
-            return new_theta, list(new_nt), new_m, new_v, -mean_ll
-
-        self._programs[key] = _Concrete(step)
+        self._programs[key] = _Concrete(block)
         return self._programs[key]
 
     def _hvp_program(self) -> Any:
@@ -1030,11 +1111,20 @@ class BayesianModel:
         return _Concrete(hvp)
 
     def _hp(self, **kw: float) -> np.ndarray:
-        hp = {"lr": 0.0, "b1": 0.9, "b2": 0.999, "c1": 1.0, "c2": 1.0, "eps": 0.0,
-              "langevin": 0.0, "n": float(self._n)}
+        hp = {
+            "lr": 0.0,
+            "b1": 0.9,
+            "b2": 0.999,
+            "c1": 1.0,
+            "c2": 1.0,
+            "eps": 0.0,
+            "langevin": 0.0,
+            "n": float(self._n),
+        }
         hp.update(kw)
-        return np.array([hp[k] for k in ("lr", "b1", "b2", "c1", "c2", "eps", "langevin", "n")],
-                        self._dtype)
+        return np.array(
+            [hp[k] for k in ("lr", "b1", "b2", "c1", "c2", "eps", "langevin", "n")], self._dtype
+        )
 
     def _feed(
         self, xb: Any, yb: Any, batch_size: int, prepared: bool = False
@@ -1055,6 +1145,98 @@ class BayesianModel:
             x, y = _take(x, idx), _take(y, idx)
             mask[rows:] = 0
         return x, y, mask
+
+    def _stack(
+        self, group: list, batch_size: int, prepared: bool, source: _Source
+    ) -> tuple[Any, Any, np.ndarray]:
+        """``K`` steps' batches stacked ``[K, batch_size, ...]`` with their row masks, from
+        row indices into the source's arrays (``prepared``) or from host batches; rows
+        past the group's length repeat its first step and are not run."""
+        k = self._k
+        if prepared:
+            idx = np.zeros((k, batch_size), np.int64)
+            masks = np.zeros((k, batch_size), self._dtype)
+            for j, ix in enumerate(group):
+                idx[j, : len(ix)] = ix
+                masks[j, : len(ix)] = 1
+            xs = tf.nest.map_structure(lambda a: a[idx], source.x)
+            return xs, source.y[idx], masks
+        fed = [self._feed(xb, yb, batch_size) for xb, yb in group]
+        fed += [fed[0]] * (k - len(fed))
+        xs = tf.nest.map_structure(lambda *a: np.stack(a), *[f[0] for f in fed])
+        return xs, np.stack([f[1] for f in fed]), np.stack([f[2] for f in fed])
+
+    def _blocks(
+        self, source: _Source, prepared: bool, max_steps: int | None = None, ends: Any = ()
+    ) -> Any:
+        """One epoch (or ``max_steps`` of it) as blocks of at most ``K`` steps, a block
+        also ending after each step index in ``ends``: yields ``(k0, count, xs, ys,
+        masks)`` with the arrays already tensors. The next block is read and stacked on
+        a second thread while the current one runs."""
+        bs = source.batch_size
+
+        def pack(k0: int, group: list) -> tuple:
+            xs, ys, masks = self._stack(group, bs, prepared, source)
+            return (k0, len(group), *tf.nest.map_structure(tf.convert_to_tensor, (xs, ys, masks)))
+
+        def produce() -> Any:
+            group: list = []
+            k0 = 0
+            for k, item in enumerate(source.epoch(max_steps, indices=prepared)):
+                group.append(item)
+                if len(group) == self._k or k in ends:
+                    yield pack(k0, group)
+                    k0, group = k + 1, []
+            if group:
+                yield pack(k0, group)
+
+        gen = produce()
+        with ThreadPoolExecutor(1) as pool:
+            ahead = pool.submit(next, gen, None)
+            while True:
+                item = ahead.result()
+                if item is None:
+                    return
+                ahead = pool.submit(next, gen, None)
+                yield item
+
+    def _run(
+        self,
+        program: Any,
+        state: tuple,
+        precond: Any,
+        block: tuple,
+        hps: np.ndarray,
+        seeds: np.ndarray,
+    ) -> tuple:
+        """One block of steps: ``(θ, statistics, m, v)`` after it and its losses (host)."""
+        _, count, xs, ys, masks = block
+        theta, nt, m, v, losses = program(
+            *state, precond, xs, ys, masks, seeds, hps, np.int32(count)
+        )
+        return (theta, nt, m, v), np.asarray(losses)[:count].astype(np.float64)
+
+    def _steps_per_call(self, source: _Source, xb: Any, yb: Any) -> int:
+        """``K``: ``steps_per_execution`` if given, else as many steps as keep a block's
+        stacked batches under ``_BLOCK_BYTES`` (at most ``_MAX_STEPS_PER_CALL``), and
+        never more than an epoch."""
+        if self.steps_per_execution is not None:
+            return min(self.steps_per_execution, source.steps)
+        per_step = sum(np.asarray(a).nbytes for a in tf.nest.flatten((xb, yb)))
+        per_step = max(1, per_step) * source.batch_size / max(1, _rows(xb))
+        k = int(min(_MAX_STEPS_PER_CALL, max(1, _BLOCK_BYTES // per_step)))
+        return min(k, source.steps)
+
+    def _hps(self, rows: list[np.ndarray]) -> np.ndarray:
+        """Per-step hyperparameter rows padded to ``K``."""
+        rows = rows + [rows[-1]] * (self._k - len(rows))
+        return np.stack(rows)
+
+    def _seeds(self, counter: list[int], count: int) -> np.ndarray:
+        """The next ``count`` steps' noise seeds ``(seed, step counter)``, padded to ``K``."""
+        c = (counter[0] + 1 + np.arange(self._k)) % 2**31
+        counter[0] += count
+        return np.stack([np.full(self._k, self.seed), c], 1).astype(np.int32)
 
     # -- set-up ----------------------------------------------------------------------- #
     def _setup(self, xb: Any, yb: Any, verbose: int) -> None:
@@ -1128,24 +1310,30 @@ class BayesianModel:
             self.notes.append("no XLA: a convolutional model on a CPU")
             return
         xb, yb = source.first()
-        x, y, mask = self._feed(xb, yb, source.batch_size)
+        block = (
+            0,
+            min(self._k, 4),
+            *tf.nest.map_structure(
+                tf.convert_to_tensor, self._stack([(xb, yb)], source.batch_size, False, source)
+            ),
+        )
         per_step = {}
         for jit in (False, True):
             # Adam's and Langevin's updates, ε = lr = 0: the weights do not move.
-            runs = [(self._program(training, jit), self._hp()),
-                    (self._program(False, jit), self._hp(langevin=1.0))]
+            runs = [
+                (self._program(training, jit), self._hps([self._hp()])),
+                (self._program(False, jit), self._hps([self._hp(langevin=1.0)])),
+            ]
             try:
                 per_step[jit] = 0.0
-                for step, hp in runs:
-                    args = (state["theta"], state["nt"], state["m"], state["v"], state["m"],
-                            x, y, mask, np.array([self.seed, 0], np.int32), hp)
-                    for _ in range(2):
-                        float(step(*args)[-1])
+                for step, hps in runs:
+                    st = (state["theta"], state["nt"], state["m"], state["v"])
+                    seeds = self._seeds([0], self._k)
+                    self._run(step, st, state["m"], block, hps, seeds)
                     t0 = time.perf_counter()
-                    for _ in range(5):
-                        out = step(*args)
-                    float(out[-1])
-                    per_step[jit] += (time.perf_counter() - t0) / 10
+                    for _ in range(2):
+                        self._run(step, st, state["m"], block, hps, seeds)
+                    per_step[jit] += (time.perf_counter() - t0) / (4 * block[1])
             except (tf.errors.OpError, ValueError, TypeError) as e:
                 per_step[jit] = math.inf
                 self.notes.append(f"jit_compile={jit} failed in the probe ({type(e).__name__})")
@@ -1170,6 +1358,7 @@ class BayesianModel:
         callbacks: Any = None,
         verbose: int = 1,
         shuffle: bool = True,
+        run_dir: str | os.PathLike | None = None,
     ) -> Any:
         """Find the MAP, set the sampler from the posterior at it, and sample.
 
@@ -1201,6 +1390,13 @@ class BayesianModel:
           verbose: ``0`` silent, ``1`` Keras's progress bar, ``2`` one line per
             epoch. Default value: ``1``.
           shuffle: shuffle array inputs each epoch. Default value: ``True``.
+          run_dir: a directory to write the draws to (``samples.h5``, one dataset
+            ``samples/<i>`` of shape ``[S, *shape]`` per trainable weight, then
+            ``log σ`` for a learned Gaussian noise), each draw appended as it is
+            kept, instead of keeping them in memory; ``predict`` and ``evaluate``
+            then read them back a chunk at a time. It is created if missing; a
+            ``samples.h5`` in it that another writer made is refused.
+            Default value: ``None`` (the draws in memory, ``draws``).
 
         Returns:
           The ``keras.callbacks.History`` of the run (``loss`` is the mean negative
@@ -1211,9 +1407,11 @@ class BayesianModel:
           RuntimeError: the sampler diverged at every step size tried.
         """
         t_start = time.perf_counter()
+        store = _draw_store(run_dir)
         epochs = check_int(epochs, "epochs", 0)
         sample_epochs = (
-            max(2, epochs) if sample_epochs is None
+            max(2, epochs)
+            if sample_epochs is None
             else check_int(sample_epochs, "sample_epochs", 1)
         )
         batch_size = check_int(batch_size, "batch_size", 1)
@@ -1237,8 +1435,11 @@ class BayesianModel:
             source.y = self._labels(source.y)
         val = None
         if validation_data is not None:
-            vx, vy = (validation_data, None) if isinstance(validation_data, tf.data.Dataset) \
+            vx, vy = (
+                (validation_data, None)
+                if isinstance(validation_data, tf.data.Dataset)
                 else _pair(validation_data, "validation_data")
+            )
             val = (vx, vy)
 
         parts = [tf.convert_to_tensor(v.value) for v in self.model.trainable_variables]
@@ -1250,6 +1451,7 @@ class BayesianModel:
         self._model_size = int(sum(self._sizes[: self._num_model_weights]))
         theta = self._flatten(parts)
         zeros = tf.zeros_like(theta)
+        self._k = self._steps_per_call(source, xb, yb)
         state = {
             "theta": theta,
             "nt": [tf.convert_to_tensor(v.value) for v in self.model.non_trainable_variables],
@@ -1276,10 +1478,6 @@ class BayesianModel:
         cb.on_train_begin()
         counter = [0]
 
-        def seed_of() -> np.ndarray:
-            counter[0] += 1
-            return np.array([self.seed, counter[0] % 2**31], np.int32)
-
         # 1. MAP: Adam, as model.fit.
         t0 = time.perf_counter()
         step = self._program(train_mode, self.jit_compile)
@@ -1287,17 +1485,29 @@ class BayesianModel:
         for epoch in range(epochs):
             cb.on_epoch_begin(epoch)
             logs = {}
-            for k, (xb, yb) in enumerate(source.epoch()):
-                cb.on_train_batch_begin(k)
-                x_, y_, mask = self._feed(xb, yb, bs, prep)
-                t += 1
-                hp = self._hp(lr=self.learning_rate, c1=1 - 0.9**t, c2=1 - 0.999**t)
-                state["theta"], state["nt"], state["m"], state["v"], loss = step(
-                    state["theta"], state["nt"], state["m"], state["v"], zeros,
-                    x_, y_, mask, seed_of(), hp,
+            total_loss, done = 0.0, 0
+            for block in self._blocks(source, prep):
+                k0, count = block[0], block[1]
+                cb.on_train_batch_begin(k0)
+                hps = self._hps(
+                    [
+                        self._hp(lr=self.learning_rate, c1=1 - 0.9**u, c2=1 - 0.999**u)
+                        for u in range(t + 1, t + count + 1)
+                    ]
                 )
-                logs = {"loss": (k * logs.get("loss", 0.0) + float(loss)) / (k + 1)}
-                cb.on_train_batch_end(k, logs)
+                t += count
+                st, losses = self._run(
+                    step,
+                    (state["theta"], state["nt"], state["m"], state["v"]),
+                    zeros,
+                    block,
+                    hps,
+                    self._seeds(counter, count),
+                )
+                state["theta"], state["nt"], state["m"], state["v"] = st
+                total_loss, done = total_loss + losses.sum(), done + count
+                logs = {"loss": total_loss / done}
+                cb.on_train_batch_end(k0 + count - 1, logs)
             self._write_back(state["theta"], state["nt"])
             if val is not None:
                 logs.update(self._validation_logs(val, [state["theta"]]))
@@ -1320,20 +1530,29 @@ class BayesianModel:
         self._non_trainable = state["nt"]
 
         # 3. Curvature and gradient noise at the MAP: the preconditioner and the step.
+        # Adam's second moment with lr = 0 and β₂ = k/(k+1) at step k is the running
+        # mean of the squared minibatch gradients; θ does not move.
         t0 = time.perf_counter()
         sample_step = self._program(False, self.jit_compile)
         mode = state["theta"]
         v = zeros
-        map_losses = []
+        map_losses: list[float] = []
         probe_batches = []
-        for k, (xb, yb) in enumerate(source.epoch(_CURVATURE_BATCHES)):
-            batch = self._feed(xb, yb, bs, prep)
-            if k < _POWER_ITERATIONS:
-                probe_batches.append(batch)
-            hp = self._hp(b1=0.0, b2=k / (k + 1))
-            _, _, _, v, loss = sample_step(mode, state["nt"], zeros, v, zeros, *batch,
-                                           seed_of(), hp)
-            map_losses.append(float(loss))
+        for block in self._blocks(source, prep, _CURVATURE_BATCHES):
+            k0, count, xs, ys, masks = block
+            for j in range(min(count, _POWER_ITERATIONS - len(probe_batches))):
+                x_j = tf.nest.map_structure(lambda a, j=j: a[j], xs)
+                probe_batches.append((x_j, ys[j], masks[j]))
+            hps = self._hps([self._hp(b1=0.0, b2=k / (k + 1)) for k in range(k0, k0 + count)])
+            (_, _, _, v), losses = self._run(
+                sample_step,
+                (mode, state["nt"], zeros, v),
+                zeros,
+                block,
+                hps,
+                self._seeds(counter, count),
+            )
+            map_losses += losses.tolist()
         map_loss = float(np.mean(map_losses))
         v = np.asarray(v, np.float64)
         precision = self._n * bs * v  # the empirical Fisher information (per coordinate)
@@ -1362,31 +1581,55 @@ class BayesianModel:
             if verbose:
                 print(
                     f"BayesianModel: sampling with step size {eps:.3g} (MAP loss {map_loss:.4g})",
-                    file=sys.stderr, flush=True,
+                    file=sys.stderr,
+                    flush=True,
                 )
             theta = mode
-            draws: list[np.ndarray] = []
+            draws: list[np.ndarray] = []  # in memory, or (with a store) the last few
+            kept = 0
+            if store is not None:
+                store.create(
+                    [(sh, self._dtype.name) for sh in self._shapes],
+                    {},
+                    chunk_draws=16,
+                    attrs={"writer": _STORE_WRITER},
+                )
             failed = ""
             s = 0
+            limit = 10 * (abs(map_loss) + 1)
+            hp_row = self._hp(eps=eps, langevin=1.0)
+            hps = self._hps([hp_row])
             for e in range(sample_epochs):
                 cb.on_epoch_begin(epoch0 + e)
                 logs = {}
-                for k, (xb, yb) in enumerate(source.epoch()):
-                    cb.on_train_batch_begin(k)
-                    x_, y_, mask = self._feed(xb, yb, bs, prep)
-                    theta, _, _, _, loss = sample_step(
-                        theta, state["nt"], zeros, zeros, precond_t, x_, y_, mask, seed_of(),
-                        self._hp(eps=eps, langevin=1.0),
+                total_loss, done = 0.0, 0
+                # A block ends at each kept step, whose state is then the block's output.
+                ends = {k for k in range(source.steps) if s + k in keep}
+                for block in self._blocks(source, prep, ends=ends):
+                    k0, count = block[0], block[1]
+                    cb.on_train_batch_begin(k0)
+                    (theta, _, _, _), losses = self._run(
+                        sample_step,
+                        (theta, state["nt"], zeros, zeros),
+                        precond_t,
+                        block,
+                        hps,
+                        self._seeds(counter, count),
                     )
-                    loss = float(loss)
-                    if not np.isfinite(loss) or loss > 10 * (abs(map_loss) + 1):
-                        failed = f"loss {loss:.3g} at sampling step {s}"
+                    bad = np.flatnonzero(~np.isfinite(losses) | (losses > limit))
+                    if bad.size:
+                        failed = f"loss {losses[bad[0]]:.3g} at sampling step {s + bad[0]}"
                         break
-                    if s in keep:
+                    s += count
+                    if s - 1 in keep:
+                        kept += 1
                         draws.append(np.asarray(theta))
-                    s += 1
-                    logs = {"loss": (k * logs.get("loss", 0.0) + loss) / (k + 1)}
-                    cb.on_train_batch_end(k, logs)
+                        if store is not None:
+                            store.append([p[None] for p in self._parts(draws[-1])], {})
+                            del draws[:-_VALIDATION_DRAWS]
+                    total_loss, done = total_loss + losses.sum(), done + count
+                    logs = {"loss": total_loss / done}
+                    cb.on_train_batch_end(k0 + count - 1, logs)
                 if failed:
                     break
                 self._write_back(theta, state["nt"])
@@ -1407,22 +1650,38 @@ class BayesianModel:
                 f"the sampler diverged at every step size tried (last: {failed}); lower "
                 "`learning_rate` or `prior_scale`, or check the likelihood."
             )
-        if not draws:
-            draws = [np.asarray(theta)]
+        if not kept:
+            draws, kept = [np.asarray(theta)], 1
+            if store is not None:
+                store.append([p[None] for p in self._parts(draws[-1])], {})
             self.notes.append("sampling stopped before the first kept draw: the last state kept")
         self.timings["sampling"] = time.perf_counter() - t0
         self.notes.append(
             f"preconditioned SGLD, step size {self.step_size:.3g} (the smaller of "
             f"{eps_noise:.3g}, a {_TARGET_INFLATION:.0%} variance inflation at the 90th "
-            f"percentile of the gradient noise, and 1/{lam:.3g}), {s} steps, {len(draws)} "
+            f"percentile of the gradient noise, and 1/{lam:.3g}), {s} steps, {kept} "
             f"draws after a burn-in of {burn} steps"
+            + (f", written to {store.path}" if store is not None else "")
         )
-        flat = np.stack(draws)
-        self._flat_draws = flat
-        splits = np.split(flat, np.cumsum(self._sizes)[:-1], axis=1)
-        parts_s = [c.reshape((flat.shape[0],) + sh) for c, sh in zip(splits, self._shapes)]
-        self.draws = parts_s[: self._num_model_weights]
-        self.noise_scale_draws = np.exp(parts_s[-1]) if self._learn_noise else None
+        self.num_kept = kept
+        if store is None:
+            flat = np.stack(draws)
+            self._flat_draws = flat
+            splits = np.split(flat, np.cumsum(self._sizes)[:-1], axis=1)
+            parts_s = [c.reshape((flat.shape[0],) + sh) for c, sh in zip(splits, self._shapes)]
+            self.draws = parts_s[: self._num_model_weights]
+            self.run_dir = None
+            log_sigma = parts_s[-1] if self._learn_noise else None
+        else:
+            self._flat_draws = None
+            self.draws = None
+            self.run_dir = os.path.dirname(store.path)
+            log_sigma = (
+                np.concatenate([c[:, -1] for c in self._draw_chunks()])
+                if self._learn_noise
+                else None
+            )
+        self.noise_scale_draws = None if log_sigma is None else np.exp(log_sigma)
         self._write_back(mode, state["nt"])
         self.model.stop_training = False
         cb.on_train_end()
@@ -1430,8 +1689,7 @@ class BayesianModel:
         self.timings["total"] = time.perf_counter() - t_start
         return history
 
-    def _stiffest(self, theta: tf.Tensor, nt: list, precond: np.ndarray,
-                  batches: list) -> float:
+    def _stiffest(self, theta: tf.Tensor, nt: list, precond: np.ndarray, batches: list) -> float:
         """The largest curvature ``λ_max`` of ``−log π`` in the preconditioned units
         (``P^½ H P^½``), by power iteration on minibatch Hessian-vector products."""
         hvp = self._hvp_program()
@@ -1478,8 +1736,26 @@ class BayesianModel:
 
     # -- predict / evaluate -------------------------------------------------------------- #
     def _check_fitted(self) -> None:
-        if self.draws is None:
+        if not self.num_kept:
             raise ValueError("call `fit` first: the model has no posterior draws yet.")
+
+    def _draw_chunks(self) -> Any:
+        """The draws as flat parameter vectors ``[c, D]``, a chunk of at most
+        ``_READ_BYTES`` at a time: from memory, or read from the run directory."""
+        max_bytes = _READ_BYTES
+        if self.run_dir is None:
+            step = max(1, max_bytes // max(1, self._flat_draws[0].nbytes))
+            for a in range(0, self.num_kept, step):
+                yield self._flat_draws[a : a + step]
+            return
+        path = os.path.join(self.run_dir, SAMPLES_FILE)
+        step = max(1, max_bytes // (sum(self._sizes) * self._dtype.itemsize))
+        with h5py.File(path, "r") as f:
+            parts = [f["samples"][str(i)] for i in range(len(self._sizes))]
+            n = min(ds.shape[0] for ds in parts)
+            for a in range(0, n, step):
+                b = min(n, a + step)
+                yield np.concatenate([ds[a:b].reshape(b - a, -1) for ds in parts], axis=1)
 
     def _forward(self) -> Any:
         if self._forward_fn is None:
@@ -1505,8 +1781,9 @@ class BayesianModel:
                     raise ValueError("the dataset must yield (x, y) pairs to be evaluated.")
                 else:
                     xb, yb = element, None
-                yield tf.nest.map_structure(np.asarray, xb), (
-                    None if yb is None else np.asarray(yb)
+                yield (
+                    tf.nest.map_structure(np.asarray, xb),
+                    (None if yb is None else np.asarray(yb)),
                 )
             return
         xs = tf.nest.map_structure(np.asarray, x)
@@ -1521,26 +1798,30 @@ class BayesianModel:
             idx = np.arange(a, min(n, a + batch_size))
             yield _take(xs, idx), (None if y is None else y[idx])
 
-    def _outputs(self, draws: Sequence[Any], x: Any, y: Any, batch_size: int,
-                 labelled: bool) -> tuple[np.ndarray, Any]:
-        """Raw outputs ``[S, n, ...]`` of every draw (flat ``θ``), and the labels in order."""
+    def _outputs(
+        self, draws: Sequence[Any] | None, x: Any, y: Any, batch_size: int, labelled: bool
+    ) -> tuple[np.ndarray, Any, np.ndarray | None]:
+        """Raw outputs ``[S, n, ...]`` of the given draws (flat ``θ``; ``None``: every
+        draw of the fit, read a chunk at a time), the labels in order, and each draw's
+        ``log σ`` for a learned Gaussian noise (else ``None``). The inputs are read once
+        (a dataset is iterated once) and kept for the passes over the draw chunks."""
         forward = self._forward()
         nt = self._non_trainable
-        outs: list[list[np.ndarray]] = [[] for _ in draws]
-        ys = []
+        xs, ys = [], []
         for xb, yb in self._batches(x, y, batch_size, labelled):
-            xb = _to_host(xb, self._dtype)
-            for s, theta in enumerate(draws):
-                outs[s].append(np.asarray(forward(tf.convert_to_tensor(theta), nt, xb)))
+            xs.append(tf.nest.map_structure(tf.convert_to_tensor, _to_host(xb, self._dtype)))
             if yb is not None:
                 ys.append(yb)
-        if not outs[0]:
+        if not xs:
             raise ValueError("`x` is empty.")
-        out = np.stack([np.concatenate(o) for o in outs])
-        return out, (np.concatenate(ys) if ys else None)
-
-    def _draw_list(self) -> list[np.ndarray]:
-        return list(self._flat_draws)
+        outs, log_sigma = [], []
+        for chunk in self._draw_chunks() if draws is None else [draws]:
+            for theta in chunk:
+                th = tf.convert_to_tensor(np.asarray(theta))
+                outs.append(np.concatenate([np.asarray(forward(th, nt, xb)) for xb in xs]))
+                log_sigma.append(float(theta[-1]))
+        ls = np.array(log_sigma) if self._learn_noise else None
+        return np.stack(outs), (np.concatenate(ys) if ys else None), ls
 
     def _transform(self, out: np.ndarray) -> np.ndarray:
         """Per-draw predictive from raw outputs: probabilities or the mean."""
@@ -1560,8 +1841,26 @@ class BayesianModel:
         batch_size: int = 1024,
         return_draws: bool = False,
         return_std: bool = False,
+        interval: float | None = None,
     ) -> Any:
-        """The posterior-predictive mean over the draws.
+        """The posterior-predictive mean over the draws, and optionally its spread.
+
+        With draws ``W_1..W_S`` and the per-draw predictive ``p_s = g(f_{W_s}(x))``
+        (class probabilities, ``p(y = 1)``, the Gaussian mean, or the raw outputs):
+
+        * the mean is ``(1/S) Σ_s p_s``;
+        * ``interval=c`` gives the central interval of level ``c``, the
+          ``(1 − c)/2`` and ``(1 + c)/2`` quantiles of the posterior predictive.
+          For ``"gaussian"`` that is the predictive distribution of a new ``y``,
+          the mixture ``(1/S) Σ_s N(μ_s, σ_s²)``, its quantiles solved from the
+          mixture's CDF (observation noise included); otherwise the quantiles over
+          the draws of ``p_s`` (``numpy.quantile``, linear interpolation), i.e. a
+          credible interval for each class probability (or output);
+        * ``return_std`` (``"gaussian"`` only) gives the mixture's standard deviation
+          ``√(Var_s μ_s + mean_s σ_s²)``;
+        * ``return_draws`` gives the ``p_s`` themselves, ``[S, n, ...]``.
+
+        With a ``run_dir`` fit, the draws are read back a chunk at a time.
 
         Args:
           x: inputs (arrays or a dataset; a dataset of ``(x, y)`` pairs is read for
@@ -1570,44 +1869,73 @@ class BayesianModel:
           return_draws: also return the per-draw predictive ``[S, n, ...]``.
             Default value: ``False``.
           return_std: also return the predictive standard deviation (``"gaussian"``
-            only: the observation noise and the spread of the means).
-            Default value: ``False``.
+            only). Default value: ``False``.
+          interval: a level ``c`` in ``(0, 1)`` to also return the lower and upper
+            ends of the central interval. Default value: ``None``.
 
         Returns:
           Class probabilities ``[n, K]`` (``"categorical"``), ``p(y = 1)`` in the
           model's output shape (``"bernoulli"``), the predictive mean
           (``"gaussian"``), or the mean of the raw outputs (a callable likelihood);
-          with ``return_std`` and/or ``return_draws`` a tuple ``(mean, std, draws)``
-          of what was asked.
+          with any of ``return_std``, ``interval`` and ``return_draws``, the tuple
+          ``(mean, std, lower, upper, draws)`` of what was asked, in that order.
+
+        Raises:
+          ValueError: ``return_std`` without a Gaussian likelihood, an ``interval``
+            outside ``(0, 1)``, no draws yet.
         """
         self._check_fitted()
         if return_std and self.likelihood != "gaussian":
             raise ValueError("`return_std` applies to likelihood='gaussian' only.")
-        out, _ = self._outputs(self._draw_list(), x, None, batch_size, labelled=False)
+        if interval is not None:
+            if (
+                isinstance(interval, bool)
+                or not isinstance(interval, (int, float))
+                or not (0.0 < float(interval) < 1.0)
+            ):
+                raise ValueError(f"`interval` must be a level in (0, 1), got {interval!r}.")
+            interval = float(interval)
+        out, _, log_sigma = self._outputs(None, x, None, batch_size, labelled=False)
         per_draw = self._transform(out.astype(np.float64))
         mean = per_draw.mean(0)
         result: list[Any] = [mean]
-        if return_std:
-            s2 = (
-                self.noise_scale_draws**2 if self._learn_noise
-                else np.full(per_draw.shape[0], self.noise_scale**2)
+        sigma = None
+        if self.likelihood == "gaussian":
+            sigma = (
+                np.exp(log_sigma)
+                if self._learn_noise
+                else np.full(per_draw.shape[0], self.noise_scale)
             )
-            var = per_draw.var(0) + s2.mean()
-            result.append(np.sqrt(var))
+        if return_std:
+            result.append(np.sqrt(per_draw.var(0) + np.mean(sigma**2)))
+        if interval is not None:
+            qs = ((1 - interval) / 2, (1 + interval) / 2)
+            if sigma is not None:
+                result += [_mixture_quantile(per_draw, sigma, q) for q in qs]
+            else:
+                result += list(np.quantile(per_draw, qs, axis=0))
         if return_draws:
             result.append(per_draw)
         return result[0] if len(result) == 1 else tuple(result)
 
-    def _metrics(self, draws: Sequence[Any], x: Any, y: Any,
-                 batch_size: int) -> dict[str, float]:
-        out, labels = self._outputs(draws, x, y, batch_size, labelled=True)
+    def _metrics(
+        self, draws: Sequence[Any] | None, x: Any, y: Any, batch_size: int
+    ) -> dict[str, float]:
+        out, labels, log_sigma = self._outputs(draws, x, y, batch_size, labelled=True)
         yy = self._labels(labels)
-        ll = np.stack([
-            np.asarray(self._log_lik(tf.constant(yy), tf.constant(out[s]),
-                                     [tf.convert_to_tensor(ws[-1])] if self._learn_noise else []),
-                       np.float64)
-            for s, ws in enumerate(draws)
-        ])
+        ll = np.stack(
+            [
+                np.asarray(
+                    self._log_lik(
+                        tf.constant(yy),
+                        tf.constant(out[s]),
+                        [tf.constant(log_sigma[s], self._dtype)] if self._learn_noise else [],
+                    ),
+                    np.float64,
+                )
+                for s in range(out.shape[0])
+            ]
+        )
         smax = ll.max(0)
         nll = -float(np.mean(smax + np.log(np.mean(np.exp(ll - smax), 0))))
         per_draw = self._transform(out.astype(np.float64))
@@ -1639,7 +1967,7 @@ class BayesianModel:
           predictive density ``(1/S) Σ_s p(y_i | x_i, W_s)``.
         """
         self._check_fitted()
-        return self._metrics(self._draw_list(), x, y, batch_size)
+        return self._metrics(None, x, y, batch_size)
 
     def _validation_logs(self, val: tuple[Any, Any], draws: Sequence[Any]) -> dict:
         if len(draws) > _VALIDATION_DRAWS:
@@ -1660,12 +1988,56 @@ class BayesianModel:
 
     def __repr__(self) -> str:
         lik = self.likelihood if isinstance(self.likelihood, str) else "callable"
-        if self.draws is None:
+        if not self.num_kept:
             return f"BayesianModel(likelihood={lik!r}, not fitted)"
         return (
-            f"BayesianModel(likelihood={lik!r}, draws={self.draws[0].shape[0]}, "
+            f"BayesianModel(likelihood={lik!r}, draws={self.num_kept}, "
             f"step_size={self.step_size:.3g}, jit_compile={self.jit_compile})"
         )
+
+
+def _mixture_quantile(means: np.ndarray, sigmas: np.ndarray, q: float) -> np.ndarray:
+    """The ``q`` quantile of ``(1/S) Σ_s N(means[s], sigmas[s]²)`` per element of
+    ``means[0]``: bisection on the mixture's CDF, between the components' own
+    quantiles (which bracket it), to the float64 resolution of the bracket."""
+    from scipy.special import ndtr, ndtri
+
+    sig = np.reshape(sigmas, (-1,) + (1,) * (means.ndim - 1))
+    z = float(ndtri(q))
+    lo = (means + z * sig).min(0)
+    hi = (means + z * sig).max(0)
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        below = ndtr((mid - means) / sig).mean(0) < q
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        if np.all(hi - lo <= 4 * np.finfo(np.float64).eps * np.maximum(1.0, np.abs(mid))):
+            break
+    return 0.5 * (lo + hi)
+
+
+def _draw_store(run_dir: Any) -> SampleStore | None:
+    """The sample store ``fit`` writes the draws to in ``run_dir`` (``None``: in memory)."""
+    if run_dir is None:
+        return None
+    if not isinstance(run_dir, (str, os.PathLike)):
+        raise ValueError(f"`run_dir` must be a path, got {type(run_dir).__name__}.")
+    run_dir = os.fspath(run_dir)
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise ValueError(f"`run_dir` = {run_dir!r} is a file, not a directory.")
+    path = os.path.join(run_dir, SAMPLES_FILE)
+    if os.path.exists(path):
+        try:
+            with h5py.File(path, "r") as f:
+                writer = f.attrs.get("writer")
+        except OSError:
+            writer = None
+        if writer != _STORE_WRITER:
+            raise ValueError(
+                f"`run_dir` = {run_dir!r} holds a {SAMPLES_FILE} that BayesianModel.fit did "
+                "not write (a driver run?): pass another directory."
+            )
+    os.makedirs(run_dir, exist_ok=True)
+    return SampleStore(path)
 
 
 def _pair(data: Any, name: str) -> tuple[Any, Any]:
