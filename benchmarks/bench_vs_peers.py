@@ -18,6 +18,12 @@ Every round runs, one after another and never two at once:
   (set through the script's problem-size constants before it runs; its code is
   not changed). Each invocation compiles again and times ``--peer-repeats`` calls.
 
+``--intra-op-threads 0 1`` times our side twice, with TensorFlow's default thread
+pool (XLA on CPU then splits some fused ops of a step, such as the minibatch
+gather, across the cores) and with one intra-op thread
+(``tf.config.threading.set_intra_op_parallelism_threads(1)``, no such split; the
+peers' jax compiles this workload's ops without it).
+
 For each round the figure is our median samples/s over the round's calls divided
 by the peer's median samples/s of that round; the report gives every round's ratio
 and their median, against each peer and against the faster of the two. The machine
@@ -116,9 +122,12 @@ def worker(args: argparse.Namespace) -> None:
     every call of every configuration. An empty line ends the worker.
     """
     sys.path.insert(0, HERE)
+    import tensorflow as tf
+
+    if args.intra_op_threads[0]:  # before TensorFlow starts its thread pools
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads[0])
     import bench_samplers as bs
     import numpy as np
-    import tensorflow as tf
     from _common import make_data, timed_call
 
     import tfp_sgmcmc as sg
@@ -143,7 +152,12 @@ def worker(args: argparse.Namespace) -> None:
             configs[(name, n)] = c
             first[f"{name}@{n}"] = round(t, 2)
             log(f"  [ours {args.label}] {name} n={n}: first call {t:.1f} s")
-    hello = {"ready": True, "first_call_s": first, "tfp_sgmcmc": sg.__file__}
+    hello = {
+        "ready": True,
+        "first_call_s": first,
+        "tfp_sgmcmc": sg.__file__,
+        "intra_op_parallelism_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+    }
     print("@@JSON@@" + json.dumps(hello), flush=True)
     for line in sys.stdin:
         if not line.strip():
@@ -165,7 +179,9 @@ def worker(args: argparse.Namespace) -> None:
 class OurWorker:
     """A worker process of ours (this checkout, or ``root`` in front of ``PYTHONPATH``)."""
 
-    def __init__(self, label: str, root: str | None, args: argparse.Namespace) -> None:
+    def __init__(
+        self, label: str, root: str | None, threads: int, args: argparse.Namespace
+    ) -> None:
         env = dict(os.environ)
         if root:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
@@ -183,6 +199,8 @@ class OurWorker:
             *map(str, args.batch_sizes),
             "--samples",
             *map(str, args.samples),
+            "--intra-op-threads",
+            str(threads),
             "--configs",
             *args.configs,
         ]
@@ -361,6 +379,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="also time the tfp_sgmcmc package found in this directory (e.g. an export of "
         "an earlier commit), as our second worker 'baseline'",
     )
+    p.add_argument(
+        "--intra-op-threads",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="TensorFlow intra-op threads of our worker (0: TensorFlow's default, one per "
+        "core); several values start one worker each (e.g. 0 1)",
+    )
     p.add_argument("--output", default=None, help="also write the JSON here")
     p.add_argument("--render", default=None, metavar="JSON", help="print a saved report's table")
     # The worker's own arguments (internal).
@@ -397,9 +423,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     env = environment()
     load_start = load_average()
     t0 = time.perf_counter()
-    workers = [OurWorker("current", None, args)]
-    if args.baseline_root:
-        workers.append(OurWorker("baseline", args.baseline_root, args))
+    workers = []
+    for threads in args.intra_op_threads:
+        suffix = "" if len(args.intra_op_threads) == 1 else f"_threads_{threads or 'default'}"
+        workers.append(OurWorker("current" + suffix, None, threads, args))
+        if args.baseline_root:
+            workers.append(OurWorker("baseline" + suffix, args.baseline_root, threads, args))
     rounds = []
     for r in range(args.rounds):
         for n, nsamples in zip(args.batch_sizes, args.samples):
@@ -431,6 +460,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "our_calls": args.calls,
             "peer_repeats": args.peer_repeats,
             "configs": args.configs,
+            "intra_op_threads": args.intra_op_threads,
         },
         **env,
         "command": shlex.join([os.path.basename(sys.executable), *sys.argv]),
