@@ -52,9 +52,14 @@ def one_run(name: str, budget: float, quick: bool, base: Any, theta_map: tf.Tens
     else:
         arms = tuning.grid(step_size=tuning.log10_grid(-1, -7.5, 0.5),
                            batch_fraction=[1.0, 0.1, 0.01, 0.001])
-    res = tuning.mamba(arms, theta_map, kernel_class=cls, estimator=base, kernel_kwargs=kw,
-                       budget=tuning.seconds(budget), metric=tuning.KSDMetric(max_samples=50),
-                       progress=False)
+    res = tuning.MAMBA(
+        arms,
+        theta_map,
+        tuning.KernelSpec(cls, base, **kw),
+        budget=tuning.seconds(budget),
+        metric=tuning.KSDMetric(max_samples=50),
+        progress=False,
+    ).run()
     rounds = {}
     for rec in res.records:
         if rec.diverged:

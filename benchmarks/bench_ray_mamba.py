@@ -56,18 +56,19 @@ STEP_SIZES = [float(10.0**e) for e in (-4.5, -5.0, -5.5, -6.0, -6.5, -7.0)]
 
 
 def make_problem(num_examples: int, batch_fraction: float) -> Any:
-    """The tuning problem (called in the driver or in every Ray actor)."""
+    """The tuner's kernel (built in the driver or in every Ray actor)."""
     import tfp_sgmcmc as sg
     from tfp_sgmcmc.models.logistic_regression import logistic_regression
-    from tfp_sgmcmc.tuning.ray_backend import TuningProblem
+    from tfp_sgmcmc.tuning import KernelSpec
 
     lr = logistic_regression(num_examples=num_examples)
     est = lr.estimator(lr.batch_size_from_fraction(batch_fraction))
-    return TuningProblem(kernel_class=sg.SGLD, estimator=est)
+    return KernelSpec(sg.SGLD, est)
 
 
 class ProblemFactory:
-    """A picklable ``problem()`` (arguments travel, the data is built in each actor)."""
+    """A picklable ``build`` of ``TuningProblem(build)`` (arguments travel, the data is
+    built in each actor)."""
 
     def __init__(self, num_examples: int, batch_fraction: float) -> None:
         self.num_examples = num_examples
@@ -146,28 +147,29 @@ def main() -> None:
     arms = tu.grid(step_size=STEP_SIZES)
     init = np.zeros([10], np.float32)
     # eta = 6 arms: one round, r_0 = T / 6 = --steps per arm.
-    kw = dict(budget=tu.steps(6 * args.steps), eta=6, seed=1, progress=False, jit_compile=True)
+    kw = dict(budget=tu.steps(6 * args.steps), eta=6, seed=1, progress=False)
     factory = ProblemFactory(args.num_examples, args.batch_fraction)
     tuners: dict[str, Any] = {}
     startup: dict[str, float] = {}
 
     log("sequential: building the problem in this process")
     t0 = time.perf_counter()
-    problem = factory()
-    tuners["sequential"] = tu.MAMBA(
-        arms, init, kernel_class=problem.kernel_class, estimator=problem.estimator, **kw
-    )
+    tuners["sequential"] = tu.MAMBA(arms, init, factory(), **kw)
     startup["sequential"] = time.perf_counter() - t0
     log(f"ray: starting {args.workers} actors")
     t0 = time.perf_counter()
     tuners["ray"] = tu.MAMBA(
-        arms, init, problem=factory, executor=tu.RayExecutor(num_workers=args.workers), **kw
+        arms,
+        init,
+        tu.TuningProblem(factory),
+        executor=tu.RayExecutor(num_workers=args.workers),
+        **kw,
     )
     startup["ray"] = time.perf_counter() - t0
     log("sequential_1thread: starting 1 actor")
     t0 = time.perf_counter()
     tuners["sequential_1thread"] = tu.MAMBA(
-        arms, init, problem=factory, executor=tu.RayExecutor(num_workers=1), **kw
+        arms, init, tu.TuningProblem(factory), executor=tu.RayExecutor(num_workers=1), **kw
     )
     startup["sequential_1thread"] = time.perf_counter() - t0
 

@@ -391,8 +391,12 @@ def run_mamba_tuner(
     log(f"MAMBA run on tf.data: batch {n}, {len(arms)} arms, T = {budget_seconds:g} s")
     t0 = time.perf_counter()
     res = tu.MAMBA(
-        arms, tf.zeros([dim], tf.float32), kernel_class=sg.SGLD, estimator=est,
-        budget=tu.seconds(budget_seconds), eta=3, progress=False,
+        arms,
+        tf.zeros([dim], tf.float32),
+        tu.KernelSpec(sg.SGLD, est),
+        budget=tu.seconds(budget_seconds),
+        eta=3,
+        progress=False,
     ).run()
     return {
         "batch_size": n,

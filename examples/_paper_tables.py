@@ -113,15 +113,15 @@ def tune_three_ways(
     about that many samples (thinning ``max(1, steps // eval_samples)``, so an
     expensive arm that runs few steps still yields samples); otherwise every
     10th. MAMBA's metric sees every ``mamba_thin``-th step (the paper's 10 by
-    default). ``run_kwargs`` (e.g. ``thin``) go to the grid search and the
-    heuristic.
+    default). ``run_kwargs`` (e.g. ``sampling=tuning.ArmSampling(thin=1)``) go to the
+    grid search and the heuristic.
 
     Yields:
       ``(method, arm label, tuning result, evaluation result)`` per method.
     """
     cls, kw = kernel_class(name)
     est = control_variate if name.endswith("-CV") else base
-    common = dict(make_kernel=tuning.KernelFactory(cls, est, kw), estimator=base, program_cache={})
+    common = dict(kernel=tuning.KernelSpec(cls, est, **kw))
     axes: dict[str, list] = {"step_size": steps, "batch_fraction": fractions}
     if cls is sg.SGHMC:
         axes["num_leapfrog_steps"] = leapfrogs
@@ -130,15 +130,15 @@ def tune_three_ways(
         eval_seconds if isinstance(eval_seconds, tuning.Budget) else tuning.seconds(eval_seconds)
     )
     results = {
-        "MAMBA-KSD": tuning.mamba(
+        "MAMBA-KSD": tuning.MAMBA(
             tuning.grid(**axes),
             theta_map,
             budget=budget,
             metric=ksd,
-            thin=mamba_thin,
             progress=False,
+            sampling=tuning.ArmSampling(thin=mamba_thin),
             **common,
-        ),
+        ).run(),
         "Grid": tuning.grid_search(
             tuning.grid(**{**axes, "batch_fraction": [0.1]}),
             grid_start,
@@ -165,7 +165,7 @@ def tune_three_ways(
         if label not in evaluations:
             thin = 10
             if eval_samples is not None and eval_budget.deterministic:
-                cost = gradient_cost_per_step(common["make_kernel"](**result.best_arm))
+                cost = gradient_cost_per_step(common["kernel"](**result.best_arm))
                 n = steps_for(eval_budget.amount, eval_budget, cost)
                 thin = max(1, n // eval_samples)
             evaluations[label] = run_fixed(
@@ -174,8 +174,8 @@ def tune_three_ways(
                 theta_map,
                 budget_per_arm=eval_budget,
                 metric=ksd,
-                thin=thin,
                 progress=False,
+                sampling=tuning.ArmSampling(thin=thin),
                 **common,
             )
         yield method, label, result, evaluations[label]
@@ -333,11 +333,7 @@ def measure_throughput(
       …, "load_average_end"}``.
     """
     zero = tuning.FunctionMetric(lambda s: 0.0, "none")
-    common = dict(
-        make_kernel=tuning.KernelFactory(sg.SGLD, estimator, {}),
-        estimator=estimator,
-        program_cache={},
-    )
+    common = dict(kernel=tuning.KernelSpec(sg.SGLD, estimator))
     out: dict[str, Any] = {"load_average_start": os.getloadavg()[0]}
     for frac in fractions:
         arm = {"step_size": 1e-6, "batch_fraction": frac}

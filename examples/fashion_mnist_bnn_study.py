@@ -228,25 +228,13 @@ def sgmcmc_run(
         return ksd_unit(samples, trace, scorer)
 
     common = dict(budget=tuning.gradient_evaluations(mamba_gradients), metric=ksd, progress=False)
-    if hasattr(tuning, "KernelSpec"):
-        tuner = tuning.MAMBA(
-            tuning.grid(**axes),
-            theta_map,
-            tuning.KernelSpec(cls, base, **fixed),
-            sampling=tuning.ArmSampling(thin=1, jit_compile=jit),
-            **common,
-        )
-    else:  # the constructor before `kernel` and `sampling`
-        tuner = tuning.MAMBA(
-            tuning.grid(**axes),
-            theta_map,
-            kernel_class=cls,
-            estimator=base,
-            kernel_kwargs=fixed,
-            thin=1,
-            jit_compile=jit,
-            **common,
-        )
+    tuner = tuning.MAMBA(
+        tuning.grid(**axes),
+        theta_map,
+        tuning.KernelSpec(cls, base, **fixed),
+        sampling=tuning.ArmSampling(thin=1, jit_compile=jit),
+        **common,
+    )
     result = tuner.run()
     tuning_s = clock.elapsed() - map_seconds
     arm = dict(result.best_arm)

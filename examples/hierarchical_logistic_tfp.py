@@ -239,16 +239,15 @@ def main() -> None:
         step_size=[10.0**k for k in (-2.5, -3.0, -3.5, -4.0, -4.5, -5.0)],
         batch_size=[16, 32, 64],
     )
-    tuned = tuning.mamba(
+    tuned = tuning.MAMBA(
         arms,
         z_map,
-        kernel_class=sg.SGLD,
-        estimator=post.estimator,
+        tuning.KernelSpec(sg.SGLD, post.estimator),
         budget=tuning.steps(30_000 if q else 300_000),
         metric=tuning.KSDMetric(max_samples=200),
         seed=args.seed,
         progress=False,
-    )
+    ).run()
     timings["mamba"] = time.perf_counter() - t0
     arm = tuned.best_arm
     kernels["MAMBA-SGLD"] = (

@@ -59,9 +59,7 @@ def main() -> None:
     steps = tuning.log10_grid(-3, -5, 1.0) if args.quick else tuning.log10_grid(-2.5, -5.5, 0.5)
     fractions = [0.1] if args.quick else [0.1, 0.03]
     arms = tuning.grid(step_size=steps, batch_fraction=fractions)
-    factory = tuning.KernelFactory(sg.SGLD, base)
-    cache: dict = {}
-    common = dict(make_kernel=factory, estimator=base, program_cache=cache)
+    common = dict(kernel=tuning.KernelSpec(sg.SGLD, base))
     # The paper's KSD, as the paper ran it.
     ksd = tuning.KSDMetric(max_samples=100, preconditioner=None, check_validity=False)
 
@@ -70,14 +68,23 @@ def main() -> None:
                                              max_samples=20)["accuracy"]
 
     res = {
-        "MAMBA-KSD": tuning.mamba(arms, theta0, budget=budget,
-                                  metric=ksd, **common),
-        "Grid": tuning.grid_search(tuning.grid(step_size=steps, batch_fraction=[0.1]), theta0,
-                                   budget_per_arm=tuning.steps(grid_steps),
-                                   metric=tuning.FunctionMetric(neg_acc, "-accuracy"), **common),
-        "Heuristic": run_fixed("heuristic", [tuning.heuristic_arm(n)], theta0,
-                               budget_per_arm=tuning.steps(1), metric="ksd_unit", progress=False,
-                               **common),
+        "MAMBA-KSD": tuning.MAMBA(arms, theta0, budget=budget, metric=ksd, **common).run(),
+        "Grid": tuning.grid_search(
+            tuning.grid(step_size=steps, batch_fraction=[0.1]),
+            theta0,
+            budget_per_arm=tuning.steps(grid_steps),
+            metric=tuning.FunctionMetric(neg_acc, "-accuracy"),
+            **common,
+        ),
+        "Heuristic": run_fixed(
+            "heuristic",
+            [tuning.heuristic_arm(n)],
+            theta0,
+            budget_per_arm=tuning.steps(1),
+            metric="ksd_unit",
+            progress=False,
+            **common,
+        ),
     }
     res["MAMBA-KSD"].plot(out.figure("mamba_bnn_digits.png"),
                           title="MAMBA-KSD, SGLD, Keras BNN on digits")

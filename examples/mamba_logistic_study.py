@@ -87,17 +87,17 @@ def main() -> None:
     for name in samplers:
         cls, kw = kernel_class(name)
         est = cv if name.endswith("-CV") else base
-        factory = tuning.KernelFactory(cls, est, kw)
-        cache: dict = {}
+        factory = tuning.KernelSpec(cls, est, **kw)
         axes = {"step_size": steps, "batch_fraction": fractions}
         if cls is sg.SGHMC:
             axes["num_leapfrog_steps"] = leapfrogs
         arms = tuning.grid(**axes)
-        common = dict(make_kernel=factory, estimator=base, program_cache=cache)
+        common = dict(kernel=factory)
         res = {}
-        res["MAMBA-KSD"] = tuning.mamba(arms, theta_map, budget=budget, metric=ksd, **common)
-        res["MAMBA-FSSD"] = tuning.mamba(arms, theta_map, budget=budget,
-                                         metric=tuning.FSSDMetric(), **common)
+        res["MAMBA-KSD"] = tuning.MAMBA(arms, theta_map, budget=budget, metric=ksd, **common).run()
+        res["MAMBA-FSSD"] = tuning.MAMBA(
+            arms, theta_map, budget=budget, metric=tuning.FSSDMetric(), **common
+        ).run()
         grid_arms = tuning.grid(**{**axes, "batch_fraction": [0.1]})
         start = theta_map + 0.2 * tf.random.stateless_normal([prob.num_features], [1, 2])
         res["Grid"] = tuning.grid_search(grid_arms, start,

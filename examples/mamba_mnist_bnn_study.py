@@ -257,7 +257,7 @@ def main() -> None:
             eval_seconds=bud["eval"],
             eval_samples=EVAL_SAMPLES,
             mamba_thin=MAMBA_THIN,
-            thin=1,
+            sampling=tuning.ArmSampling(thin=1),
         ):
             rec = ev.records[0]
             s = [np.asarray(p) for p in ev.best_samples]

@@ -141,19 +141,16 @@ def main() -> None:
     rows = []
     for name in samplers:
         cls, kw = KERNELS[name.split("-")[0]]
-        factory = tuning.KernelFactory(cls, cv if name.endswith("-CV") else base, kw)
-        cache: dict = {}
+        factory = tuning.KernelSpec(cls, cv if name.endswith("-CV") else base, **kw)
         grid = tuning.grid_search(
             arms,
             theta_map,
-            make_kernel=factory,
-            estimator=base,
+            factory,
             budget_per_arm=make_budget(r_total),
             metric=ksd,
-            chains_per_arm=args.chains,
-            program_cache=cache,
             seed=10_000,
             progress=False,
+            sampling=tuning.ArmSampling(chains_per_arm=args.chains),
         )
         table = {r.arm_index: (r.metric, r.metric_se) for r in grid.records}
         best = table[grid.best_index]
@@ -165,18 +162,16 @@ def main() -> None:
         for s in seeds:
             variants = [("C chains", args.chains)] + ([("paper", 1)] if s in paper_seeds else [])
             for variant, chains in variants:
-                m = tuning.mamba(
+                m = tuning.MAMBA(
                     arms,
                     theta_map,
-                    make_kernel=factory,
-                    estimator=base,
+                    factory,
                     budget=make_budget(budget),
                     metric=ksd,
                     seed=s,
-                    chains_per_arm=chains,
-                    program_cache=cache,
                     progress=False,
-                )
+                    sampling=tuning.ArmSampling(chains_per_arm=chains),
+                ).run()
                 chosen = table[m.best_index]
                 tr = m.total_sampling_seconds / grid.total_sampling_seconds
                 # The criterion's cost ratio is in the budget's unit: MAMBA's total spend over

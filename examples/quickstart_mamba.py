@@ -64,16 +64,15 @@ def main() -> None:
         budget = args.budget if args.budget is not None else 20.0
     arms = tuning.grid(step_size=steps, batch_fraction=fractions)
 
-    result = tuning.mamba(
+    result = tuning.MAMBA(
         arms,
         theta_map,
-        kernel_class=sg.SGLD,
-        estimator=cv,
+        tuning.KernelSpec(sg.SGLD, cv),
         budget=tuning.seconds(budget),
         eta=3,
         metric=tuning.KSDMetric(max_samples=100),
         seed=args.seed,
-    )
+    ).run()
     print()
     print(result.to_markdown())
     print()

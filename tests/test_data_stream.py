@@ -332,16 +332,16 @@ def test_mamba_tunes_on_a_tf_data_source():
     # N = 120, so ε = 0.03 is unstable (εN > 2), ε = 1e-6 does not move from 0 toward the
     # posterior mean (≈ 1): ε = 2e-3 is the arm to find.
     with pytest.warns(RuntimeWarning):
-        res = tu.mamba(
+        res = tu.MAMBA(
             tu.grid(step_size=[1e-6, 2e-3, 0.03]),
             tf.zeros([2]),
-            make_kernel=lambda step_size: sg.SGLD(est, step_size),
+            lambda step_size: sg.SGLD(est, step_size),
             budget=tu.steps(1500),
             eta=3,
             seed=0,
             progress=False,
-            jit_compile=False,
-        )
+            sampling=tu.ArmSampling(jit_compile=False),
+        ).run()
     assert res.best_index == 1
     assert {r.arm_index: r.diverged for r in res.records}[2]
 

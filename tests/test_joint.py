@@ -203,17 +203,15 @@ def test_mamba_and_driver_and_model_file(tmp_path, capsys):
     )
     spec = load_model(str(model_file), {"num_chains": 2})
     assert spec.param_names == ["mu_unconstrained", "sigma_unconstrained"]
-    result = sg.mamba(
+    result = sg.MAMBA(
         # Stable arms (ε × curvature of log π_z ≤ 0.1): the chosen one runs in the driver.
         sg.tuning.grid(step_size=[1e-4, 1e-5, 1e-6]),
         [p[0] for p in spec.init_state],  # MAMBA runs one chain per arm
-        kernel_class=sg.SGLD,
-        estimator=spec.estimator,
+        sg.tuning.KernelSpec(sg.SGLD, spec.estimator),
         budget=sg.tuning.steps(600),
         progress=False,
-        jit_compile=False,
-        thin=2,
-    )
+        sampling=sg.tuning.ArmSampling(thin=2, jit_compile=False),
+    ).run()
     assert result.best_arm["step_size"] in (1e-4, 1e-5, 1e-6)
     run_dir = str(tmp_path / "run")
     sg.sample(

@@ -44,8 +44,13 @@ def test_one_name_per_sampler():
         for name, cls in samplers.items():
             assert name == cls.__name__, (ns, name)
         assert len({id(c) for c in samplers.values()}) == len(samplers), ns
-    for full in ("StochasticGradientLangevinDynamics", "StochasticGradientHamiltonianMonteCarlo",
-                 "ContourSGLD", "MomentumSGLD", "AdamSGLD"):
+    for full in (
+        "StochasticGradientLangevinDynamics",
+        "StochasticGradientHamiltonianMonteCarlo",
+        "ContourSGLD",
+        "MomentumSGLD",
+        "AdamSGLD",
+    ):
         assert not hasattr(sg, full) and not hasattr(kernels, full), full
 
 
@@ -91,3 +96,63 @@ def test_no_deprecated_names_before_a_first_release():
         importlib.import_module("tfp_sgmcmc.tuning.keras")
     with pytest.raises(AttributeError):
         kernels.NoSuchName  # noqa: B018
+
+
+def _public_namespaces():
+    return [sg] + [importlib.import_module(f"tfp_sgmcmc.{m}") for m in sg._SUBMODULES]
+
+
+def test_mamba_has_one_entry_point():
+    # MAMBA(...).run() only: no function form, no Ray-specific class or function.
+    from tfp_sgmcmc import tuning
+    from tfp_sgmcmc.internal import util
+    from tfp_sgmcmc.tuning import mamba, ray_backend
+
+    assert sg.MAMBA is tuning.MAMBA is mamba.MAMBA
+    for ns in (*_public_namespaces(), mamba, ray_backend):
+        for old in ("mamba", "RayMAMBA", "ray_mamba"):
+            # (`tfp_sgmcmc.tuning.mamba` is the module that defines MAMBA.)
+            found = getattr(ns, old, None)
+            assert found is None or inspect.ismodule(found), (ns.__name__, old)
+            assert old not in getattr(ns, "__all__", ()), (ns.__name__, old)
+    names = {n for ns in _public_namespaces() for n in ns.__all__ if "mamba" in n.lower()}
+    assert names == {"MAMBA"}
+    assert not hasattr(util, "deprecated_aliases")
+
+
+def test_no_two_public_names_for_one_object():
+    for ns in _public_namespaces():
+        seen: dict[int, str] = {}
+        for name in ns.__all__:
+            obj = getattr(ns, name)
+            if isinstance(obj, (int, float, str, bool, tuple, frozenset)):
+                continue  # constants may share a value
+            assert id(obj) not in seen, (ns.__name__, seen.get(id(obj)), name)
+            seen[id(obj)] = name
+
+
+def test_a_wrong_kernel_argument_is_a_value_error_naming_it():
+    import tensorflow as tf
+
+    from tfp_sgmcmc import tuning
+
+    est = sg.NoisyGradientEstimator(lambda x: -0.5 * tf.reduce_sum(x**2, -1), 0.1)
+    arms, x0 = tuning.grid(step_size=[0.1, 0.2, 0.3]), tf.zeros([2])
+    wrong = {
+        sg.SGLD: r"`kernel` .*the class SGLD.*tuning\.KernelSpec\(SGLD, estimator",
+        est: r"`kernel` .*an estimator.*tuning\.KernelSpec\(sg\.SGLD, estimator",
+        sg.SGLD(est, 0.1): r"`kernel` .*a kernel instance",
+        "sgld": r"`kernel` .*got str",
+    }
+    for bad, message in wrong.items():
+        with pytest.raises(ValueError, match=message):
+            tuning.MAMBA(arms, x0, bad)
+        with pytest.raises(ValueError, match=message):
+            tuning.grid_search(arms, x0, bad)
+        with pytest.raises(ValueError, match=message):
+            tuning.heuristic(100, x0, bad)
+    # The options are keyword-only and grouped: the former flat arguments are gone.
+    with pytest.raises(TypeError):
+        tuning.MAMBA(arms, x0, tuning.KernelSpec(sg.SGLD, est), thin=5)
+    with pytest.raises(ValueError, match="`thin` must be an int >= 1"):
+        tuning.ArmSampling(thin=0)

@@ -79,11 +79,9 @@ _EXPORTS = {
     "PolynomialDecay": "tfp_sgmcmc.schedules",
     "SAStepSize": "tfp_sgmcmc.schedules",
     "MAMBA": "tfp_sgmcmc.tuning",
-    "RayMAMBA": "tfp_sgmcmc.tuning",
     "RayExecutor": "tfp_sgmcmc.tuning",
     "grid_search": "tfp_sgmcmc.tuning",
     "heuristic": "tfp_sgmcmc.tuning",
-    "mamba": "tfp_sgmcmc.tuning",
 }
 
 __version__ = "0.1.0.dev0"
@@ -224,7 +222,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
         PolynomialDecay,
         SAStepSize,
     )
-    from tfp_sgmcmc.tuning import MAMBA, RayExecutor, RayMAMBA, grid_search, heuristic, mamba
+    from tfp_sgmcmc.tuning import MAMBA, RayExecutor, grid_search, heuristic
 
 
 def __getattr__(name: str) -> Any:

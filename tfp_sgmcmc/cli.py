@@ -874,14 +874,10 @@ class _TuneProblem:
         return {**self.__dict__, "_spec": None}
 
     def __call__(self) -> Any:
-        from tfp_sgmcmc.tuning import TuningProblem
+        from tfp_sgmcmc.tuning import KernelSpec
 
         spec = self._spec if self._spec is not None else _load(self.model, self.model_args)
-        return TuningProblem(
-            kernel_class=_kernel_class(self.kernel),
-            estimator=spec.estimator,
-            kernel_kwargs=dict(self.kernel_kwargs),
-        )
+        return KernelSpec(_kernel_class(self.kernel), spec.estimator, **self.kernel_kwargs)
 
 
 def _ray_executor(address: str) -> Any:
@@ -955,7 +951,15 @@ def _cmd_posterior(a: argparse.Namespace) -> int:
 
 def _cmd_tune(a: argparse.Namespace) -> int:
     try:
-        from tfp_sgmcmc.tuning import MAMBA, grid, seconds, steps
+        from tfp_sgmcmc.tuning import (
+            MAMBA,
+            ArmSampling,
+            KernelSpec,
+            TuningProblem,
+            grid,
+            seconds,
+            steps,
+        )
     except ImportError as e:  # pragma: no cover - the tuning package ships with us
         raise CLIError(f"the tuning package is unavailable: {e}") from e
 
@@ -981,11 +985,11 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     budget = steps(a.budget_steps) if a.budget_steps is not None else seconds(a.budget_seconds)
     if a.ray is None:
         problem_args: dict[str, Any] = dict(
-            kernel_class=cls, estimator=spec.estimator, kernel_kwargs=kernel_kwargs
+            kernel=KernelSpec(cls, spec.estimator, **kernel_kwargs)
         )
     else:
         problem_args = dict(
-            problem=_TuneProblem(a.model, model_args, a.kernel, kernel_kwargs, spec),
+            kernel=TuningProblem(_TuneProblem(a.model, model_args, a.kernel, kernel_kwargs, spec)),
             executor=_ray_executor(a.ray),
         )
     try:
@@ -996,10 +1000,9 @@ def _cmd_tune(a: argparse.Namespace) -> int:
             budget=budget,
             eta=a.eta,
             metric=a.metric,
-            thin=a.thin,
             seed=a.seed,
-            jit_compile=not a.no_xla,
             progress=not a.no_progress,
+            sampling=ArmSampling(thin=a.thin, jit_compile=not a.no_xla),
         )
     except (ValueError, TypeError) as e:
         raise CLIError(_flag_message(str(e), list(kernel_kwargs), _TUNE_FLAGS)) from e

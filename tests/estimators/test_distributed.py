@@ -240,6 +240,11 @@ def test_chains_draw_what_the_base_draws():
     assert isinstance(own, DistributedMinibatchEstimator) and own.independent_chains is True
     assert own.chain_shape(tf.zeros([3, 2], tf.float64)) == [3]
     with pytest.raises(ValueError, match="independent chains"):
-        sg.MAMBA([{"step_size": e} for e in (1e-3, 2e-3, 3e-3)], tf.zeros([2], tf.float64),
-                 kernel_class=sg.SGLD, estimator=shared, budget=sg.tuning.steps(60),
-                 chains_per_arm=2, progress=False).run()
+        sg.MAMBA(
+            [{"step_size": e} for e in (1e-3, 2e-3, 3e-3)],
+            tf.zeros([2], tf.float64),
+            sg.tuning.KernelSpec(sg.SGLD, shared),
+            budget=sg.tuning.steps(60),
+            progress=False,
+            sampling=sg.tuning.ArmSampling(chains_per_arm=2),
+        ).run()

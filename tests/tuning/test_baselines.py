@@ -35,9 +35,14 @@ def test_gradient_budget_grid_search_and_shared_programs():
     # Posterior N(mean, 1/(N+1)) per coordinate: gradients scale with N = 200.
     arms = tu.grid(step_size=[1e-5, 1e-3, 5e-2], batch_size=[10, 40])
     x0 = tf.constant([3.0, -3.0], tf.float64)
-    res = tu.grid_search(arms, x0, make_kernel=tu.KernelFactory(sg.SGLD, BASE),
-                         budget_per_arm=tu.gradient_evaluations(8000), progress=False,
-                         jit_compile=False)
+    res = tu.grid_search(
+        arms,
+        x0,
+        tu.KernelSpec(sg.SGLD, BASE),
+        budget_per_arm=tu.gradient_evaluations(8000),
+        progress=False,
+        sampling=tu.ArmSampling(jit_compile=False),
+    )
     # One program per batch size, shared by the three step sizes.
     assert res.num_programs == 2
     for r in res.records:
@@ -54,8 +59,13 @@ def test_gradient_budget_grid_search_and_shared_programs():
 
 def test_heuristic_runs_and_scores():
     x0 = tf.constant([3.0, -3.0], tf.float64)
-    res = tu.heuristic(200, x0, make_kernel=tu.KernelFactory(sg.SGLD, BASE),
-                       budget=tu.steps(500), jit_compile=False)
+    res = tu.heuristic(
+        200,
+        x0,
+        tu.KernelSpec(sg.SGLD, BASE),
+        budget=tu.steps(500),
+        sampling=tu.ArmSampling(jit_compile=False),
+    )
     assert res.best_arm == {"step_size": 1 / 200, "batch_fraction": 0.1}
     assert res.records[0].steps == 500 and res.records[0].samples == 50
     assert np.isfinite(res.best_metric)
@@ -66,8 +76,16 @@ def test_wall_clock_budget_is_spent_and_compile_time_excluded():
     # compile time counted as sampling time, or chunks ignoring the clock).
     arms = tu.grid(step_size=[1e-4, 1e-3, 3e-3])
     x0 = tf.constant([3.0, -3.0], tf.float64)
-    res = tu.mamba(arms, x0, make_kernel=tu.KernelFactory(sg.SGLD, BASE), budget=3.0,
-                   eta=3, progress=False, jit_compile=False, seed=1)
+    res = tu.MAMBA(
+        arms,
+        x0,
+        tu.KernelSpec(sg.SGLD, BASE),
+        budget=3.0,
+        eta=3,
+        progress=False,
+        seed=1,
+        sampling=tu.ArmSampling(jit_compile=False),
+    ).run()
     assert res.num_rounds == 1
     honesty = res.budget_honesty()
     assert 0.8 < honesty < 1.5, honesty

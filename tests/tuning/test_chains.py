@@ -11,7 +11,7 @@ import tensorflow as tf
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning as tu
 from tfp_sgmcmc.diagnostics import kernel_stein_discrepancy
-from tfp_sgmcmc.tuning.mamba import evaluate_metric_with_se
+from tfp_sgmcmc.tuning.executors import evaluate_metric_with_se
 from tfp_sgmcmc.tuning.runner import ArmRunner, RunOutput
 
 N, D = 64, 2
@@ -28,18 +28,16 @@ def _problem(rng, independent=True):
 
 def test_mamba_with_chains_per_arm(rng):
     est, x = _problem(rng)
-    res = tu.mamba(
+    res = tu.MAMBA(
         tu.grid(step_size=[1e-3, 3e-3, 1e-2, 3e-1]),
         tf.zeros([D], tf.float64),
-        kernel_class=sg.SGLD,
-        estimator=est,
+        tu.KernelSpec(sg.SGLD, est),
         budget=tu.steps(2400),
         eta=2,
-        chains_per_arm=3,
         seed=1,
         progress=False,
-        jit_compile=False,
-    )
+        sampling=tu.ArmSampling(chains_per_arm=3, jit_compile=False),
+    ).run()
     assert res.chains_per_arm == 3
     r0 = [r for r in res.records if r.round == 0]
     # Steps count every chain: r_0 = 2400 / (4 · 2) = 300 chain-steps = 100 steps per chain.
@@ -97,23 +95,21 @@ def test_chains_per_arm_needs_independent_batches(rng):
         tu.MAMBA(
             tu.grid(step_size=[1e-3, 1e-2]),
             tf.zeros([D], tf.float64),
-            kernel_class=sg.SGLD,
-            estimator=est,
+            tu.KernelSpec(sg.SGLD, est),
             budget=tu.steps(400),
             eta=2,
-            chains_per_arm=2,
             progress=False,
+            sampling=tu.ArmSampling(chains_per_arm=2),
         )
     with pytest.raises(ValueError, match="chains_per_arm"):
         tu.MAMBA(
             tu.grid(step_size=[1e-3, 1e-2]),
             tf.zeros([D], tf.float64),
-            kernel_class=sg.SGLD,
-            estimator=est,
+            tu.KernelSpec(sg.SGLD, est),
             budget=tu.steps(400),
             eta=2,
-            chains_per_arm=0,
             progress=False,
+            sampling=tu.ArmSampling(chains_per_arm=0),
         )
 
 

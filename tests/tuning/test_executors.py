@@ -31,8 +31,8 @@ def make_kernel(step_size):
     return sg.SGLD(EST, step_size)
 
 
-def problem():
-    return tu.TuningProblem(make_kernel=make_kernel)
+def build():
+    return make_kernel
 
 
 BUDGET = tu.gradient_evaluations(4800)
@@ -66,8 +66,7 @@ def by_hand():
 def test_sequential_executor_is_the_hand_written_loop_bit_for_bit(by_hand):
     rows, runner = by_hand
     res = tu.MAMBA(
-        tu.grid(step_size=STEPS), INIT, make_kernel=make_kernel,
-        executor=tu.SequentialExecutor(), **KW,
+        tu.grid(step_size=STEPS), INIT, make_kernel, executor=tu.SequentialExecutor(), **KW
     ).run()
     assert res.method == "MAMBA" and res.best_arm == {"step_size": 0.1}
     assert len(res.records) == len(rows)
@@ -85,7 +84,7 @@ def test_sequential_executor_is_the_hand_written_loop_bit_for_bit(by_hand):
 
 def test_problem_factory_gives_the_same_records_as_make_kernel(by_hand):
     rows, _ = by_hand
-    res = tu.MAMBA(tu.grid(step_size=STEPS), INIT, problem=problem, **KW).run()
+    res = tu.MAMBA(tu.grid(step_size=STEPS), INIT, tu.TuningProblem(build), **KW).run()
     assert [(r.arm_index, r.steps) for r in res.records] == [(j, s) for j, s, *_ in rows]
     assert [r.metric for r in res.records] == [v for _, _, v, *_ in rows]
     assert isinstance(res.kernel(), sg.SGLD)  # built from the factory in this process
@@ -119,37 +118,47 @@ class _ReversedExecutor(tu.Executor):
 
 def test_a_custom_executor_plugs_into_grid_search_and_order_does_not_matter():
     arms = tu.grid(step_size=STEPS[:4])
-    kw = dict(make_kernel=make_kernel, budget_per_arm=tu.steps(200), seed=1, progress=False,
-              program_cache={})  # one compilation for both runs
-    seq = tu.grid_search(arms, INIT, **kw)
-    rev = tu.grid_search(arms, INIT, executor=_ReversedExecutor(), **kw)
+    spec = tu.KernelSpec(sg.SGLD, EST)  # keeps its programs: one compilation for both runs
+    kw = dict(budget_per_arm=tu.steps(200), seed=1, progress=False)
+    seq = tu.grid_search(arms, INIT, spec, **kw)
+    rev = tu.grid_search(arms, INIT, spec, executor=_ReversedExecutor(), **kw)
     assert rev.method == "grid search (reversed)"
     assert [r.arm_index for r in rev.records] == [0, 1, 2, 3]  # grid order in the result
     # Each arm has its own seed stream: the order it runs in changes nothing.
     assert [r.metric for r in rev.records] == [r.metric for r in seq.records]
     assert rev.best_index == seq.best_index == 2
+    # The second run reused the spec's compiled program.
+    assert seq.records[0].compile_seconds > 0
+    assert all(r.compile_seconds == 0 for r in rev.records)
 
 
 def test_heuristic_takes_an_executor():
     res = tu.heuristic(
-        100, INIT, make_kernel=lambda step_size, batch_fraction: make_kernel(step_size),
-        budget=tu.steps(100), executor=_ReversedExecutor(),
+        100,
+        INIT,
+        lambda step_size, batch_fraction: make_kernel(step_size),
+        budget=tu.steps(100),
+        executor=_ReversedExecutor(),
     )
     assert res.method == "heuristic (reversed)" and res.best_arm["step_size"] == 0.01
 
 
-def test_bad_executor_and_problem_arguments_are_named():
+def test_bad_executor_and_kernel_arguments_are_named():
     arms = tu.grid(step_size=STEPS)
     with pytest.raises(TypeError, match="`executor` must be an Executor"):
-        tu.MAMBA(arms, INIT, make_kernel=make_kernel, executor="ray", **KW)
-    with pytest.raises(ValueError, match="exactly one of `make_kernel`, `kernel_class` and"):
-        tu.MAMBA(arms, INIT, make_kernel=make_kernel, problem=problem, **KW)
-    with pytest.raises(ValueError, match="`estimator` and `kernel_kwargs` go inside"):
-        tu.grid_search(arms, INIT, problem=problem, estimator=EST, progress=False)
-    with pytest.raises(ValueError, match="`problem` must be a callable"):
-        tu.MAMBA(arms, INIT, problem=problem(), **KW)
-    with pytest.raises(ValueError, match="must return a TuningProblem"):
-        tu.MAMBA(arms, INIT, problem=lambda: 42, **KW)
+        tu.MAMBA(arms, INIT, make_kernel, executor="ray", **KW)
+    with pytest.raises(ValueError, match="`build` must be a callable"):
+        tu.TuningProblem(42)
+    with pytest.raises(ValueError, match="`build` must be a callable"):
+        tu.TuningProblem(tu.KernelSpec(sg.SGLD, EST))
+    with pytest.raises(ValueError, match="`kernel` must build a kernel from an arm, got int"):
+        tu.MAMBA(arms, INIT, tu.TuningProblem(lambda: 42), **KW)
+    with pytest.raises(ValueError, match="build\\(\\) must return a KernelSpec"):
+        tu.grid_search(arms, INIT, tu.TuningProblem(lambda: tu.TuningProblem(build)))
+    with pytest.raises(ValueError, match="`kernel_class` must be a kernel class"):
+        tu.KernelSpec(make_kernel, EST)
+    with pytest.raises(ValueError, match="`estimator` is required"):
+        tu.KernelSpec(sg.SGLD, None)
     with pytest.raises(ValueError, match="`num_workers` must be an int >= 1"):
         tu.RayExecutor(num_workers=0)
     with pytest.raises(ValueError, match="`num_cpus_per_worker` must be a number > 0"):

@@ -37,16 +37,16 @@ def make_kernel(step_size):
 @pytest.fixture(scope="module")
 def result():
     TRACES.clear()
-    return tu.mamba(
+    return tu.MAMBA(
         tu.grid(step_size=STEPS),
         tf.fill([D], tf.constant(8.0, tf.float64)),
-        make_kernel=make_kernel,
+        make_kernel,
         budget=tu.steps(4800),
         eta=2,
         seed=3,
         progress=False,
-        jit_compile=False,
-    )
+        sampling=tu.ArmSampling(jit_compile=False),
+    ).run()
 
 
 def test_right_arm_wins_and_diverging_arm_is_pruned(result):
@@ -119,16 +119,16 @@ def test_nan_and_failing_metrics_prune_without_crashing():
             raise FloatingPointError("boom")
         return abs(float(x.var()) - 1.0)
 
-    res = tu.mamba(
+    res = tu.MAMBA(
         tu.grid(step_size=[1e-3, 0.05, 0.1]),
         tf.fill([D], tf.constant(8.0, tf.float64)),
-        make_kernel=lambda step_size: sg.SGLD(ESTIMATOR, step_size),
+        lambda step_size: sg.SGLD(ESTIMATOR, step_size),
         budget=tu.steps(1500),
         eta=3,
         metric=metric,
         progress=False,
-        jit_compile=False,
-    )
+        sampling=tu.ArmSampling(jit_compile=False),
+    ).run()
     notes = {r.arm_index: r.note for r in res.records}
     assert "non-finite" in notes[0] and "boom" in notes[1]
     assert res.best_index == 2
@@ -139,18 +139,21 @@ def test_construction_errors():
     mk = lambda step_size: sg.SGLD(ESTIMATOR, step_size)  # noqa: E731
     arms = tu.grid(step_size=[0.1, 0.2, 0.3])
     with pytest.raises(ValueError, match="`eta`"):
-        tu.MAMBA(arms, x0, make_kernel=mk, eta=1)
+        tu.MAMBA(arms, x0, mk, eta=1)
     with pytest.raises(ValueError, match="`arms`"):
-        tu.MAMBA(arms[:2], x0, make_kernel=mk, eta=3)
+        tu.MAMBA(arms[:2], x0, mk, eta=3)
     with pytest.raises(ValueError, match=r"`arms\[1\]`"):
-        tu.MAMBA([{"step_size": 0.1}, {"step_size": -1.0}, {"step_size": 0.3}], x0,
-                 make_kernel=mk)
+        tu.MAMBA([{"step_size": 0.1}, {"step_size": -1.0}, {"step_size": 0.3}], x0, mk)
     with pytest.raises(ValueError, match="`metric`"):
-        tu.MAMBA(arms, x0, make_kernel=mk, metric="kdd")
+        tu.MAMBA(arms, x0, mk, metric="kdd")
     with pytest.raises(ValueError, match="`budget`"):
-        tu.MAMBA(arms, x0, make_kernel=mk, budget=tu.steps(2))
-    with pytest.raises(ValueError, match="exactly one"):
-        tu.MAMBA(arms, x0)
+        tu.MAMBA(arms, x0, mk, budget=tu.steps(2))
+    with pytest.raises(TypeError, match="kernel"):
+        tu.MAMBA(arms, x0)  # what to sample is required
+    with pytest.raises(ValueError, match="`sampling` must be a tuning.ArmSampling"):
+        tu.MAMBA(arms, x0, mk, sampling={"thin": 5})
+    with pytest.raises(ValueError, match="`max_steps_per_call` must be an int >= 20"):
+        tu.ArmSampling(max_steps_per_call=10)
 
 
 def test_arm_names_seed_and_budget_amounts_are_checked():
@@ -158,15 +161,17 @@ def test_arm_names_seed_and_budget_amounts_are_checked():
     arms = tu.grid(step_size=[0.1, 0.2, 0.3])
     # A hyperparameter the kernel does not take (a typo) names the arm, not a TypeError.
     with pytest.raises(ValueError, match=r"`arms\[0\]`.*'frictoin'.*it takes: .*step_size"):
-        tu.MAMBA(tu.grid(step_size=[0.1, 0.2, 0.3], frictoin=[0.1]), x0,
-                 kernel_class=sg.SGLD, estimator=ESTIMATOR, budget=tu.steps(300))
+        tu.MAMBA(
+            tu.grid(step_size=[0.1, 0.2, 0.3], frictoin=[0.1]),
+            x0,
+            tu.KernelSpec(sg.SGLD, ESTIMATOR),
+            budget=tu.steps(300),
+        )
     with pytest.raises(ValueError, match=r"`arms\[0\]`"):  # a make_kernel's TypeError too
-        tu.MAMBA(arms, x0, make_kernel=lambda step: sg.SGLD(ESTIMATOR, step),
-                 budget=tu.steps(300))
+        tu.MAMBA(arms, x0, lambda step: sg.SGLD(ESTIMATOR, step), budget=tu.steps(300))
     for bad in (-1, 2**40, 1.5):
         with pytest.raises(ValueError, match="`seed`"):
-            tu.MAMBA(arms, x0, kernel_class=sg.SGLD, estimator=ESTIMATOR,
-                     budget=tu.steps(300), seed=bad)
+            tu.MAMBA(arms, x0, tu.KernelSpec(sg.SGLD, ESTIMATOR), budget=tu.steps(300), seed=bad)
     assert tu.steps(np.float32(100)).amount == 100.0
     assert tu.steps(np.int64(100)).amount == 100
     for bad in (True, np.nan, "100"):
@@ -179,10 +184,15 @@ def test_budget_without_a_thinned_sample_is_refused_and_all_inf_warns():
     arms = tu.grid(step_size=[0.1, 0.2, 0.3])
     # 12 steps over 3 arms: 4 each, fewer than thin = 10 even in the last round.
     with pytest.raises(ValueError, match=r"fewer than `thin` = 10"):
-        tu.MAMBA(arms, x0, kernel_class=sg.SGLD, estimator=ESTIMATOR, budget=tu.steps(12))
+        tu.MAMBA(arms, x0, tu.KernelSpec(sg.SGLD, ESTIMATOR), budget=tu.steps(12))
     # Every arm diverges: the result says so instead of presenting arm 0 as a choice.
     with pytest.warns(RuntimeWarning, match="no arm of the deciding round"):
-        res = tu.grid_search(tu.grid(step_size=[50.0, 60.0]), x0, kernel_class=sg.SGLD,
-                             estimator=ESTIMATOR, budget_per_arm=tu.steps(200),
-                             progress=False, jit_compile=False)
+        res = tu.grid_search(
+            tu.grid(step_size=[50.0, 60.0]),
+            x0,
+            tu.KernelSpec(sg.SGLD, ESTIMATOR),
+            budget_per_arm=tu.steps(200),
+            progress=False,
+            sampling=tu.ArmSampling(jit_compile=False),
+        )
     assert all(math.isinf(r.metric) for r in res.records)

@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.tuning.mamba import evaluate_metric_with_se
+from tfp_sgmcmc.tuning.executors import evaluate_metric_with_se
 from tfp_sgmcmc.tuning.metrics import DisqualifiedSample, KSDMetric, resolve_metric
 from tfp_sgmcmc.tuning.runner import RunOutput
 
@@ -129,7 +129,7 @@ def test_mamba_names_why_each_disqualified_arm_lost():
     result = tu.MAMBA(
         tu.grid(step_size=[1e-12, 1e-5, 5e-4]),
         tf.constant(MU),
-        make_kernel=lambda step_size: sg.SGLD(ESTIMATOR, step_size),
+        lambda step_size: sg.SGLD(ESTIMATOR, step_size),
         budget=tu.steps(600),
         eta=3,
         seed=0,

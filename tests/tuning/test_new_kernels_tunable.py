@@ -55,16 +55,16 @@ def test_mamba_tunes_floats_with_one_program(name):
         traced.append(arm)
         return make(**arm)
 
-    result = tu.mamba(
+    result = tu.MAMBA(
         tu.grid(step_size=steps, **extra),
         tf.fill([2], tf.constant(6.0, tf.float64)),
-        make_kernel=make_kernel,
+        make_kernel,
         budget=tu.steps(600 * len(steps) * len(tu.grid(**extra))),
         eta=3,
         seed=1,
         progress=False,
-        jit_compile=False,
-    )
+        sampling=tu.ArmSampling(jit_compile=False),
+    ).run()
     assert result.num_programs == 1
     assert any(all(tf.is_tensor(v) for v in arm.values()) for arm in traced)
     assert result.best_arm["step_size"] == steps[1]
@@ -80,16 +80,15 @@ def test_svrg_estimator_tunes_the_batch_size():
         return -0.5 * tf.square(batch[1] - tf.einsum("nd,...d->...n", batch[0], theta))
 
     est = sg.SVRGEstimator(sg.MinibatchEstimator(loglik, (x, y), 8), update_rate=5)
-    result = tu.mamba(
+    result = tu.MAMBA(
         tu.grid(step_size=[1e-3, 3e-3], batch_size=[4, 8]),
         tf.zeros([3], tf.float64),
-        kernel_class=sg.SGLD,
-        estimator=est,
+        tu.KernelSpec(sg.SGLD, est),
         budget=tu.steps(400),
         eta=2,
         seed=1,
         progress=False,
-        jit_compile=False,
-    )
+        sampling=tu.ArmSampling(jit_compile=False),
+    ).run()
     assert result.num_programs == 2  # one per batch size
     assert result.best_arm["batch_size"] in (4, 8)

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning as tu
-from tfp_sgmcmc.tuning.ray_backend import RayExecutor, RayMAMBA, TuningProblem
+from tfp_sgmcmc.tuning.ray_backend import RayExecutor
 
 pytestmark = pytest.mark.cluster
 
@@ -36,14 +36,15 @@ INIT = np.full([D], 8.0)
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-def gaussian_problem() -> TuningProblem:
+def gaussian_problem():
+    """The ``build`` of a ``TuningProblem``: a make_kernel whose estimator is built here."""
     est = sg.NoisyGradientEstimator(
         lambda x: -0.5 * tf.reduce_sum(tf.square(x), axis=-1), noise_scale=0.1
     )
-    return TuningProblem(make_kernel=lambda step_size: sg.SGLD(est, step_size))
+    return lambda step_size: sg.SGLD(est, step_size)
 
 
-KW = dict(budget=tu.gradient_evaluations(4800), eta=2, seed=3, progress=False, jit_compile=True)
+KW = dict(budget=tu.gradient_evaluations(4800), eta=2, seed=3, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +81,8 @@ def kill_one_actor_in_round_0(pool):
 
 
 def ray_mamba_tuner(problem, arms, init, num_workers=None, **kw):
-    """MAMBA with a Ray executor: the former ``RayMAMBA(problem, arms, init, ...)``."""
-    return tu.MAMBA(arms, init, problem=problem, executor=RayExecutor(num_workers), **kw)
+    """MAMBA with a Ray executor, its kernel built in each actor by ``problem()``."""
+    return tu.MAMBA(arms, init, tu.TuningProblem(problem), executor=RayExecutor(num_workers), **kw)
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,7 @@ def pair(local_ray):
     also shows that a lost actor costs a rerun of its arm, not the result.
     """
     arms = tu.grid(step_size=STEPS)
-    seq = tu.mamba(arms, tf.constant(INIT), make_kernel=gaussian_problem().make_kernel, **KW)
+    seq = tu.MAMBA(arms, tf.constant(INIT), gaussian_problem(), **KW).run()
     tuner = ray_mamba_tuner(gaussian_problem, arms, INIT, num_workers=2, **KW)
     pool = tuner.pool
     kill_one_actor_in_round_0(pool)
@@ -175,7 +176,7 @@ def test_wall_clock_budget_is_spent_in_each_actor(local_ray):
         eta=2,
         seed=1,
         progress=False,
-        jit_compile=False,
+        sampling=tu.ArmSampling(jit_compile=False),
         num_workers=2,
     ).run()
     assert res.per_arm_budgets == pytest.approx([0.3, 0.6])
@@ -196,30 +197,29 @@ def test_non_picklable_factory_is_a_clear_error(local_ray):
         with lock:  # a lock cannot travel to another process
             return gaussian_problem()
 
-    with pytest.raises(ValueError, match="`problem` cannot be pickled"):
+    with pytest.raises(ValueError, match=r"`kernel` \(a TuningProblem\) cannot be pickled"):
         ray_mamba_tuner(problem, tu.grid(step_size=STEPS), INIT, **KW)
     with pytest.raises(ValueError, match="`metric` cannot be pickled"):
         ray_mamba_tuner(
             gaussian_problem, tu.grid(step_size=STEPS), INIT, metric=lambda *a: lock, **KW
         )
-    with pytest.raises(ValueError, match="`problem` must be a callable"):
-        ray_mamba_tuner(gaussian_problem(), tu.grid(step_size=STEPS), INIT, **KW)
     # A kernel builder given directly travels pickled too: same clear error.
-    with pytest.raises(ValueError, match="`make_kernel` .*cannot be pickled.*`problem=`"):
+    with pytest.raises(ValueError, match=r"`kernel` cannot be pickled.*TuningProblem\(build\)"):
         tu.grid_search(
-            tu.grid(step_size=STEPS), INIT, make_kernel=lambda step_size: lock,
-            executor=RayExecutor(), progress=False,
+            tu.grid(step_size=STEPS),
+            INIT,
+            lambda step_size: lock,
+            executor=RayExecutor(),
+            progress=False,
         )
     # 3 one-CPU actors on a 2-CPU Ray would wait forever.
     with pytest.raises(ValueError, match="`num_workers`"):
         ray_mamba_tuner(gaussian_problem, tu.grid(step_size=STEPS), INIT, num_workers=3, **KW)
 
 
-def test_invalid_arm_is_reported_from_the_worker_through_the_deprecated_alias(local_ray):
-    # RayMAMBA(problem, arms, init, ...) is now a thin alias of MAMBA(executor=RayExecutor(...)).
-    with pytest.warns(DeprecationWarning, match="executor=RayExecutor"):
-        with pytest.raises(ValueError, match=r"`arms\[1\]`.*step_size"):
-            RayMAMBA(gaussian_problem, tu.grid(step_size=[0.1, -1.0]), INIT, num_workers=1, **KW)
+def test_invalid_arm_is_reported_from_the_worker(local_ray):
+    with pytest.raises(ValueError, match=r"`arms\[1\]`.*step_size"):
+        ray_mamba_tuner(gaussian_problem, tu.grid(step_size=[0.1, -1.0]), INIT, num_workers=1, **KW)
 
 
 def test_factory_from_a_module_the_workers_cannot_import(local_ray, tmp_path, monkeypatch):
@@ -239,12 +239,12 @@ def test_factory_from_a_module_the_workers_cannot_import(local_ray, tmp_path, mo
 
 @pytest.mark.slow  # MAMBA's Ray equality stays in CI
 def test_grid_search_on_ray_matches_sequential_with_a_pickled_make_kernel(local_ray):
-    # make_kernel= (not a factory) is shipped pickled, with its estimator.
+    # A make_kernel function (not a TuningProblem) is shipped pickled, with its estimator.
     arms = tu.grid(step_size=[1e-2, 0.1, 1.5, 50.0])
     kw = dict(budget_per_arm=tu.steps(300), seed=5, progress=False)
-    mk = gaussian_problem().make_kernel
-    seq = tu.grid_search(arms, tf.constant(INIT), make_kernel=mk, **kw)
-    par = tu.grid_search(arms, INIT, make_kernel=mk, executor=RayExecutor(num_workers=2), **kw)
+    mk = gaussian_problem()
+    seq = tu.grid_search(arms, tf.constant(INIT), mk, **kw)
+    par = tu.grid_search(arms, INIT, mk, executor=RayExecutor(num_workers=2), **kw)
     assert par.method == "grid search (Ray)" and seq.method == "grid search"
     assert par.best_index == seq.best_index == 1
     for a, b in zip(seq.records, par.records):

@@ -151,16 +151,16 @@ def test_mamba_tunes_on_a_tf_data_source_with_xla_chunks():
     # posterior mean (≈ 1): ε = 2e-3 is the arm to find.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = tu.mamba(
+        res = tu.MAMBA(
             tu.grid(step_size=[1e-6, 2e-3, 0.03]),
             tf.zeros([2]),
-            make_kernel=lambda step_size: sg.SGLD(est, step_size),
+            lambda step_size: sg.SGLD(est, step_size),
             budget=tu.steps(1500),
             eta=3,
             seed=0,
             progress=False,
-            jit_compile=True,
-        )
+            sampling=tu.ArmSampling(jit_compile=True),
+        ).run()
     # The full data (960 bytes) are kept in memory: the full-data scores compile.
     assert est.data.full_in_memory
     assert not [w for w in caught if "could not be XLA-compiled" in str(w.message)]
@@ -173,7 +173,7 @@ def test_mamba_tunes_on_a_tf_data_source_with_xla_chunks():
 
 def test_grid_search_and_heuristic_on_tf_data():
     est = _estimator()
-    kw = dict(kernel_class=sg.SGLD, estimator=est, jit_compile=True, seed=2)
+    kw = dict(kernel=tu.KernelSpec(sg.SGLD, est), seed=2)
     res = tu.grid_search(
         tu.grid(step_size=[2e-3, 0.03]), tf.zeros([2]), budget_per_arm=tu.steps(300),
         progress=False, **kw,
@@ -190,17 +190,28 @@ def test_batch_size_arms_on_one_tf_data_source_are_refused():
     est = _estimator()
     with pytest.raises(ValueError, match=r"`batch_fraction` = 0.5 asks for minibatches of 60"):
         tu.grid_search(
-            tu.grid(step_size=[1e-3], batch_fraction=[BATCH / N, 0.5]), tf.zeros([2]),
-            kernel_class=sg.SGLD, estimator=est, budget_per_arm=tu.steps(10), progress=False,
+            tu.grid(step_size=[1e-3], batch_fraction=[BATCH / N, 0.5]),
+            tf.zeros([2]),
+            tu.KernelSpec(sg.SGLD, est),
+            budget_per_arm=tu.steps(10),
+            progress=False,
         )
     with pytest.raises(ValueError, match=r"`batch_fraction` = 0.1 .*of 12.*one DatasetData"):
-        tu.heuristic(N, tf.zeros([2]), kernel_class=sg.SGLD, estimator=est, budget=tu.steps(10))
+        tu.heuristic(N, tf.zeros([2]), tu.KernelSpec(sg.SGLD, est), budget=tu.steps(10))
     with pytest.raises(ValueError, match=r"`batch_size` = 20 asks for minibatches of 20"):
-        tu.grid_search([{"step_size": 1e-3, "batch_size": 20}], tf.zeros([2]),
-                       kernel_class=sg.SGLD, estimator=est, progress=False)
+        tu.grid_search(
+            [{"step_size": 1e-3, "batch_size": 20}],
+            tf.zeros([2]),
+            tu.KernelSpec(sg.SGLD, est),
+            progress=False,
+        )
     with pytest.raises(ValueError, match=r"`batch_size` = 20 asks for minibatches of 20"):
-        tu.grid_search([{"step_size": 1e-3, "batch_size": 20}], tf.zeros([2]), progress=False,
-                       kernel_class=sg.SGLD, estimator=sg.SVRGEstimator(est, update_rate=5))
+        tu.grid_search(
+            [{"step_size": 1e-3, "batch_size": 20}],
+            tf.zeros([2]),
+            tu.KernelSpec(sg.SGLD, sg.SVRGEstimator(est, update_rate=5)),
+            progress=False,
+        )
     # One DatasetData per batch size, built by make_kernel: each arm reads its own stream.
     estimators: dict[int, sg.MinibatchEstimator] = {}
 
@@ -210,8 +221,12 @@ def test_batch_size_arms_on_one_tf_data_source_are_refused():
         return sg.SGLD(estimators[batch_size], step_size)
 
     res = tu.grid_search(
-        tu.grid(step_size=[2e-3], batch_size=[10, 20]), tf.zeros([2]), make_kernel=make_kernel,
-        budget_per_arm=tu.steps(200), progress=False, jit_compile=True,
+        tu.grid(step_size=[2e-3], batch_size=[10, 20]),
+        tf.zeros([2]),
+        make_kernel,
+        budget_per_arm=tu.steps(200),
+        progress=False,
+        sampling=tu.ArmSampling(jit_compile=True),
     )
     assert [r.steps for r in res.records] == [200, 200] and res.num_programs == 2
     assert all(e.data.chunked for e in estimators.values())

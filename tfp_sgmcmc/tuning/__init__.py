@@ -1,11 +1,19 @@
 """Tuning SG-MCMC samplers: MAMBA (successive halving), grid search and the
 heuristic baseline, with budgets in seconds, steps or gradient evaluations.
-See ``docs/tuning.md``. (Keras models enter through
+See ``docs/tuning.md``.
+
+One entry point per method: ``MAMBA(arms, init_state, kernel, ...).run()``,
+``grid_search(arms, init_state, kernel, ...)`` and ``heuristic(num_examples,
+init_state, kernel, ...)``. ``kernel`` is a
+[`KernelSpec`][tfp_sgmcmc.tuning.arms.KernelSpec], a function
+``make_kernel(**arm)`` or a
+[`TuningProblem`][tfp_sgmcmc.tuning.executors.TuningProblem]; how each arm is
+sampled is an [`ArmSampling`][tfp_sgmcmc.tuning.arms.ArmSampling]. (Keras models enter through
 [`tfp_sgmcmc.keras`][tfp_sgmcmc.keras], imported on demand: it is the only module that
 imports Keras.)
 """
 
-from tfp_sgmcmc.tuning.arms import KernelFactory, arm_label, grid, log10_grid
+from tfp_sgmcmc.tuning.arms import ArmSampling, KernelSpec, arm_label, grid, log10_grid
 from tfp_sgmcmc.tuning.baselines import grid_search, heuristic, heuristic_arm
 from tfp_sgmcmc.tuning.budget import (
     Budget,
@@ -24,25 +32,24 @@ from tfp_sgmcmc.tuning.executors import (
     TuningJob,
     TuningProblem,
 )
-from tfp_sgmcmc.tuning.mamba import MAMBA, mamba
+from tfp_sgmcmc.tuning.mamba import MAMBA
 from tfp_sgmcmc.tuning.metrics import FSSDMetric, FullDataScorer, FunctionMetric, KSDMetric
 
 # Imports Ray only when a RayExecutor is built (optional extra `tfp-sgmcmc[ray]`).
-from tfp_sgmcmc.tuning.ray_backend import RayExecutor, RayMAMBA, ray_mamba
+from tfp_sgmcmc.tuning.ray_backend import RayExecutor
 from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult
 
 __all__ = [
     "MAMBA",
-    "mamba",
+    "KernelSpec",
+    "TuningProblem",
+    "ArmSampling",
     "Executor",
     "SequentialExecutor",
     "RayExecutor",
     "ArmPool",
     "ArmRun",
     "TuningJob",
-    "TuningProblem",
-    "RayMAMBA",
-    "ray_mamba",
     "grid_search",
     "heuristic",
     "heuristic_arm",
@@ -56,7 +63,6 @@ __all__ = [
     "grid",
     "log10_grid",
     "arm_label",
-    "KernelFactory",
     "KSDMetric",
     "FSSDMetric",
     "FunctionMetric",

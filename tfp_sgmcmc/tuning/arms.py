@@ -3,8 +3,8 @@
 An arm is a ``dict`` of hyperparameters (``step_size``, ``batch_size`` or
 ``batch_fraction``, ``num_leapfrog_steps``, ``friction``, ``diffusion``, drift
 factors ...). A kernel is built from an arm either by a user function
-``make_kernel(**arm)`` or by a kernel class plus base keyword arguments and a
-base estimator ([`KernelFactory`][tfp_sgmcmc.tuning.arms.KernelFactory]).
+``make_kernel(**arm)`` or by a kernel class with a base estimator and fixed
+keyword arguments ([`KernelSpec`][tfp_sgmcmc.tuning.arms.KernelSpec]).
 
 Hyperparameters split into
 
@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tfp_sgmcmc.data import DatasetData
-from tfp_sgmcmc.internal.util import estimator_data, keyword_parameters
+from tfp_sgmcmc.internal.util import check_int, estimator_data, keyword_parameters
 
 __all__ = [
     "grid",
@@ -36,7 +37,8 @@ __all__ = [
     "structural_keys",
     "split_arm",
     "arm_label",
-    "KernelFactory",
+    "KernelSpec",
+    "ArmSampling",
 ]
 
 #: Keys that are always structural, whatever the type of their values.
@@ -109,35 +111,54 @@ def arm_label(arm: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-class KernelFactory:
-    """Builds ``kernel_class(estimator_for_arm, **kernel_kwargs, **other_hyperparameters)``.
+class KernelSpec:
+    """A kernel class, its base estimator and fixed arguments: the ``kernel`` of a tuner.
 
-    The batch size comes from the arm's ``batch_size`` (an int ``n``) or
-    ``batch_fraction`` (``n = max(1, ⌊τ N⌋)``, the paper's τ% / 100) through
+    ``KernelSpec(sg.SGLD, estimator, temperature=0.5)`` builds, for an arm,
+    ``SGLD(estimator_for_arm, temperature=0.5, **other_hyperparameters)``. The batch
+    size comes from the arm's ``batch_size`` (an int ``n``) or ``batch_fraction``
+    (``n = max(1, ⌊τ N⌋)``, the paper's τ% / 100) through
     ``estimator.with_batch_size(n)``; every other hyperparameter is a keyword
-    argument of the kernel.
+    argument of the kernel. The Stein metrics score samples with ``estimator``'s
+    full-data score.
+
+    A spec keeps the programs the tuners compile for it, so runs in this process
+    that reuse one spec object (MAMBA, then grid search, then a long run of the
+    chosen arm) compile each structural key once.
 
     Args:
       kernel_class: an SG-MCMC kernel class (``SGLD``, ``SGHMC``, ``SGNHT`` ...).
       estimator: the base gradient estimator (needs ``with_batch_size`` if the
         arms tune the batch size).
-      kernel_kwargs: fixed keyword arguments. Default value: ``None``.
+      **kernel_kwargs: fixed keyword arguments of every kernel.
+
+    Raises:
+      ValueError: ``kernel_class`` is not a class, or ``estimator`` is missing
+        or is a class.
     """
 
-    def __init__(
-        self,
-        kernel_class: type,
-        estimator: Any,
-        kernel_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        if not callable(kernel_class):
-            raise ValueError("`kernel_class` must be a kernel class.")
+    def __init__(self, kernel_class: type, estimator: Any, /, **kernel_kwargs: Any) -> None:
+        if not isinstance(kernel_class, type):
+            raise ValueError(
+                f"`kernel_class` must be a kernel class such as sg.SGLD, got {kernel_class!r}."
+            )
         if estimator is None:
-            raise ValueError("`estimator` is required with `kernel_class`.")
+            raise ValueError("`estimator` is required: KernelSpec(kernel_class, estimator).")
+        if isinstance(estimator, type):
+            raise ValueError(
+                "`estimator` must be a gradient estimator instance (e.g. "
+                f"sg.MinibatchEstimator(...)), got the class {estimator.__name__}."
+            )
         self.kernel_class = kernel_class
         self.estimator = estimator
-        self.kernel_kwargs = dict(kernel_kwargs or {})
+        self.kernel_kwargs = dict(kernel_kwargs)
         self._estimators: dict[int, Any] = {}
+        #: Compiled programs of the tuners run on this spec (never pickled).
+        self._programs: dict[tuple, Any] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Compiled programs stay in their process; a worker compiles its own.
+        return {**self.__dict__, "_programs": {}}
 
     def batch_size(self, arm: dict[str, Any]) -> int | None:
         if "batch_size" in arm and "batch_fraction" in arm:
@@ -184,7 +205,8 @@ class KernelFactory:
             f"`{key}` = {arm[key]!r} asks for minibatches of {n}, but the estimator reads a "
             f"DatasetData whose dataset yields batches of {data.batch_size}: a tf.data "
             f"source has one batch size. Tune the other hyperparameters on it (drop `{key}` "
-            "from the arms), or pass `make_kernel` building one DatasetData per batch size "
+            "from the arms), or pass as `kernel` a function building one DatasetData per "
+            "batch size "
             "(docs/tuning.md, 'Tuning on tf.data')."
         )
 
@@ -210,7 +232,65 @@ class KernelFactory:
             )
 
     def __repr__(self) -> str:
-        return f"KernelFactory({self.kernel_class.__name__}, {self.estimator!r})"
+        extra = "".join(f", {k}={v!r}" for k, v in self.kernel_kwargs.items())
+        return f"KernelSpec({self.kernel_class.__name__}, {self.estimator!r}{extra})"
 
 
 MakeKernel = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ArmSampling:
+    """How every arm of a tuner is sampled (the ``sampling`` option of the tuners).
+
+    Args:
+      thin: the metric sees every ``thin``-th state of a round. Default value: ``10``
+        (the paper's).
+      chains_per_arm: ``C`` independent chains per arm, run side by side in the
+        arm's budget (one program, leading ``[C]`` state dimension; the estimator
+        must have ``independent_chains=True``). The arm's metric is computed on
+        the chains' pooled samples with a jackknife standard error over the chains
+        (``RoundRecord.metric_se``; see
+        [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.executors.evaluate_metric_with_se]).
+        Default value: ``1`` (the paper's one chain per arm).
+      max_steps_per_call: steps per compiled call (bounds the sample buffer), an
+        int ``>= 2 * thin``. Default value: ``2000``.
+      jit_compile: XLA-compile the sampling programs; an arm reading a
+        [`DatasetData`][tfp_sgmcmc.data.DatasetData] is then fed its minibatches in
+        prefetched blocks (``False``: the iterator is read step by step in a graph;
+        see docs/tuning.md, "Tuning on tf.data"). Default value: ``True``.
+      static_keys: extra hyperparameter names to treat as structural (module
+        docstring). Default value: ``()``.
+
+    Raises:
+      ValueError: a field of the wrong type or out of range, naming it.
+    """
+
+    thin: int = 10
+    chains_per_arm: int = 1
+    max_steps_per_call: int = 2000
+    jit_compile: bool = True
+    static_keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        thin = check_int(self.thin, "thin", 1)
+        object.__setattr__(self, "thin", thin)
+        object.__setattr__(
+            self, "chains_per_arm", check_int(self.chains_per_arm, "chains_per_arm", 1)
+        )
+        object.__setattr__(
+            self,
+            "max_steps_per_call",
+            check_int(self.max_steps_per_call, "max_steps_per_call", 2 * thin),
+        )
+        if not isinstance(self.jit_compile, (bool, np.bool_)):
+            raise ValueError(f"`jit_compile` must be a bool, got {self.jit_compile!r}.")
+        object.__setattr__(self, "jit_compile", bool(self.jit_compile))
+        keys = self.static_keys
+        if not isinstance(keys, (list, tuple, set, frozenset)) or not all(
+            isinstance(k, str) for k in keys
+        ):
+            raise ValueError(
+                f"`static_keys` must be a sequence of hyperparameter names, got {keys!r}."
+            )
+        object.__setattr__(self, "static_keys", tuple(keys))

@@ -29,8 +29,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tfp_sgmcmc.internal.util import check_int
+from tfp_sgmcmc.tuning.arms import ArmSampling, KernelSpec
 from tfp_sgmcmc.tuning.budget import Budget
-from tfp_sgmcmc.tuning.executors import Executor, make_job, resolve_executor
+from tfp_sgmcmc.tuning.executors import Executor, TuningProblem, make_job, resolve_executor
 from tfp_sgmcmc.tuning.mamba import as_budget
 from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
 from tfp_sgmcmc.tuning.results import TuningResult, warn_if_no_usable_arm
@@ -61,40 +62,30 @@ def heuristic_arm(
 def grid_search(
     arms: Sequence[dict[str, Any]],
     init_state: Any,
-    make_kernel: Callable[..., Any] | None = None,
-    kernel_class: type | None = None,
-    estimator: Any = None,
-    kernel_kwargs: dict[str, Any] | None = None,
+    kernel: KernelSpec | TuningProblem | Callable[..., Any],
+    *,
     budget_per_arm: Budget | float = 1.0,
     metric: Any = "ksd",
-    thin: int = 10,
-    seed: int = 0,
-    jit_compile: bool = True,
-    progress: bool = True,
-    max_steps_per_call: int = 2000,
-    program_cache: dict | None = None,
-    chains_per_arm: int = 1,
-    problem: Callable[[], Any] | None = None,
     executor: Executor | None = None,
-    *,
+    seed: int = 0,
+    progress: bool = True,
+    sampling: ArmSampling | None = None,
     method: str = "grid search",
 ) -> TuningResult:
     """Exhaustive grid search: every arm runs ``budget_per_arm``; lowest metric wins.
 
     One round of ``len(arms)`` runs (ties keep grid order); with
-    ``chains_per_arm = C > 1`` each arm runs ``C`` independent repeats (chains
-    side by side in the arm's budget) and its metric comes with a standard
-    error over them (see
+    ``ArmSampling(chains_per_arm=C)``, ``C > 1``, each arm runs ``C`` independent
+    repeats (chains side by side in the arm's budget) and its metric comes with a
+    standard error over them (see
     [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.executors.evaluate_metric_with_se]).
 
     Args:
       arms: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA]; so are ``init_state``,
-        ``make_kernel``, ``kernel_class``, ``estimator``, ``kernel_kwargs``,
-        ``metric``, ``thin``, ``seed``, ``jit_compile``, ``progress``,
-        ``max_steps_per_call``, ``program_cache``, ``chains_per_arm``,
-        ``problem`` and ``executor`` (e.g. a
+        ``kernel``, ``metric``, ``executor`` (e.g. a
         [`RayExecutor`][tfp_sgmcmc.tuning.ray_backend.RayExecutor] runs the
-        arms in parallel with the same records).
+        arms in parallel with the same records), ``seed``, ``progress`` and
+        ``sampling``.
       budget_per_arm: a [`Budget`][tfp_sgmcmc.tuning.budget.Budget] whose
         ``amount`` each configuration runs (e.g. ``steps(5000)``), or seconds.
         Default value: ``1.`` (1 s each, the journal's grid search with KSD).
@@ -102,15 +93,14 @@ def grid_search(
 
     Returns:
       A [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult] (one round).
+
+    Raises:
+      ValueError: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA].
     """
     budget = as_budget(budget_per_arm)
     metric_fn = resolve_metric(metric)
     executor = resolve_executor(executor)
-    job, mk = make_job(
-        arms, init_state, metric, make_kernel, kernel_class, estimator, kernel_kwargs, problem,
-        thin=thin, seed=seed, max_steps_per_call=max_steps_per_call, jit_compile=jit_compile,
-        chains_per_arm=chains_per_arm, program_cache=program_cache,
-    )
+    job, mk = make_job(arms, init_state, metric, kernel, seed=seed, sampling=sampling)
     arms = job.arms
     pool = executor.open(job)
     if executor.name:
@@ -162,26 +152,31 @@ def grid_search(
     return result
 
 
-def run_fixed(method: str, arms: Sequence[dict[str, Any]], init_state: Any, *args: Any,
-              **kwargs: Any) -> TuningResult:
+def run_fixed(
+    method: str, arms: Sequence[dict[str, Any]], init_state: Any, kernel: Any, **options: Any
+) -> TuningResult:
     """Every arm runs the same budget; named ``method`` in the result.
 
     [`grid_search`][tfp_sgmcmc.tuning.baselines.grid_search] (its other
-    arguments, positional or keyword) under another name, e.g. ``"eval"``
-    for a long run of one chosen arm.
+    arguments, by keyword) under another name, e.g. ``"eval"`` for a long run
+    of one chosen arm.
     """
-    return grid_search(arms, init_state, *args, method=method, **kwargs)
+    return grid_search(arms, init_state, kernel, method=method, **options)
 
 
 def heuristic(
     num_examples: int,
     init_state: Any,
+    kernel: KernelSpec | TuningProblem | Callable[..., Any],
     *,
     num_leapfrog_steps: int | None = None,
     batch_fraction: float = 0.1,
     budget: Budget | float = 1.0,
+    metric: Any = "ksd",
+    executor: Executor | None = None,
+    seed: int = 0,
     progress: bool = False,
-    **kwargs: Any,
+    sampling: ArmSampling | None = None,
 ) -> TuningResult:
     """Run the heuristic arm ([`heuristic_arm`][tfp_sgmcmc.tuning.baselines.heuristic_arm]) for
     ``budget`` and score it.
@@ -190,14 +185,11 @@ def heuristic(
       num_examples: ``N``, as [`heuristic_arm`][tfp_sgmcmc.tuning.baselines.heuristic_arm];
         so are ``num_leapfrog_steps`` and ``batch_fraction``.
       init_state: the chain's start.
+      kernel: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA]; so are ``metric``,
+        ``executor``, ``seed`` and ``sampling``.
       budget: a [`Budget`][tfp_sgmcmc.tuning.budget.Budget] or seconds.
         Default value: ``1.``.
       progress: show a progress bar. Default value: ``False``.
-      **kwargs: the problem and scoring, as
-        [`grid_search`][tfp_sgmcmc.tuning.baselines.grid_search]: ``make_kernel``
-        or ``kernel_class`` (with ``estimator``, ``kernel_kwargs``) or
-        ``problem``; ``metric``, ``thin``, ``seed``, ``jit_compile``,
-        ``program_cache``, ``executor``.
 
     Returns:
       A one-arm [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult] (metric ``inf`` if
@@ -206,7 +198,16 @@ def heuristic(
     """
     arm = heuristic_arm(num_examples, num_leapfrog_steps, batch_fraction)
     res = grid_search(
-        [arm], init_state, budget_per_arm=budget, progress=progress, method="heuristic", **kwargs
+        [arm],
+        init_state,
+        kernel,
+        budget_per_arm=budget,
+        metric=metric,
+        executor=executor,
+        seed=seed,
+        progress=progress,
+        sampling=sampling,
+        method="heuristic",
     )
     if not math.isfinite(res.records[0].metric):
         res.records[0].survived = True

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from tfp_sgmcmc.internal.util import AttributeView
-from tfp_sgmcmc.tuning.arms import KernelFactory
+from tfp_sgmcmc.tuning.arms import ArmSampling, KernelSpec
 from tfp_sgmcmc.tuning.budget import Budget, steps_for
 from tfp_sgmcmc.tuning.metrics import DisqualifiedSample, resolve_metric
 from tfp_sgmcmc.tuning.results import RoundRecord
@@ -70,8 +70,8 @@ __all__ = [
     "TuningJob",
     "TuningProblem",
     "SequentialExecutor",
-    "resolve_make_kernel",
-    "resolve_problem",
+    "check_kernel",
+    "resolve_kernel",
     "make_job",
     "build_problem",
     "evaluate_metric",
@@ -80,92 +80,110 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- #
-# The problem: how to build a kernel from an arm
+# The kernel: how to build a kernel from an arm
 # --------------------------------------------------------------------------- #
-@dataclass
 class TuningProblem:
-    """What a problem factory returns: how to build a kernel from an arm.
+    """A ``kernel`` built inside each worker of an executor: ``TuningProblem(build)``.
 
-    Exactly one of ``make_kernel`` and ``kernel_class`` (as for
-    [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA]). A factory ``problem() ->
-    TuningProblem`` lets an executor build the data, estimator and compiled
-    programs inside each of its workers (another process, another node).
+    ``build()`` returns what a tuner's ``kernel`` otherwise is: a
+    [`KernelSpec`][tfp_sgmcmc.tuning.arms.KernelSpec] or a function
+    ``make_kernel(**arm) -> kernel``. An executor with workers in other processes
+    ([`RayExecutor`][tfp_sgmcmc.tuning.ray_backend.RayExecutor]) calls it in each of
+    them, so data, estimators and compiled programs are built there; ``build`` must
+    then pickle (a module-level function importable on every node, or a function
+    defined in the driver script, pickled by value). The tuner calls it in its own
+    process too, on first use (for
+    [`TuningResult.kernel`][tfp_sgmcmc.tuning.results.TuningResult.kernel]).
 
     Args:
-      make_kernel: ``make_kernel(**arm) -> kernel``. Default value: ``None``.
-      kernel_class: a kernel class, built as ``kernel_class(estimator
-        .with_batch_size(n), **kernel_kwargs, **arm)``. Default value: ``None``.
-      estimator: the base estimator for ``kernel_class``, and the target whose
-        full-data score the Stein metrics use. Default value: ``None`` (the
-        first arm's estimator).
-      kernel_kwargs: fixed kernel arguments for ``kernel_class``.
-        Default value: ``None``.
-    """
-
-    make_kernel: Callable[..., Any] | None = None
-    kernel_class: type | None = None
-    estimator: Any = None
-    kernel_kwargs: dict[str, Any] | None = None
-
-
-def resolve_make_kernel(
-    make_kernel: Callable[..., Any] | None,
-    kernel_class: type | None,
-    estimator: Any,
-    kernel_kwargs: dict[str, Any] | None,
-) -> Callable[..., Any]:
-    """``make_kernel`` as given, or a [`KernelFactory`][tfp_sgmcmc.tuning.arms.KernelFactory]
-    for a kernel class.
+      build: a callable ``() -> KernelSpec | make_kernel``.
 
     Raises:
-      ValueError: both or neither of ``make_kernel`` and ``kernel_class``, or a
-        ``make_kernel`` that is not callable.
+      ValueError: ``build`` is not callable.
     """
-    if (make_kernel is None) == (kernel_class is None):
-        raise ValueError("Give exactly one of `make_kernel` and `kernel_class`.")
-    if make_kernel is not None:
-        if not callable(make_kernel):
-            raise ValueError("`make_kernel` must be callable (**arm) -> kernel.")
-        return make_kernel
-    return KernelFactory(kernel_class, estimator, kernel_kwargs)
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        if isinstance(build, (TuningProblem, KernelSpec)) or not callable(build):
+            raise ValueError(
+                "`build` must be a callable () -> KernelSpec | make_kernel, got "
+                f"{type(build).__name__}."
+            )
+        self.build = build
+
+    def __repr__(self) -> str:
+        return f"TuningProblem({getattr(self.build, '__qualname__', self.build)!r})"
+
+
+def _is_estimator(obj: Any) -> bool:
+    return hasattr(obj, "bootstrap") and hasattr(obj, "full_log_prob_and_gradient")
+
+
+def check_kernel(kernel: Any, name: str = "kernel") -> None:
+    """Refuses what cannot build a kernel from an arm, with a hint.
+
+    Raises:
+      ValueError: ``kernel`` is a kernel class, an estimator, a kernel instance or
+        not callable (the message names ``name``).
+    """
+    if isinstance(kernel, (KernelSpec, TuningProblem)):
+        return
+    what = None
+    if isinstance(kernel, type):
+        what = (
+            f"the class {kernel.__name__}; wrap it with its estimator: "
+            f"tuning.KernelSpec({kernel.__name__}, estimator, **fixed_kwargs)"
+        )
+    elif _is_estimator(kernel):
+        what = (
+            f"an estimator ({type(kernel).__name__}); pair it with a kernel class: "
+            "tuning.KernelSpec(sg.SGLD, estimator, **fixed_kwargs)"
+        )
+    elif hasattr(kernel, "one_step") and hasattr(kernel, "bootstrap_results"):
+        what = (
+            f"a kernel instance ({type(kernel).__name__}); give what builds one per arm: "
+            "tuning.KernelSpec(kernel_class, estimator) or a function (**arm) -> kernel"
+        )
+    elif not callable(kernel):
+        what = (
+            f"{type(kernel).__name__}; give tuning.KernelSpec(kernel_class, estimator, "
+            "**fixed_kwargs), a function (**arm) -> kernel, or tuning.TuningProblem(build)"
+        )
+    if what is not None:
+        raise ValueError(f"`{name}` must build a kernel from an arm, got {what}.")
 
 
 def build_problem(factory: Callable[[], Any]) -> tuple[Callable[..., Any], Any]:
-    """``(make_kernel, estimator or None)`` from a problem factory.
+    """``(make_kernel, metric estimator or None)`` from a job's factory.
 
     Raises:
-      ValueError: the factory returns neither a
-        [`TuningProblem`][tfp_sgmcmc.tuning.executors.TuningProblem] nor a dict
-        of its fields, or the problem names both or neither kernel builder.
+      ValueError: the factory returns something that cannot build a kernel (see
+        [`check_kernel`][tfp_sgmcmc.tuning.executors.check_kernel]) or a
+        ``TuningProblem``.
     """
-    problem = factory()
-    if isinstance(problem, dict):
-        problem = TuningProblem(**problem)
-    if not isinstance(problem, TuningProblem):
+    kernel = factory()
+    if isinstance(kernel, TuningProblem):
         raise ValueError(
-            "`problem` must return a TuningProblem (or a dict of its fields), got "
-            f"{type(problem).__name__}."
+            "`kernel`: TuningProblem(build)'s build() must return a KernelSpec or a "
+            "function (**arm) -> kernel, got a TuningProblem."
         )
-    make_kernel = resolve_make_kernel(
-        problem.make_kernel, problem.kernel_class, problem.estimator, problem.kernel_kwargs
-    )
-    return make_kernel, problem.estimator
+    check_kernel(kernel, "kernel")
+    return kernel, (kernel.estimator if isinstance(kernel, KernelSpec) else None)
 
 
-class _GivenProblem:
-    """A factory that returns a problem built in this process (``make_kernel=`` or
-    ``kernel_class=``): workers in other processes receive it pickled."""
+class _GivenKernel:
+    """A factory that returns a kernel built in this process: workers in other
+    processes receive it pickled."""
 
-    def __init__(self, make_kernel: Callable[..., Any], estimator: Any) -> None:
-        self.problem = TuningProblem(make_kernel=make_kernel, estimator=estimator)
+    def __init__(self, kernel: Callable[..., Any]) -> None:
+        self.kernel = kernel
 
-    def __call__(self) -> TuningProblem:
-        return self.problem
+    def __call__(self) -> Callable[..., Any]:
+        return self.kernel
 
 
 class _DriverMakeKernel:
-    """``make_kernel`` of a factory-built problem in the tuner's own process
-    (for [`TuningResult.kernel`][tfp_sgmcmc.tuning.results.TuningResult.kernel]),
+    """``make_kernel`` of a ``TuningProblem`` in the tuner's own process (for
+    [`TuningResult.kernel`][tfp_sgmcmc.tuning.results.TuningResult.kernel]),
     built on first use."""
 
     def __init__(self, factory: Callable[[], Any]) -> None:
@@ -181,36 +199,20 @@ class _DriverMakeKernel:
         return f"make_kernel from {getattr(self.factory, '__qualname__', self.factory)!r}"
 
 
-def resolve_problem(
-    make_kernel: Callable[..., Any] | None,
-    kernel_class: type | None,
-    estimator: Any,
-    kernel_kwargs: dict[str, Any] | None,
-    problem: Callable[[], Any] | None,
-) -> tuple[Callable[..., Any], Callable[[], Any], str]:
-    """The tuner's ``(make_kernel, problem factory, what the factory was made from)``.
+def resolve_kernel(kernel: Any) -> tuple[Callable[..., Any], Callable[[], Any], str]:
+    """The tuner's ``(make_kernel, factory, what the factory was made from)`` for ``kernel``.
 
-    With ``problem`` the factory is the user's (called in every worker; the
-    tuner's own ``make_kernel`` builds it on first use); otherwise the
-    ``make_kernel`` (or the ``KernelFactory`` of ``kernel_class``) built here is
+    A ``TuningProblem``'s ``build`` is the factory (called in every worker; the
+    tuner's own ``make_kernel`` builds it on first use); any other ``kernel`` is
     wrapped in a factory that returns it.
 
     Raises:
-      ValueError: not exactly one of ``make_kernel``, ``kernel_class`` and
-        ``problem``; a ``problem`` that is not callable.
+      ValueError: see [`check_kernel`][tfp_sgmcmc.tuning.executors.check_kernel].
     """
-    if problem is None:
-        mk = resolve_make_kernel(make_kernel, kernel_class, estimator, kernel_kwargs)
-        return mk, _GivenProblem(mk, estimator), "`make_kernel` (or `kernel_class`/`estimator`)"
-    if make_kernel is not None or kernel_class is not None:
-        raise ValueError("Give exactly one of `make_kernel`, `kernel_class` and `problem`.")
-    if estimator is not None or kernel_kwargs:
-        raise ValueError(
-            "`estimator` and `kernel_kwargs` go inside the TuningProblem that `problem` returns."
-        )
-    if not callable(problem):
-        raise ValueError("`problem` must be a callable () -> TuningProblem.")
-    return _DriverMakeKernel(problem), problem, "`problem`"
+    check_kernel(kernel)
+    if isinstance(kernel, TuningProblem):
+        return _DriverMakeKernel(kernel.build), kernel.build, "`kernel` (a TuningProblem)"
+    return kernel, _GivenKernel(kernel), "`kernel`"
 
 
 # --------------------------------------------------------------------------- #
@@ -273,9 +275,7 @@ def evaluate_metric_with_se(
         if hasattr(metric, "value_and_se"):
             value, se = metric.value_and_se(_groups(out), estimator)
         elif chains == 1:
-            value = float(
-                metric(out.samples, {"target_log_prob": out.target_log_prob}, estimator)
-            )
+            value = float(metric(out.samples, {"target_log_prob": out.target_log_prob}, estimator))
             se = nan
         else:
             values = [
@@ -308,8 +308,8 @@ class TuningJob:
     """Everything an executor needs to run a tuner's arms.
 
     Built by the tuner; ``problem`` is always a factory (``problem() ->
-    TuningProblem``), so a worker in another process can build its own
-    kernels, and ``problem_source`` names the tuner argument it came from
+    KernelSpec | make_kernel``), so a worker in another process can build its
+    own kernels, and ``problem_source`` names the tuner argument it came from
     (for error messages).
     """
 
@@ -343,27 +343,43 @@ def make_job(
     arms: Sequence[dict[str, Any]],
     init_state: Any,
     metric: Any,
-    make_kernel: Callable[..., Any] | None = None,
-    kernel_class: type | None = None,
-    estimator: Any = None,
-    kernel_kwargs: dict[str, Any] | None = None,
-    problem: Callable[[], Any] | None = None,
-    **runner_options: Any,
+    kernel: Any,
+    seed: int = 0,
+    sampling: ArmSampling | None = None,
 ) -> tuple[TuningJob, Callable[..., Any]]:
     """A tuner's ``(job, make_kernel)`` from its arguments (see
-    [`resolve_problem`][tfp_sgmcmc.tuning.executors.resolve_problem]);
-    ``runner_options`` are the other fields of
-    [`TuningJob`][tfp_sgmcmc.tuning.executors.TuningJob] (``thin``, ``seed``, ...)."""
+    [`resolve_kernel`][tfp_sgmcmc.tuning.executors.resolve_kernel]).
+
+    Raises:
+      ValueError: ``arms`` holds something other than dicts, a wrong ``kernel``,
+        or ``sampling`` is not an ``ArmSampling``.
+    """
     arms = list(arms)
     for a in arms:  # (ArmRunner checks the same; the records need copies made here)
         if not isinstance(a, dict):
             raise ValueError(f"`arms` must hold dicts, got {type(a).__name__}.")
-    mk, factory, source = resolve_problem(
-        make_kernel, kernel_class, estimator, kernel_kwargs, problem
-    )
+    if sampling is None:
+        sampling = ArmSampling()
+    if not isinstance(sampling, ArmSampling):
+        raise ValueError(
+            "`sampling` must be a tuning.ArmSampling(thin=..., chains_per_arm=..., ...), got "
+            f"{type(sampling).__name__}."
+        )
+    mk, factory, source = resolve_kernel(kernel)
     job = TuningJob(
-        [dict(a) for a in arms], init_state, factory, metric, problem_source=source,
-        **runner_options,
+        [dict(a) for a in arms],
+        init_state,
+        factory,
+        metric,
+        thin=sampling.thin,
+        seed=seed,
+        static_keys=sampling.static_keys,
+        max_steps_per_call=sampling.max_steps_per_call,
+        jit_compile=sampling.jit_compile,
+        chains_per_arm=sampling.chains_per_arm,
+        # A KernelSpec keeps its compiled programs for every run in this process.
+        program_cache=kernel._programs if isinstance(kernel, KernelSpec) else None,
+        problem_source=source,
     )
     return job, mk
 
@@ -506,8 +522,9 @@ class SequentialExecutor(Executor):
     """Runs a round's arms one after another in this process (the default).
 
     One [`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner] holds every arm's
-    chain and compiles each structural key once; ``program_cache`` (a tuner
-    argument) is shared with other runs of the same ``make_kernel``.
+    chain and compiles each structural key once (once per
+    [`KernelSpec`][tfp_sgmcmc.tuning.arms.KernelSpec] object, for all the runs
+    that reuse it).
 
     Example:
 
@@ -519,7 +536,7 @@ class SequentialExecutor(Executor):
     est = sg.NoisyGradientEstimator(lambda x: -0.5 * tf.reduce_sum(x**2, -1), noise_scale=0.1)
     result = tuning.MAMBA(
         tuning.grid(step_size=[1e-3, 0.1, 50.0]), tf.fill([2], 3.0),
-        make_kernel=lambda step_size: sg.SGLD(est, step_size),
+        lambda step_size: sg.SGLD(est, step_size),
         budget=tuning.steps(600), progress=False,
         executor=tuning.SequentialExecutor(),  # the default
     ).run()

@@ -55,27 +55,19 @@ from typing import Any
 import numpy as np
 
 from tfp_sgmcmc.internal.util import AttributeView
+from tfp_sgmcmc.tuning.arms import ArmSampling, KernelSpec
 from tfp_sgmcmc.tuning.budget import Budget, num_rounds, per_arm_budgets, round_sizes
 from tfp_sgmcmc.tuning.executors import (
     ArmPool,
     Executor,
-    evaluate_metric,
-    evaluate_metric_with_se,
+    TuningProblem,
     make_job,
     resolve_executor,
-    resolve_make_kernel,
 )
 from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
 from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult, warn_if_no_usable_arm
 
-__all__ = [
-    "MAMBA",
-    "mamba",
-    "evaluate_metric",
-    "evaluate_metric_with_se",
-    "resolve_make_kernel",
-    "as_budget",
-]
+__all__ = ["MAMBA", "as_budget"]
 
 
 def as_budget(budget: Budget | float | int) -> Budget:
@@ -90,69 +82,55 @@ def as_budget(budget: Budget | float | int) -> Budget:
 class MAMBA:
     """Successive-halving tuner for any SG-MCMC kernel (module docstring).
 
+    The one entry point of the method: build it, then ``run()``. What to sample is
+    one argument, ``kernel``; how each arm is sampled is one option object,
+    ``sampling``.
+
     Args:
       arms: list of hyperparameter dicts (e.g. from
         [`grid`][tfp_sgmcmc.tuning.arms.grid]).
       init_state: the initial state of every arm (tensor or list of parts).
-      make_kernel: ``make_kernel(**arm) -> kernel``. Float hyperparameters
-        arrive as tensors inside the compiled program; ints/bools/strings
-        (batch size, ``num_leapfrog_steps``) as Python values. Exactly one of
-        ``make_kernel`` and ``kernel_class``.
-      kernel_class: a kernel class, built as ``kernel_class(estimator
-        .with_batch_size(n), **kernel_kwargs, **arm)`` with ``n`` from the
-        arm's ``batch_size`` or ``batch_fraction``.
-      estimator: the base estimator for ``kernel_class``; also the target
-        whose full-data score the Stein metrics use. Default value: ``None``
-        (the first arm's estimator).
-      kernel_kwargs: fixed kernel arguments for ``kernel_class``.
+      kernel: what builds a kernel from an arm, one of
+
+        * a [`KernelSpec`][tfp_sgmcmc.tuning.arms.KernelSpec]
+          ``KernelSpec(kernel_class, estimator, **fixed_kwargs)``: the kernel is
+          ``kernel_class(estimator.with_batch_size(n), **fixed_kwargs, **arm)``
+          with ``n`` from the arm's ``batch_size`` or ``batch_fraction``; the
+          Stein metrics use ``estimator``'s full-data score;
+        * a function ``make_kernel(**arm) -> kernel``. Float hyperparameters
+          arrive as tensors inside the compiled program; ints/bools/strings
+          (batch size, ``num_leapfrog_steps``) as Python values. The Stein
+          metrics use the first arm's estimator;
+        * a [`TuningProblem`][tfp_sgmcmc.tuning.executors.TuningProblem]
+          ``TuningProblem(build)``, whose ``build()`` returns one of the two
+          above inside each worker of the executor (data and estimators are
+          then built there; ``build`` must pickle).
       budget: a [`Budget`][tfp_sgmcmc.tuning.budget.Budget], or a number of
-        seconds ``T``. Default value: ``Budget(60.)`` (60 s of sampling).
-      eta: pruning rate ``η``, an int ≥ 2. Default value: ``3``.
+        seconds ``T``. Default value: ``60.`` (60 s of sampling).
       metric: ``"ksd"``, ``"fssd"`` or a callable ``metric(samples, trace,
         estimator) -> float`` (lower is better). Default value: ``"ksd"``.
-      thin: thinning of the samples the metric sees. Default value: ``10``.
-      seed: integer seed in ``[0, 2**31)``. Default value: ``0``.
-      static_keys: extra hyperparameter names to treat as structural.
-        Default value: ``()``.
-      max_steps_per_call: steps per compiled call. Default value: ``2000``.
-      jit_compile: XLA-compile the sampling programs; an arm reading a
-        [`DatasetData`][tfp_sgmcmc.data.DatasetData] is then fed its
-        minibatches in prefetched blocks (``False``: the iterator is read step
-        by step in a graph; see docs/tuning.md, "Tuning on tf.data").
-        Default value: ``True``.
-      progress: show a tqdm bar per round. Default value: ``True``.
-      program_cache: dict of compiled programs shared with other runs of the
-        same ``make_kernel`` in this process (see
-        [`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner]; the sequential
-        executor only). Default value: ``None``.
-      chains_per_arm: ``C`` independent chains per arm, run side by side in
-        the arm's budget (one program, leading ``[C]`` state dimension; the
-        estimator must have ``independent_chains=True``). The arm's metric
-        is computed on the chains' pooled samples with a jackknife standard
-        error over the chains (``RoundRecord.metric_se``; see
-        [`evaluate_metric_with_se`][tfp_sgmcmc.tuning.executors.evaluate_metric_with_se]).
-        Beyond the paper; its measured effect on picking the right arm is in
-        ``docs/studies/mamba_tuning_cost.md``. Default value: ``1`` (the
-        paper's one chain per arm).
-      problem: a callable ``problem() -> TuningProblem`` (see
-        [`TuningProblem`][tfp_sgmcmc.tuning.executors.TuningProblem]), in place
-        of ``make_kernel``/``kernel_class``/``estimator``/``kernel_kwargs``:
-        an executor with workers in other processes calls it in each of them,
-        so data and estimators are built there (it must then be picklable).
-        Default value: ``None``.
       executor: where each round's arms run, an
         [`Executor`][tfp_sgmcmc.tuning.executors.Executor]:
         [`SequentialExecutor`][tfp_sgmcmc.tuning.executors.SequentialExecutor]
         or [`RayExecutor`][tfp_sgmcmc.tuning.ray_backend.RayExecutor]. The
         algorithm, seeds and records do not depend on it. Default value:
         ``None`` (sequential, in this process).
+      eta: pruning rate ``η``, an int ≥ 2. Default value: ``3``.
+      seed: integer seed in ``[0, 2**31)``. Default value: ``0``.
+      progress: show a tqdm bar per round. Default value: ``True``.
+      sampling: an [`ArmSampling`][tfp_sgmcmc.tuning.arms.ArmSampling]: thinning
+        of the samples the metric sees, chains per arm, steps per compiled call,
+        XLA, extra structural keys. Default value: ``ArmSampling()`` (thin 10,
+        one chain per arm as in the paper).
 
     Raises:
       ValueError: ``eta < 2``, fewer arms than ``eta``, an invalid arm (the
-        kernel's own validation, at construction), an unknown metric, not
-        exactly one of ``make_kernel``, ``kernel_class`` and ``problem``, or a
-        deterministic budget too small to give any arm of round 0 one step;
-        the executor's own errors (e.g. a problem Ray cannot pickle).
+        kernel's own validation, at construction), a ``kernel`` that cannot
+        build a kernel from an arm (a kernel class, an estimator, ...: the
+        message says what to pass), an unknown metric, a ``sampling`` that is
+        not an ``ArmSampling``, or a deterministic budget too small to give any
+        arm of round 0 one step; the executor's own errors (e.g. a
+        ``TuningProblem`` Ray cannot pickle).
       TypeError: ``executor`` is not an ``Executor``.
     """
 
@@ -160,23 +138,15 @@ class MAMBA:
         self,
         arms: Sequence[dict[str, Any]],
         init_state: Any,
-        make_kernel: Callable[..., Any] | None = None,
-        kernel_class: type | None = None,
-        estimator: Any = None,
-        kernel_kwargs: dict[str, Any] | None = None,
+        kernel: KernelSpec | TuningProblem | Callable[..., Any],
+        *,
         budget: Budget | float = 60.0,
-        eta: int = 3,
         metric: Any = "ksd",
-        thin: int = 10,
-        seed: int = 0,
-        static_keys: Sequence[str] = (),
-        max_steps_per_call: int = 2000,
-        jit_compile: bool = True,
-        progress: bool = True,
-        program_cache: dict | None = None,
-        chains_per_arm: int = 1,
-        problem: Callable[[], Any] | None = None,
         executor: Executor | None = None,
+        eta: int = 3,
+        seed: int = 0,
+        progress: bool = True,
+        sampling: ArmSampling | None = None,
     ) -> None:
         arms = list(arms)
         self.budget = as_budget(budget)
@@ -187,10 +157,7 @@ class MAMBA:
         self.metric = resolve_metric(metric)
         self.executor = resolve_executor(executor)
         job, self.make_kernel = make_job(
-            arms, init_state, metric, make_kernel, kernel_class, estimator, kernel_kwargs,
-            problem, thin=thin, seed=seed, static_keys=tuple(static_keys),
-            max_steps_per_call=max_steps_per_call, jit_compile=jit_compile,
-            chains_per_arm=chains_per_arm, program_cache=program_cache,
+            arms, init_state, metric, kernel, seed=seed, sampling=sampling
         )
         self.method = "MAMBA" + (f" ({self.executor.name})" if self.executor.name else "")
         self.progress = progress
@@ -219,7 +186,7 @@ class MAMBA:
                     f"`budget` {self.budget} gives every arm at most {most} step(s) in the "
                     f"last round (r = {r_last:g} {self.budget.unit}), fewer than `thin` = "
                     f"{job.thin}: no arm could yield a thinned sample; increase the budget "
-                    "or lower `thin`."
+                    "or lower `sampling.thin`."
                 )
 
     arms = AttributeView[list[dict[str, Any]]]("_arms")
@@ -331,11 +298,6 @@ def best_arm_gradient_noise(result: TuningResult, seed: int = 0) -> Any:
     if report is not None and report.violated:
         warnings.warn(f"MAMBA's best arm: {report.message()}", RuntimeWarning, stacklevel=3)
     return report
-
-
-def mamba(*args: Any, **kwargs: Any) -> TuningResult:
-    """``MAMBA(*args, **kwargs).run()`` (see [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA])."""
-    return MAMBA(*args, **kwargs).run()
 
 
 def _fmt_budget(x: float, unit: str) -> str:

@@ -76,7 +76,6 @@ non-XLA (``jit_compile``) give different numbers for the same seed.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -89,16 +88,13 @@ from tfp_sgmcmc.tuning.executors import (
     ArmPool,
     Executor,
     TuningJob,
-    TuningProblem,
     build_problem,
     evaluate_metric,
 )
-from tfp_sgmcmc.tuning.mamba import MAMBA
 from tfp_sgmcmc.tuning.metrics import resolve_metric
-from tfp_sgmcmc.tuning.results import TuningResult
 from tfp_sgmcmc.tuning.runner import ArmRunner, ArmState, RunOutput
 
-__all__ = ["RayExecutor", "RayMAMBA", "ray_mamba", "TuningProblem", "import_ray"]
+__all__ = ["RayExecutor", "import_ray"]
 
 _INSTALL_HINT = 'The Ray executor needs Ray: pip install "tfp-sgmcmc[ray]"'
 
@@ -191,11 +187,12 @@ class RayExecutor(Executor):
     (module docstring): every actor holds an
     [`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner] over all the arms, and an
     arm's chain ``(θ, seed, call counter)`` travels with its run. The tuner's
-    problem is shipped to the actors pickled: pass it as ``problem=`` (a
-    factory ``() -> TuningProblem`` that builds data and estimators inside
-    the actor: a module-level function importable on every node, or a
-    function defined in the driver script, pickled by value), or as
-    ``make_kernel=``/``kernel_class=`` and ``estimator=`` if those pickle.
+    ``kernel`` is shipped to the actors pickled: a
+    [`TuningProblem`][tfp_sgmcmc.tuning.executors.TuningProblem]
+    ``TuningProblem(build)`` builds data and estimators inside each actor
+    (``build``: a module-level function importable on every node, or a
+    function defined in the driver script, pickled by value); a
+    ``KernelSpec`` or a ``make_kernel`` function works too if it pickles.
 
     Args:
       num_workers: actors in the pool. Default value: ``None`` (the cluster's
@@ -216,7 +213,7 @@ class RayExecutor(Executor):
     Raises:
       ImportError: Ray is not installed (with the install command).
       ValueError: bad ``num_workers``/``num_cpus_per_worker``. When a tuner
-        opens it: a problem or metric that cannot be pickled, a problem that
+        opens it: a ``kernel`` or metric that cannot be pickled, a ``kernel`` that
         fails to build in the actors (an invalid arm), or more CPUs asked for
         than the cluster has.
       RuntimeError: an actor could not start (e.g. it cannot import the
@@ -230,15 +227,15 @@ class RayExecutor(Executor):
     import tfp_sgmcmc as sg
     from tfp_sgmcmc import tuning
 
-    def problem():
+    def build():
         est = sg.NoisyGradientEstimator(lambda x: -0.5 * tf.reduce_sum(x**2, -1),
                                         noise_scale=0.1)
-        return tuning.TuningProblem(make_kernel=lambda step_size: sg.SGLD(est, step_size))
+        return lambda step_size: sg.SGLD(est, step_size)
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     result = tuning.MAMBA(
-        tuning.grid(step_size=[1e-3, 0.1, 50.0]), tf.fill([2], 3.0), problem=problem,
-        budget=tuning.steps(600), progress=False,
+        tuning.grid(step_size=[1e-3, 0.1, 50.0]), tf.fill([2], 3.0),
+        tuning.TuningProblem(build), budget=tuning.steps(600), progress=False,
         executor=tuning.RayExecutor(num_workers=2),
     ).run()
     ray.shutdown()
@@ -345,7 +342,8 @@ class _RayPool(ArmPool):
             self.close()
             raise RuntimeError(
                 "A Ray worker could not be started. If it could not import the module of "
-                "`problem` (or of `metric`), make that module importable on every node "
+                "the TuningProblem's `build` (or of `metric`), make that module importable on "
+                "every node "
                 "(install it, or pass runtime_env={'py_modules': [...]} or "
                 "{'working_dir': ...}), or define the factory in the driver script. "
                 f"Ray said: {e}"
@@ -357,7 +355,7 @@ class _RayPool(ArmPool):
         if bad is not None:
             self.close()
             kind = ValueError if bad["value_error"] else RuntimeError
-            raise kind(f"Building the problem in a Ray worker failed: {bad['error']}")
+            raise kind(f"Building `kernel` in a Ray worker failed: {bad['error']}")
         #: What each actor reported at start: ``pid``, ``intra_op_threads``, ``costs``, ...
         self.worker_info = infos
         self.costs = infos[0]["costs"]
@@ -430,56 +428,14 @@ class _RayPool(ArmPool):
         self._alive = []
 
 
-#: The ``RayMAMBA`` keyword arguments that configure the executor, not the tuner.
-_EXECUTOR_ARGS = ("num_workers", "num_cpus_per_worker", "runtime_env", "actor_options", "address")
-
-
-def RayMAMBA(  # noqa: N802 - the former class name, kept as a thin alias
-    problem: Callable[[], Any], arms: Sequence[dict[str, Any]], init_state: Any, **kwargs: Any
-) -> MAMBA:
-    """Deprecated alias: ``MAMBA(arms, init_state, problem=problem,
-    executor=RayExecutor(num_workers, ...), **kwargs)``.
-
-    Kept so that code written against the former ``RayMAMBA`` class keeps
-    running; new code passes a
-    [`RayExecutor`][tfp_sgmcmc.tuning.ray_backend.RayExecutor] to
-    [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA] (or to grid search and the
-    heuristic). The executor's pool is ``tuner.pool``.
-
-    Args:
-      problem: the factory ``() -> TuningProblem`` (``MAMBA(problem=...)``).
-      arms: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA]; so is ``init_state``.
-      **kwargs: ``num_workers``, ``num_cpus_per_worker``, ``runtime_env``,
-        ``actor_options`` and ``address`` go to
-        [`RayExecutor`][tfp_sgmcmc.tuning.ray_backend.RayExecutor], the rest
-        (``budget``, ``eta``, ``metric``, ``seed``, ...) to ``MAMBA``.
-
-    Returns:
-      A [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA] with a Ray executor.
-    """
-    warnings.warn(
-        "RayMAMBA(problem, arms, init_state, ...) is deprecated: use MAMBA(arms, init_state, "
-        "problem=problem, executor=RayExecutor(...), ...).",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    options = {k: kwargs.pop(k) for k in _EXECUTOR_ARGS if k in kwargs}
-    return MAMBA(arms, init_state, problem=problem, executor=RayExecutor(**options), **kwargs)
-
-
-def ray_mamba(*args: Any, **kwargs: Any) -> TuningResult:
-    """``RayMAMBA(*args, **kwargs).run()`` (deprecated, see
-    [`RayMAMBA`][tfp_sgmcmc.tuning.ray_backend.RayMAMBA])."""
-    return RayMAMBA(*args, **kwargs).run()
-
-
 def _check_picklable(ray: Any, what: str, obj: Any) -> None:
     try:
         ray.cloudpickle.dumps(obj)
     except Exception as e:
         raise ValueError(
             f"{what} cannot be pickled to ship it to the Ray workers "
-            f"({type(e).__name__}: {e}). Pass `problem=`, a factory () -> TuningProblem "
-            "that builds data, estimators and other TensorFlow objects inside the worker, "
-            "and make it a module-level function or a function defined in the driver script."
+            f"({type(e).__name__}: {e}). Pass kernel=tuning.TuningProblem(build), where "
+            "build() returns a KernelSpec or a make_kernel function and builds data, "
+            "estimators and other TensorFlow objects inside the worker; make `build` a "
+            "module-level function or a function defined in the driver script."
         ) from e
