@@ -52,7 +52,7 @@ _MH_MESSAGE = (
 _ADAPTATION_MESSAGE = (
     "SG kernels have no Metropolis acceptance, so they have no `log_accept_ratio` for "
     "tfp.mcmc.SimpleStepSizeAdaptation / DualAveragingStepSizeAdaptation to adapt to. Tune "
-    "the step size with MAMBA (tfp_sgmcmc.tuning.MAMBA / tfp_sgmcmc.mamba, Stein-discrepancy "
+    "the step size with MAMBA (tfp_sgmcmc.MAMBA(...).run(), Stein-discrepancy "
     "bandit) or give the kernel a step-size schedule (tfp_sgmcmc.schedules, e.g. "
     "PolynomialDecay)."
 )
