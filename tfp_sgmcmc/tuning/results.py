@@ -130,6 +130,11 @@ class TuningResult:
 
             self.runner = runner_for(self.make_kernel, self.arms, self.chains_per_arm)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy or a pickle leaves the compiled programs behind (a runner holds
+        # tf.functions); its `sample` builds a runner for the best arm when first called.
+        return {**self.__dict__, "runner": None, "_own_runner": None}
+
     # -- derived ------------------------------------------------------------ #
     @property
     def best_metric(self) -> float:
