@@ -77,9 +77,13 @@ def test_eager_graph_and_xla_agree_to_rounding(name, scheme):
     # Power: the chain moves, and another seed is another chain, far beyond the bound.
     assert float(runs["xla"].std(0).mean()) > 0.1
     other = tf.function(
-        lambda s: run_steps(kernel, tf.zeros([5]), kernel.bootstrap_results(tf.zeros([5])),
-                            STEPS, s).draws,
-        jit_compile=True, autograph=False,
+        lambda s: (
+            run_steps(
+                kernel, tf.zeros([5]), kernel.bootstrap_results(tf.zeros([5])), STEPS, s
+            ).draws
+        ),
+        jit_compile=True,
+        autograph=False,
     )(tf.constant([seed[0], seed[1] + 1], tf.int32)).numpy()
     assert float(np.abs(other - runs["xla"]).max()) > 1e3 * BOUND
 
@@ -87,15 +91,17 @@ def test_eager_graph_and_xla_agree_to_rounding(name, scheme):
 def test_the_seed_primitives_are_the_same_in_every_mode_when_pinned_to_philox():
     """The cause of the mode gaps, pinned down: auto_select differs under XLA for most
     seeds; Philox integer draws and the library's Threefry normals do not."""
-    seeds = tf.constant(np.random.default_rng(0).integers(-2**31, 2**31, (64, 2)), tf.int32)
+    seeds = tf.constant(np.random.default_rng(0).integers(-(2**31), 2**31, (64, 2)), tf.int32)
 
     def draws(seeds, alg):
         def one(s):
             return (
                 tf.reshape(tf.random.experimental.stateless_split(s, 3, alg=alg), [-1]),
-                tf.random.stateless_uniform([20], s, minval=0, maxval=1000, dtype=tf.int32,
-                                            alg=alg),
+                tf.random.stateless_uniform(
+                    [20], s, minval=0, maxval=1000, dtype=tf.int32, alg=alg
+                ),
             )
+
         return tf.map_fn(one, seeds, fn_output_signature=(tf.int32, tf.int32))
 
     for alg, same in [("philox", True), ("auto_select", False)]:
@@ -114,3 +120,118 @@ def test_the_seed_primitives_are_the_same_in_every_mode_when_pinned_to_philox():
         return tf.stack(out)
 
     assert not np.array_equal(split_chain(seed), tf.function(split_chain, jit_compile=True)(seed))
+
+
+# --------------------------------------------------------------------------- #
+# The other draws of the library: estimators, replica swaps, history, permutation
+# --------------------------------------------------------------------------- #
+def _graph_and_xla(fn, *args):
+    graph = tf.function(fn, autograph=False)(*args)
+    xla = tf.function(fn, jit_compile=True, autograph=False)(*args)
+    return tf.nest.map_structure(np.asarray, (graph, xla))
+
+
+def test_the_library_draws_are_the_same_in_graph_and_xla():
+    """The primitives that replace TensorFlow's float samplers and TFP's seed split:
+    bit-identical in both modes, and equal to what they replace when run eagerly."""
+    from tfp_sgmcmc.data.permutation import feistel_permutation
+    from tfp_sgmcmc.estimators.history import draw_history_indices
+    from tfp_sgmcmc.internal.random import philox_uniform, split_seed
+
+    seed = tf.constant([-1_234_567_890, 2_013_265_920], tf.int32)
+    chain_seeds = tf.constant(np.random.default_rng(1).integers(-(2**31), 2**31, (8, 2)), tf.int32)
+
+    def draws(seed, chain_seeds):
+        return (
+            philox_uniform([1000], seed, tf.float32),
+            philox_uniform([1000], seed, tf.float64),
+            tf.stack(split_seed(seed, 3, salt="x")),
+            draw_history_indices(tf.constant(7), [1000], seed),
+            # The epoch scheme's permutation, one per chain (integer arithmetic only).
+            feistel_permutation(tf.broadcast_to(tf.range(64), [8, 64]), 64, chain_seeds),
+            # Power: TensorFlow's own float sampler, which XLA maps otherwise.
+            tf.random.stateless_uniform([1000], seed, dtype=tf.float32, alg="philox"),
+        )
+
+    graph, xla = _graph_and_xla(draws, seed, chain_seeds)
+    for name, g, x in zip(["f32", "f64", "split", "history", "permutation"], graph, xla):
+        np.testing.assert_array_equal(g, x, err_msg=name)
+    assert not np.array_equal(graph[-1], xla[-1])  # what the primitives replace differs
+    # Eagerly, the same numbers as TensorFlow's Philox floats and TFP's split.
+    for i, dtype in enumerate([tf.float32, tf.float64]):
+        want = tf.random.stateless_uniform([1000], seed, dtype=dtype, alg="philox")
+        np.testing.assert_array_equal(graph[i], want)
+    np.testing.assert_array_equal(graph[2], tf.stack(tfp.random.split_seed(seed, 3, salt="x")))
+    assert all(sorted(p) == list(range(64)) for p in graph[4])  # permutations
+    assert np.array_equal(np.bincount(graph[3], minlength=7) > 100, np.ones(7, bool))
+
+
+def test_noisy_gradient_draws_agree_in_graph_and_xla():
+    est = sg.NoisyGradientEstimator(lambda x: -0.5 * tf.reduce_sum(x**2, -1), 1.0)
+    state = tf.constant([[0.5, -1.0, 2.0, 0.0]] * 64)
+
+    @tf.function(jit_compile=True, autograph=False)
+    def grads(seed):
+        return est(state, (), seed)[0].grads_target_log_prob[0]
+
+    xla = grads(tf.constant([1, 2])).numpy()
+    graph = tf.function(grads.python_function, autograph=False)(tf.constant([1, 2])).numpy()
+    np.testing.assert_allclose(graph, xla, atol=1e-5)  # erf⁻¹'s last bits
+    noise = graph + state.numpy()  # the noise alone: 256 draws of N(0, 1)
+    assert abs(noise.mean()) < 4 / 16 and abs(noise.std() - 1) < 4 / np.sqrt(2 * 256)
+    other = grads(tf.constant([1, 3])).numpy()
+    assert np.abs(other - xla).max() > 1.0  # another seed, other noise
+
+
+def _flat_draws(kernel, x0, steps, seed):
+    out = run_steps(kernel, x0, kernel.bootstrap_results(x0), steps, seed).draws
+    return tf.concat([tf.reshape(p, [steps, -1]) for p in tf.nest.flatten(out)], -1)
+
+
+def _structured_kernel():
+    from tfp_sgmcmc.estimators.partitions import partition_fully_factorized
+
+    est = _estimator("epoch")
+    split = sg.StructuredEstimator(est, partition_fully_factorized([(5,)]), history_capacity=50)
+    return sg.SGLD(split, 1e-3), tf.zeros([5])
+
+
+def _mixture(x):
+    a, b = -0.5 * tf.square(x[..., 0] - 2.0), -0.5 * tf.square(x[..., 0] + 2.0)
+    return tf.reduce_logsumexp(tf.stack([a, b]), 0)
+
+
+_CHAINS = {
+    # SGLD with a noisy exact gradient on N(0, I₄).
+    "noisy": lambda: (
+        sg.SGLD(sg.NoisyGradientEstimator(lambda x: -0.5 * tf.reduce_sum(x**2, -1), 1.0), 0.05),
+        tf.zeros([4]),
+    ),
+    # Replica exchange on a two-mode mixture: noise, estimates and swap draws.
+    "resgld": lambda: (
+        sg.RESGLD(
+            sg.NoisyGradientEstimator(_mixture, 0.5), 0.05, num_replicas=3, max_temperature=10.0
+        ),
+        tf.zeros([1]),
+    ),
+    # Structured SG-MCMC: history slots drawn at every step, seeds split with a salt.
+    "structured": _structured_kernel,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(_CHAINS))
+def test_graph_and_xla_chains_agree_to_rounding(name):
+    kernel, x0 = _CHAINS[name]()
+    seed = tf.constant([-1_234_567_890, 2_013_265_920], tf.int32)
+
+    def run(seed):
+        return _flat_draws(kernel, x0, STEPS, seed)
+
+    graph, xla = _graph_and_xla(run, seed)
+    gap = float(np.abs(graph - xla).max())
+    assert gap < BOUND, f"{name}: graph vs XLA differ by {gap:.3g}"
+    # Power: the chain moves, and another seed is another chain, far beyond the bound.
+    assert float(xla.std(0).mean()) > 0.1
+    other = tf.function(run, jit_compile=True, autograph=False)(seed + tf.constant([0, 1]))
+    assert float(np.abs(other.numpy() - xla).max()) > 1e3 * BOUND

@@ -32,7 +32,8 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from tfp_sgmcmc.internal.util import RNG_ALG, check_int
+from tfp_sgmcmc.internal.random import philox_uniform
+from tfp_sgmcmc.internal.util import check_int
 
 __all__ = ["History", "init_history", "append_history", "draw_history_indices"]
 
@@ -95,7 +96,8 @@ def append_history(history: History, parts: list[tf.Tensor], thinning: int) -> H
 
 def draw_history_indices(count: tf.Tensor, shape: tf.TensorShape | list[int], seed: tf.Tensor):
     """Independent uniform slot indices in ``[0, count)`` with the given shape."""
-    u = tf.random.stateless_uniform(shape, seed=seed, dtype=tf.float32, alg=RNG_ALG)
+    # TensorFlow's Philox uniforms, mapped to floats the same way in every mode.
+    u = philox_uniform(shape, seed, tf.float32)
     idx = tf.cast(tf.floor(u * tf.cast(count, tf.float32)), tf.int32)
     # Guard the measure-zero u→1 rounding edge in float32.
     return tf.minimum(idx, count - 1)

@@ -50,8 +50,8 @@ from tfp_sgmcmc.estimators.base import (
     GradientEstimator,
     value_and_gradient_parts,
 )
+from tfp_sgmcmc.internal import random as rng
 from tfp_sgmcmc.internal.util import (
-    RNG_ALG,
     AttributeView,
     as_parts,
     cast_param,
@@ -729,12 +729,13 @@ class NoisyGradientEstimator(GradientEstimator):
 
     def _estimate(self, state: Any, estimator_state: tuple, seed: tf.Tensor):
         value, grads = value_and_gradient_parts(self._fn, state)
-        seeds = tf.unstack(tf.random.experimental.stateless_split(seed, len(grads)))
+        # The library's split and normals: the same draws eagerly, in graphs and under
+        # XLA (tfp_sgmcmc/internal/random.py).
+        seeds = rng.split_seed(seed, len(grads))
         noisy = []
         for g, s in zip(grads, seeds):
             scale = cast_param(self._noise_scale, g.dtype)  # exact in float64
-            e = tf.random.stateless_normal(tf.shape(g), seed=s, dtype=g.dtype, alg=RNG_ALG)
-            noisy.append(g + scale * e)
+            noisy.append(g + scale * rng.standard_normal(tf.shape(g), s, g.dtype))
         return GradientEstimate(value, noisy), estimator_state
 
     def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:

@@ -120,6 +120,7 @@ from tfp_sgmcmc.estimators.history import (
 from tfp_sgmcmc.estimators.masks import BernoulliMask, BetaMask, MaskDistribution, UniformMask
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.partitions import Partition
+from tfp_sgmcmc.internal.random import split_seed
 from tfp_sgmcmc.internal.util import (
     AttributeView,
     RecordedArgument,
@@ -319,7 +320,7 @@ class _StructuredEnergy(WrappingEstimator):
         batch = self._batch_shape(parts)
         dtype = parts[0].dtype
         seed = tfp.random.sanitize_seed(seed)
-        s_idx, s_mask = tfp.random.split_seed(seed, 2, salt="structured_energy")
+        s_idx, s_mask = split_seed(seed, 2, salt="structured_energy")
         r = self._masks(batch, s_mask, dtype)
         kk = int(r.shape[0])
         idx = draw_history_indices(

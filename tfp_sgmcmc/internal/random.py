@@ -23,6 +23,12 @@ TensorFlow's own stateless normals use different algorithms eagerly and under
 XLA (they differ by O(1)).
 The cost of both, per float and per step: ``docs/benchmarks.md#mnist-bnn``.
 
+Two more draws are pinned for the same reason: `philox_uniform` gives TensorFlow's
+Philox float uniforms with the bits mapped to floats by integer arithmetic (TensorFlow
+maps them one way in its kernels and another under XLA), and `split_seed` gives
+``tfp.random.split_seed``'s seeds with the generator pinned to Philox (TFP's default,
+``auto_select``, derives other seeds under XLA).
+
 #### References
 
 [1]: John K. Salmon, Mark A. Moraes, Ron O. Dror and David E. Shaw. Parallel
@@ -36,8 +42,16 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_probability as tfp
 
-__all__ = ["threefry2x32", "random_bits", "uniform", "standard_normal"]
+__all__ = [
+    "threefry2x32",
+    "random_bits",
+    "uniform",
+    "standard_normal",
+    "philox_uniform",
+    "split_seed",
+]
 
 # Rotation constants of Threefry-2x32 (Salmon et al. 2011, Table 4) and the
 # key-schedule parity constant.
@@ -144,3 +158,61 @@ def standard_normal(shape: Any, seed: Any, dtype: Any = tf.float32) -> tf.Tensor
     v = tf.maximum(lo + (1.0 - lo) * u, lo)
     z = tf.constant(np.sqrt(2.0), work) * tf.math.erfinv(v)
     return tf.cast(z, dtype)
+
+
+def philox_uniform(shape: Any, seed: Any, dtype: Any = tf.float32) -> tf.Tensor:
+    """TensorFlow's eager ``tf.random.stateless_uniform(shape, seed, dtype=dtype,
+    alg="philox")``, bit for bit, in every mode.
+
+    TensorFlow's own float sampler maps Philox's bits to floats one way in its kernels
+    and another way under XLA. Its integer draws are the same in every mode, so the
+    bits are drawn as ``uint32`` words and mapped here as TensorFlow's kernels map them:
+    the low 23 bits of a word under the exponent of 1.0 (float32), or the low 20 bits of
+    one word and all 32 of the next (float64), minus 1.
+
+    Other floating dtypes are drawn in float32 and cast.
+
+    Args:
+      shape: the shape (list of ints or an ``int32`` vector).
+      seed: a stateless ``int32[2]`` seed.
+      dtype: a floating dtype. Default value: ``tf.float32``.
+
+    Raises:
+      ValueError: ``dtype`` is not floating point.
+    """
+    dtype = tf.as_dtype(dtype)
+    if not dtype.is_floating:
+        raise ValueError(f"`dtype` must be floating point, got {dtype.name}.")
+    if dtype not in (tf.float32, tf.float64):
+        return tf.cast(philox_uniform(shape, seed, tf.float32), dtype)
+    shape, n = _num_elements(shape)
+    words = 2 * n if dtype == tf.float64 else n
+    bits = tf.random.stateless_uniform(
+        [words], seed, minval=None, maxval=None, dtype=tf.uint32, alg="philox"
+    )
+    if dtype == tf.float32:
+        mantissa = tf.bitwise.bitwise_and(bits, tf.constant(0x7FFFFF, tf.uint32))
+        one_to_two = tf.bitwise.bitwise_or(mantissa, tf.constant(0x3F800000, tf.uint32))
+        return tf.reshape(tf.bitcast(one_to_two, tf.float32) - 1.0, shape)
+    pairs = tf.cast(tf.reshape(bits, [-1, 2]), tf.uint64)
+    word = tf.bitwise.bitwise_or(tf.bitwise.left_shift(pairs[:, 0], 32), pairs[:, 1])
+    mantissa = tf.bitwise.bitwise_and(word, tf.constant(2**52 - 1, tf.uint64))
+    one_to_two = tf.bitwise.bitwise_or(mantissa, tf.constant(0x3FF0000000000000, tf.uint64))
+    return tf.reshape(tf.bitcast(one_to_two, tf.float64) - 1.0, shape)
+
+
+def split_seed(seed: Any, n: int, salt: str | None = None) -> list[tf.Tensor]:
+    """``n`` stateless seeds from ``seed``, the same in every mode.
+
+    Eagerly and in graphs these are ``tfp.random.split_seed(seed, n, salt)``'s seeds
+    (the salt folded in by ``tfp.random.sanitize_seed``, then a Philox split). TFP's
+    split uses TensorFlow's ``auto_select`` generator, for which XLA derives another
+    Philox key from most seeds; pinned to Philox, the split is the same under XLA too.
+
+    Args:
+      seed: a stateless ``int32[2]`` seed.
+      n: the number of seeds, a Python int.
+      salt: an optional string that makes the split independent of others of ``seed``.
+    """
+    seed = tfp.random.sanitize_seed(seed, salt=salt)
+    return tf.unstack(tf.random.experimental.stateless_split(seed, n, alg="philox"))

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
+from tfp_sgmcmc.internal.random import philox_uniform, split_seed
 from tfp_sgmcmc.internal.util import (
     RecordedArgument,
     all_finite,
@@ -276,7 +277,8 @@ class RESGLD(SGMCMCKernel):
         pair = tf.range(k - 1)
         active = tf.ones([k - 1], tf.bool) if k == 2 else tf.equal(pair % 2, prev.step % 2)
         log_u = tf.math.log(
-            tf.random.stateless_uniform(tf.shape(log_s), seed=swap_seed, dtype=dtype, alg="philox")
+            # TensorFlow's Philox uniforms, mapped to floats the same way in every mode.
+            philox_uniform(tf.shape(log_s), swap_seed, dtype)
         )
         accept = tf.logical_and(per_replica(active, nb), log_u < log_s)  # [K−1] + batch
         # Replica j takes its upper neighbour's state if (j, j+1) swaps, its lower
@@ -347,9 +349,7 @@ def estimate_energy_variance(
         [tf.stack([a, b]) for a, b in zip(as_parts(lower), as_parts(upper))], lower_states
     )
     st = estimator.bootstrap(both)
-    seeds = tf.random.experimental.stateless_split(
-        tf.convert_to_tensor(seed, tf.int32), num_batches
-    )
+    seeds = split_seed(tf.convert_to_tensor(seed, tf.int32), num_batches)
     diffs = []
     for i in range(num_batches):
         est, st = estimator(both, st, seeds[i])
