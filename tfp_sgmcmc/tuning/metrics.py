@@ -137,9 +137,9 @@ class FullDataScorer:
             ).grads_target_log_prob
 
         self._score = score
-        # XLA fuses the pass over the N rows: ~3x faster than the graph at a
-        # 64-sample block on the §14.1 problem (N = 8e5), where full-data scores
-        # are most of MAMBA's metric time.
+        # XLA fuses the pass over the N rows, and full-data scores are most of
+        # MAMBA's metric time (measured: docs/benchmarks.md, "Full-data scores:
+        # XLA against a graph").
         self._fn = tf.function(score, jit_compile=self.jit_compile, reduce_retracing=True)
 
     def _call_fn(self, blk: list[tf.Tensor], single: bool) -> list[tf.Tensor]:
