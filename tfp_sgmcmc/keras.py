@@ -164,6 +164,16 @@ class KerasPosterior:
         its own (``data.with_scheme(...)`` changes it) and a dataset has none,
         so another ``scheme`` with them is an error. Default value: ``None``
         (``"epoch"``).
+      full_dataset: with a ``tf.data`` dataset, a dataset of ``(x, y)`` that
+        visits each of the ``num_examples`` rows once, batched or not: the
+        full passes (full-data scores for MAMBA's Stein discrepancies, control
+        variates) stream it (see
+        [`DatasetData`][tfp_sgmcmc.data.DatasetData], which keeps its rows in
+        memory when they are small). Default value: ``None`` (a finite
+        ``data`` pipeline is its own full pass, so it must then hold every row
+        once, e.g. ``drop_remainder`` dropping none; a repeating one has no
+        full pass, and full-data scores raise a ``ValueError`` naming
+        ``full_dataset``).
 
     Raises:
       ValueError: a model that is not built, an unknown likelihood, a
@@ -185,11 +195,21 @@ class KerasPosterior:
         num_examples: int | None = None,
         scheme: str | None = None,
         from_logits: bool | None = None,
+        full_dataset: tf.data.Dataset | None = None,
     ) -> None:
         if not isinstance(model, keras.Model):
             raise ValueError(f"`model` must be a Keras 3 model, got {type(model).__name__}.")
         if not model.built or not model.trainable_variables:
             raise ValueError("`model` must be built (call it once on an input) with weights.")
+        if full_dataset is not None and not isinstance(data, tf.data.Dataset):
+            raise ValueError(
+                "`full_dataset` applies to data given as a tf.data dataset, got "
+                f"{type(data).__name__}."
+            )
+        if full_dataset is not None and not isinstance(full_dataset, tf.data.Dataset):
+            raise ValueError(
+                f"`full_dataset` must be a tf.data dataset, got {type(full_dataset).__name__}."
+            )
         if isinstance(likelihood, str) and likelihood not in _LIKELIHOODS:
             raise ValueError(f"`likelihood` must be one of {_LIKELIHOODS} or a callable.")
         if not callable(prior_scale):
@@ -226,7 +246,11 @@ class KerasPosterior:
                 raise ValueError(
                     f"`scheme` applies to in-memory data, not to a tf.data dataset, got {scheme!r}."
                 )
-            self.data = DatasetData(data, num_examples)
+            if full_dataset is None and int(data.cardinality()) != int(
+                tf.data.INFINITE_CARDINALITY
+            ):
+                full_dataset = data  # a finite pipeline: one pass visits every row
+            self.data = DatasetData(data, num_examples, full_dataset=full_dataset)
             self._check_outputs(model, None, likelihood)
         elif isinstance(data, (InMemoryData, DatasetData)):
             if num_examples is not None and num_examples != data.num_examples:
