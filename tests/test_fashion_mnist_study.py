@@ -53,9 +53,10 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
         timeout=1500,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    with open(out / "studies" / "fashion_mnist_bnn_quick.json", encoding="utf-8") as f:
+    stem = out / "studies" / "fashion_mnist_bnn_quick"
+    with open(stem.with_suffix(".json"), encoding="utf-8") as f:
         results = json.load(f)
-    with open(out / "studies" / "fashion_mnist_bnn_quick.md", encoding="utf-8") as f:
+    with open(stem.with_suffix(".md"), encoding="utf-8") as f:
         page = f.read()
     assert (out / "figures" / "fashion_mnist_bnn_quick.png").is_file()
     return results, page
