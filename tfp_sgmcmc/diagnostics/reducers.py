@@ -111,6 +111,10 @@ class _SteinReducerBase(tfp.experimental.mcmc.Reducer):
         self._score_getter_fn = score_getter_fn or get_innermost_score
         self._thin = int(thin)
         self._chain_ndims = int(chain_ndims)
+        # The constructor's arguments; each reducer adds its own.
+        self._parameters = dict(
+            score_fn=score_fn, score_getter_fn=score_getter_fn, thin=thin, chain_ndims=chain_ndims
+        )
 
     parameters = AttributeView[dict[str, Any]]("_parameters")
 
@@ -234,17 +238,8 @@ class FSSDReducer(_SteinReducerBase):
         self._c = c
         self._beta = beta
         self._name = name or "fssd_reducer"
-        self._parameters = dict(
-            locations=locations,
-            kernel=kernel,
-            bandwidth=bandwidth,
-            c=c,
-            beta=beta,
-            score_fn=score_fn,
-            score_getter_fn=score_getter_fn,
-            thin=thin,
-            chain_ndims=chain_ndims,
-            name=name,
+        self._parameters.update(
+            locations=locations, kernel=kernel, bandwidth=bandwidth, c=c, beta=beta, name=name
         )
 
     def initialize(self, initial_chain_state: Any, initial_kernel_results: Any = None):
@@ -356,29 +351,11 @@ class KSDReducer(_SteinReducerBase):
                 f"got {capacity!r}."
             )
         self._capacity = int(capacity)
-        self._ksd_kwargs = dict(
-            kernel=kernel,
-            c=c,
-            beta=beta,
-            bandwidth=bandwidth,
-            statistic=statistic,
-            block_size=int(block_size),
-        )
+        self._ksd_kwargs = dict(kernel=kernel, c=c, beta=beta, bandwidth=bandwidth)
+        self._ksd_kwargs.update(statistic=statistic, block_size=int(block_size))
         self._name = name or "ksd_reducer"
-        self._parameters = dict(
-            capacity=capacity,
-            kernel=kernel,
-            c=c,
-            beta=beta,
-            bandwidth=bandwidth,
-            statistic=statistic,
-            block_size=block_size,
-            score_fn=score_fn,
-            score_getter_fn=score_getter_fn,
-            thin=thin,
-            chain_ndims=chain_ndims,
-            name=name,
-        )
+        self._parameters.update(self._ksd_kwargs, capacity=capacity, block_size=block_size)
+        self._parameters["name"] = name
 
     capacity = AttributeView[int]("_capacity")
 
