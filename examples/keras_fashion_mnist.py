@@ -12,10 +12,9 @@ Run::
     python examples/keras_fashion_mnist.py
 
 Needs the Debian package ``dataset-fashion-mnist`` (``/usr/share/datasets/fashion-mnist``);
-without its files the script says so in one line and exits. Writes
-``studies/keras_fashion_mnist.md``, ``figures/keras_fashion_mnist.png`` and the draws
-(``runs/keras_fashion_mnist/samples.h5``) under ``--out`` (default
-``out/keras_fashion_mnist/``).
+without its files the script says so in one line and exits. Writes the study page (in
+``studies/``), the figure (in ``figures/``) and the draws (in ``runs/``) under ``--out``
+(default ``out/keras_fashion_mnist/``).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ Run::
     python examples/keras_regression.py --quick
     python examples/keras_regression.py
 
-Writes ``studies/keras_regression.md`` and ``figures/keras_regression.png`` under
-``--out`` (default ``out/keras_regression/``).
+Writes the study page (in ``studies/``) and the figure (in ``figures/``) under ``--out``
+(default ``out/keras_regression/``).
 """
 
 from __future__ import annotations
