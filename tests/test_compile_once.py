@@ -123,7 +123,7 @@ def test_sample_refuses_bad_arguments(tuned):
 def test_find_map_adam_compiles_once_per_estimator_and_structure():
     est = _estimator()
     before = len(map_module._PROGRAMS)
-    first = sg.find_map(est, tf.zeros([D]), method="adam", num_steps=50, seed=1)
+    first = sg.find_map(est, tf.zeros([D]), method="adam", num_steps=30, seed=1)
     (program,) = [p for e, p in map_module._PROGRAMS.values() if e is est]
     assert len(map_module._PROGRAMS) == min(before + 1, map_module.MAX_PROGRAMS)
     assert program.experimental_get_tracing_count() == 1
@@ -135,5 +135,26 @@ def test_find_map_adam_compiles_once_per_estimator_and_structure():
     # Power: those inputs reach the program (another optimum estimate), and a repeat
     # is the same run.
     assert np.abs(first.position - second.position).max() > 1e-3
-    repeat = sg.find_map(est, tf.zeros([D]), method="adam", num_steps=50, seed=1)
+    repeat = sg.find_map(est, tf.zeros([D]), method="adam", num_steps=30, seed=1)
     np.testing.assert_array_equal(repeat.position, first.position)
+
+
+@pytest.mark.slow  # (the default tier checks the same cache with Adam)
+def test_find_map_lbfgs_traces_its_objective_once_per_estimator():
+    est = _estimator()
+    first = sg.find_map(est, tf.zeros([D]))
+    (objective,) = [p for e, p in map_module._PROGRAMS.values() if e is est]
+    again = sg.find_map(est, tf.ones([D]), num_steps=200)
+    assert objective.experimental_get_tracing_count() == 1
+    assert first.converged and again.converged
+    np.testing.assert_allclose(again.position, first.position, atol=1e-4)
+    # Power: another estimator (other data) is another objective with another mode.
+    other = sg.MinibatchEstimator(
+        log_likelihood,
+        sg.InMemoryData(tuple(a[: N // 2] for a in est.data.arrays)),
+        BATCH,
+        log_prior,
+    )
+    half = sg.find_map(other, tf.zeros([D]))
+    assert objective.experimental_get_tracing_count() == 1
+    assert np.abs(half.position - first.position).max() > 1e-3
