@@ -27,7 +27,8 @@ arm ``j`` is the chain ``sample_chain(..., seed=[seed, j])`` and the driver give
 the same kernel and start. The thinning is a runtime input too, so
 [`ArmRunner.sample`][tfp_sgmcmc.tuning.runner.ArmRunner.sample] draws an arm's final
 sample (any seed, burn-in and thinning) in the program its rounds ran. The first
-round bootstraps the sampler state as they do (the kernel's default first minibatch);
+round bootstraps the sampler state as ``sample_chain`` does (the kernel's default first
+minibatch);
 a later round, which restarts the sampler state at
 the arm's last θ after ``t`` steps, bootstraps it from the seed
 ``sanitize_seed(stateless_fold_in((seed, j), t), salt="tuning.restart")``. A ``tf.data`` source
