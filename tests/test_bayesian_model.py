@@ -4,7 +4,8 @@ evaluate, fed as Keras users feed ``model.fit``.
 The cases: a shuffled ``.batch(32)`` pipeline with a partial last batch, one-hot labels
 and float64 features; ``jit_compile=True`` on a dataset; a repeating dataset; BatchNorm
 and a softmax followed by a ``Reshape`` (sampled predictions within 2 points of
-``model.fit``'s accuracy); Dropout's notice; a Gaussian with learned noise; callbacks.
+``model.fit``'s accuracy); Dropout's notice; a Gaussian with learned noise; callbacks;
+blocks of steps per compiled call against one step per call.
 Small models on synthetic data; the Fashion-MNIST check needs the Debian
 ``dataset-fashion-mnist`` files and is marked slow.
 """
@@ -84,8 +85,7 @@ def test_jit_compile_with_a_dataset_and_a_repeating_dataset():
     with pytest.raises(ValueError, match="steps_per_epoch"):
         BayesianModel(_mlp()).fit(repeating, epochs=1, verbose=0)
     rep = BayesianModel(_mlp(), jit_compile=False, num_draws=10)
-    rep.fit(repeating, epochs=2, sample_epochs=2, steps_per_epoch=10, num_examples=300,
-            verbose=0)
+    rep.fit(repeating, epochs=2, sample_epochs=2, steps_per_epoch=10, num_examples=300, verbose=0)
     assert rep.draws[0].shape[0] == 10
 
 
@@ -97,10 +97,14 @@ def test_xla_choice_is_probed_or_ruled():
     assert any("probe" in n for n in bayes.notes), bayes.notes
 
     keras.utils.set_random_seed(0)
-    conv = keras.Sequential([
-        keras.Input((8, 8, 1)), keras.layers.Conv2D(4, 3, activation="relu"),
-        keras.layers.Flatten(), keras.layers.Dense(2),
-    ])
+    conv = keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            keras.layers.Conv2D(4, 3, activation="relu"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(2),
+        ]
+    )
     rng = np.random.default_rng(0)
     xi = rng.normal(size=(64, 8, 8, 1)).astype("float32")
     yi = (xi.mean((1, 2, 3)) > 0).astype(int)
@@ -119,14 +123,24 @@ def test_batchnorm_statistics_fixed_and_accuracy_matches_keras_fit():
 
     def make():
         keras.utils.set_random_seed(0)
-        return keras.Sequential([
-            keras.Input((6,)), keras.layers.Dense(16), keras.layers.BatchNormalization(),
-            keras.layers.Activation("relu"), keras.layers.Dense(3),
-        ])
+        return keras.Sequential(
+            [
+                keras.Input((6,)),
+                keras.layers.Dense(16),
+                keras.layers.BatchNormalization(),
+                keras.layers.Activation("relu"),
+                keras.layers.Dense(3),
+            ]
+        )
 
     fit_acc = _keras_fit_accuracy(
-        make, x, y, x_test, y_test,
-        keras.losses.SparseCategoricalCrossentropy(from_logits=True), epochs=8,
+        make,
+        x,
+        y,
+        x_test,
+        y_test,
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        epochs=8,
     )
     bayes = BayesianModel(make(), num_draws=30)
     bayes.fit(x, y, epochs=8, sample_epochs=4, verbose=0)
@@ -142,11 +156,11 @@ def test_softmax_then_reshape_is_read_as_probabilities():
     x_test, y_test = _blobs(2000, 7, spread=1.3)
 
     def make():
-        return _mlp(head=[keras.layers.Dense(3, activation="softmax"),
-                          keras.layers.Reshape((3,))])
+        return _mlp(head=[keras.layers.Dense(3, activation="softmax"), keras.layers.Reshape((3,))])
 
-    fit_acc = _keras_fit_accuracy(make, x, y, x_test, y_test,
-                                  "sparse_categorical_crossentropy", epochs=8)
+    fit_acc = _keras_fit_accuracy(
+        make, x, y, x_test, y_test, "sparse_categorical_crossentropy", epochs=8
+    )
     bayes = BayesianModel(make(), num_draws=30)
     bayes.fit(x, y, epochs=8, sample_epochs=4, verbose=0)
     assert bayes.from_logits is False
@@ -161,10 +175,14 @@ def test_dropout_notice_and_bernoulli_sigmoid():
     x = rng.normal(size=(400, 4))
     y = (x[:, 0] - x[:, 1] + 0.3 * rng.normal(size=400) > 0).astype(int)
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([
-        keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
-        keras.layers.Dropout(0.2), keras.layers.Dense(1, activation="sigmoid"),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Dense(8, activation="relu"),
+            keras.layers.Dropout(0.2),
+            keras.layers.Dense(1, activation="sigmoid"),
+        ]
+    )
     bayes = BayesianModel(model, "bernoulli", num_draws=10, learning_rate=1e-2)
     bayes.fit(x, y, epochs=10, sample_epochs=2, verbose=0)
     assert bayes.from_logits is False
@@ -209,8 +227,9 @@ def test_callbacks_validation_and_errors():
     bayes = BayesianModel(_mlp(), num_draws=5)
     with pytest.raises(ValueError, match="call `fit` first"):
         bayes.predict(x)
-    bayes.fit(x, y, epochs=2, sample_epochs=2, validation_data=(x, y), callbacks=[Record()],
-              verbose=0)
+    bayes.fit(
+        x, y, epochs=2, sample_epochs=2, validation_data=(x, y), callbacks=[Record()], verbose=0
+    )
     assert seen[0] == "train_begin" and seen[-1] == "train_end"
     assert len([s for s in seen if s.startswith("epoch_end")]) == 4
     assert "val_accuracy" in seen[-2] and "val_loss" in seen[-2]
@@ -233,8 +252,10 @@ def test_callbacks_validation_and_errors():
 def test_epochs_zero_samples_around_a_model_trained_already():
     x, y = _blobs(400, 12)
     model = _mlp()
-    model.compile(optimizer=keras.optimizers.Adam(1e-2),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
     model.fit(x.astype("float32"), y, batch_size=32, epochs=5, verbose=0)
     trained = [w.copy() for w in model.get_weights()]
     bayes = BayesianModel(model, num_draws=10)
@@ -264,26 +285,59 @@ def _fashion_subset(n_train: int, n_test: int):
     from tfp_sgmcmc.models.data_files import load_mnist
 
     data = load_mnist(FASHION)
-    return (data["x_train"][:n_train], data["y_train"][:n_train],
-            data["x_test"][:n_test], data["y_test"][:n_test])
+    return (
+        data["x_train"][:n_train],
+        data["y_train"][:n_train],
+        data["x_test"][:n_test],
+        data["y_test"][:n_test],
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.path.isdir(FASHION),
-                    reason="Fashion-MNIST files absent (apt-get install dataset-fashion-mnist)")
+@pytest.mark.skipif(
+    not os.path.isdir(FASHION),
+    reason="Fashion-MNIST files absent (apt-get install dataset-fashion-mnist)",
+)
 def test_fashion_mnist_mlp_matches_keras_fit():
     x, y, x_test, y_test = _fashion_subset(10_000, 5_000)
 
     def make():
         keras.utils.set_random_seed(0)
-        return keras.Sequential([keras.Input((784,)), keras.layers.Dense(100, activation="relu"),
-                                 keras.layers.Dense(10)])
+        return keras.Sequential(
+            [
+                keras.Input((784,)),
+                keras.layers.Dense(100, activation="relu"),
+                keras.layers.Dense(10),
+            ]
+        )
 
     fit_acc = _keras_fit_accuracy(
-        make, x, y, x_test, y_test,
-        keras.losses.SparseCategoricalCrossentropy(from_logits=True), epochs=5,
+        make,
+        x,
+        y,
+        x_test,
+        y_test,
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        epochs=5,
     )
     bayes = BayesianModel(make(), num_draws=50)
     bayes.fit(x, y, batch_size=32, epochs=5, verbose=0)
     metrics = bayes.evaluate(x_test, y_test)
     assert metrics["accuracy"] > fit_acc - 0.02, (metrics, fit_acc)
+
+
+def test_blocks_of_steps_run_the_chain_of_single_steps():
+    # A partial last batch (250 = 7 x 32 + 26), blocks cut at the kept draws and at the
+    # epochs' ends: K steps per compiled call run the chain of one step per call.
+    x, y = _blobs(250, 13)
+    runs = {}
+    for k in (1, None):
+        bayes = BayesianModel(_mlp(), num_draws=6, jit_compile=False, steps_per_execution=k)
+        bayes.fit(x, y, epochs=1, sample_epochs=2, verbose=0)
+        runs[k] = bayes
+    assert runs[1]._k == 1 and runs[None]._k == 8  # at most an epoch
+    assert runs[None].step_size == runs[1].step_size
+    for a, b in zip(runs[None].draws, runs[1].draws):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="steps_per_execution"):
+        BayesianModel(_mlp(), steps_per_execution=0)
