@@ -13,6 +13,10 @@ come from ``tfp_sgmcmc.internal.random`` (Threefry bits, the same in every mode,
 ``erf⁻¹``, whose implementations differ in the last bits). What is left is rounding: the
 two modes group a step's sums differently, and a contracting chain does not amplify that.
 
+The estimators' and the replica exchange's draws (gradient noise, swap uniforms, history
+slots, salted seed splits) use the same mode-stable primitives; their cases below check the
+primitives bit for bit in the default tier and whole chains in the slow tier.
+
 ``BOUND`` is a few times the largest gap seen on these models (states of sd 0.3-0.4); the
 power check shows that a changed seed misses it by orders of magnitude.
 """
