@@ -26,7 +26,7 @@ accuracy and NLL along the way (the figure).
 
 Run::
 
-    python examples/fashion_mnist_bnn_study.py --quick   # a subset, about a minute
+    python examples/fashion_mnist_bnn_study.py --quick   # a subset, a few minutes
     python examples/fashion_mnist_bnn_study.py           # the full study (about 10 minutes)
 
 Writes ``studies/fashion_mnist_bnn.md``, ``studies/fashion_mnist_bnn.json`` and
@@ -93,7 +93,9 @@ SAMPLER_NAMES = ("SGLD", "SGHMC")
 
 
 def _parser() -> Any:
-    ap = _cli.parser(STUDY_NAME, __doc__.split("\n\n")[0], "a 10,000-image subset, ~1 minute")
+    ap = _cli.parser(
+        STUDY_NAME, __doc__.split("\n\n")[0], "a 10,000-image subset (minutes, mostly compiling)"
+    )
     ap.add_argument("--data", default=DEFAULT_DATA, help="folder of the Fashion-MNIST IDX files")
     ap.add_argument(
         "--seconds",
@@ -732,8 +734,10 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         f"wall time of the slowest SG-MCMC run, {eq:.1f} s (the ensemble a fifth of it per "
         "member). Test-set predictions are not counted. The study is sized to take about "
         "10 minutes on a 2-core CPU in all (`--quick`: a 10,000-image subset, 25 s per "
-        "SG-MCMC run, a few minutes in all); on a loaded machine each method does less "
-        "work in its seconds, so its numbers get worse, not its run time longer.",
+        "SG-MCMC run, a few minutes in all on a loaded machine, most of them compiling, "
+        "and the baselines then get the SG-MCMC runs' longer wall time). On a loaded "
+        "machine each method does less work in its seconds, so its numbers get worse, "
+        "not its run time longer.",
         "",
         f"**Data.** Fashion-MNIST from `{cfg['data']}`: {cfg['num_train']:,} training and "
         f"{cfg['num_test']:,} test images, pixels scaled to [0, 1].",
