@@ -187,6 +187,22 @@ def test_noisy_gradient_draws_agree_in_graph_and_xla():
     assert np.abs(other - xla).max() > 1.0  # another seed, other noise
 
 
+def test_dropout_masks_agree_in_graph_and_xla_and_equal_tfp_eagerly():
+    from tfp_sgmcmc.estimators.masks import BernoulliMask, UniformMask
+
+    seed = tf.constant([3, 7], tf.int32)
+    for mask in (BernoulliMask(0.3), UniformMask()):
+        for dtype in (tf.float32, tf.float64):
+            graph, xla = _graph_and_xla(lambda s, m=mask, d=dtype: m.sample([40, 25], s, d), seed)
+            np.testing.assert_array_equal(graph, xla, err_msg=repr(mask))
+            want = mask.distribution(dtype).sample([40, 25], seed=seed)
+            np.testing.assert_array_equal(graph, want, err_msg=repr(mask))
+            other = mask.sample([40, 25], tf.constant([3, 8]), dtype).numpy()
+            assert not np.array_equal(other, graph)  # power: another seed, other masks
+    keep = np.asarray(BernoulliMask(0.3).sample([4000], seed, tf.float32))
+    assert abs(keep.mean() - 0.3) < 4 * np.sqrt(0.3 * 0.7 / 4000)
+
+
 def _flat_draws(kernel, x0, steps, seed):
     out = run_steps(kernel, x0, kernel.bootstrap_results(x0), steps, seed).draws
     return tf.concat([tf.reshape(p, [steps, -1]) for p in tf.nest.flatten(out)], -1)

@@ -14,7 +14,10 @@ eq. (8); ``docs/algorithms.md#sd-sgmcmc``):
 
 The draws are ``tfd.Bernoulli``/``tfd.Uniform``/``tfd.Beta`` samples from a stateless
 ``[2]`` seed, which compile under ``tf.function(jit_compile=True)`` and give the same
-draws for the same seed. ``benchmarks/bench_masks.py`` compared them with hand-written
+draws for the same seed. Bernoulli and uniform masks are drawn from
+``philox_uniform``, TensorFlow's eager Philox uniforms reproduced bit for bit, so eager,
+graph and XLA runs draw the same masks; ``tfd.Beta``'s gamma sampler draws other numbers
+under XLA. ``benchmarks/bench_masks.py`` compared them with hand-written
 samplers (``docs/benchmarks.md``, Mask draws): Bernoulli and uniform draws are the same
 numbers at the same cost, and a Beta drawn as a ratio of ``tf.random.stateless_gamma``
 draws does not compile under XLA on CPU at all (no XLA kernel for the stateless gamma),
@@ -35,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.internal.random import philox_uniform
 from tfp_sgmcmc.internal.util import AttributeView
 
 __all__ = ["MaskDistribution", "BernoulliMask", "UniformMask", "BetaMask"]
@@ -97,6 +101,11 @@ class BernoulliMask(MaskDistribution):
         # Samples are `uniform < ρ` cast to `dtype`, so ρ = 1 keeps every value.
         return tfd.Bernoulli(probs=tf.constant(self.keep_prob, dtype), dtype=dtype)
 
+    def sample(self, shape: list[int], seed: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        """``tfd.Bernoulli``'s draws (``u < ρ``), from uniforms that XLA draws alike."""
+        u = philox_uniform(shape, seed, dtype)
+        return tf.cast(u < tf.constant(self.keep_prob, dtype), dtype)
+
     def __repr__(self) -> str:
         return f"BernoulliMask(keep_prob={self.keep_prob})"
 
@@ -138,6 +147,10 @@ class UniformMask(BetaMask):
     def distribution(self, dtype: tf.DType) -> tfd.Distribution:
         # One uniform per value instead of two gamma draws: the same law, cheaper.
         return tfd.Uniform(tf.constant(0.0, dtype), tf.constant(1.0, dtype))
+
+    def sample(self, shape: list[int], seed: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        """``tfd.Uniform(0, 1)``'s draws, from uniforms that XLA draws alike."""
+        return philox_uniform(shape, seed, dtype)
 
     def __repr__(self) -> str:
         return "UniformMask()"
