@@ -192,7 +192,7 @@ def main() -> None:
     results["sequential"]["intra_op_threads"] = (
         tf.config.threading.get_intra_op_parallelism_threads()
     )
-    results["ray"]["actor_intra_op_threads"] = tuners["ray"].worker_info[0]["intra_op_threads"]
+    results["ray"]["actor_intra_op_threads"] = tuners["ray"].pool.worker_info[0]["intra_op_threads"]
 
     def ratio(a: str, b: str) -> float:
         return statistics.median(x["wall_s"] / y["wall_s"] for x, y in zip(warm[a], warm[b]))
