@@ -47,12 +47,20 @@ interpreters of virtualenvs where SGMCMCJax 0.2.13 (jax 0.7.2) and BlackJAX
 1.7.1 (jax 0.10.2) are installed. A peer whose script or interpreter is missing
 is skipped (the report says so); with none, only our side is timed.
 
-Usage::
+``--profile`` times no peer: it reports, per batch size and thread setting, the
+CPU time per step (process time, all threads) of our SGLD, SGLD-CV and SGNHT, of
+the minibatch draw alone and of the minibatch gradient alone, round-robin in one
+process.
 
-    python benchmarks/bench_vs_peers.py --quick       # smoke test: N = 20,000, ours only
-    python benchmarks/bench_vs_peers.py --peer-scripts DIR \\
+Usage (from the repository root)::
+
+    PYTHONPATH=. python benchmarks/bench_vs_peers.py --quick   # smoke test, ours only
+    PYTHONPATH=. python benchmarks/bench_vs_peers.py --peer-scripts DIR \\
         --sgmcmcjax-python VENV_SG/bin/python --blackjax-python VENV_BJ/bin/python \\
-        --batch-fractions 0.001 0.01 --rounds 5 --output benchmarks/results/vs_peers.json
+        --batch-fractions 0.001 0.01 --rounds 5 --intra-op-threads 0 1 \\
+        --output benchmarks/results/vs_peers.json
+    PYTHONPATH=. python benchmarks/bench_vs_peers.py --profile --batch-fractions 0.001 \\
+        --intra-op-threads 0 1 --rounds 7
 """
 
 from __future__ import annotations
@@ -174,6 +182,67 @@ def worker(args: argparse.Namespace) -> None:
                 rates.append(c["steps"] / t)
             out[name] = rates
         print("@@JSON@@" + json.dumps({"samples_per_s": out}), flush=True)
+
+
+def profile(args: argparse.Namespace) -> None:
+    """Where a step's time goes: CPU µs per step (process time, all threads) and samples/s.
+
+    In one process, round-robin: our SGLD, SGLD-CV and SGNHT, the minibatch draw
+    alone (the estimator's own ``sample_batch``, every gathered element read once),
+    and the minibatch gradient alone on a fixed batch (``bench_samplers``' floor),
+    at the first batch size. Prints one ``@@JSON@@`` line.
+    """
+    sys.path.insert(0, HERE)
+    import tensorflow as tf
+
+    if args.intra_op_threads[0]:
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads[0])
+    import bench_samplers as bs
+    from _common import make_data, sync
+
+    import tfp_sgmcmc as sg
+
+    n, steps = args.batch_sizes[0], args.samples[0]
+    x_np, y_np = make_data(args.num_examples, args.dim)
+    x, y = tf.constant(x_np), tf.constant(y_np)
+    data = sg.InMemoryData((x, y), scheme="epoch", pack_rows=True)
+    full = sg.MinibatchEstimator(bs.log_likelihood, data, args.num_examples, bs.log_prior)
+    centre = tf.convert_to_tensor(sg.find_map(full, tf.zeros([args.dim], tf.float32)).position)
+    group = bs.build_group(
+        "epoch",
+        data,
+        x,
+        y,
+        n,
+        steps,
+        steps,
+        centre,
+        full.full_log_prob_and_gradient(centre),
+        {"sgld", "sgld_cv", "sgnht"},
+    )
+    fns = {k: group[k]["fn"] for k in ("sgld", "sgld_cv", "sgnht", "gradient_floor")}
+    fns["draw_alone"] = bs.make_draw_floor(data, n, 1, steps)
+    for f in fns.values():
+        sync(f(centre, tf.constant([1, 2], tf.int32)))
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    for r in range(args.rounds):
+        for k, f in fns.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            sync(f(centre, tf.constant([r + 2, 7], tf.int32)))
+            wall[k].append(steps / (time.perf_counter() - t0))
+            cpu[k].append(1e6 * (time.process_time() - c0) / steps)
+    out = {
+        k: {
+            "samples_per_s_median": round(median(wall[k])),
+            "cpu_us_per_step_median": round(median(cpu[k]), 2),
+            "cpu_us_per_step_rounds": [round(v, 2) for v in cpu[k]],
+        }
+        for k in fns
+    }
+    out["intra_op_threads"] = args.intra_op_threads[0]
+    out["load_average_end"] = load_average()
+    print("@@JSON@@" + json.dumps(out), flush=True)
 
 
 class OurWorker:
@@ -352,6 +421,47 @@ def render_markdown(summary: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_profiles(args: argparse.Namespace) -> dict[str, Any]:
+    """``--profile``: one process per (thread setting, batch size), one after another."""
+    sys.path.insert(0, HERE)
+    from _common import dump_json, environment
+
+    env, load_start, runs = environment(), load_average(), []
+    for threads in args.intra_op_threads:
+        for n, steps in zip(args.batch_sizes, args.samples):
+            cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--worker",
+                "--profile",
+                "--num-examples",
+                str(args.num_examples),
+                "--dim",
+                str(args.dim),
+                "--batch-sizes",
+                str(n),
+                "--samples",
+                str(steps),
+                "--rounds",
+                str(args.rounds),
+                "--intra-op-threads",
+                str(threads),
+            ]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("@@JSON@@"))
+            runs.append({"batch": n, "steps_per_call": steps, **json.loads(line[8:])})
+            log(f"profile n={n}, intra-op threads {threads or 'default'}: {runs[-1]}")
+    report = {
+        "benchmark": "bench_vs_peers --profile: CPU time per step of our SGLD and its parts",
+        **env,
+        "command": shlex.join([os.path.basename(sys.executable), *sys.argv]),
+        "load_average_start": load_start,
+        "runs": runs,
+    }
+    dump_json(report, args.output)
+    return report
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smoke test: N = 20,000, 2 rounds")
@@ -390,12 +500,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--output", default=None, help="also write the JSON here")
     p.add_argument("--render", default=None, metavar="JSON", help="print a saved report's table")
     # The worker's own arguments (internal).
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="no peers: where our step's time goes (CPU us per step of SGLD, SGLD-CV, SGNHT, "
+        "the minibatch draw alone and the gradient alone), per batch size and thread setting",
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--label", default="current", help=argparse.SUPPRESS)
     p.add_argument("--batch-sizes", type=int, nargs="+", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        worker(args)
+        (profile if args.profile else worker)(args)
         return {}
     if args.render:
         with open(args.render, encoding="utf-8") as f:
@@ -413,6 +529,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             args.samples = [200] * len(args.batch_fractions)
     if len(args.samples) != len(args.batch_sizes):
         raise ValueError("`--samples` needs one value per batch fraction.")
+    if args.profile:
+        return run_profiles(args)
     peers, skipped = ({}, {"all": "--quick"}) if args.quick else find_peers(args)
     for name, why in skipped.items():
         log(f"peer {name} skipped: {why}")
