@@ -19,7 +19,7 @@ Samplers: SGLD; S-SGLD (``StructuredEstimator``) and Sd-SGLD
 (``StructuredDropoutEstimator``, one Bernoulli(ρ = 0.5) keep mask per step) with
 M = 1, 2, 4; all at the same step ``ε = 0.5/λ_max(Λ)``, minibatch 100, history of
 2,000 states stored every 5th step. Each seed runs its own minibatches, noise
-and initial states (4 chains per seed, started at ``μ + N(0, I)``), burn-in then
+and initial states (4 chains per seed, started at draws from the exact posterior), burn-in then
 kept steps, every step traced.
 
 Metrics per seed (mean ± standard error over seeds):
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
                     np.mean(var / sd**2),
                 ]
             )
-            acf.append(autocorrelation(proj, 200).mean(1))
+            acf.append(autocorrelation(proj, 1000).mean(1))
         v = np.array(per_seed)
         se = v.std(0, ddof=1) / np.sqrt(num_seeds) if num_seeds > 1 else np.full(v.shape[1], np.nan)
         fp = fixed_point_cov(lam, name, m)
@@ -305,7 +305,8 @@ split) and M = 4 (fully factorised).
 (`StructuredDropoutEstimator`, one Bernoulli(ρ = {RHO}) keep mask per step), M = 1, 2, 4;
 all `sg.SGLD` at ε = 0.5/λ_max(Λ) = {eps:.2e}, minibatch {batch}, history of {cap:,}
 states stored every {thin}th step. {num_seeds} seeds × {chains} chains, {burn:,} burn-in
-and {keep:,} kept steps per chain, every step traced; chains start at μ + N(0, I).
+and {keep:,} kept steps per chain, every step traced; chains start at draws from the
+exact posterior.
 
 **Metrics** (mean ± standard error over the {num_seeds} seeds): ESS per 1,000 steps per
 chain (`tfp.mcmc.effective_sample_size`), the smallest over the 4 coordinates and
@@ -324,33 +325,47 @@ Sd-SGLD, with Λ_BB the block-diagonal part).
     if not args.quick:
         s2, s4 = by["S-SGLD, M = 2"], by["S-SGLD, M = 4"]
         d2, d4 = by["Sd-SGLD, M = 2"], by["Sd-SGLD, M = 4"]
+
+        def trend(x: float) -> str:
+            return "falls" if x < sgld[1][2] else "rises"
+
         md += f"""
 **Reading.** With M = 1 both structured samplers are SGLD (S-SGLD exactly; Sd-SGLD
 with a random half of its steps doubled), and their rows agree with SGLD's.
-Splitting the correlated pairs (M = 2) raises the smallest ESS per 1,000 steps from
-{sgld[1][0]:.1f} (SGLD) to {s2[1][0]:.1f} (S-SGLD) and {d2[1][0]:.1f} (Sd-SGLD), and
-the autocorrelation time of the slow direction falls from {sgld[1][2]:.0f} to
-{s2[1][2]:.0f} and {d2[1][2]:.0f} steps; M = 4 gives ESS {s4[1][0]:.1f} and
-{d4[1][0]:.1f}. More groups mix faster per step, as the paper says.
 
-The variances show what that costs. The structured chains do not sample the
-posterior: their sample variances are {s2[1][4]:.2f} (S-SGLD, M = 2), {s4[1][4]:.2f}
-(M = 4), {d2[1][4]:.2f} and {d4[1][4]:.2f} (Sd-SGLD) of the exact ones, against 1 for
-SGLD. They are not at their ε → 0 fixed points either ({s2[3]:.2f}, {s4[3]:.2f},
-{d2[3]:.2f}, {d4[3]:.2f}): the pooled variance sits between the two. The history
-holds the last W = {cap * thin:,} steps; a deterministic mean-field argument (each
-group at the block conditional given the history mean, the history mean following
-the chain) gives the history mean a relaxation time of about W/λ steps, λ the
-smallest eigenvalue of `Λ_BB⁻¹Λ` ({lam2:.3f} for M = 2, {lam4:.3f} for M = 4), i.e.
-{cap * thin / lam4:,.0f} to {cap * thin / lam2:,.0f} steps, longer than the run. So the
-chains stay spread around different history means. The ESS above is within-chain
-and does not see that spread; it shows in the mean, whose largest error is {s2[1][3]:.2f}σ and
-{s4[1][3]:.2f}σ for S-SGLD (M = 2, 4) and {d2[1][3]:.2f}σ and {d4[1][3]:.2f}σ for
-Sd-SGLD, against {sgld[1][3]:.2f}σ for SGLD despite its far lower ESS. On a posterior
-whose correlations run between the groups, structured SG-MCMC trades a biased
-variance (and a slowly settling history) for a higher ESS per step: reproduced for
-mixing, with a target that is neither the posterior nor, within this budget, the
-block mean field.
+*ESS per step: reproduced.* Splitting the correlated pairs (M = 2) raises the
+smallest ESS per 1,000 steps from {sgld[1][0]:.1f} (SGLD) to {s2[1][0]:.1f} (S-SGLD)
+and {d2[1][0]:.1f} (Sd-SGLD); M = 4 gives {s4[1][0]:.1f} and {d4[1][0]:.1f}. More
+groups, higher ESS, as the paper says.
+
+*The autocorrelation has a tail.* The plot shows why the autocorrelation time of the
+slow direction does not follow the ESS: the structured chains' autocorrelation drops
+within a few dozen steps and then levels off at a small positive value that decays
+only on the time scale of the history. Sokal's windowed estimate counts that tail,
+TFP's ESS (cut where the estimated autocorrelation first turns negative) mostly does
+not. With the tail counted, the time {trend(s2[1][2])} from {sgld[1][2]:.0f} steps
+(SGLD) to {s2[1][2]:.0f} (S-SGLD, M = 2) and {trend(s4[1][2])} to {s4[1][2]:.0f}
+(M = 4), with large standard errors; for Sd-SGLD it is {d2[1][2]:.0f} and
+{d4[1][2]:.0f}.
+
+*Where the tail comes from, and what it costs.* The history holds the last
+W = {cap * thin:,} steps. A deterministic mean-field argument (each group at its
+block conditional given the history mean, the history mean following the chain)
+gives the history mean a relaxation time of about W/λ steps, λ the smallest
+eigenvalue of `Λ_BB⁻¹Λ` ({lam2:.3f} for M = 2, {lam4:.3f} for M = 4), i.e.
+{cap * thin / lam4:,.0f} to {cap * thin / lam2:,.0f} steps, longer than the run. So
+the chains fluctuate quickly around history means that wander slowly. That shows in
+the estimates: the largest error of the mean is {s2[1][3]:.2f}σ and {s4[1][3]:.2f}σ
+for S-SGLD and {d2[1][3]:.2f}σ and {d4[1][3]:.2f}σ for Sd-SGLD, against
+{sgld[1][3]:.2f}σ for SGLD with its far lower ESS; and the pooled variances,
+{s2[1][4]:.2f} and {s4[1][4]:.2f} (S-SGLD), {d2[1][4]:.2f} and {d4[1][4]:.2f}
+(Sd-SGLD) of the exact ones, lie between the posterior's (1) and each sampler's
+ε → 0 fixed point ({s2[3]:.2f}, {s4[3]:.2f}, {d2[3]:.2f}, {d4[3]:.2f}).
+
+On a posterior whose correlations run between the groups, structured SG-MCMC
+raises the ESS per step as claimed, but the higher ESS does not buy better
+estimates at an equal number of steps: the chain targets a narrower distribution
+than the posterior, and its history settles slowly.
 """
     md_path = out.write_study("structured_mixing.md", md)
     print("wrote", md_path, fig_path)
