@@ -67,7 +67,8 @@ SCHEMES = ("with_replacement", "epoch", "random_window")
 RNG = "philox"  # the generator our kernels use under XLA (see tfp_sgmcmc/internal/util.py)
 
 #: Peers' figures measured with their own scripts (samples/s at 1% / 0.1% batch, same workload, this
-#: machine kind). NOT re-measured here: SGMCMCJax and BlackJAX are not installed.
+#: machine kind), quoted: not re-measured by this script. ``bench_vs_peers.py`` runs the peers'
+#: scripts round-robin with our samplers in the same run.
 PEERS_QUOTED = {
     "sgmcmcjax_sgld": [2436, 17523],
     "sgmcmcjax_sgld_cv": [1907, 13534],
