@@ -81,11 +81,9 @@ PEERS_QUOTED = {
 }
 
 
-
 # --------------------------------------------------------------------------- #
 # The model.
 # --------------------------------------------------------------------------- #
-
 
 
 def log_likelihood(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
@@ -99,8 +97,9 @@ def log_likelihood_chains(theta: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) 
     """The same with leading chain dimensions (replica exchange's replicas)."""
     x, y = batch
     logits = tf.einsum("nd,...d->...n", x, theta)
-    return -tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.broadcast_to(y, tf.shape(logits)),
-                                                    logits=logits)
+    return -tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.broadcast_to(y, tf.shape(logits)), logits=logits
+    )
 
 
 def log_prior(theta: tf.Tensor) -> tf.Tensor:
@@ -231,9 +230,7 @@ def make_draw_floor(
     def run(init: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
         def sample(i: tf.Tensor, acc: tf.Tensor, state: Any) -> tuple[Any, ...]:
             for j in range(draws_per_sample):
-                draw_seed = tf.random.experimental.stateless_fold_in(
-                    seed, i * draws_per_sample + j
-                )
+                draw_seed = tf.random.experimental.stateless_fold_in(seed, i * draws_per_sample + j)
                 (xb, yb), state = data.sample_batch(n, state, draw_seed)
                 acc = acc + tf.reduce_sum(xb, axis=0) + tf.reduce_sum(yb)
             return i + 1, acc, state
@@ -305,7 +302,12 @@ class _BareSGLD(tfp.mcmc.TransitionKernel):
 
 
 def make_bare_chain(
-    scheme: str, x: tf.Tensor, y: tf.Tensor, n: int, step_size: float, num_steps: int,
+    scheme: str,
+    x: tf.Tensor,
+    y: tf.Tensor,
+    n: int,
+    step_size: float,
+    num_steps: int,
     loop: str = "sg",
 ) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """(c): :class:`_BareSGLD` through ``sample_chain`` (random_window / with_replacement)."""
@@ -409,7 +411,9 @@ def build_group(
     if "sghmc_L5" in out and loop == "sg":  # the same kernel through TFP's nested loop
         k, k_steps = kernels["sghmc_L5"]
         out["sghmc_L5_tfp_loop"] = {
-            "fn": make_chain(k, k_steps, "tfp"), "steps": k_steps, "grads_per_step": 5,
+            "fn": make_chain(k, k_steps, "tfp"),
+            "steps": k_steps,
+            "grads_per_step": 5,
         }
     out["hand_sgld"] = {
         "fn": make_hand_sgld(scheme, x, y, n, sgld_eps, steps),
@@ -486,8 +490,19 @@ def run_group(
 
 
 OURS = (
-    "sgld", "sgld_prefetch", "sgld_cv", "psgld", "sghmc_L5", "sgnht", "sghmc_L5_traj",
-    "sgld_svrg", "baoab", "badodab", "csgld", "resgld_K2", "sghmc_L5_tfp_loop",
+    "sgld",
+    "sgld_prefetch",
+    "sgld_cv",
+    "psgld",
+    "sghmc_L5",
+    "sgnht",
+    "sghmc_L5_traj",
+    "sgld_svrg",
+    "baoab",
+    "badodab",
+    "csgld",
+    "resgld_K2",
+    "sghmc_L5_tfp_loop",
 )
 PEER_ROWS = {
     "sgld": ["sgmcmcjax_sgld"],
@@ -506,8 +521,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     cols = [(s, n) for n in sizes for s in schemes]
     head = "| samples/s | " + " | ".join(f"{s} n={n:,}" for s, n in cols) + " |"
     lines = [head, "|---" * (len(cols) + 1) + "|"]
-    names = [c for c in (*OURS, "hand_sgld", "sample_chain_bare", "gradient_floor")
-             if any(c in by[k] for k in cols)]
+    names = [
+        c
+        for c in (*OURS, "hand_sgld", "sample_chain_bare", "gradient_floor")
+        if any(c in by[k] for k in cols)
+    ]
     for name in names:
         cells = []
         for key in cols:
@@ -538,7 +556,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             "| sgld / sample_chain_bare (c) | "
             + " | ".join(
                 f"{by[k]['sgld']['ratio_to_sample_chain_bare']:.3f}"
-                if "ratio_to_sample_chain_bare" in by[k].get("sgld", {}) else "–"
+                if "ratio_to_sample_chain_bare" in by[k].get("sgld", {})
+                else "–"
                 for k in cols
             )
             + " |"
@@ -551,7 +570,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     plines = [
         "| sampler | "
         + " | ".join(f"ours n={n:,} (best scheme)" for n in sizes)
-        + " | " + " | ".join(f"quoted peer n={n:,}" for n in sizes) + " |",
+        + " | "
+        + " | ".join(f"quoted peer n={n:,}" for n in sizes)
+        + " |",
         "|---" * (1 + 2 * len(sizes)) + "|",
     ]
     for name in OURS:
@@ -578,38 +599,53 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--num-examples", type=int, default=None, help="N (default 1,000,000)")
     p.add_argument("--dim", type=int, default=10)
     p.add_argument(
-        "--batch-fractions", type=float, nargs="+", default=None,
+        "--batch-fractions",
+        type=float,
+        nargs="+",
+        default=None,
         help="minibatch sizes as fractions of N (default 0.01 0.001; --quick: 0.01)",
     )
     p.add_argument(
-        "--schemes", nargs="+", default=None, choices=SCHEMES,
+        "--schemes",
+        nargs="+",
+        default=None,
+        choices=SCHEMES,
         help="minibatch schemes (default: all three; --quick: epoch only, to keep it short)",
     )
     p.add_argument(
-        "--configs", nargs="+", default=None,
+        "--configs",
+        nargs="+",
+        default=None,
         help="subset of sgld sgld_prefetch sgld_cv psgld sghmc_L5 sghmc_L5_traj sgnht sgld_svrg "
         "baoab badodab csgld resgld_K2 (hand_sgld, gradient_floor always run)",
     )
     p.add_argument(
-        "--loop", choices=sorted(LOOPS), default="sg",
+        "--loop",
+        choices=sorted(LOOPS),
+        default="sg",
         help="the loop our kernels run in: 'sg' tfp_sgmcmc.sample_chain (one flat loop, default), "
         "'tfp' tfp.mcmc.sample_chain (a nested loop per result); with 'sg', sghmc_L5 is also "
         "timed through 'tfp' as sghmc_L5_tfp_loop",
     )
     p.add_argument("--repeats", type=int, default=None, help="timed calls per config (>= 3)")
     p.add_argument(
-        "--seconds", type=float, default=1.0,
+        "--seconds",
+        type=float,
+        default=1.0,
         help="target seconds per timed call (sets the steps from the quoted speeds)",
     )
     p.add_argument("--output", default=None, help="also write the JSON here")
     p.add_argument(
-        "--peer-command", default=None,
+        "--peer-command",
+        default=None,
         help="a peer benchmark to run in the same process tree after ours (a shell command "
         "printing one '@@JSON@@{...}' line with logreg runs, e.g. a BlackJAX timing script "
         "run by its own venv's python); its samples/s and our/peer ratios go into the JSON",
     )
     p.add_argument(
-        "--render", default=None, metavar="JSON",
+        "--render",
+        default=None,
+        metavar="JSON",
         help="print the markdown tables of a saved report (no benchmark is run)",
     )
     args = p.parse_args(argv)
@@ -743,7 +779,7 @@ def run_peer(command: str, groups: list[dict[str, Any]]) -> dict[str, Any]:
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("@@JSON@@")), None)
     if proc.returncode != 0 or line is None:
         return {"command": command, "error": proc.stderr[-2000:], "returncode": proc.returncode}
-    peer = json.loads(line[len("@@JSON@@"):])
+    peer = json.loads(line[len("@@JSON@@") :])
     runs = peer.get("logreg", {}).get("runs", [])
     pairs = []
     for g in groups:
@@ -754,8 +790,11 @@ def run_peer(command: str, groups: list[dict[str, Any]]) -> dict[str, Any]:
                 if r["sampler"] == theirs and int(r["batch"]) == int(g["batch_size"]):
                     mine = g["results"][ours]["steps_per_s"]
                     pair = {
-                        "scheme": g["scheme"], "batch_size": g["batch_size"], "ours": ours,
-                        "peer": theirs, "ours_samples_per_s": mine,
+                        "scheme": g["scheme"],
+                        "batch_size": g["batch_size"],
+                        "ours": ours,
+                        "peer": theirs,
+                        "ours_samples_per_s": mine,
                         "peer_samples_per_s": round(r["samples_per_s"], 1),
                         "ratio_ours_over_peer": round(mine / r["samples_per_s"], 3),
                     }
