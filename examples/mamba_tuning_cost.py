@@ -461,15 +461,15 @@ def plot_sghmc(arms, table, best_index, rows, path) -> None:
     for r in rows:
         a = r["arm"]
         ax.plot([a["step_size"]], [r["grid_ksd"]], "o" if r["chains"] > 1 else "x",
-                ms=10 if r["chains"] > 1 else 8, mfc="none", mec="C3", mew=1.5)  # fmt: skip
-    ax.plot([], [], "o", mfc="none", mec="C3", label="MAMBA's pick (C chains)")
-    ax.plot([], [], "x", mec="C3", label="MAMBA's pick (1 chain)")
+                ms=10 if r["chains"] > 1 else 8, mfc="none", mec="m", mew=1.5)  # fmt: skip
+    ax.plot([], [], "o", mfc="none", mec="m", label="MAMBA's pick (C chains)")
+    ax.plot([], [], "x", mec="m", label="MAMBA's pick (1 chain)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("step size", fontsize=8)
     ax.set_ylabel("grid's KSD ± SE (top: no sample)", fontsize=8)
     ax.tick_params(labelsize=7)
-    ax.legend(fontsize=7, frameon=False, loc="best")
+    ax.legend(fontsize=7, frameon=False, loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -515,7 +515,7 @@ def sghmc_lines(rows, args, cfg, num_train, grid, grid_s, best, env, load, wall,
         f"![grid KSD of every arm and MAMBA's picks]({figure})",
         "",
         "The grid's KSD ± standard error of every arm against its step size (arms drawn at "
-        "the top had no thinned sample in R); the star is the grid's pick, red marks MAMBA's "
+        "the top had no thinned sample in R); the star is the grid's pick, magenta marks MAMBA's "
         "picks (circle: C chains per arm; cross: one chain).",
         "",
         f"Grid search: pick {arm_short(grid.best_arm)}, KSD {best[0]:.4g} ± {best[1]:.2g}; "
@@ -547,6 +547,12 @@ def sghmc_lines(rows, args, cfg, num_train, grid, grid_s, best, env, load, wall,
         f"{sum(r['chains'] > 1 for r in rows)} with C = {args.chains} chains per arm, "
         f"{sum(r['ok'] for r in rows if r['chains'] == 1)} of "
         f"{sum(r['chains'] == 1 for r in rows)} with one.",
+        "",
+        "The MAMBA paper reports that MAMBA finds a comparable SGHMC arm 2–6× faster than "
+        "grid search. The gradient ratio above is fixed by the design (the grid runs all M "
+        "arms for R, MAMBA spends T in all), so it measures the budgets, not the machine; "
+        "the seconds ratio is smaller because MAMBA computes the KSD of every surviving arm "
+        "in every round and runs each arm in shorter stretches.",
     ]
     return lines
 
