@@ -341,9 +341,11 @@ groups, higher ESS, as the paper says.
 *The autocorrelation has a tail.* The plot shows why the autocorrelation time of the
 slow direction does not follow the ESS: the structured chains' autocorrelation drops
 within a few dozen steps and then levels off at a small positive value that decays
-only on the time scale of the history. Sokal's windowed estimate counts that tail,
-TFP's ESS (cut where the estimated autocorrelation first turns negative) mostly does
-not. With the tail counted, the time {trend(s2[1][2])} from {sgld[1][2]:.0f} steps
+only on the time scale of the history. Sokal's windowed estimate (window at least 5
+times the estimate) counts part of that tail; TFP's ESS cuts each chain's sum where
+its estimated autocorrelation first turns negative, which the noise of a single
+chain does early in a tail this low, so it mostly does not. With the tail counted,
+the time {trend(s2[1][2])} from {sgld[1][2]:.0f} steps
 (SGLD) to {s2[1][2]:.0f} (S-SGLD, M = 2) and {trend(s4[1][2])} to {s4[1][2]:.0f}
 (M = 4), with large standard errors; for Sd-SGLD it is {d2[1][2]:.0f} and
 {d4[1][2]:.0f}.
