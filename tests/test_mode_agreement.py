@@ -187,6 +187,32 @@ def test_noisy_gradient_draws_agree_in_graph_and_xla():
     assert np.abs(other - xla).max() > 1.0  # another seed, other noise
 
 
+def test_epoch_batches_of_independent_chains_agree_in_graph_and_xla():
+    data = sg.InMemoryData(np.arange(600, dtype=np.float32).reshape(200, 3), scheme="epoch")
+    state0 = data.init_batch_state()
+    state = type(state0)(*(tf.broadcast_to(t, [4, *t.shape]) for t in state0))
+    data.prepare(10)
+
+    def batches(seed):
+        rows = []
+        s = state
+        for t in range(3):  # a fresh epoch key, then two batches within the epoch
+            x, s = data.sample_chain_batches(
+                10, s, tf.random.experimental.stateless_fold_in(seed, t, alg="philox")
+            )
+            rows.append(x)
+        return tf.stack(rows)
+
+    seed = tf.constant([5, 9], tf.int32)
+    graph, xla = _graph_and_xla(batches, seed)
+    np.testing.assert_array_equal(graph, xla)
+    eager = batches(seed).numpy()
+    np.testing.assert_array_equal(graph, eager)
+    assert len({graph[0, c].tobytes() for c in range(4)}) == 4  # each chain its own rows
+    other = batches(tf.constant([5, 10], tf.int32)).numpy()
+    assert not np.array_equal(other, eager)  # power: another seed, other batches
+
+
 def test_dropout_masks_agree_in_graph_and_xla_and_equal_tfp_eagerly():
     from tfp_sgmcmc.estimators.masks import BernoulliMask, UniformMask
 

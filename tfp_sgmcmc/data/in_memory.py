@@ -361,7 +361,9 @@ class InMemoryData(DataSource):
             new_state = batch_state
         else:  # epoch: an independent permutation stream per chain
             batches_per_epoch = big_n // n
-            seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int32), num_chains)
+            seeds = tf.random.experimental.stateless_split(
+                tf.cast(seed, tf.int32), num_chains, alg=RNG_ALG
+            )
             new_epoch = tf.equal(batch_state.position, 0)[:, tf.newaxis]
             epoch_seed = tf.where(new_epoch, seeds, batch_state.epoch_seed)
             itype = self._index_dtype()
