@@ -1568,14 +1568,9 @@ class BayesianModel:
                 x_j = tf.nest.map_structure(lambda a, j=j: a[j], xs)
                 probe_batches.append((x_j, ys[j], masks[j]))
             hps = self._hps([self._hp(b1=0.0, b2=k / (k + 1)) for k in range(k0, k0 + count)])
-            (_, _, _, v), losses = self._run(
-                sample_step,
-                (mode, state["nt"], zeros, v),
-                zeros,
-                block,
-                hps,
-                self._seeds(counter, count),
-            )
+            carry = (mode, state["nt"], zeros, v)
+            seeds = self._seeds(counter, count)
+            (_, _, _, v), losses = self._run(sample_step, carry, zeros, block, hps, seeds)
             map_losses += losses.tolist()
         map_loss = float(np.mean(map_losses))
         v = np.asarray(v, np.float64)
@@ -1632,13 +1627,10 @@ class BayesianModel:
                 for block in self._blocks(source, prep, ends=ends):
                     k0, count = block[0], block[1]
                     cb.on_train_batch_begin(k0)
+                    carry = (theta, state["nt"], zeros, zeros)
+                    seeds = self._seeds(counter, count)
                     (theta, _, _, _), losses = self._run(
-                        sample_step,
-                        (theta, state["nt"], zeros, zeros),
-                        precond_t,
-                        block,
-                        hps,
-                        self._seeds(counter, count),
+                        sample_step, carry, precond_t, block, hps, seeds
                     )
                     bad = np.flatnonzero(~np.isfinite(losses) | (losses > limit))
                     if bad.size:

@@ -71,6 +71,11 @@ def test_heuristic_runs_and_scores():
     assert np.isfinite(res.best_metric)
 
 
+def test_heuristic_names_an_option_it_does_not_take():
+    with pytest.raises(ValueError, match="budget_per_arm"):
+        tu.heuristic(200, tf.zeros([2]), tu.KernelSpec(sg.SGLD, BASE), budget_per_arm=1.0)
+
+
 def test_wall_clock_budget_is_spent_and_compile_time_excluded():
     # Loose bounds: the machine is shared, so only gross errors fail (e.g.
     # compile time counted as sampling time, or chunks ignoring the clock).

@@ -172,11 +172,8 @@ def heuristic(
     num_leapfrog_steps: int | None = None,
     batch_fraction: float = 0.1,
     budget: Budget | float = 1.0,
-    metric: Any = "ksd",
-    executor: Executor | None = None,
-    seed: int = 0,
     progress: bool = False,
-    sampling: ArmSampling | None = None,
+    **options: Any,
 ) -> TuningResult:
     """Run the heuristic arm ([`heuristic_arm`][tfp_sgmcmc.tuning.baselines.heuristic_arm]) for
     ``budget`` and score it.
@@ -185,29 +182,36 @@ def heuristic(
       num_examples: ``N``, as [`heuristic_arm`][tfp_sgmcmc.tuning.baselines.heuristic_arm];
         so are ``num_leapfrog_steps`` and ``batch_fraction``.
       init_state: the chain's start.
-      kernel: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA]; so are ``metric``,
-        ``executor``, ``seed`` and ``sampling``.
+      kernel: as [`MAMBA`][tfp_sgmcmc.tuning.mamba.MAMBA].
       budget: a [`Budget`][tfp_sgmcmc.tuning.budget.Budget] or seconds.
         Default value: ``1.``.
       progress: show a progress bar. Default value: ``False``.
+      **options: ``metric``, ``executor``, ``seed`` and ``sampling``, as
+        [`grid_search`][tfp_sgmcmc.tuning.baselines.grid_search] takes them.
 
     Returns:
       A one-arm [`TuningResult`][tfp_sgmcmc.tuning.results.TuningResult] (metric ``inf`` if
       the heuristic diverges, as heuristic SGHMC does on the paper's logistic
       regression).
+
+    Raises:
+      ValueError: an option ``grid_search`` does not take, named.
     """
+    unknown = set(options) - {"metric", "executor", "seed", "sampling"}
+    if unknown:
+        raise ValueError(
+            f"heuristic() got unknown option(s) {sorted(unknown)}; it takes `metric`, "
+            "`executor`, `seed` and `sampling` as grid_search does."
+        )
     arm = heuristic_arm(num_examples, num_leapfrog_steps, batch_fraction)
     res = grid_search(
         [arm],
         init_state,
         kernel,
         budget_per_arm=budget,
-        metric=metric,
-        executor=executor,
-        seed=seed,
         progress=progress,
-        sampling=sampling,
         method="heuristic",
+        **options,
     )
     if not math.isfinite(res.records[0].metric):
         res.records[0].survived = True
