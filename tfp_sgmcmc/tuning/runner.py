@@ -242,9 +242,9 @@ class _Program:
                 out.diverged,
             )
 
-        # The bootstrap is one gradient evaluation: graph mode is enough, and XLA
-        # versions of it were measured to take seconds per call with large
-        # captured data (random_window copies).
+        # The bootstrap is one gradient evaluation: graph mode is enough, and compiling
+        # it with XLA costs more than it saves when large data is captured
+        # (random_window copies).
         self.init_fn = tf.function(init_fn, reduce_retracing=True)
         self.chunk_fn = tf.function(chunk_fn, jit_compile=jit_compile, reduce_retracing=True)
         self._chunk_py = chunk_fn
@@ -668,8 +668,8 @@ class ArmRunner:
                 # A call costs at least its fixed overhead (dispatch, sync, buffer
                 # copies): once less than half of it remains, another call would
                 # overshoot by more than stopping undershoots. Without this, the
-                # geometric tail of ever smaller chunks overshoots short per-arm
-                # budgets (round 1 of M = 56 gives each arm ~0.1 s) by 5-10%.
+                # geometric tail of ever smaller chunks overshoots the short per-arm
+                # budgets of a wide first round.
                 if remaining <= 0 or (rate is not None and remaining < 0.5 * overhead):
                     break
                 # Aim at a fraction of the remaining time net of the overhead:
