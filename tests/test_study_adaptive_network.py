@@ -42,9 +42,9 @@ def test_quick_run_writes_a_finite_table(tmp_path: Path) -> None:
         (s, n) for s in ("paper", "tuned") for n in ("SGLD", "MSGLD", "ASGLD")
     )
     for r in rows:
-        acc, nll = (re.findall(r"\d+\.\d+", c) for c in r[3:5])
-        assert len(acc) == 2 and len(nll) == 2, r
-        values = [float(v) for v in acc + nll]
+        early, acc, nll = (re.findall(r"\d+\.\d+", c) for c in r[3:6])
+        assert len(early) == len(acc) == len(nll) == 2, r
+        values = [float(v) for v in early + acc + nll]
         assert all(math.isfinite(v) for v in values), r
         # A trained classifier on ten classes: better than chance, NLL below log(10).
         assert float(acc[0]) > 50 and float(nll[0]) < math.log(10), r
