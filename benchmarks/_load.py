@@ -5,13 +5,17 @@
 script's own folder, not the repository root, on ``sys.path``: the module is then loaded
 from its file, under a private name, once per process.
 
-A script finds this module the same way::
+A script finds this module the same way, without editing ``sys.path``::
 
     try:
         from benchmarks._load import load
-    except ImportError:  # run by path: the repository root is not on sys.path
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-        from benchmarks._load import load
+    except ImportError:  # run by path: load this file by its path
+        _spec = importlib.util.spec_from_file_location(
+            "_benchmarks__load", Path(__file__).resolve().parents[1] / "_load.py"
+        )
+        _loader = importlib.util.module_from_spec(_spec)
+        _spec.loader.exec_module(_loader)
+        load = _loader.load
 """
 
 from __future__ import annotations

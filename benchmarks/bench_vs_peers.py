@@ -129,7 +129,6 @@ def worker(args: argparse.Namespace) -> None:
     each answer is one ``@@JSON@@{...}`` line on stdout with the samples/s of
     every call of every configuration. An empty line ends the worker.
     """
-    sys.path.insert(0, HERE)
     import tensorflow as tf
 
     if args.intra_op_threads[0]:  # before TensorFlow starts its thread pools
@@ -192,7 +191,6 @@ def profile(args: argparse.Namespace) -> None:
     and the minibatch gradient alone on a fixed batch (``bench_samplers``' floor),
     at the first batch size. Prints one ``@@JSON@@`` line.
     """
-    sys.path.insert(0, HERE)
     import tensorflow as tf
 
     if args.intra_op_threads[0]:
@@ -423,7 +421,6 @@ def render_markdown(summary: list[dict[str, Any]]) -> str:
 
 def run_profiles(args: argparse.Namespace) -> dict[str, Any]:
     """``--profile``: one process per (thread setting, batch size), one after another."""
-    sys.path.insert(0, HERE)
     from _common import dump_json, environment
 
     env, load_start, runs = environment(), load_average(), []
@@ -535,7 +532,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name, why in skipped.items():
         log(f"peer {name} skipped: {why}")
 
-    sys.path.insert(0, HERE)
     from _common import dump_json, environment
 
     env = environment()

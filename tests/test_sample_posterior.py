@@ -74,7 +74,9 @@ def errors(draws: dict[str, np.ndarray], truth) -> tuple[float, float]:
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+# float64 runs in the slow tier: the float32 case is the harder one for the mode and the
+# adaptation, and the sklearn real-posterior tests cover float64 end to end in CI.
+@pytest.mark.parametrize("dtype", [pytest.param("float64", marks=pytest.mark.slow), "float32"])
 def test_exact_conjugate_regression(dtype):
     post, truth = nig_regression(dtype)
     res = sg.sample_posterior(post, num_results=1000, num_chains=4, seed=3, progress=False)
@@ -85,8 +87,15 @@ def test_exact_conjugate_regression(dtype):
     assert sd_err < 0.1, (sd_err, res)
     assert res.verdict == "ok", res.reasons
     assert res.draws["beta"].shape == (1000, 4, 5) and res.draws["sigma2"].shape == (1000, 4)
-    assert set(res.timings) >= {"map", "curvature", "tuning_sampling", "tuning_metric",
-                                "sampling", "verdict", "total"}
+    assert set(res.timings) >= {
+        "map",
+        "curvature",
+        "tuning_sampling",
+        "tuning_metric",
+        "sampling",
+        "verdict",
+        "total",
+    }
 
 
 @pytest.mark.statistical
@@ -98,8 +107,9 @@ def test_the_old_recipe_fails_the_same_test():
     @tf.function(jit_compile=True)
     def run(eps):
         kernel = sg.SGLD(post.estimator, step_size=eps)
-        return sg.sample_chain(200, init, kernel=kernel, num_steps_between_results=4,
-                               seed=tf.constant([0, 1]))
+        return sg.sample_chain(
+            200, init, kernel=kernel, num_steps_between_results=4, seed=tf.constant([0, 1])
+        )
 
     for eps in (1e-3, 1e-4, 1e-5):
         z = run(tf.constant(eps, tf.float64))
@@ -125,8 +135,9 @@ def test_plain_estimator_with_an_initial_state():
         return tf.zeros(tf.concat([tf.shape(theta)[:-1], [tf.shape(batch)[0]]], 0), tf.float64)
 
     est = sg.MinibatchEstimator(log_lik, np.zeros([10, 1]), 10, log_prior_fn=log_prior)
-    res = sg.sample_posterior(est, num_results=500, initial_state=tf.zeros(2, tf.float64),
-                              seed=1, progress=False)
+    res = sg.sample_posterior(
+        est, num_results=500, initial_state=tf.zeros(2, tf.float64), seed=1, progress=False
+    )
     x = res.draws["part_0"].reshape(-1, 2)
     sd = np.sqrt(np.diag(cov))
     assert np.all(np.abs(x.mean(0) - mean) / sd < 0.15)

@@ -28,6 +28,7 @@ The exit status is 1 when a run is not acceptable.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
@@ -39,8 +40,12 @@ import numpy as np
 try:
     from benchmarks._load import load
 except ImportError:  # run by path: the repository root is not on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from benchmarks._load import load
+    _spec = importlib.util.spec_from_file_location(
+        "_benchmarks__load", Path(__file__).resolve().parents[1] / "_load.py"
+    )
+    _loader = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_loader)
+    load = _loader.load
 
 HERE = Path(__file__).resolve().parent
 

@@ -30,8 +30,8 @@ kept); the JSON document goes to standard output and a table to standard error.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -43,8 +43,12 @@ import tensorflow_probability as tfp
 try:
     from benchmarks._load import load
 except ImportError:  # run by path: the repository root is not on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from benchmarks._load import load
+    _spec = importlib.util.spec_from_file_location(
+        "_benchmarks__load", Path(__file__).resolve().parents[1] / "_load.py"
+    )
+    _loader = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_loader)
+    load = _loader.load
 
 HERE = Path(__file__).resolve().parent
 

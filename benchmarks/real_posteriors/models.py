@@ -156,8 +156,7 @@ def read_reference(name: str, path: Path | str = REFERENCE_FILE) -> dict[str, Re
         doc = json.load(f)
     params = doc["posteriors"][name]["parameters"]
     return {
-        k: Reference(float(v["mean"]), float(v["sd"]), float(v["mcse"]))
-        for k, v in params.items()
+        k: Reference(float(v["mean"]), float(v["sd"]), float(v["mcse"])) for k, v in params.items()
     }
 
 
@@ -230,8 +229,11 @@ def diabetes_linear(dtype: Any = np.float64) -> Posterior:
     """
     x, y = _sklearn("load_diabetes")
     return Posterior(
-        "diabetes-linear", _regression_prior(x, y, dtype), _normal_likelihood,
-        (x.astype(dtype), y.astype(dtype)), dtype,
+        "diabetes-linear",
+        _regression_prior(x, y, dtype),
+        _normal_likelihood,
+        (x.astype(dtype), y.astype(dtype)),
+        dtype,
         "load_diabetes() (centred, unit-norm columns); Normal linear regression; "
         "alpha, beta[10], sigma",
     )
@@ -246,8 +248,11 @@ def diabetes_raw_linear(dtype: Any = np.float64) -> Posterior:
     """
     x, y = _sklearn("load_diabetes", scaled=False)
     return Posterior(
-        "diabetes-raw-linear", _regression_prior(x, y, dtype), _normal_likelihood,
-        (x.astype(dtype), y.astype(dtype)), dtype,
+        "diabetes-raw-linear",
+        _regression_prior(x, y, dtype),
+        _normal_likelihood,
+        (x.astype(dtype), y.astype(dtype)),
+        dtype,
         "load_diabetes(scaled=False) (raw, uncentred); Normal linear regression; "
         "alpha, beta[10], sigma",
     )
@@ -266,8 +271,11 @@ def diabetes_raw_student(dtype: Any = np.float64) -> Posterior:
     x, y = _sklearn("load_diabetes", scaled=False)
     nu = tfd.Gamma(_const(2.0, dtype), _const(0.1, dtype))
     return Posterior(
-        "diabetes-raw-student", _regression_prior(x, y, dtype, nu=nu), _student_likelihood,
-        (x.astype(dtype), y.astype(dtype)), dtype,
+        "diabetes-raw-student",
+        _regression_prior(x, y, dtype, nu=nu),
+        _student_likelihood,
+        (x.astype(dtype), y.astype(dtype)),
+        dtype,
         "load_diabetes(scaled=False); Student-t regression, nu ~ Gamma(2, 0.1); "
         "alpha, beta[10], sigma, nu",
         reference_bijectors={"nu": tfp.bijectors.Exp()},
@@ -294,8 +302,11 @@ def breast_cancer_logistic(dtype: Any = np.float64) -> Posterior:
         )
     )
     return Posterior(
-        "breast-cancer-logistic", prior, _logistic_likelihood,
-        (x.astype(dtype), y.astype(dtype)), dtype,
+        "breast-cancer-logistic",
+        prior,
+        _logistic_likelihood,
+        (x.astype(dtype), y.astype(dtype)),
+        dtype,
         "load_breast_cancer() (raw); logistic regression; alpha, beta[30]",
     )
 
@@ -321,7 +332,11 @@ def wine_softmax(dtype: Any = np.float64) -> Posterior:
         )
     )
     return Posterior(
-        "wine-softmax", prior, _softmax_likelihood, (x.astype(dtype), y.astype(dtype)), dtype,
+        "wine-softmax",
+        prior,
+        _softmax_likelihood,
+        (x.astype(dtype), y.astype(dtype)),
+        dtype,
         "load_wine() (raw); softmax regression, class 0 the baseline; alpha[2], beta[13,2]",
     )
 
