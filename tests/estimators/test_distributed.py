@@ -48,6 +48,7 @@ def _close(actual: Any, desired: Any, rtol: float = RTOL) -> None:
     np.testing.assert_allclose(np.asarray(actual), desired, rtol=rtol, atol=atol)
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_two_replicas_each_get_half_the_batch_on_their_own_device(two_replicas):
     assert two_replicas["logical_cpus"] == 2
@@ -64,6 +65,7 @@ def test_two_replicas_each_get_half_the_batch_on_their_own_device(two_replicas):
 @pytest.mark.parametrize(
     "case", ["epoch", "with_replacement", "random_window", "eager", "full_batch", "dataset"]
 )
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_gradients_equal_single_device(two_replicas, case):
     """Same seed, same batch state: value and every gradient part agree to 1e-10 (float64)."""
@@ -82,6 +84,7 @@ def test_gradients_equal_single_device(two_replicas, case):
             _close(dist[1]["grads"][0], single[0]["grads"][0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["sgld_graph", "sghmc_graph", "sgld_xla"])
 @pytest.mark.subprocess
 def test_chain_under_strategy_reproduces_single_device_chain(two_replicas, case):
