@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import warnings
 from collections.abc import Callable
@@ -38,6 +39,7 @@ warnings.filterwarnings("ignore", message="supplied `TransitionKernel` is not ca
 
 __all__ = [
     "DOCS",
+    "commit",
     "Outputs",
     "command_line",
     "outputs",
@@ -152,3 +154,21 @@ def command_line() -> str:
     """The command that reproduces this run, as a study page quotes it."""
     args = " ".join(sys.argv[1:])
     return f"python examples/{os.path.basename(sys.argv[0])}" + (f" {args}" if args else "")
+
+
+def commit() -> str:
+    """The checkout's short commit, marked when the library or the examples differ from it
+    (``"unknown"`` outside a git checkout): the provenance line of a study page."""
+    root = os.path.dirname(DOCS)
+    try:
+        sha = subprocess.run(
+            ["git", "-C", root, "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", root, "status", "--porcelain", "--", "examples", "tfp_sgmcmc"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha + (" (with uncommitted changes)" if dirty else "")

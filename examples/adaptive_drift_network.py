@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -111,15 +110,9 @@ def sample(kernel, init, steps: int, thin: int, seed: int) -> tuple[list[np.ndar
 
 def machine_line() -> str:
     """Commit, versions and machine, as the page records them."""
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=os.path.dirname(os.path.abspath(__file__)),
-    ).stdout.strip()
+    commit = _cli.commit()
     return (
-        f"commit `{commit or 'unknown'}`; Python {platform.python_version()}, "
+        f"commit `{commit}`; Python {platform.python_version()}, "
         f"TensorFlow {tf.__version__}, TFP {tfp.__version__}, NumPy {np.__version__}; "
         f"{platform.machine()}, {os.cpu_count()} CPUs"
     )

@@ -41,7 +41,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 import warnings
@@ -436,22 +435,6 @@ def keras_ensemble(prob: mb.MnistBNN, seconds: float) -> dict[str, Any]:
 # --------------------------------------------------------------------------- #
 # Provenance
 # --------------------------------------------------------------------------- #
-def _commit() -> str:
-    root = os.path.dirname(_cli.DOCS)
-    try:
-        sha = subprocess.run(
-            ["git", "-C", root, "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(
-            ["git", "-C", root, "status", "--porcelain", "--", "examples", "tfp_sgmcmc"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return sha + (" (with uncommitted changes)" if dirty else "")
-
-
 def _cpu() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -468,7 +451,7 @@ def environment() -> dict[str, Any]:
     import tensorflow_probability as tfp
 
     return {
-        "commit": _commit(),
+        "commit": _cli.commit(),
         "versions": {
             "python": sys.version.split()[0],
             "tensorflow": tf.__version__,

@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 from typing import Any
@@ -59,19 +58,7 @@ def environment() -> dict[str, Any]:
     import tensorflow_probability as tfp
     from scipy import __version__ as scipy_version
 
-    root = os.path.dirname(_cli.DOCS)
-    try:
-        sha = subprocess.run(
-            ["git", "-C", root, "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(
-            ["git", "-C", root, "status", "--porcelain", "--", "examples", "tfp_sgmcmc"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-        commit = sha + (" (with uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
+    commit = _cli.commit()
     cpu = platform.processor() or "unknown"
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -107,18 +106,9 @@ def autocorrelation(x: np.ndarray, max_lag: int) -> np.ndarray:
 
 def machine_line() -> str:
     """Commit, versions and machine, as the page records them."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd=os.path.dirname(os.path.abspath(__file__)),
-        ).stdout.strip()
-    except OSError:
-        commit = "unknown"
+    commit = _cli.commit()
     return (
-        f"commit `{commit or 'unknown'}`; Python {platform.python_version()}, "
+        f"commit `{commit}`; Python {platform.python_version()}, "
         f"TensorFlow {tf.__version__}, TFP {tfp.__version__}, NumPy {np.__version__}; "
         f"{platform.machine()}, {os.cpu_count()} CPUs"
     )
