@@ -41,6 +41,7 @@ __all__ = [
     "DOCS",
     "commit",
     "Outputs",
+    "provenance",
     "command_line",
     "outputs",
     "parser",
@@ -172,3 +173,35 @@ def commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return sha + (" (with uncommitted changes)" if dirty else "")
+
+
+def provenance() -> str:
+    """One line a study page opens with: the command, commit, versions and machine of
+    this run, and the machine's load when it ended (so a reader can tell a loaded run)."""
+    import platform
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(
+                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu
+            )
+    except OSError:
+        pass
+    try:
+        load = f"; 1-minute load average {os.getloadavg()[0]:.1f} at the end"
+    except OSError:
+        load = ""
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    device = f"{gpus} GPU(s)" if gpus else "CPU only"
+    return (
+        f"This run: `{command_line()}`, commit `{commit()}`; Python {platform.python_version()}, "
+        f"TensorFlow {tf.__version__}, TFP {tfp.__version__}, Keras {keras.__version__}, "
+        f"NumPy {np.__version__}; {os.cpu_count()} × {cpu}, {platform.system()}, {device}"
+        f"{load}."
+    )
