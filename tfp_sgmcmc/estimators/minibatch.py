@@ -355,33 +355,44 @@ class MinibatchEstimator(GradientEstimator):
           ValueError: naming ``log_likelihood_fn`` (and ``arg_name``, ``data``) when it
             fails inside TensorFlow or returns ``None``, integers or another dtype.
         """
-        try:
-            ll = self._log_likelihood_fn(state, batch)
-        except _MODEL_ERRORS as e:
-            if _named(e):
-                raise
-            raise ValueError(
-                self._failure("log_likelihood_fn", e, state, batch, arg_name or self._naming)
-            ) from e
-        return _float_output(
-            ll, "log_likelihood_fn", as_parts(state)[0].dtype,
+        return self._call_model_fn(
+            "log_likelihood_fn",
+            self._log_likelihood_fn,
+            (state, batch),
+            arg_name,
             "one log-likelihood per example (shape [..., n])",
         )
 
     def _call_log_prior(self, state: Any, arg_name: str | None = None) -> tf.Tensor:
         """``log_prior_fn(state)``, a float tensor of the state's dtype (``ValueError``
         naming ``log_prior_fn`` otherwise, as ``_call_log_likelihood``)."""
+        return self._call_model_fn(
+            "log_prior_fn", self._log_prior_fn, (state,), arg_name, "one log-prior per chain"
+        )
+
+    def _call_model_fn(
+        self,
+        fn_name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        arg_name: str | None,
+        what: str,
+    ) -> tf.Tensor:
+        """The user's ``fn`` (named ``fn_name``) called with ``args`` (the state, then
+        the minibatch if any): its value as a float tensor of the state's dtype
+        (``_float_output``, which says ``what`` it must return), or a ``ValueError``
+        naming ``fn_name`` when it fails inside TensorFlow (``_failure``)."""
+        state = args[0]
+        batch = args[1] if len(args) > 1 else None
         try:
-            lp = self._log_prior_fn(state)
+            value = fn(*args)
         except _MODEL_ERRORS as e:
             if _named(e):
                 raise
             raise ValueError(
-                self._failure("log_prior_fn", e, state, None, arg_name or self._naming)
+                self._failure(fn_name, e, state, batch, arg_name or self._naming)
             ) from e
-        return _float_output(
-            lp, "log_prior_fn", as_parts(state)[0].dtype, "one log-prior per chain"
-        )
+        return _float_output(value, fn_name, as_parts(state)[0].dtype, what)
 
     @staticmethod
     def _prior_shape_error(lp_shape: tf.TensorShape, chain_shape: tf.TensorShape) -> ValueError:
