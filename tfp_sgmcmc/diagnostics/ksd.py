@@ -49,6 +49,7 @@ pass float64 inputs when the value must be exact to many digits.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -61,7 +62,6 @@ from tfp_sgmcmc.diagnostics._inputs import (
     flatten_samples_and_scores,
 )
 from tfp_sgmcmc.diagnostics.metric import (
-    Whitening,
     check_preconditioner,
     warn_if_degenerate,
     whitening_map,
@@ -182,15 +182,8 @@ def kernel_stein_discrepancy(
             )
         check_finite_eager(x, "samples")
         check_finite_eager(s, "scores")
-        value, wmap = _ksd_and_whitening(
-            x, s, None, kernel, c, beta, bandwidth, statistic, block_size, jit_compile, metric
-        )
-        # The finite value is checked for overflow before a degenerate sample's +inf.
-        value = check_finite_result(value, "KSD")
-        if wmap is not None:
-            warn_if_degenerate(wmap, "KSD")
-            value = tf.where(wmap.degenerate, tf.constant(np.inf, value.dtype), value)
-        return value
+        ksd = _BlockedKSD(kernel, c, beta, bandwidth, statistic, block_size, jit_compile, metric)
+        return ksd(x, s, None, eager_checks=True)
 
 
 def ksd_from_flat(
@@ -218,51 +211,73 @@ def ksd_from_flat(
     the shift are taken over the rows of weight 1); a degenerate ``"sample"``
     metric gives ``+inf``.
     """
-    value, wmap = _ksd_and_whitening(
-        x, s, weights, kernel, c, beta, bandwidth, statistic, block_size, jit_compile,
-        check_preconditioner(preconditioner, x.shape[-1]),
-    )
-    if wmap is not None:
-        value = tf.where(wmap.degenerate, tf.constant(np.inf, value.dtype), value)
-    return value
+    metric = check_preconditioner(preconditioner, x.shape[-1])
+    ksd = _BlockedKSD(kernel, c, beta, bandwidth, statistic, block_size, jit_compile, metric)
+    return ksd(x, s, weights, eager_checks=False)
 
 
-def _ksd_and_whitening(
-    x: tf.Tensor,
-    s: tf.Tensor,
-    weights: tf.Tensor | None,
-    kernel: str,
-    c: Any,
-    beta: Any,
-    bandwidth: Any,
-    statistic: str,
-    block_size: int,
-    jit_compile: bool,
-    metric: Any,
-) -> tuple[tf.Tensor, Whitening | None]:
-    """The KSD (finite, the degenerate flag not applied) and the whitening map used
-    (``None`` for the unit metric, which leaves the inputs untouched)."""
-    wmap = None
-    if metric is not None:
-        wmap = whitening_map(x, metric, weights)
-        x, s = wmap.samples(x), wmap.scores(s)
-    if kernel == "rbf" and bandwidth is None:
-        # The median over the weighted rows only (the buffer's zero rows would
-        # otherwise enter it), taken as the batch function takes it.
-        num_valid = None
-        if weights is not None and x.shape[0] is not None:
-            num_valid = tf.cast(tf.reduce_sum(tf.cast(weights, tf.float64)), tf.int32)
-        bandwidth = median_heuristic(x, num_valid=num_valid)
-    if weights is None:
-        weights = tf.ones(tf.shape(x)[:1], x.dtype)
-    weights = tf.cast(weights, x.dtype)
-    bw = tf.constant(1.0, x.dtype) if bandwidth is None else as_dtype(bandwidth, x.dtype)
-    fn = _ksd_blocked
-    if tf.executing_eagerly():
-        fn = _COMPILED[bool(jit_compile)]
-    value = fn(x, s, weights, bw, kernel=kernel, c=float(c), beta=float(beta),
-               statistic=statistic, block_size=int(block_size))
-    return value, wmap
+@dataclasses.dataclass(frozen=True)
+class _BlockedKSD:
+    """A KSD as the two public functions take it (their arguments, validated by the
+    caller; ``metric`` checked against ``d``), applied to flat rows by calling it."""
+
+    kernel: str
+    c: Any
+    beta: Any
+    bandwidth: Any
+    statistic: str
+    block_size: int
+    jit_compile: bool
+    metric: Any
+
+    def __call__(
+        self, x: tf.Tensor, s: tf.Tensor, weights: tf.Tensor | None, eager_checks: bool
+    ) -> tf.Tensor:
+        """The KSD of ``x`` with scores ``s`` and 0/1 row ``weights`` (``None`` = all 1),
+        whitened first by ``metric`` (``None``: the unit metric, which leaves the inputs
+        untouched); a degenerate ``"sample"`` metric gives ``+inf``.
+
+        With ``eager_checks`` (the path of ``kernel_stein_discrepancy``) a non-finite
+        value raises when called eagerly, and a degenerate metric warns.
+        """
+        wmap = None
+        if self.metric is not None:
+            wmap = whitening_map(x, self.metric, weights)
+            x, s = wmap.samples(x), wmap.scores(s)
+        bandwidth = self.bandwidth
+        if self.kernel == "rbf" and bandwidth is None:
+            # The median over the weighted rows only (the buffer's zero rows would
+            # otherwise enter it), taken as the batch function takes it.
+            num_valid = None
+            if weights is not None and x.shape[0] is not None:
+                num_valid = tf.cast(tf.reduce_sum(tf.cast(weights, tf.float64)), tf.int32)
+            bandwidth = median_heuristic(x, num_valid=num_valid)
+        if weights is None:
+            weights = tf.ones(tf.shape(x)[:1], x.dtype)
+        weights = tf.cast(weights, x.dtype)
+        bw = tf.constant(1.0, x.dtype) if bandwidth is None else as_dtype(bandwidth, x.dtype)
+        fn = _ksd_blocked
+        if tf.executing_eagerly():
+            fn = _COMPILED[bool(self.jit_compile)]
+        value = fn(
+            x,
+            s,
+            weights,
+            bw,
+            kernel=self.kernel,
+            c=float(self.c),
+            beta=float(self.beta),
+            statistic=self.statistic,
+            block_size=int(self.block_size),
+        )
+        if eager_checks:
+            # The finite value is checked for overflow before a degenerate sample's +inf.
+            value = check_finite_result(value, "KSD")
+        if wmap is not None:
+            if eager_checks:
+                warn_if_degenerate(wmap, "KSD")
+            value = tf.where(wmap.degenerate, tf.constant(np.inf, value.dtype), value)
+        return value
 
 
 def _ksd_blocked(
