@@ -180,3 +180,27 @@ class WrappingEstimator(GradientEstimator):
 
     num_examples = AttributeView[int]("_base.num_examples")
     """The wrapped estimator's data size ``N``."""
+
+
+class _ChangeOfVariablesEstimator(WrappingEstimator):
+    """A wrapper on coordinates ``z`` that a map sends to the wrapped estimator's state.
+
+    ``_pull_back(state, evaluate)`` evaluates ``evaluate`` (the wrapped estimate, and
+    anything else it returns) at the mapped state and pulls the estimate back to ``z``:
+    the log density gains the map's log-det Jacobian, the score is multiplied by the
+    map's transposed Jacobian. The stochastic and the full-data estimates are both
+    that pull-back.
+    """
+
+    def _pull_back(self, state: Any, evaluate: Any) -> tuple[GradientEstimate, Any]:
+        raise NotImplementedError
+
+    def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor):
+        return self._pull_back(state, lambda inner: self._base(inner, estimator_state, seed))
+
+    def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
+        """The wrapped estimator's exact ``log π`` and score, pulled back to ``state``."""
+        est, _ = self._pull_back(
+            state, lambda inner: (self._base.full_log_prob_and_gradient(inner), None)
+        )
+        return est

@@ -43,7 +43,11 @@ from tensorflow_probability.python.mcmc.transformed_kernel import (
     make_transform_fn,
 )
 
-from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
+from tfp_sgmcmc.estimators.base import (
+    GradientEstimate,
+    GradientEstimator,
+    _ChangeOfVariablesEstimator,
+)
 from tfp_sgmcmc.internal.util import AttributeView, as_parts, restructure
 
 __all__ = ["TransformedEstimator"]
@@ -63,7 +67,7 @@ def _check_bijector(bijector: Any) -> None:
         )
 
 
-class TransformedEstimator(WrappingEstimator):
+class TransformedEstimator(_ChangeOfVariablesEstimator):
     r"""A gradient estimator on the unconstrained space ``z``, with ``θ = f(z)``.
 
     Given an inner estimator of ``log π(θ)`` and its score, returns
@@ -219,15 +223,9 @@ class TransformedEstimator(WrappingEstimator):
     def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
         self._base.validate_state(state, arg_name)
 
-    def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor):
-        return self._pull_back(state, lambda theta: self._base(theta, estimator_state, seed))
-
     def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
         """Exact ``log π_z(z)`` and its score (the inner full-data estimate, pulled back)."""
-        est, _ = self._pull_back(
-            state, lambda theta: (self._base.full_log_prob_and_gradient(theta), None)
-        )
-        return est
+        return super().full_log_prob_and_gradient(state)
 
     def __repr__(self) -> str:
         jac = "" if self._include_ldj else ", include_log_det_jacobian=False"

@@ -41,7 +41,11 @@ import numpy as np
 import scipy.stats
 import tensorflow as tf
 
-from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
+from tfp_sgmcmc.estimators.base import (
+    GradientEstimate,
+    GradientEstimator,
+    _ChangeOfVariablesEstimator,
+)
 from tfp_sgmcmc.internal.util import as_parts
 
 __all__ = ["WhitenedEstimator", "runaway_threshold"]
@@ -69,7 +73,7 @@ def _checked_scale(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (np.tril(s) if s.ndim == 2 else s), diag
 
 
-class WhitenedEstimator(WrappingEstimator):
+class WhitenedEstimator(_ChangeOfVariablesEstimator):
     """The estimate of ``log π_w`` and its score for ``z = m + L w`` (module docstring).
 
     Args:
@@ -196,7 +200,8 @@ class WhitenedEstimator(WrappingEstimator):
         w = tf.linalg.triangular_solve(self._scale, tf.transpose(flat), lower=True)
         return tf.reshape(tf.transpose(w), tf.concat([lead, [self.dimension]], 0))
 
-    def _pull_back(self, w: tf.Tensor, evaluate: Any) -> tuple[GradientEstimate, Any]:
+    def _pull_back(self, state: Any, evaluate: Any) -> tuple[GradientEstimate, Any]:
+        w = as_parts(state)[0]
         parts = self.unwhiten(w)
         est, extra = evaluate(parts)
         chain_ndims = w.shape.rank - 1
@@ -232,22 +237,11 @@ class WhitenedEstimator(WrappingEstimator):
     def bootstrap(self, state: Any) -> Any:
         return self._base.bootstrap(self.unwhiten(as_parts(state)[0]))
 
-    def _estimate(self, state: Any, estimator_state: Any, seed: tf.Tensor):
-        w = as_parts(state)[0]
-        return self._pull_back(w, lambda z: self._base(z, estimator_state, seed))
-
     def left_posterior(self, state: Any) -> tf.Tensor:
         """Per chain: ``‖w‖² > runaway_threshold(d)``, a state the posterior has no mass at."""
         w = as_parts(state)[0]
         radius2 = tf.reduce_sum(tf.square(w), axis=-1)
         return radius2 > tf.constant(self._runaway, radius2.dtype)
-
-    def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
-        w = as_parts(state)[0]
-        est, _ = self._pull_back(
-            w, lambda z: (self._base.full_log_prob_and_gradient(z), None)
-        )
-        return est
 
     def __repr__(self) -> str:
         kind = "dense" if self._dense else "diagonal"
