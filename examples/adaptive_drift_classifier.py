@@ -189,6 +189,8 @@ def main() -> None:
 
 Command: `{_cli.command_line()}` ({steps:,} iterations per run, {num_seeds} seeds per sampler).
 
+{_cli.provenance()}
+
 Replaces the paper's Landsat study (§5.1, data not available offline) with
 scikit-learn's bundled digits: {n_train} training / {len(yte)} test images,
 standardised; 64-{HIDDEN}-10 ReLU MLP in plain TF ops (weights = 4 state parts),
@@ -207,9 +209,7 @@ mean ± sd over seeds.
 The paper's column is Landsat (a different data set and network), shown only
 for the ordering of the samplers, not as a number to match.
 """
-    print(
-        "wrote", out.write_study("adaptive_drift_classifier.md", text), fig_path
-    )
+    print("wrote", out.write_study("adaptive_drift_classifier.md", text), fig_path)
 
 
 if __name__ == "__main__":

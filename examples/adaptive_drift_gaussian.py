@@ -135,6 +135,8 @@ def main() -> None:
 Command: `{_cli.command_line()}` ({steps:,} iterations, {chains} independent chains per
 sampler, θ0 = 0, float64, XLA).
 
+{_cli.provenance()}
+
 Target N(0, Σ) with Σ = [[1, 0.9], [0.9, 1]]; stochastic gradient = exact
 gradient + N(0, I) noise. Paper settings ([algorithms reference](../algorithms.md#exp-gaussian)): ε
 = 0.1, τ = 1;

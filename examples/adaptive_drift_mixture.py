@@ -120,6 +120,8 @@ def main() -> None:
 Command: `{_cli.command_line()}` ({steps:,} iterations × {chains} chains per sampler,
 all chains start at the central mode (0, 0), float64, XLA).
 
+{_cli.provenance()}
+
 π(θ) ∝ Σ_i exp(−‖θ − μ_i‖²), μ = (−3,−3), (−3,0), (0,0), (3,0), (3,3);
 gradient noise N(0, I). Paper settings ([algorithms reference](../algorithms.md#exp-mixture)): ε =
 0.05, τ = 1;

@@ -198,6 +198,8 @@ def main() -> None:
 
 Command: `{_cli.command_line()}`.
 
+{_cli.provenance()}
+
 **Our setup (the paper's is not reproducible as written,
 [algorithms reference](../algorithms.md#exp-ravines)):**
 gradient scaling `{args.scaling}` ({scaling_text}),
