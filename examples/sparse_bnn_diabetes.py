@@ -178,15 +178,12 @@ def main() -> None:
     table = markdown_table(header, rows)
     print(table)
     plot(curves, steps_per_epoch, out.figure("sparse_bnn_diabetes.png"))
-    cmd = (
-        "python examples/sparse_bnn_diabetes.py" + (" --quick" if args.quick else "")
-        + f" --seeds {n_seeds} --epochs {epochs} "
-        f"--lr {args.lr} --v0 {args.v0} --tau0 {args.tau0}"
-    )
     lines = [
         "# Sparse BNN on scikit-learn's diabetes data (Deng et al. 2019, Table 2 protocol)",
         "",
-        f"Command: `{cmd}`",
+        f"Command: `{_cli.command_line()}`",
+        "",
+        _cli.provenance(),
         "",
         f"MLP 10-50-1 (ReLU), {n_train}/{n_all - n_train} random splits ({n_seeds} seeds), "
         f"batch "

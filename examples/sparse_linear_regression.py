@@ -132,8 +132,7 @@ def main() -> None:
 
     fig_path = out.figure("sparse_linear_beta123.png")
     plot_beta123(beta123, true123, fig_path, "linear regression (n=100, p=1000), data set 0")
-    cmd = "python examples/sparse_linear_regression.py" + (" --quick" if args.quick else "")
-    write_study(out, table, steps, thin, n_data, args.v0, cmd, beta123, true123)
+    write_study(out, table, steps, thin, n_data, args.v0, beta123, true123)
 
 
 def plot_beta123(beta123, true123, path, title):
@@ -158,14 +157,17 @@ def plot_beta123(beta123, true123, path, title):
     plt.close(fig)
 
 
-def write_study(out, table, steps, thin, n_data, v0, cmd, beta123, true123):
+def write_study(out, table, steps, thin, n_data, v0, beta123, true123):
     post = {m: s.mean(0) for m, s in beta123.items()}
     fig = out.name("sparse_linear_beta123.png")
     lines = [
         "# Sparse linear regression, large p small n (Deng et al. 2019)",
         "",
-        f"Command: `{cmd}` (about {steps:,} iterations per run, every {thin}th kept, first 20 % "
-        f"discarded; {n_data} simulated data sets; v0 = {v0}).",
+        f"Command: `{_cli.command_line()}` (about {steps:,} iterations per run, every {thin}th "
+        f"kept, first 20 % discarded; {n_data} simulated data sets; v0 = {v0}; the steps/s "
+        "column is for information only).",
+        "",
+        _cli.provenance(),
         "",
         "Setup: n = 100, p = 1000, Σ_ij = 0.6^|i−j|, β1..3 ~ N((3, 2, 1), 0.2²), noise variance 3, "
         "50 test rows; SSGL v0 as above, v1 = 10, a = 1, b = p, ν = λ = 1, σ_init = 1, "

@@ -146,15 +146,16 @@ def main() -> None:
     print(extra)
     fig = out.figure("sparse_logistic_beta123.png")
     plot_beta123(beta123, true123, fig, "logistic regression (n=500, p=1000), v0=0.01, σ_init=1")
-    cmd = "python examples/sparse_logistic_regression.py" + (" --quick" if args.quick else "")
     post = {m: [round(float(a), 3) for a in s.mean(0)] for m, s in beta123.items()}
     lines = [
         "# Sparse logistic regression, large p small n (Deng et al. 2019 supplement Table 1)",
         "",
-        f"Command: `{cmd} --steps {steps} --datasets {n_data}` ({steps:,} iterations per run, "
+        f"Command: `{_cli.command_line()}` ({steps:,} iterations per run, "
         f"every {thin}th kept, first 20 % discarded; {n_data} simulated data set(s); full-data "
         "gradients; test set 250 rows; MAE/MSE of the posterior-mean predicted probability "
         "against the 0/1 labels).",
+        "",
+        _cli.provenance(),
         "",
         f"![posterior of β1..β3](../figures/{out.name('sparse_logistic_beta123.png')})",
         "",
