@@ -204,7 +204,6 @@ def main(argv=None):
     fig.tight_layout()
     fig_path = out.figure("structured_digits_mlp.png")
     fig.savefig(fig_path, dpi=70)
-    cmd = "python examples/structured_digits_mlp.py" + (" --quick" if args.quick else "")
     max_ess = max(r["ess"] for r in rows)
     saturation_note = (
         f"\nNote (computed): the largest median ESS is {max_ess:.1f} of {keep // thin} kept "
@@ -216,7 +215,11 @@ def main(argv=None):
     )
     md = f"""# pSGLD, S-pSGLD and Sd-pSGLD on an MLP for digits (Alexos et al., Figure 2 / Table 1)
 
-Command: `{cmd}` (seed {args.seed}). Model 64→{HIDDEN}→10 tanh MLP (plain TF ops; {n_params}
+Command: `{_cli.command_line()}` (seed {args.seed}; the wall column is for information only).
+
+{_cli.provenance()}
+
+Model 64→{HIDDEN}→10 tanh MLP (plain TF ops; {n_params}
 parameters in 4 state parts), N(0,1) priors, scikit-learn digits with a stratified 75/25 split
 ({len(ytr)} train / {len(yte)} test), batch 100, pSGLD ε = {eps} (ε form, RMS decay 0.99),
 one chain from the same initial weights, {burn} burn-in + {keep} kept steps, every {thin}th
@@ -227,7 +230,7 @@ Accuracy: model average over the kept samples on the test set. ESS: per paramete
 `tfp.mcmc.effective_sample_size` on the kept samples, median over parameters; IAC =
 kept steps / ESS (in sampler steps), median over parameters.
 
-![accuracy, IAC, ESS vs number of groups](../figures/{out.name('structured_digits_mlp.png')})
+![accuracy, IAC, ESS vs number of groups](../figures/{out.name("structured_digits_mlp.png")})
 
 {table}
 {saturation_note}"""

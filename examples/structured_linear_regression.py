@@ -189,12 +189,14 @@ def main(argv=None):
     fig.tight_layout()
     fig_path = out.figure("structured_linear_regression.png")
     fig.savefig(fig_path, dpi=70)
-    cmd = "python examples/structured_linear_regression.py" + (" --quick" if args.quick else "")
     md = (
         f"""# Structured SGLD on the linear-regression toy (Alexos et al., Figure 1)
 
-Command: `{cmd}` (seed {args.seed}; {chains} chains × {keep} kept steps after {burn} burn-in;
-SGLD ε = {eps}, batch {batch} of N = 100; history capacity {cap}, thinning {thin}).
+Command: `{_cli.command_line()}` (seed {args.seed}; {chains} chains × {keep} kept steps after
+{burn} burn-in; SGLD ε = {eps}, batch {batch} of N = 100; history capacity {cap}, thinning
+{thin}).
+
+{_cli.provenance()}
 
 Data: `y ~ N(wᵀx + b, 1)`, w = [1.5, −0.8, 1.3], b = 0.5, N(0, 1) priors. The paper does not
 give its covariate law; we use **x ~ N(0, C_x)** with corr(x1,x2) = 0.9, corr(x1,x3) = 0.7,
@@ -208,7 +210,7 @@ Bernoulli(ρ) keep masks) → (diag Λ + ρ·offdiag Λ)⁻¹. Measured values i
 and the O(ε) SGLD bias (a few per cent). The exact discretised law is checked statistically in
 `tests/estimators/test_structured_gaussian.py`.
 
-![pairwise posteriors](../figures/{out.name('structured_linear_regression.png')})
+![pairwise posteriors](../figures/{out.name("structured_linear_regression.png")})
 
 {table}
 
