@@ -37,7 +37,7 @@ import json
 import os
 import time
 
-import _cli  # noqa: F401  (first: quiet TensorFlow start-up)
+import _cli  # first: quiet TensorFlow start-up
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
@@ -130,12 +130,13 @@ def summarise(post, z, nuts_sd, num_burn, max_ksd, score_fn):
 
 
 def page(table: str, rows: list, timings: dict, suffix: str, args: argparse.Namespace) -> str:
-    cmd = "nice -n 10 python examples/hierarchical_logistic_tfp.py --write-docs" + (
-        " --quick" if args.quick else ""
-    )
     title = "TFP hierarchical logistic regression: SG-MCMC against NUTS"
     title += " (quick run)" if suffix else ""
     return f"""# {title}
+
+Command: `{_cli.command_line()}`
+
+{_cli.provenance()}
 
 A TFP model as a TFP user writes it, a `tfd.JointDistributionNamedAutoBatched` prior with three
 positive group scales and a Bernoulli likelihood, sampled through `tfp_sgmcmc.JointPosterior`
@@ -158,11 +159,8 @@ unconstrained density the chains target (`JointPosterior.score_fn`).
 ![posterior sd of every parameter, SG samplers against NUTS](../figures/{NAME}{suffix}.png)
 
 {table}
-Reproduce (the machine was shared with other jobs, so seconds are indicative only):
-
-```bash
-{cmd}
-```
+Budgets are sampler steps, so a rerun gives the same table; the seconds column is wall time on
+the machine named above, for information only.
 
 Settings: SGLD-CV uses control variates at the MAP (`JointPosterior.control_variates`);
 SGHMC the minibatch estimator; MAMBA tunes SGLD's step size (6 values) and batch size

@@ -77,6 +77,10 @@ def main() -> None:
 
     study = f"""# Bayesian regression with a Keras MLP
 
+Command: `{_cli.command_line()}`
+
+{_cli.provenance()}
+
 {len(x)} training points, {epochs} MAP epochs, {epochs // 2} sampling epochs,
 {bayes.num_kept} draws.
 
@@ -85,8 +89,6 @@ def main() -> None:
   {inside.mean():.3f} (standard error {np.sqrt(0.09 / len(y_test)):.3f}).
 
 ![intervals](../figures/{out.name("keras_regression.png")})
-
-Command: `{_cli.command_line()}`
 """
     out.write_study("keras_regression", study)
     print(study)

@@ -125,12 +125,12 @@ def main() -> None:
     ]
     table = "\n".join(lines)
     print(table)
-    cmd = "python examples/long_run.py" + (" --quick" if a.quick else "")
     md = (
         "# Long runs in bounded memory\n\n"
-        f"Command: `{cmd}` (SGLD, d = {dim:,} float32, chunk = {a.chunk_size} draws, "
-        f"{'graph mode' if a.no_xla else 'XLA'}; each row a fresh process; peak RSS = "
-        "`ru_maxrss`; 2 shared CPU cores).\n\n"
+        f"Command: `{_cli.command_line()}` (SGLD, d = {dim:,} float32, chunk = {a.chunk_size} "
+        f"draws, {'graph mode' if a.no_xla else 'XLA'}; each row a fresh process; peak RSS = "
+        "`ru_maxrss`; the wall column is for information only).\n\n"
+        f"{_cli.provenance()}\n\n"
         f"{table}\n\n"
         "The draws of the longest run would take the 'all draws' column in RAM; the "
         "peak RSS stays at the 1-chunk level because each chunk is written to "

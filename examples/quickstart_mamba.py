@@ -132,16 +132,14 @@ def main() -> None:
     fig = out.figure("mamba_quickstart.png")
     result.plot(fig, title=f"MAMBA-KSD, SGLD-CV, logistic regression (T = {budget:g} s)")
     wall = time.time() - t_start
-    cmd = (
-        "python examples/quickstart_mamba.py"
-        + (" --quick" if args.quick else "")
-        + (f" --budget {args.budget:g}" if args.budget else "")
-    )
     study = out.write_study(
         "mamba_quickstart.md",
         "# MAMBA quickstart: SGLD-CV on the paper's logistic regression\n\n"
-        f"Command: `{cmd}` (wall time {wall:.0f} s on a 2-core machine, "
-        "including data generation, MAP, compilation and metric time).\n\n"
+        f"Command: `{_cli.command_line()}` (wall time {wall:.0f} s, including data generation, "
+        "MAP, compilation and metric time).\n\n"
+        f"{_cli.provenance()}\n\n"
+        "The budget is wall-clock sampling seconds (the MAMBA paper's), so the rounds, and "
+        "possibly the chosen arm, depend on the machine and its load.\n\n"
         + "![metric by round](../figures/"
         + out.name("mamba_quickstart.png")
         + ")\n\n"
