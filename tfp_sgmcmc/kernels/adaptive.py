@@ -35,7 +35,6 @@ from typing import Any
 
 from tfp_sgmcmc.estimators.base import GradientEstimator
 from tfp_sgmcmc.internal.util import check_positive
-from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.langevin import SGLD
 from tfp_sgmcmc.transforms import (
     AdadeltaBias,
@@ -77,14 +76,7 @@ class _AdaptiveSGLD(SGLD):
         # Validation happens in the transform's constructor (ValueError naming the
         # argument), before the base class stores anything.
         self._fixed_transform = self._make_transform(**hyper)
-        SGMCMCKernel.__init__(
-            self,
-            arguments["estimator"],
-            arguments["step_size"],
-            arguments["temperature"],
-            arguments["name"],
-            **hyper,
-        )
+        self._init_from_arguments(type(self), arguments)
 
     def _make_transform(self, **hyper: Any) -> DriftTransform:
         return self._bias(**hyper)

@@ -31,7 +31,9 @@ one; after that every batch comes from ``one_step``'s seed.
 
 from __future__ import annotations
 
+import inspect
 import weakref
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import tensorflow as tf
@@ -136,6 +138,25 @@ class SGMCMCKernel(ParameterizedKernel):
         self._temperature_schedule = as_schedule(temperature, "temperature", allow_zero=True)
         self._parameters = dict(
             estimator=estimator, step_size=step_size, temperature=temperature, **extra, name=name
+        )
+
+    def _init_from_arguments(self, owner: type, arguments: Mapping[str, Any]) -> None:
+        """``SGMCMCKernel.__init__`` with every argument of ``owner``'s constructor.
+
+        ``arguments`` are that constructor's ``locals()`` once it has validated and
+        normalised them: ``estimator``, ``step_size``, ``temperature`` and ``name`` are
+        passed by name, the others recorded in ``parameters`` in the signature's order,
+        so ``parameters`` are exactly the arguments ``copy`` passes to the constructor.
+        """
+        shared = ("self", "estimator", "step_size", "temperature", "name")
+        own = [k for k in inspect.signature(owner.__init__).parameters if k not in shared]
+        SGMCMCKernel.__init__(
+            self,
+            arguments["estimator"],
+            arguments["step_size"],
+            arguments["temperature"],
+            arguments["name"],
+            **{k: arguments[k] for k in own},
         )
 
     # -- TransitionKernel API ------------------------------------------------ #

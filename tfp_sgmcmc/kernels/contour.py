@@ -170,17 +170,7 @@ class CSGLD(SGMCMCKernel):
         if not hasattr(sa_step_size, "parameters"):
             check_in_interval(sa_step_size, "sa_step_size", 0.0, 1.0, high_open=True, scalar=True)
         self._omega = as_schedule(sa_step_size, "sa_step_size", allow_zero=True)
-        super().__init__(
-            estimator,
-            step_size,
-            temperature,
-            name,
-            num_partitions=int(num_partitions),
-            energy_gap=energy_gap,
-            min_energy=min_energy,
-            zeta=zeta,
-            sa_step_size=sa_step_size,
-        )
+        self._init_from_arguments(CSGLD, locals())
 
     num_partitions = RecordedArgument[int]("``m``, the energy partitions.")
 

@@ -183,18 +183,7 @@ class SGHMC(SGMCMCKernel):
                 UserWarning,
                 stacklevel=2,
             )
-        super().__init__(
-            estimator,
-            step_size,
-            temperature,
-            name,
-            num_leapfrog_steps=num_leapfrog_steps,
-            friction=friction,
-            noise_estimate=noise_estimate,
-            momentum_refresh=momentum_refresh,
-            order=order,
-            minibatch_per_trajectory=minibatch_per_trajectory,
-        )
+        self._init_from_arguments(SGHMC, locals())
 
     num_leapfrog_steps = RecordedArgument[int]("``L``, leapfrog steps per transition.")
 

@@ -173,15 +173,7 @@ class RESGLD(SGMCMCKernel):
                 f"`energy_variance` must be a scalar or have shape [{num_replicas - 1}], "
                 f"got shape {v.shape}."
             )
-        super().__init__(
-            estimator,
-            step_size,
-            temperature,
-            name,
-            num_replicas=int(num_replicas),
-            max_temperature=max_temperature,
-            energy_variance=energy_variance,
-        )
+        self._init_from_arguments(RESGLD, locals())
 
     num_replicas = RecordedArgument[int]("``K``, the replicas of the temperature ladder.")
 

@@ -231,14 +231,7 @@ class BADODAB(SGMCMCKernel):
     ) -> None:
         check_positive(diffusion, "diffusion", scalar=True)
         check_positive(thermostat_mass, "thermostat_mass", scalar=True)
-        super().__init__(
-            estimator,
-            step_size,
-            temperature,
-            name,
-            diffusion=diffusion,
-            thermostat_mass=thermostat_mass,
-        )
+        self._init_from_arguments(BADODAB, locals())
 
     def _init_extra(self, parts: list[tf.Tensor], est: GradientEstimate) -> dict[str, Any]:
         return initial_momentum_and_thermostat(parts, est, self._parameters["diffusion"])
