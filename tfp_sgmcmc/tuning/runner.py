@@ -183,15 +183,12 @@ class _Program:
         self,
         make_kernel: Callable[..., Any],
         static_arm: dict[str, Any],
-        scalar_names: list[str],
         like: Any,
         thin: int,
         capacity: int,
         jit_compile: bool,
     ) -> None:
         self.make_kernel = make_kernel
-        self.static_arm = static_arm
-        self.scalar_names = scalar_names
         self.like = like
         self.thin = thin
         self.capacity = capacity  # buffer slots
@@ -429,7 +426,6 @@ class ArmRunner:
             self._programs[key] = _Program(
                 self.make_kernel,
                 dict(key[-1]),
-                sorted(scalars),
                 self.like,
                 self.thin,
                 self.capacity,
