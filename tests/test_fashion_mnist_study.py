@@ -1,8 +1,10 @@
 """The Fashion-MNIST BNN study's quick mode runs end to end and reports every method.
 
 Runs ``examples/fashion_mnist_bnn_study.py --quick`` into a temporary folder and reads
-the results JSON and the page it writes: every method has a row with finite accuracy,
-NLL and ECE, and its test accuracy is far above chance (10 classes: 0.1).
+the results JSON and the page it writes: every method (the paper's six samplers and
+the three Keras baselines) has a row with finite accuracy, NLL and ECE, and its test
+accuracy is far above chance (10 classes: 0.1). An unknown ``--samplers`` entry is a
+``ValueError`` naming the option.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ SCRIPT = os.path.join(ROOT, "examples", "fashion_mnist_bnn_study.py")
 DATA = "/usr/share/datasets/fashion-mnist"
 FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
          "t10k-labels-idx1-ubyte")  # fmt: skip
+SAMPLERS = ("SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV")
 METHODS = (
-    "SGLD (MAMBA-KSD)",
-    "SGHMC (MAMBA-KSD)",
+    *(f"{s} (MAMBA-KSD)" for s in SAMPLERS),
     "Keras MAP (model.fit)",
     "MC dropout",
     "deep ensemble (5 members)",
@@ -40,14 +42,17 @@ pytestmark = [
 ]
 
 
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
     out = tmp_path_factory.mktemp("fashion")
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run(
         [sys.executable, SCRIPT, "--quick", "--out", str(out)],
         cwd=ROOT,
-        env=env,
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=1500,
@@ -95,3 +100,31 @@ def test_page_has_the_command_figure_and_every_row(quick_run: tuple[dict, str]) 
     assert figure < table
     for m in METHODS:
         assert f"| {m} |" in page
+
+
+def test_every_sampler_is_tuned_on_its_own_grid(quick_run: tuple[dict, str]) -> None:
+    results, _ = quick_run
+    rows = {r["method"].split(" ")[0]: r for r in results["rows"] if r["kind"] == "sgmcmc"}
+    assert tuple(rows) == SAMPLERS
+    for name, r in rows.items():
+        grid = r["grid"]
+        assert set(r["arm"]) == set(grid), name
+        for key, value in r["arm"].items():
+            assert value in grid[key], (name, key, value)
+        # Only SGHMC(-CV) has a leapfrog axis.
+        assert ("num_leapfrog_steps" in grid) == name.startswith("SGHMC"), name
+        assert r["samples"] >= 1 and not r["diverged"], name
+
+
+def test_unknown_sampler_is_a_value_error(tmp_path: os.PathLike[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "--quick", "--samplers", "SGLD,SGLD-XX", "--out", str(tmp_path)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode != 0
+    assert "ValueError: `--samplers`" in proc.stderr
+    assert "SGLD-XX" in proc.stderr
