@@ -35,15 +35,17 @@ for the grid, and ``--eval-steps``).
 
 Run::
 
-    python examples/mamba_pmf_study.py --quick        # smoke test (about 10 minutes)
+    python examples/mamba_pmf_study.py --quick        # smoke test (SGLD, 9 arms)
     python examples/mamba_pmf_study.py                # full CPU-scale study (about 35 minutes)
     python examples/mamba_pmf_study.py --throughput   # gradients/s per batch size
 
 The default budgets (``DEFAULT_*_GRADIENTS``) were chosen so that the full study fits
 well within 50 minutes on a 2-core CPU: it took 35 minutes under ``nice -n 10`` at a
-mean load average of 4.7 (``docs/studies/mamba_pmf.md``), the quick one 10 minutes at
-3.1. Most of the time is compilation (one program per batch size and L, three to six per
-sampler) and KSD evaluations, not sampling.
+mean load average of 4.7 (``docs/studies/mamba_pmf.md``). ``--quick`` is a smoke
+version: SGLD only, log10 ε ∈ {−3, −3.5, …, −7} × batch 1%, a 30-step MAP, KSD on 10
+samples and budgets a fifteenth of the full run's or less. Most of the time is
+compilation (one program per batch size and L, three to six per sampler) and KSD
+evaluations, not sampling.
 
 Writes ``studies/mamba_pmf.md``, ``studies/mamba_pmf.json`` (every number on the
 page; rewritten after each row, so an interrupted run keeps its rows) and
@@ -105,12 +107,16 @@ GROUND_TRUTH_PAGE = "../models.md#pmf-ground-truth"
 IDLE_GRADIENTS_PER_SECOND = 9e5
 
 #: Default budgets (full, quick) in per-example gradient evaluations.
-#: MAMBA: T ≈ 60 s / 8 s at a 1% batch (the paper's R = 10 s is T ≈ 83 s for 36 arms);
-#: grid: 8e6 / 1.6e6 per configuration, 1,000 / 200 SGLD iterations at a 10% batch
-#: (the paper: 2,000); evaluation: ≈ 20 s / 4 s at a 1% batch (the paper: 20 s).
-DEFAULT_MAMBA_GRADIENTS = (60 * IDLE_GRADIENTS_PER_SECOND, 8 * IDLE_GRADIENTS_PER_SECOND)
-DEFAULT_GRID_GRADIENTS = (8e6, 1.6e6)
-DEFAULT_EVAL_GRADIENTS = (20 * IDLE_GRADIENTS_PER_SECOND, 4 * IDLE_GRADIENTS_PER_SECOND)
+#: MAMBA: T ≈ 60 s / 2.2 s at a 1% batch (the paper's R = 10 s is T ≈ 83 s for 36 arms);
+#: grid: 8e6 / 2e5 per configuration, 1,000 / 25 SGLD iterations at a 10% batch
+#: (the paper: 2,000); evaluation: ≈ 20 s / 0.4 s at a 1% batch (the paper: 20 s).
+DEFAULT_MAMBA_GRADIENTS = (60 * IDLE_GRADIENTS_PER_SECOND, 2e6)
+DEFAULT_GRID_GRADIENTS = (8e6, 2e5)
+DEFAULT_EVAL_GRADIENTS = (20 * IDLE_GRADIENTS_PER_SECOND, 4e5)
+#: What ``--quick`` runs by default: one sampler, a 30-step MAP, KSD on 10 samples.
+QUICK_SAMPLERS = "SGLD"
+QUICK_MAP_STEPS = 30
+QUICK_KSD_SAMPLES = 10
 
 #: Paper Table 2 (KSD, ξ×100) and Table 7 (RMSE), Table 6 (log10 ε, batch %, L).
 PAPER = {
@@ -149,13 +155,26 @@ MAMBA_THIN = 10
 
 def _parser() -> Any:
     ap = _cli.parser(STUDY_NAME, __doc__.split("\n\n")[0], "reduced grids and budgets (smoke)")
-    ap.add_argument("--samplers", default=",".join(SAMPLERS))
+    ap.add_argument(
+        "--samplers",
+        default=None,
+        help=f"comma-separated subset of {','.join(SAMPLERS)} (default: all six; quick "
+        f"{QUICK_SAMPLERS})",
+    )
     ap.add_argument("--ratings", default=None, help="u.data or ratings.csv (default: synthetic)")
     add_budget_options(ap, DEFAULT_MAMBA_GRADIENTS, DEFAULT_GRID_GRADIENTS, DEFAULT_EVAL_GRADIENTS)
-    ap.add_argument("--ksd-samples", type=_cli.positive_int, default=None,
-        help="max samples per KSD")
-    ap.add_argument("--map-steps", type=_cli.positive_int, default=500,
-        help="L-BFGS steps for the MAP")
+    ap.add_argument(
+        "--ksd-samples",
+        type=_cli.positive_int,
+        default=None,
+        help=f"max samples per KSD (default 100, quick {QUICK_KSD_SAMPLES})",
+    )
+    ap.add_argument(
+        "--map-steps",
+        type=_cli.positive_int,
+        default=None,
+        help=f"L-BFGS steps for the MAP (default 500, quick {QUICK_MAP_STEPS})",
+    )
     ap.add_argument(
         "--from-json",
         metavar="FILE",
@@ -208,13 +227,19 @@ def run(args: Any, outs: Any) -> dict[str, Any]:
     its rows.
     """
     quick = args.quick
+    if args.samplers is None:
+        args.samplers = QUICK_SAMPLERS if quick else ",".join(SAMPLERS)
+    if args.map_steps is None:
+        args.map_steps = QUICK_MAP_STEPS if quick else 500
     samplers = args.samplers.split(",")
     for s in samplers:
         kernel_class(s)  # ValueError naming `name` for an unknown sampler
     bud = _budgets(args)
-    ksd_n = args.ksd_samples if args.ksd_samples is not None else (40 if quick else 100)
-    steps = tuning.log10_grid(-3, -7, 1.0) if quick else tuning.log10_grid(-2, -7.5, 0.5)
-    fractions = [0.1, 0.01] if quick else [1.0, 0.1, 0.01]
+    ksd_n = (
+        args.ksd_samples if args.ksd_samples is not None else (QUICK_KSD_SAMPLES if quick else 100)
+    )
+    steps = tuning.log10_grid(-3, -7, 0.5) if quick else tuning.log10_grid(-2, -7.5, 0.5)
+    fractions = [0.01] if quick else [1.0, 0.1, 0.01]
     leapfrogs = [5] if quick else [5, 10]
 
     t0 = time.time()
@@ -227,8 +252,9 @@ def run(args: Any, outs: Any) -> dict[str, Any]:
     ).position
     map_rmse = prob.test_rmse([p.numpy() for p in theta_map])
     cv = prob.control_variate_estimator(theta_map, prob.batch_size_from_fraction(0.01))
-    ksd = tuning.KSDMetric(max_samples=ksd_n, score_block_size=16, preconditioner=None,
-                           check_validity=False)
+    ksd = tuning.KSDMetric(
+        max_samples=ksd_n, score_block_size=16, preconditioner=None, check_validity=False
+    )
     rmse = tuning.FunctionMetric(lambda s: prob.test_rmse(s, max_samples=100), "test RMSE")
     rng = np.random.default_rng(1)
     noisy_map = [p + tf.constant(rng.standard_normal(p.shape), p.dtype) for p in theta_map]
@@ -264,6 +290,7 @@ def run(args: Any, outs: Any) -> dict[str, Any]:
             )
         },  # fmt: skip
         "command": _cli.command_line(),
+        "provenance": _cli.provenance(),
         "niceness": os.nice(0),
     }
     results: dict[str, Any] = {"config": config, "rows": [], "mamba": {}, "finished": False}
@@ -271,6 +298,7 @@ def run(args: Any, outs: Any) -> dict[str, Any]:
 
     def save() -> None:
         config["wall_s"] = time.time() - t0
+        config["provenance"] = _cli.provenance()
         config["load_average"] = load.summary()
         with open(json_path, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1, allow_nan=True)
@@ -532,6 +560,9 @@ def render(results: dict[str, Any], figure: str | None) -> str:
     lines = [
         "# MAMBA study: Bayesian PMF (paper §4.2, CPU scale" + (", quick run)" if quick else ")"),
         "",
+        f"Regenerate: `{cfg['command']}`",
+        "",
+        *([cfg["provenance"], ""] if cfg.get("provenance") else []),
         "The paper's Table 2 (KSD and ξ(σ̂)), Table 6 (chosen hyperparameters) and Table 7 "
         f"(test RMSE) on the model of [`models.pmf`]({MODEL_PAGE}):",
         "d = 20, τ = (α, μ0, a0, b0) = (3, 0, 4, 5), 52,580 parameters, on the synthetic",
@@ -542,7 +573,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         "```bash",
         f"{SCRIPT}                  # full CPU-scale study → out/mamba_pmf/",
         f"{SCRIPT} --ratings ml-100k/u.data",
-        f"{SCRIPT} --quick          # smoke run (about 10 minutes)",
+        f"{SCRIPT} --quick          # smoke run (SGLD, 9 arms)",
         f"{SCRIPT} --throughput     # gradients/s per batch size (the budget conversion)",
         f"{SCRIPT} --from-json out/mamba_pmf/studies/mamba_pmf.json --write-docs",
         "```",

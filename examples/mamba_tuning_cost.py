@@ -44,7 +44,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 
 import _cli
@@ -75,7 +74,9 @@ def success(chosen: tuple[float, float], best: tuple[float, float], time_ratio: 
 
 def main() -> None:
     ap = _cli.parser(
-        "mamba_tuning_cost", __doc__.split("\n\n")[0], quick_help="6 arms, T = 3 s, SGLD, one seed"
+        "mamba_tuning_cost",
+        __doc__.split("\n\n")[0],
+        quick_help="SGLD, one seed, 9 arms, N = 1e5, T = 3e6 gradient evaluations",
     )
     ap.add_argument(
         "--samplers",
@@ -94,8 +95,8 @@ def main() -> None:
         "--budget",
         type=_cli.positive_float,
         default=None,
-        help="MAMBA's T (default 1.5e8 gradient evaluations, or 10 s; --sampler sghmc: "
-        "1e8, quick 5e6)",
+        help="MAMBA's T (default 1.5e8 gradient evaluations, quick 3e6, or 10 s; --sampler "
+        "sghmc: 1e8, quick 5e6)",
     )
     ap.add_argument("--chains", type=_cli.positive_int, default=4, help="chains per arm C (4)")
     ap.add_argument(
@@ -122,7 +123,8 @@ def main() -> None:
         "--num-examples",
         type=_cli.positive_int,
         default=None,
-        help="N, rows of the logistic regression (default 1e6; --sampler sghmc: 1e5, quick 2e4)",
+        help="N, rows of the logistic regression (default 1e6, quick 1e5; --sampler sghmc: 1e5, "
+        "quick 2e4)",
     )
     args = ap.parse_args()
     args.outputs = _cli.outputs(args)
@@ -145,11 +147,11 @@ def main() -> None:
         budget = args.budget if args.budget is not None else (3.0 if args.quick else 10.0)
         make_budget = tuning.seconds
     else:
-        budget = args.budget if args.budget is not None else (3e7 if args.quick else 1.5e8)
+        budget = args.budget if args.budget is not None else (3e6 if args.quick else 1.5e8)
         make_budget = tuning.gradient_evaluations
     paper_seeds = seeds[:3] if args.paper_seeds is None else args.paper_seeds
     if args.quick:
-        arms = tuning.grid(step_size=[1e-5, 1e-6, 1e-7], batch_fraction=[0.01, 0.001])
+        arms = tuning.grid(step_size=tuning.log10_grid(-5, -7, 0.25), batch_fraction=[0.01])
     else:
         arms = tuning.grid(
             step_size=tuning.log10_grid(-1, -7.5, 0.5), batch_fraction=[1.0, 0.1, 0.01, 0.001]
@@ -158,7 +160,9 @@ def main() -> None:
     os.makedirs(os.path.dirname(jsonl), exist_ok=True)
 
     t0 = time.time()
-    prob = logistic_regression(num_examples=args.num_examples or 1_000_000)
+    prob = logistic_regression(
+        num_examples=args.num_examples or (100_000 if args.quick else 1_000_000)
+    )
     base = prob.estimator(
         prob.batch_size_from_fraction(0.01), scheme="random_window", independent_chains=True
     )
@@ -256,13 +260,20 @@ def report_lines(
     max_samples: int,
     wall: float,
     unit: str,
+    provenance: str | None = None,
+    trims: str = "",
 ) -> list[str]:
-    """The markdown report of the study's rows (also used to merge separate runs)."""
+    """The markdown report of the study's rows (also used to merge separate runs).
+
+    ``provenance`` is :func:`_cli.provenance`'s line (put under the command); ``trims``
+    a sentence on what a smoke run leaves out.
+    """
     lines = [
         "# MAMBA-KSD against exhaustive grid search with KSD: tuning cost",
         "",
-        f"Command: `{cmd}` (wall time {wall:.0f} s on a shared 2-core machine).",
+        f"Regenerate: `{cmd}`",
         "",
+        *([provenance, ""] if provenance else []),
         f"M = {num_arms} arms, η = 3, T = {budget:g} {unit.replace('_', ' ')}; KSD on at most "
         f"{max_samples} thinned samples (thin 10) pooled over an arm's chains, ± its jackknife "
         "standard error over the chains (over 4 blocks for one chain). Yardstick: grid search "
@@ -272,7 +283,9 @@ def report_lines(
         "z = the gap in standard errors. A run succeeds (OK) when ratio ≤ 1.10 or z ≤ 2, at a "
         "cost ratio ≤ 1/3 (MAMBA's total budget spent / the grid's, in the budget's unit). The "
         "time ratio is the measured sampling-time ratio (compilation and metric excluded; it "
-        "moves with the shared machine's load).",
+        "moves with the shared machine's load)." + (f" {trims}" if trims else ""),
+        "",
+        f"Wall time of this run: {wall:.0f} s.",
         "",
         "| sampler | seed | MAMBA | MAMBA's arm | grid KSD of MAMBA's arm | grid's best arm "
         "| grid's best KSD | ratio | z | cost ratio | time ratio | OK |",
@@ -304,10 +317,17 @@ def report_lines(
 
 
 def write_report(rows, args, budget, num_arms, wall) -> None:
-    cmd = ("python examples/mamba_tuning_cost.py " + " ".join(sys.argv[1:])).strip()
-    lines = report_lines(
-        rows, cmd, budget, num_arms, args.chains, args.max_samples, wall, args.unit
+    trims = (
+        "This quick run is a smoke version: SGLD only, one seed, M = 9 arms (log10 ε ∈ "
+        "{−5, −5.25, …, −7} × batch 1%) instead of 56, N = 10⁵ rows instead of 10⁶, "
+        "T = 3e6 gradient evaluations."
+        if args.quick
+        else ""
     )
+    lines = report_lines(
+        rows, _cli.command_line(), budget, num_arms, args.chains, args.max_samples, wall,
+        args.unit, _cli.provenance(), trims,
+    )  # fmt: skip
     path = args.outputs.write_study("mamba_tuning_cost.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"wrote {path}")
