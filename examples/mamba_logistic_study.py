@@ -278,7 +278,7 @@ def write_report(rows, cost_rows, args, bud, gt, wall) -> None:
         _cli.provenance(),
         "",
         f"MAMBA budget T = {budget_text(b['mamba'], rate)} per tuning run (η = 3) over the "
-        f"grid; grid search (log-loss) {budget_text(b['grid'], rate, '10%')} per configuration "
+        f"grid; grid search (log-loss) {budget_text(b['grid'], rate)} per configuration "
         "at 10% batch from the MAP plus N(0, 0.2²) noise; grid search with KSD runs every MAMBA "
         "arm for R, the budget of MAMBA-KSD's survivor. Each tuned sampler then runs "
         f"{budget_text(b['eval'], rate)} from θ_true (the same seed for every method; methods "
