@@ -72,7 +72,7 @@ from tfp_sgmcmc.diagnostics.stein_kernels import (
     validate_kernel_args,
 )
 
-__all__ = ["kernel_stein_discrepancy", "ksd_from_flat", "DEFAULT_BLOCK_SIZE", "STATISTICS"]
+__all__ = ["kernel_stein_discrepancy", "DEFAULT_BLOCK_SIZE", "STATISTICS"]
 
 #: Rows per block. 1024 keeps a block's temporaries at a few tens of MB in
 #: float64 while the matmuls stay large enough to run near peak speed.
@@ -186,40 +186,16 @@ def kernel_stein_discrepancy(
         return ksd(x, s, None, eager_checks=True)
 
 
-def ksd_from_flat(
-    x: tf.Tensor,
-    s: tf.Tensor,
-    weights: tf.Tensor | None,
-    kernel: str,
-    c: Any,
-    beta: Any,
-    bandwidth: Any,
-    statistic: str,
-    block_size: int,
-    jit_compile: bool = False,
-    preconditioner: Any = None,
-) -> tf.Tensor:
-    """KSD of flat ``[n, d]`` samples with 0/1 row ``weights`` (``None`` = all 1).
-
-    Rows of weight 0 are ignored (used by the reducer's partly filled buffer)
-    but must be finite and must follow the rows of weight 1; ``n`` is then the
-    number of rows of weight 1. Arguments as in
-    [`kernel_stein_discrepancy`][tfp_sgmcmc.diagnostics.ksd.kernel_stein_discrepancy],
-    whose defaults the callers have already applied (no validation here, but
-    for ``preconditioner``, which is checked against ``d``). With a
-    ``preconditioner`` the rows are whitened first (the ``"sample"`` moments and
-    the shift are taken over the rows of weight 1); a degenerate ``"sample"``
-    metric gives ``+inf``.
-    """
-    metric = check_preconditioner(preconditioner, x.shape[-1])
-    ksd = _BlockedKSD(kernel, c, beta, bandwidth, statistic, block_size, jit_compile, metric)
-    return ksd(x, s, weights, eager_checks=False)
-
-
 @dataclasses.dataclass(frozen=True)
 class _BlockedKSD:
-    """A KSD as the two public functions take it (their arguments, validated by the
-    caller; ``metric`` checked against ``d``), applied to flat rows by calling it."""
+    """A KSD with its options (the arguments of ``kernel_stein_discrepancy``, validated
+    by the caller; ``metric`` checked against ``d``), applied to flat ``[n, d]`` rows by
+    calling it: by ``kernel_stein_discrepancy`` and by ``KSDReducer`` on its buffer.
+
+    Rows of weight 0 are ignored (the reducer's partly filled buffer) but must be
+    finite and must follow the rows of weight 1; ``n`` is then the number of rows of
+    weight 1, and a ``"sample"`` metric's moments and shift are taken over them.
+    """
 
     kernel: str
     c: Any

@@ -54,7 +54,7 @@ from tfp_sgmcmc.diagnostics.fssd import (
     fssd_statistic_from_sums,
     validate_fssd_kernel,
 )
-from tfp_sgmcmc.diagnostics.ksd import DEFAULT_BLOCK_SIZE, _validate, ksd_from_flat
+from tfp_sgmcmc.diagnostics.ksd import DEFAULT_BLOCK_SIZE, _BlockedKSD, _validate
 from tfp_sgmcmc.internal.util import AttributeView, get_outermost
 
 __all__ = [
@@ -351,10 +351,15 @@ class KSDReducer(_SteinReducerBase):
                 f"got {capacity!r}."
             )
         self._capacity = int(capacity)
-        self._ksd_kwargs = dict(kernel=kernel, c=c, beta=beta, bandwidth=bandwidth)
-        self._ksd_kwargs.update(statistic=statistic, block_size=int(block_size))
+        # The unit metric, no XLA of its own: finalize runs inside the caller's program.
+        self._ksd = _BlockedKSD(
+            kernel, c, beta, bandwidth, statistic, int(block_size), jit_compile=False, metric=None
+        )
         self._name = name or "ksd_reducer"
-        self._parameters.update(self._ksd_kwargs, capacity=capacity, block_size=block_size)
+        self._parameters.update(
+            kernel=kernel, c=c, beta=beta, bandwidth=bandwidth, statistic=statistic,
+            block_size=block_size, capacity=capacity,
+        )  # fmt: skip
         self._parameters["name"] = name
 
     capacity = AttributeView[int]("_capacity")
@@ -380,7 +385,7 @@ class KSDReducer(_SteinReducerBase):
         cap = self._capacity
         count = tf.minimum(st.num_stored, cap)
         weights = tf.cast(tf.range(cap) < count, st.samples.dtype)
-        if self._ksd_kwargs["kernel"] == "rbf" and self._ksd_kwargs["bandwidth"] is None:
+        if self._ksd.kernel == "rbf" and self._ksd.bandwidth is None:
             # The median heuristic subsamples rows in time order, as the batch
             # function on the kept states does: unroll a buffer that has wrapped
             # (the oldest row sits at the write position). KSD itself ignores order.
@@ -391,10 +396,10 @@ class KSDReducer(_SteinReducerBase):
             )
         rank = st.samples.shape.rank
         d = tf.shape(st.samples)[-1]
-        min_n = 2 if self._ksd_kwargs["statistic"] == "u" else 1
+        min_n = 2 if self._ksd.statistic == "u" else 1
         if rank == 2:
             # One chain: no map over chains (keeps the compiled graph small).
-            val = ksd_from_flat(st.samples, st.scores, weights, **self._ksd_kwargs)
+            val = self._ksd(st.samples, st.scores, weights, eager_checks=False)
             return tf.where(count >= min_n, val, tf.constant(np.nan, val.dtype))
         # [cap, *chains, d] -> [chains, cap, d]: one KSD per chain.
         perm = list(range(1, rank - 1)) + [0, rank - 1]
@@ -403,7 +408,7 @@ class KSDReducer(_SteinReducerBase):
 
         def one(args):
             x, s = args
-            return ksd_from_flat(x, s, weights, **self._ksd_kwargs)
+            return self._ksd(x, s, weights, eager_checks=False)
 
         vals = tf.map_fn(one, (xs, ss), fn_output_signature=st.samples.dtype)
         vals = tf.reshape(vals, tf.shape(st.samples)[1:-1])
