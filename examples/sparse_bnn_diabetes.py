@@ -86,9 +86,7 @@ def main() -> None:
         residual_fn=residual,
         sparse_parts=[True, False, True, False],
         dense_prior_scale=10.0,
-        initial_kappa0=0.0,
-        initial_kappa1=1.0,
-        initial_sigma=1.0,
+        initial_latents={"kappa0": 0.0, "kappa1": 1.0, "sigma": 1.0},
     )
     omegas = {"SGHMC": 0.0, "SGHMC-EM": 1.0, "SGHMC-SA": SAStepSize(1.0, 100.0, 0.7)}
     methods = {}

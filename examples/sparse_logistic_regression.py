@@ -77,7 +77,7 @@ def main() -> None:
         np.arange(N_TRAIN, dtype=np.int32),
         N_TRAIN,
         log_likelihood_fn=loglik,
-        initial_sigma=sigma0,
+        initial_latents={"sigma": sigma0},
     )
     inner = sg.SGLD(est, step_size=PolynomialDecay(1e-3, 0.0, 1.0 / 3.0, one_based=True))
 

@@ -59,18 +59,20 @@ def test_bad_input(rng):
     with pytest.raises(ValueError, match="`sparse_parts`"):
         make_est(x, y, 10, sparse_parts=[False, False])
     for kw, name in [
-        (dict(initial_rho=None), "initial_rho"),
-        (dict(initial_rho=1.5), "initial_rho"),
-        (dict(initial_delta=1.0), "initial_delta"),
-        (dict(initial_delta="abc"), "initial_delta"),
+        (dict(initial_latents=dict(rho=None)), r"initial_latents\['rho'\]"),
+        (dict(initial_latents=dict(rho=1.5)), r"initial_latents\['rho'\]"),
+        (dict(initial_latents=dict(delta=1.0)), r"initial_latents\['delta'\]"),
+        (dict(initial_latents=dict(delta="abc")), r"initial_latents\['delta'\]"),
+        (dict(initial_latents=dict(kappa0=-1.0)), r"initial_latents\['kappa0'\]"),
+        (dict(initial_latents=dict(sigma=0.0)), r"initial_latents\['sigma'\]"),
+        (dict(initial_latents=dict(tau=1.0)), "initial_latents"),
+        (dict(initial_latents=[0.5]), "initial_latents"),
         (dict(batch_ndims=0.0), "batch_ndims"),
         (dict(batch_ndims=-1), "batch_ndims"),
     ]:
         with pytest.raises(ValueError, match=f"`{name}`"):
             make_est(x, y, 10, **kw)
     assert make_est(x, y, 10, batch_ndims=np.int64(0)).batch_ndims == 0
-    with pytest.raises(ValueError, match="`initial_delta`"):
-        make_est(x, y, 10, initial_delta=1.0)
     with pytest.raises(ValueError, match="`momentum`"):
         deng_sghmc(make_est(x, y, 10), 1e-3, momentum=1.0)
     with pytest.raises(ValueError, match="`learning_rate`"):
@@ -131,7 +133,7 @@ def test_score_is_exact_for_the_updated_latents(rng, tf_seed, omega):
         residual_fn=residual2,
         sparse_parts=[True, False],
         dense_prior_scale=2.0,
-        initial_sigma=1.5,
+        initial_latents={"sigma": 1.5},
     )
     k = StochasticApproximation(sg.SGLD(est, 1e-3), omega)
     state = [tf.constant(rng.normal(0, 0.5, p)), dense]

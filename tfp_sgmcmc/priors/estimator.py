@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -106,12 +106,14 @@ class SSGLEstimator(WrappingEstimator):
       batch_ndims: number of leading chain dimensions of every part (the
         latents get the same leading dims): ``0`` for a single chain, ``1``
         for a state of shape ``[C, ...]`` holding ``C`` chains. Default value: ``0``.
-      initial_rho: initial inclusion probability ρ, in ``[0, 1]``. Default value: ``0.5``.
-      initial_kappa0: initial spike penalty κ0. Default value: ``1.``.
-      initial_kappa1: initial slab penalty κ1. Default value: ``1.``.
-      initial_delta: initial sparsity δ, in ``(0, 1)``. Default value: ``0.5``.
-      initial_sigma: initial scale σ. Default value: ``1.`` (these defaults are
-        the authors' R code's).
+      initial_latents: initial values of the latents θ by name (the keywords of
+        ``SpikeAndSlabGroupLasso.initial_latents``): ``"rho"`` (inclusion
+        probability ρ in ``[0, 1]``), ``"kappa0"`` and ``"kappa1"`` (spike and slab
+        penalties, ``≥ 0``), ``"delta"`` (sparsity δ in ``(0, 1)``), ``"sigma"``
+        (scale σ ``> 0``), for example
+        ``{"kappa0": 0.0, "sigma": 2.0}``. A name left out keeps its default,
+        ρ = δ = 0.5 and κ0 = κ1 = σ = 1 (the authors' R code's). Default value:
+        ``None`` (every default).
       independent_chains: one minibatch per chain (see
         [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator]), so chains with
         leading batch dimensions are independent. Default value: ``False``.
@@ -133,11 +135,7 @@ class SSGLEstimator(WrappingEstimator):
         sparse_parts: Sequence[bool] | None = None,
         dense_prior_scale: Any = None,
         batch_ndims: int = 0,
-        initial_rho: Any = 0.5,
-        initial_kappa0: Any = 1.0,
-        initial_kappa1: Any = 1.0,
-        initial_delta: Any = 0.5,
-        initial_sigma: Any = 1.0,
+        initial_latents: Mapping[str, Any] | None = None,
         independent_chains: bool = False,
     ) -> None:
         if not isinstance(prior, SpikeAndSlabGroupLasso):
@@ -163,11 +161,7 @@ class SSGLEstimator(WrappingEstimator):
             check_positive(dense_prior_scale, "dense_prior_scale")
         # NumPy integers (e.g. from a config array) are ints too; bools are not.
         batch_ndims = check_int(batch_ndims, "batch_ndims", minimum=0)
-        check_positive(initial_sigma, "initial_sigma")
-        check_positive(initial_kappa0, "initial_kappa0", allow_zero=True)
-        check_positive(initial_kappa1, "initial_kappa1", allow_zero=True)
-        check_in_interval(initial_rho, "initial_rho", 0.0, 1.0)
-        check_in_interval(initial_delta, "initial_delta", 0.0, 1.0, low_open=True, high_open=True)
+        initial_latents = _check_initial_latents(initial_latents)
         if self._regression:
             fn = residual_fn
 
@@ -186,13 +180,7 @@ class SSGLEstimator(WrappingEstimator):
         self._sparse = sparse_parts
         self._dense_scale = dense_prior_scale
         self._batch_ndims = batch_ndims
-        self._init = dict(
-            rho=initial_rho,
-            kappa0=initial_kappa0,
-            kappa1=initial_kappa1,
-            delta=initial_delta,
-            sigma=initial_sigma,
-        )
+        self._init = initial_latents
 
     # -- configuration ---------------------------------------------------- #
     prior = AttributeView[SpikeAndSlabGroupLasso]("_prior")
@@ -335,3 +323,31 @@ class SSGLEstimator(WrappingEstimator):
             f"SSGLEstimator({kind}, prior={self._prior!r}, N={self.num_examples}, "
             f"batch_size={self._base.batch_size}, sparse_parts={self._sparse})"
         )
+
+
+def _check_initial_latents(values: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``initial_latents`` as a dict, each given value checked against its range."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise ValueError(
+            f"`initial_latents` must be a dict of initial values by name, got "
+            f"{type(values).__name__}."
+        )
+    unknown = sorted(set(values) - {"rho", "kappa0", "kappa1", "delta", "sigma"})
+    if unknown:
+        raise ValueError(
+            f"`initial_latents` has unknown names {unknown}: use rho, kappa0, kappa1, delta, "
+            "sigma."
+        )
+    for key, v in values.items():
+        name = f"initial_latents['{key}']"
+        if key == "sigma":
+            check_positive(v, name)
+        elif key in ("kappa0", "kappa1"):
+            check_positive(v, name, allow_zero=True)
+        elif key == "rho":
+            check_in_interval(v, name, 0.0, 1.0)
+        else:
+            check_in_interval(v, name, 0.0, 1.0, low_open=True, high_open=True)
+    return dict(values)
