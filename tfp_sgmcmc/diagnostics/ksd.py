@@ -286,8 +286,10 @@ def _ksd_blocked(
         nb = 1
         xr, sr, wr = x[None], s[None], w[None]
     else:
-        b = block_size
         n = tf.shape(x)[0]
+        # A trace with a run-time n (a relaxed retrace) must not pad a few rows up to a
+        # whole block: the block is at most n rows, so n <= block_size is one n × n block.
+        b = block_size if n_static is not None else tf.minimum(block_size, n)
         nb = (n + b - 1) // b
         pad = nb * b - n
         d = tf.shape(x)[1]
