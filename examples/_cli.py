@@ -40,6 +40,7 @@ warnings.filterwarnings("ignore", message="supplied `TransitionKernel` is not ca
 __all__ = [
     "DOCS",
     "commit",
+    "cpu_name",
     "Outputs",
     "provenance",
     "command_line",
@@ -175,6 +176,20 @@ def commit() -> str:
     return sha + (" (with uncommitted changes)" if dirty else "")
 
 
+def cpu_name() -> str:
+    """The processor's model name (Linux's ``/proc/cpuinfo``, else ``platform``'s)."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def provenance() -> str:
     """One line a study page opens with: the command, commit, versions and machine of
     this run, and the machine's load when it ended (so a reader can tell a loaded run)."""
@@ -185,14 +200,7 @@ def provenance() -> str:
     import tensorflow as tf
     import tensorflow_probability as tfp
 
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(
-                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu
-            )
-    except OSError:
-        pass
+    cpu = cpu_name()
     try:
         load = f"; 1-minute load average {os.getloadavg()[0]:.1f} at the end"
     except OSError:

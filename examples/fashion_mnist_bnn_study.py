@@ -522,17 +522,6 @@ def keras_ensemble(prob: mb.MnistBNN, seconds: float) -> dict[str, Any]:
 # --------------------------------------------------------------------------- #
 # Provenance
 # --------------------------------------------------------------------------- #
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def environment() -> dict[str, Any]:
     import keras
     import tensorflow_probability as tfp
@@ -547,7 +536,7 @@ def environment() -> dict[str, Any]:
             "numpy": np.__version__,
             "tfp_sgmcmc": sg.__version__,
         },
-        "machine": f"{os.cpu_count()} × {_cpu()}, {platform.platform()}",
+        "machine": f"{os.cpu_count()} × {_cli.cpu_name()}, {platform.platform()}",
     }
 
 

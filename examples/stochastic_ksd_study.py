@@ -59,14 +59,6 @@ def environment() -> dict[str, Any]:
     from scipy import __version__ as scipy_version
 
     commit = _cli.commit()
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(
-                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu
-            )
-    except OSError:
-        pass
     return {
         "commit": commit,
         "versions": (
@@ -74,7 +66,7 @@ def environment() -> dict[str, Any]:
             f"TFP {tfp.__version__}, NumPy {np.__version__}, SciPy {scipy_version}, "
             f"tfp_sgmcmc {sg.__version__}"
         ),
-        "machine": f"{os.cpu_count()} × {cpu}, {platform.platform()}",
+        "machine": f"{os.cpu_count()} × {_cli.cpu_name()}, {platform.platform()}",
     }
 
 
