@@ -297,20 +297,8 @@ def sgmcmc_run(
     def ksd(samples: list[np.ndarray], trace: Any, estimator: Any) -> float:
         """The paper's unit-metric KSD (IMQ kernel, c = 1, β = −½, V-statistic) of at
         most ``KSD_SAMPLES`` evenly spaced samples, with scores from the fixed scoring
-        subset. One block of exactly the samples at hand: an arm-round may keep fewer
-        samples than the others, and a block padded to the default size would cost
-        far more than the KSD itself."""
-        m = samples[0].shape[0]
-        if m > KSD_SAMPLES:
-            idx = np.linspace(0, m - 1, KSD_SAMPLES).round().astype(int)
-            samples = [s[idx] for s in samples]
-        scores = ksd_unit.scores(samples, scorer)
-        x = [tf.constant(s, tf.float64) for s in samples]
-        g = [tf.constant(s, tf.float64) for s in scores]
-        n = int(x[0].shape[0])
-        return float(
-            sg.kernel_stein_discrepancy(x, g, c=1.0, beta=-0.5, block_size=n, preconditioner=None)
-        )
+        subset."""
+        return ksd_unit(samples, trace, scorer)
 
     common = dict(budget=tuning.gradient_evaluations(mamba_gradients), metric=ksd, progress=False)
     spec = tuning.KernelSpec(cls, est, **fixed)
