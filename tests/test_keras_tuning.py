@@ -107,3 +107,21 @@ def test_a_finite_pipeline_is_its_own_full_pass():
     post = KerasPosterior(_model(), short, num_examples=N)
     with pytest.raises(ValueError, match="num_examples"):
         post.estimator(batch_size=50).full_log_prob_and_gradient(post.init_state())
+
+
+def test_a_float64_pipeline_feeds_a_float32_model():
+    """NumPy arrays give float64 features; the dataset's floating elements follow the
+    weights' dtype, as arrays do, and the estimator agrees with the arrays' one."""
+    x, y = _data()
+    x64 = x.astype(np.float64)
+    pipeline = tf.data.Dataset.from_tensor_slices((x64, y)).batch(BATCH, drop_remainder=True)
+    post = KerasPosterior(_model(), pipeline.repeat(), num_examples=N, full_dataset=pipeline)
+    est = post.estimator(batch_size=BATCH)
+    state = post.init_state()
+    assert est.dtype == tf.float32
+    sg.SGLD(est, 1e-3).bootstrap_results(state)  # refused before: float64 data
+    want = KerasPosterior(_model(), (x, y)).estimator(batch_size=BATCH)
+    got = est.full_log_prob_and_gradient(state).target_log_prob
+    np.testing.assert_allclose(
+        got, want.full_log_prob_and_gradient(state).target_log_prob, rtol=1e-5
+    )

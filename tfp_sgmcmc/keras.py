@@ -136,9 +136,10 @@ class KerasPosterior:
       forward pass on the first row.
     * **One output** for the built-in likelihoods; a model with several outputs
       needs a callable ``likelihood`` (it receives the list of outputs).
-    * **Shapes and dtypes**: ``x`` ``[N, ...]`` and floating ``y`` arrays are
+    * **Shapes and dtypes**: ``x`` ``[N, ...]`` and floating ``y`` arrays, and
+      the floating elements of a ``tf.data`` dataset (and ``full_dataset``), are
       cast to the dtype of the model's weights (float64 weights give float64
-      data), the state is the list of trainable weights, optionally with
+      data); integer labels are kept. The state is the list of trainable weights, optionally with
       leading chain dimensions.
 
     Args:
@@ -250,6 +251,11 @@ class KerasPosterior:
                 tf.data.INFINITE_CARDINALITY
             ):
                 full_dataset = data  # a finite pipeline: one pass visits every row
+            # A pipeline from NumPy arrays yields float64 features; a Keras model's weights
+            # are float32: cast floating elements as the arrays' path does.
+            data = _cast_floating(data, dtype)
+            if full_dataset is not None:
+                full_dataset = _cast_floating(full_dataset, dtype)
             self.data = DatasetData(data, num_examples, full_dataset=full_dataset)
             self._check_outputs(model, None, likelihood)
         elif isinstance(data, (InMemoryData, DatasetData)):
@@ -467,6 +473,23 @@ def _as_inputs(x: Any, name: str, dtype: Any = np.float32) -> Any:
     if len(rows) > 1:
         raise ValueError(f"`{name}`: the model's inputs disagree on N: {sorted(rows)} rows.")
     return x
+
+
+def _cast_floating(ds: tf.data.Dataset, dtype: Any) -> tf.data.Dataset:
+    """``ds`` with its floating elements cast to ``dtype`` (``ds`` itself when they
+    already have it), its order and cardinality unchanged."""
+    want = tf.as_dtype(dtype)
+    specs = tf.nest.flatten(ds.element_spec)
+    if all(not s.dtype.is_floating or s.dtype == want for s in specs):
+        return ds
+
+    def cast(*element: Any) -> Any:
+        element = element[0] if len(element) == 1 else element
+        return tf.nest.map_structure(
+            lambda t: tf.cast(t, want) if t.dtype.is_floating else t, element
+        )
+
+    return ds.map(cast)
 
 
 def _num_rows(x: Any) -> int:

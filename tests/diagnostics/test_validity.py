@@ -57,6 +57,18 @@ def test_failures_are_named():
     drift = mu + sigma * (100 + np.linspace(0, 10, N)[:, None] + z)
     reason = sample_validity(drift, score(drift))
     assert reason.startswith("far from the posterior (the full-data score")
+    # Draws spread on the ridge between the two wells of π ∝ exp(−(x² − 4)²/8), where
+    # the score −x(x² − 4)/2 rises with x: not a sample of π, whose Stein spread is 1.
+    ridge = rng.uniform(-0.5, 0.5, (N, 1))
+    reason = sample_validity(ridge, -ridge * (ridge**2 - 4) / 2)
+    assert reason.startswith("not at the posterior (coordinate 0"), reason
+    # Near-draws of the same double well pass: both modes (±2) visited, each with the
+    # Gaussian of its curvature (sd 0.5).
+    half = (N // 2, 1)
+    wells = np.concatenate([rng.normal(2.0, 0.5, half), rng.normal(-2.0, 0.5, half)])
+    assert sample_validity(wells, -wells * (wells**2 - 4) / 2) == "", stein_moments(
+        wells, -wells * (wells**2 - 4) / 2
+    )
     # A scale parameter running off: log-sigma grows, the score is -N + small.
     log_s = np.linspace(10, 300, N)[:, None]
     assert sample_validity(log_s, -1000 + np.exp(-log_s)).startswith("far from the posterior")

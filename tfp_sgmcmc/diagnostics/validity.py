@@ -21,7 +21,11 @@ For a Gaussian posterior ``v_j`` is the sample's variance over the posterior's i
 coordinate ``j``; in general it is the sample's spread in the units the score
 measures. The checks, each with its reason:
 
-* **did not move**: ``min_j v_j < frozen`` (default ``0.01``: a coordinate whose
+* **not at the posterior**: ``min_j v_j < 0``: in that coordinate the draws rise
+  with the score, as on a chain still drifting toward the posterior or sitting
+  on a ridge of the density (between modes), which a narrow posterior never
+  gives (``v_j ≥ 0`` for any Gaussian sample).
+* **did not move**: ``0 ≤ min_j v_j < frozen`` (default ``0.01``: a coordinate whose
   spread is under a tenth of the posterior's);
 * **far from the posterior**, over-dispersed: ``max_j v_j > 1 / frozen`` (spread
   over ten times the posterior's);
@@ -120,8 +124,9 @@ def sample_validity(
         Default value: ``0.95``.
 
     Returns:
-      ``""`` for a sample that passes, else one sentence starting "did not move"
-      or "far from the posterior" that names the coordinate (in flattened order).
+      ``""`` for a sample that passes, else one sentence starting "not at the
+      posterior", "did not move" or "far from the posterior" that names the
+      coordinate (in flattened order).
     """
     m = stein_moments(samples, scores)
     x = _flat(samples)
@@ -134,6 +139,15 @@ def sample_validity(
             f"way: its mean is {np.sqrt(m.one_sidedness[j]):.2f} of its root mean square)"
         )
     j = int(np.argmin(m.spread))
+    if m.spread[j] < 0.0:
+        # Stein's identity gives v_j = 1 for the posterior whatever its shape; v_j < 0
+        # means the draws rise with the score: a chain still drifting, or sitting on a
+        # ridge of the density, not a narrow one.
+        return (
+            f"not at the posterior (coordinate {j}: its draws rise with the full-data "
+            f"score, spread {float(m.spread[j]):.2g} by Stein's identity where draws of "
+            "the posterior give about 1; the chain is still drifting or sits on a ridge)"
+        )
     if m.spread[j] < frozen:
         rel = np.sqrt(max(float(m.spread[j]), 0.0))
         return (

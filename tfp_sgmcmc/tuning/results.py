@@ -453,16 +453,26 @@ def _sort_metric(m: float) -> float:
 
 
 def warn_if_no_usable_arm(result: TuningResult) -> None:
-    """Warn when the chosen arm's metric is infinite: every arm diverged or ran too
-    few steps for a thinned sample, so the "best" arm is only the first in grid order."""
+    """Warn when the chosen arm's metric is infinite: every arm diverged, ran too few
+    steps for a thinned sample or was disqualified, so the "best" arm is only the first
+    in grid order. The warning gives each arm's reason."""
     last = [r for r in result.records if r.round == result.num_rounds - 1] or result.records
     if last and all(math.isinf(r.metric) for r in last):
-        diverged = sum(r.diverged for r in last)
+
+        def reason(r: Any) -> str:
+            if r.diverged:
+                return "diverged"
+            if r.samples == 0:
+                return "no thinned sample"
+            return f"disqualified: {r.note}" if r.note else "an infinite score"
+
+        reasons = "; ".join(f"arm #{r.arm_index} {r.arm}: {reason(r)}" for r in last)
         warnings.warn(
             f"{result.method}: no arm of the deciding round has a finite {result.metric_name} "
-            f"({diverged} of {len(last)} diverged, the others had no thinned sample): "
-            f"best arm #{result.best_index} is the first in grid order, not a choice. "
-            "Lower the step sizes or raise the budget (at least `thin` steps per arm).",
+            f"({reasons}). Best arm #{result.best_index} is the first in grid order, not a "
+            "choice. Change the step sizes, raise the budget (at least `thin` steps per arm), "
+            "or start the arms from a mode (`find_map`) when they are disqualified as far "
+            "from the posterior.",
             RuntimeWarning,
             stacklevel=3,
         )
