@@ -229,12 +229,14 @@ def main() -> None:
         "num_train": prob.num_train,
         "map_metrics": map_m,
         "command": _cli.command_line(),
+        "provenance": _cli.provenance(),
     }
     results: dict[str, Any] = {"config": config, "rows": [], "mamba": {}, "finished": False}
     json_path = outs.study(f"{STUDY_NAME}.json")
 
     def save() -> None:
         config["wall_s"] = time.time() - t0
+        config["provenance"] = _cli.provenance()
         config["load_average"] = load.summary()
         with open(json_path, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1, allow_nan=True)
@@ -547,6 +549,7 @@ def render(results: dict[str, Any], figure: str | None) -> str:
         f"1-minute load average during the run {la.get('mean', float('nan')):.1f} on 2 cores "
         f"(min {la.get('min', float('nan')):.1f}, max {la.get('max', float('nan')):.1f}, "
         f"{la.get('n', 0)} readings)."
+        + (f" {cfg['provenance']}" if cfg.get("provenance") else "")
         + (
             " Throughput in MAMBA's arms over all samplers, per-example gradients per "
             "sampling second: "
