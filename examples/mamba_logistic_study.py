@@ -292,6 +292,17 @@ def write_report(rows, cost_rows, args, bud, gt, wall) -> None:
         "",
         f"Wall time of this run: {wall:.0f} s.",
         "",
+        # The plots come before the wide table: one per sampler, tiled in one paragraph.
+        "MAMBA-KSD's KSD of every arm by round, one plot per sampler (colour: batch size; "
+        "red: the chosen arm; arms plotted at the top had no thinned sample in their budget "
+        "or diverged):",
+        "",
+        " ".join(
+            f"![MAMBA-KSD, {n}](../figures/"
+            f"{args.outputs.name(f'mamba_logistic_{n.lower()}.png')})"
+            for n in samplers
+        ),
+        "",
         "| sampler | method | chosen arm | KSD | ξ(σ̂) % | accuracy | samples | tuning budget spent "
         "| tuning sampling s |",
         "|---|---|---|---|---|---|---|---|---|",
