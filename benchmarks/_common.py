@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ __all__ = [
     "median",
     "load_average",
     "environment",
+    "git_commit",
     "dump_json",
 ]
 
@@ -70,6 +72,24 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def git_commit() -> str:
+    """The checkout's short commit, marked when the library or the benchmarks differ
+    from it (``"unknown"`` outside a git checkout)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    git = ["git", "-C", root]
+    try:
+        sha = subprocess.run(
+            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            [*git, "status", "--porcelain", "--", "benchmarks", "tfp_sgmcmc"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{sha} (with uncommitted changes)" if changed else sha
+
+
 def environment() -> dict[str, Any]:
     """Versions and machine facts recorded next to every benchmark's numbers."""
     import tensorflow as tf
@@ -78,6 +98,7 @@ def environment() -> dict[str, Any]:
     import tfp_sgmcmc
 
     return {
+        "commit": git_commit(),
         "versions": {
             "python": sys.version.split()[0],
             "tensorflow": tf.__version__,

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -90,23 +89,6 @@ PAGE = os.path.join(
 )
 
 
-def _commit() -> str:
-    """The checkout's short commit, marked when the library or benchmarks differ from it."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    try:
-        sha = subprocess.run(
-            ["git", "-C", root, "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(
-            ["git", "-C", root, "status", "--porcelain", "--", "benchmarks", "tfp_sgmcmc"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return sha + (" (with uncommitted changes)" if dirty else "")
-
-
 def _ratios(res: dict, prefix: str) -> list[tuple[str, float]]:
     """(configuration suffix, relative time) of the configurations named ``prefix/...``."""
     return [
@@ -121,12 +103,13 @@ def render_page(out: dict) -> str:
     w, res, env = out["workload"], out["results"], out["environment"]
     ver, mach = env["versions"], env["machine"]
     load = out.get("load_average") or []
+    commit = out.get("commit") or env.get("commit", "unknown")
     cmd = out.get("command", "python benchmarks/bench_structured.py --repeats 3 --write-docs")
     lines = [
         "# Cost per step of S-SGLD and Sd-SGLD",
         "",
         f"Command: `{cmd}` (it writes this page; the JSON it printed is at the end).",
-        f"This run: commit `{out.get('commit', 'unknown')}`; Python {ver['python']}, "
+        f"This run: commit `{commit}`; Python {ver['python']}, "
         f"TensorFlow {ver['tensorflow']}, TFP {ver['tensorflow_probability']}, "
         f"NumPy {ver['numpy']}; "
         f"{mach['nproc']} × {mach['cpu']}, {mach['platform']}, "
@@ -286,7 +269,6 @@ def main(argv=None):
         "repeats": args.repeats,
         "command": "python benchmarks/bench_structured.py "
         + " ".join(sys.argv[1:] if argv is None else argv),
-        "commit": _commit(),
     }
     dump_json(out, args.output)
     if args.write_docs:
