@@ -28,18 +28,37 @@ The data and reference summaries are read from this folder (``<name>/data.json.z
 
 from __future__ import annotations
 
-import json
-import zipfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import importlib.util
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-import tensorflow as tf
 import tensorflow_probability as tfp
 
+try:
+    from benchmarks._load import load as _load_module
+except ImportError:  # run by path: the repository root is not on sys.path
+    _spec = importlib.util.spec_from_file_location(
+        "_benchmarks__load", Path(__file__).resolve().parents[1] / "_load.py"
+    )
+    _loader = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_loader)
+    _load_module = _loader.load
+
+_common = _load_module("posteriordb.common")
+_families = _load_module("posteriordb.families")
+
 tfd = tfp.distributions
+FLAT_COEFFICIENT_SCALE = _common.FLAT_COEFFICIENT_SCALE
+FLAT_SCALE_SCALE = _common.FLAT_SCALE_SCALE
+Posterior = _common.Posterior
+Reference = _common.Reference
+read_data = _common.read_data
+read_reference = _common.read_reference
+const = _common.const
+linear_regression = _common.linear_regression
+pack = _common.pack
 
 __all__ = [
     "BUILDERS",
@@ -54,140 +73,6 @@ __all__ = [
     "read_reference",
     "sblrc_blr",
 ]
-
-HERE = Path(__file__).resolve().parent
-
-#: Wide proper stand-ins for Stan's improper flat priors.
-FLAT_COEFFICIENT_SCALE = 1000.0
-FLAT_SCALE_SCALE = 1000.0
-
-
-class Reference(NamedTuple):
-    """posteriordb's reference summary of one scalar parameter (10 chains x 1,000 draws)."""
-
-    mean: float
-    sd: float
-    mcse: float
-
-
-LikelihoodFn = Callable[[Mapping[str, tf.Tensor], tuple[tf.Tensor, tf.Tensor]], tfd.Distribution]
-
-
-@dataclass
-class Posterior:
-    """One posterior in TFP form.
-
-    Attributes:
-      name: posteriordb's name, e.g. ``"kidiq-kidscore_interaction"``.
-      prior: the prior over the Stan parameters (vector parameters as vector parts).
-      likelihood_fn: ``(params, (X, y)) -> tfd.Distribution`` whose ``log_prob(y)`` has
-        shape ``chains + [n]`` for parameters with leading chain dimensions.
-      data: ``(X, y)``, float arrays of ``dtype`` with ``N`` rows, the response last.
-      reference: Stan scalar name (``"beta[1]"``, ``"sigma"``) -> `Reference`.
-      dtype: the float dtype of the prior, the data and the likelihood.
-    """
-
-    name: str
-    prior: tfd.JointDistributionNamedAutoBatched
-    likelihood_fn: LikelihoodFn
-    data: tuple[np.ndarray, np.ndarray]
-    reference: dict[str, Reference]
-    dtype: Any
-
-    @property
-    def num_examples(self) -> int:
-        """``N``, the number of observations."""
-        return int(self.data[1].shape[0])
-
-    @property
-    def event_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Each prior part's event shape, in the order of the Stan program's parameters."""
-        shapes = self.prior.event_shape
-        return {k: tuple(tf.TensorShape(shapes[k]).as_list()) for k in self.prior.model}
-
-    def flatten(self, draws: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Constrained draws by part name -> draws by Stan scalar name.
-
-        Args:
-          draws: part name -> array ``[*sample_dims, *event]`` (e.g. ``[draws, chains]``
-            for ``sigma``, ``[draws, chains, d]`` for ``beta``).
-
-        Returns:
-          Stan scalar name -> array ``[*sample_dims]``: ``"beta[1]"`` is ``beta[..., 0]``
-          (Stan counts from one), a scalar part keeps its name.
-        """
-        out: dict[str, np.ndarray] = {}
-        for name, shape in self.event_shapes.items():
-            values = np.asarray(draws[name])
-            if len(shape) == 0:
-                out[name] = values
-            elif len(shape) == 1:
-                for i in range(shape[0]):
-                    out[f"{name}[{i + 1}]"] = values[..., i]
-            else:  # pragma: no cover - none of these models has a matrix parameter
-                raise NotImplementedError(f"part {name!r} has event shape {shape}")
-        return out
-
-    def reference_values(self) -> dict[str, np.ndarray]:
-        """The reference means by part name (the inverse of `flatten`), of ``dtype``."""
-        out = {}
-        for name, shape in self.event_shapes.items():
-            if len(shape) == 0:
-                out[name] = np.asarray(self.reference[name].mean, self.dtype)
-            else:
-                out[name] = np.asarray(
-                    [self.reference[f"{name}[{i + 1}]"].mean for i in range(shape[0])],
-                    self.dtype,
-                )
-        return out
-
-
-# -- files ------------------------------------------------------------------- #
-def read_data(name: str) -> dict[str, Any]:
-    """The Stan data of posterior ``name`` (``<name>/data.json.zip``, one JSON object)."""
-    with zipfile.ZipFile(HERE / name / "data.json.zip") as archive:
-        (member,) = archive.namelist()
-        return json.loads(archive.read(member))
-
-
-def read_reference(name: str) -> dict[str, Reference]:
-    """The reference summary of posterior ``name`` (``<name>/reference.json``)."""
-    with open(HERE / name / "reference.json", encoding="utf-8") as f:
-        doc = json.load(f)
-    return {
-        k: Reference(float(v["mean"]), float(v["sd"]), float(v["mcse"]))
-        for k, v in doc["parameters"].items()
-    }
-
-
-# -- shared pieces ----------------------------------------------------------- #
-def _const(x: Any, dtype: Any) -> tf.Tensor:
-    return tf.constant(x, dtype=dtype)
-
-
-def _linear_regression(
-    intercept_name: str | None, coefficient_name: str
-) -> LikelihoodFn:
-    """``y ~ Normal(Intercept + X b, sigma)`` (no separate intercept when it is ``None``)."""
-
-    def likelihood_fn(
-        params: Mapping[str, tf.Tensor], batch: tuple[tf.Tensor, tf.Tensor]
-    ) -> tfd.Distribution:
-        x, _ = batch
-        mu = tf.einsum("nd,...d->...n", x, params[coefficient_name])
-        if intercept_name is not None:
-            mu = mu + params[intercept_name][..., None]
-        return tfd.Normal(mu, params["sigma"][..., None])
-
-    return likelihood_fn
-
-
-def _pack(name: str, x: np.ndarray, y: np.ndarray, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-    x = np.asarray(x, dtype=dtype)
-    y = np.asarray(y, dtype=dtype)
-    if x.ndim != 2 or y.shape != (x.shape[0],):
-        raise ValueError(f"{name}: X must be [N, d] and y [N], got {x.shape} and {y.shape}.")
-    return x, y
 
 
 # -- the four posteriors ------------------------------------------------------ #
@@ -209,13 +94,13 @@ def diamonds(dtype: Any = np.float64) -> Posterior:
     xc = x[:, 1:] - x[:, 1:].mean(axis=0)
     prior = tfd.JointDistributionNamedAutoBatched(
         dict(
-            b=tfd.Sample(tfd.Normal(_const(0.0, dtype), _const(1.0, dtype)), xc.shape[1]),
-            Intercept=tfd.StudentT(_const(3.0, dtype), _const(8.0, dtype), _const(10.0, dtype)),
-            sigma=tfd.HalfStudentT(_const(3.0, dtype), _const(0.0, dtype), _const(10.0, dtype)),
+            b=tfd.Sample(tfd.Normal(const(0.0, dtype), const(1.0, dtype)), xc.shape[1]),
+            Intercept=tfd.StudentT(const(3.0, dtype), const(8.0, dtype), const(10.0, dtype)),
+            sigma=tfd.HalfStudentT(const(3.0, dtype), const(0.0, dtype), const(10.0, dtype)),
         )
     )
     return Posterior(
-        name, prior, _linear_regression("Intercept", "b"), _pack(name, xc, d["Y"], dtype),
+        name, prior, linear_regression("Intercept", "b"), pack(name, xc, d["Y"], dtype),
         read_reference(name), dtype,
     )
 
@@ -237,13 +122,13 @@ def kidiq_kidscore_interaction(dtype: Any = np.float64) -> Posterior:
     prior = tfd.JointDistributionNamedAutoBatched(
         dict(
             beta=tfd.Sample(
-                tfd.Normal(_const(0.0, dtype), _const(FLAT_COEFFICIENT_SCALE, dtype)), 4
+                tfd.Normal(const(0.0, dtype), const(FLAT_COEFFICIENT_SCALE, dtype)), 4
             ),
-            sigma=tfd.HalfCauchy(_const(0.0, dtype), _const(2.5, dtype)),
+            sigma=tfd.HalfCauchy(const(0.0, dtype), const(2.5, dtype)),
         )
     )
     return Posterior(
-        name, prior, _linear_regression(None, "beta"), _pack(name, x, d["kid_score"], dtype),
+        name, prior, linear_regression(None, "beta"), pack(name, x, d["kid_score"], dtype),
         read_reference(name), dtype,
     )
 
@@ -275,13 +160,13 @@ def nes2000_nes(dtype: Any = np.float64) -> Posterior:
     prior = tfd.JointDistributionNamedAutoBatched(
         dict(
             beta=tfd.Sample(
-                tfd.Normal(_const(0.0, dtype), _const(FLAT_COEFFICIENT_SCALE, dtype)), 9
+                tfd.Normal(const(0.0, dtype), const(FLAT_COEFFICIENT_SCALE, dtype)), 9
             ),
-            sigma=tfd.HalfNormal(_const(FLAT_SCALE_SCALE, dtype)),
+            sigma=tfd.HalfNormal(const(FLAT_SCALE_SCALE, dtype)),
         )
     )
     return Posterior(
-        name, prior, _linear_regression(None, "beta"), _pack(name, x, d["partyid7"], dtype),
+        name, prior, linear_regression(None, "beta"), pack(name, x, d["partyid7"], dtype),
         read_reference(name), dtype,
     )
 
@@ -299,12 +184,12 @@ def sblrc_blr(dtype: Any = np.float64) -> Posterior:
         raise ValueError(f"{name}: X must be [N, D], got {x.shape}.")
     prior = tfd.JointDistributionNamedAutoBatched(
         dict(
-            beta=tfd.Sample(tfd.Normal(_const(0.0, dtype), _const(10.0, dtype)), d["D"]),
-            sigma=tfd.HalfNormal(_const(10.0, dtype)),
+            beta=tfd.Sample(tfd.Normal(const(0.0, dtype), const(10.0, dtype)), d["D"]),
+            sigma=tfd.HalfNormal(const(10.0, dtype)),
         )
     )
     return Posterior(
-        name, prior, _linear_regression(None, "beta"), _pack(name, x, d["y"], dtype),
+        name, prior, linear_regression(None, "beta"), pack(name, x, d["y"], dtype),
         read_reference(name), dtype,
     )
 
@@ -316,6 +201,8 @@ BUILDERS: dict[str, Callable[..., Posterior]] = {
     "nes2000-nes": nes2000_nes,
     "sblrc-blr": sblrc_blr,
 }
+# The hierarchical, Gaussian-process, time-series, hidden-Markov, mixture and ODE posteriors.
+BUILDERS.update(_families.BUILDERS)
 NAMES: tuple[str, ...] = tuple(BUILDERS)
 
 

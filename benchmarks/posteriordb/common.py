@@ -1,0 +1,170 @@
+"""What every posteriordb transcription shares: the `Posterior` record, the files' readers and
+the small builders the regressions reuse.
+
+``models.py`` (the regressions and the registry `models.load`) and ``families.py`` (the
+hierarchical, Gaussian-process, time-series, hidden-Markov, mixture and ODE posteriors)
+both build on this module.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+tfd = tfp.distributions
+
+__all__ = [
+    "FLAT_COEFFICIENT_SCALE",
+    "FLAT_SCALE_SCALE",
+    "HERE",
+    "LikelihoodFn",
+    "Posterior",
+    "Reference",
+    "const",
+    "linear_regression",
+    "pack",
+    "read_data",
+    "read_reference",
+]
+
+HERE = Path(__file__).resolve().parent
+
+#: Wide proper stand-ins for Stan's improper flat priors.
+FLAT_COEFFICIENT_SCALE = 1000.0
+FLAT_SCALE_SCALE = 1000.0
+
+
+class Reference(NamedTuple):
+    """posteriordb's reference summary of one scalar parameter (10 chains x 1,000 draws)."""
+
+    mean: float
+    sd: float
+    mcse: float
+
+
+LikelihoodFn = Callable[[Mapping[str, tf.Tensor], tuple[tf.Tensor, tf.Tensor]], tfd.Distribution]
+
+
+@dataclass
+class Posterior:
+    """One posterior in TFP form.
+
+    Attributes:
+      name: posteriordb's name, e.g. ``"kidiq-kidscore_interaction"``.
+      prior: the prior over the Stan parameters (vector parameters as vector parts).
+      likelihood_fn: ``(params, (X, y)) -> tfd.Distribution`` whose ``log_prob(y)`` has
+        shape ``chains + [n]`` for parameters with leading chain dimensions.
+      data: ``(X, y)``, float arrays of ``dtype`` with ``N`` rows, the response last.
+      reference: Stan scalar name (``"beta[1]"``, ``"sigma"``) -> `Reference`.
+      dtype: the float dtype of the prior, the data and the likelihood.
+    """
+
+    name: str
+    prior: tfd.JointDistributionNamedAutoBatched
+    likelihood_fn: LikelihoodFn
+    data: tuple[np.ndarray, np.ndarray]
+    reference: dict[str, Reference]
+    dtype: Any
+
+    @property
+    def num_examples(self) -> int:
+        """``N``, the number of observations."""
+        return int(self.data[1].shape[0])
+
+    @property
+    def event_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Each prior part's event shape, in the order of the Stan program's parameters."""
+        shapes = self.prior.event_shape
+        return {k: tuple(tf.TensorShape(shapes[k]).as_list()) for k in self.prior.model}
+
+    def flatten(self, draws: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Constrained draws by part name -> draws by Stan scalar name.
+
+        Args:
+          draws: part name -> array ``[*sample_dims, *event]`` (e.g. ``[draws, chains]``
+            for ``sigma``, ``[draws, chains, d]`` for ``beta``).
+
+        Returns:
+          Stan scalar name -> array ``[*sample_dims]``: ``"beta[1]"`` is ``beta[..., 0]``
+          (Stan counts from one), a scalar part keeps its name.
+        """
+        out: dict[str, np.ndarray] = {}
+        for name, shape in self.event_shapes.items():
+            values = np.asarray(draws[name])
+            if len(shape) == 0:
+                out[name] = values
+            elif len(shape) == 1:
+                for i in range(shape[0]):
+                    out[f"{name}[{i + 1}]"] = values[..., i]
+            else:  # pragma: no cover - none of these models has a matrix parameter
+                raise NotImplementedError(f"part {name!r} has event shape {shape}")
+        return out
+
+    def reference_values(self) -> dict[str, np.ndarray]:
+        """The reference means by part name (the inverse of `flatten`), of ``dtype``."""
+        out = {}
+        for name, shape in self.event_shapes.items():
+            if len(shape) == 0:
+                out[name] = np.asarray(self.reference[name].mean, self.dtype)
+            else:
+                out[name] = np.asarray(
+                    [self.reference[f"{name}[{i + 1}]"].mean for i in range(shape[0])],
+                    self.dtype,
+                )
+        return out
+
+
+# -- files ------------------------------------------------------------------- #
+def read_data(name: str) -> dict[str, Any]:
+    """The Stan data of posterior ``name`` (``<name>/data.json.zip``, one JSON object)."""
+    with zipfile.ZipFile(HERE / name / "data.json.zip") as archive:
+        (member,) = archive.namelist()
+        return json.loads(archive.read(member))
+
+
+def read_reference(name: str) -> dict[str, Reference]:
+    """The reference summary of posterior ``name`` (``<name>/reference.json``)."""
+    with open(HERE / name / "reference.json", encoding="utf-8") as f:
+        doc = json.load(f)
+    return {
+        k: Reference(float(v["mean"]), float(v["sd"]), float(v["mcse"]))
+        for k, v in doc["parameters"].items()
+    }
+
+
+# -- shared pieces ----------------------------------------------------------- #
+def const(x: Any, dtype: Any) -> tf.Tensor:
+    return tf.constant(x, dtype=dtype)
+
+
+def linear_regression(
+    intercept_name: str | None, coefficient_name: str
+) -> LikelihoodFn:
+    """``y ~ Normal(Intercept + X b, sigma)`` (no separate intercept when it is ``None``)."""
+
+    def likelihood_fn(
+        params: Mapping[str, tf.Tensor], batch: tuple[tf.Tensor, tf.Tensor]
+    ) -> tfd.Distribution:
+        x, _ = batch
+        mu = tf.einsum("nd,...d->...n", x, params[coefficient_name])
+        if intercept_name is not None:
+            mu = mu + params[intercept_name][..., None]
+        return tfd.Normal(mu, params["sigma"][..., None])
+
+    return likelihood_fn
+
+
+def pack(name: str, x: np.ndarray, y: np.ndarray, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x, dtype=dtype)
+    y = np.asarray(y, dtype=dtype)
+    if x.ndim != 2 or y.shape != (x.shape[0],):
+        raise ValueError(f"{name}: X must be [N, d] and y [N], got {x.shape} and {y.shape}.")
+    return x, y
