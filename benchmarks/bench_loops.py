@@ -17,7 +17,7 @@ L = 5, ε = 1e-7) runs the same number of steps inside one
 * ``tfp_sample_fold``: ``tfp.experimental.mcmc.sample_fold`` (what the driver's chunks
   ran before they ran the library's loop);
 * ``sg_sample_chain``: ``tfp_sgmcmc.sample_chain`` with its default seed rule (the
-  library's one loop, ``tfp_sgmcmc.driver.loop.run_steps``; step ``t`` takes
+  library's one loop, ``tfp_sgmcmc.loop.run_steps``; step ``t`` takes
   ``stateless_fold_in(seed, t)``);
 * ``sg_sample_chain_tfp``: ``tfp_sgmcmc.sample_chain(seed_rule="tfp")``, the same loop
   with ``tfp.mcmc.sample_chain``'s split seeds (the flat loop ``sample_chain`` ran before

@@ -22,8 +22,8 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning
-from tfp_sgmcmc.driver.loop import chain_seed
 from tfp_sgmcmc.estimators import map as map_module
+from tfp_sgmcmc.loop import chain_seed
 from tfp_sgmcmc.models.logistic_regression import log_likelihood, log_prior
 
 N, D, BATCH = 400, 3, 20

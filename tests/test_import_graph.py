@@ -14,6 +14,43 @@ other half-initialised), so the package must have none. ``from p import name`` c
 as an import of ``p.name`` when that is a module, else of ``p``; the implicit import of
 a parent package (``a.b`` runs ``a/__init__.py`` first) is not an edge, as Python
 resolves it before the importing module runs.
+
+**Packages, and their layers.** Collapsed to packages (a subpackage ``tfp_sgmcmc.data``
+stands for every module under it; a top-level module such as ``tfp_sgmcmc.loop`` is its
+own node; ``tfp_sgmcmc`` itself is the package's ``__init__``, the lazy namespace of
+``import tfp_sgmcmc as sg``), the module-level graph has no cycle either, and every import
+goes down (or sideways, within a layer) in this order, bottom first (``LAYERS``):
+
+1. **base**: ``internal`` (shared helpers), ``_startup`` (a quiet TensorFlow start-up),
+   ``_kernel_names`` (the samplers' names read from source, without TensorFlow);
+2. **building blocks**: ``integrators`` (pure update rules), ``schedules``,
+   ``transforms`` (drift transforms), ``data`` (minibatch sources);
+3. **loop**: ``loop``, the one loop every chain runs in and its seed rule;
+4. **estimators**: gradient estimators and mode search (``find_map`` runs Adam in the loop);
+5. **priors**: sparse priors with their estimators;
+6. **kernels**: the samplers;
+7. **diagnostics**: Stein discrepancies, ESS, calibration;
+8. **runs**: ``driver`` (long runs, chunks, HDF5, ``sample_chain``), ``export`` (ArviZ);
+9. **tuning**: MAMBA and its baselines;
+10. **recipes**: ``joint`` (``JointPosterior``), ``automatic`` (``sample_posterior``),
+    ``keras`` (``KerasPosterior``): front ends that build a posterior and run the layers
+    below;
+11. **models**: reference models with ground truth (the BNNs use the Keras bridge);
+12. **cli**: the ``tfp-sgmcmc`` command;
+13. **namespace**: ``tfp_sgmcmc`` (its ``__init__``), which names everything lazily.
+
+The order holds for module-level imports without exception. A function-level import runs
+only when called, but it is a dependency all the same: it must go down too, except the few
+listed in ``UPWARD_FUNCTION_IMPORTS`` with the reason each stays for now (the list may
+only shrink: an entry whose import is gone fails too). The core (every layer up to the
+tuner) never imports the recipes, the command line or the namespace, at any level.
+
+**Private names stay private.** A name ``_x`` of a module is that module's own; a module
+``_m`` (or a package ``_p``) is its package's own: importable by the modules of that
+package and of its subpackages only. No module of the library imports, or reads as an
+attribute (``module._x``), a name private to another (``find_private_imports``). Binding
+an imported public name under a private alias (``import x as _x``) is allowed: the name
+imported is public.
 """
 
 from __future__ import annotations
@@ -238,3 +275,321 @@ def test_a_module_level_cycle_in_a_synthetic_package_is_detected(tmp_path):
     assert graph.function_level["pkg.sub.b"] == {"pkg.a"}
     assert graph.type_checking["pkg.sub.b"] == {"pkg.a"}
     assert find_cycle(graph.combined()) == ["pkg.a", "pkg.sub.b", "pkg.a"]
+
+
+# --------------------------------------------------------------------------- #
+# Packages and layers
+# --------------------------------------------------------------------------- #
+#: The layers, bottom first: ``(name, nodes)`` with the nodes as dotted names under the
+#: package (``""``: the package's own ``__init__``). See the module docstring.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("internal", "_startup", "_kernel_names")),
+    ("building blocks", ("integrators", "schedules", "transforms", "data")),
+    ("loop", ("loop",)),
+    ("estimators", ("estimators",)),
+    ("priors", ("priors",)),
+    ("kernels", ("kernels",)),
+    ("diagnostics", ("diagnostics",)),
+    ("runs", ("driver", "export")),
+    ("tuning", ("tuning",)),
+    ("recipes", ("joint", "automatic", "keras")),
+    ("models", ("models",)),
+    ("cli", ("cli",)),
+    ("namespace", ("",)),
+)
+
+#: The top layer of the core; the core imports nothing above it, at any level.
+CORE_TOP = "tuning"
+
+#: Function-level imports that go up, each with the reason it stays for now. The list may
+#: only shrink (``test_function_level_imports_go_down_but_the_listed_ones``).
+UPWARD_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {
+    **{
+        (f"{PACKAGE}.driver.model", f"{PACKAGE}.models.{name}"): (
+            "the command line's model-file protocol builds the built-in models by name; "
+            "it belongs with the command line and moves out of the driver with it"
+        )
+        for name in ("logistic_regression", "mnist_bnn", "pmf")
+    },
+    (f"{PACKAGE}.cli", PACKAGE): (
+        "reads ``tfp_sgmcmc.__file__`` to find the kernels' source; the package is the "
+        "command line's parent, imported before it, so nothing new runs"
+    ),
+}
+
+
+def node_of(module: str, package: str = PACKAGE) -> str:
+    """The package-level node of a module: its subpackage, or the top-level module itself
+    (``package`` for the package's own ``__init__``)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == package else module
+
+
+def package_edges(edges: Mapping[str, Iterable[str]], package: str = PACKAGE) -> dict:
+    """``edges`` between modules collapsed to edges between their nodes (no self-edges)."""
+    out: dict[str, set[str]] = {}
+    for source, targets in edges.items():
+        a = node_of(source, package)
+        out.setdefault(a, set())
+        for target in targets:
+            b = node_of(target, package)
+            if b != a:
+                out[a].add(b)
+                out.setdefault(b, set())
+    return out
+
+
+def layer_ranks(
+    layers: Iterable[tuple[str, Iterable[str]]], package: str = PACKAGE
+) -> dict[str, int]:
+    """``{node: index of its layer}``, the nodes as full dotted names."""
+    return {
+        (f"{package}.{node}" if node else package): i
+        for i, (_, nodes) in enumerate(layers)
+        for node in nodes
+    }
+
+
+def upward_imports(
+    edges: Mapping[str, Iterable[str]], ranks: Mapping[str, int], package: str = PACKAGE
+) -> set[tuple[str, str]]:
+    """The ``(importer, imported)`` module pairs whose import goes up a layer."""
+    return {
+        (source, target)
+        for source, targets in edges.items()
+        for target in targets
+        if ranks[node_of(target, package)] > ranks[node_of(source, package)]
+    }
+
+
+def test_packages_have_no_module_level_cycle(graph):
+    edges = package_edges(graph.module_level)
+    cycle = find_cycle(edges)
+    assert cycle is None, "package-level import cycle: " + " -> ".join(cycle)
+    assert f"{PACKAGE}.loop" in edges[f"{PACKAGE}.estimators"]  # find_map runs the loop
+
+
+def test_every_package_has_one_layer(graph):
+    nodes = {node_of(m) for m in graph.modules}
+    listed = [f"{PACKAGE}.{n}" if n else PACKAGE for _, ns in LAYERS for n in ns]
+    assert len(listed) == len(set(listed)), "a node is in two layers"
+    assert nodes - set(listed) == set(), "place these in LAYERS"
+    assert set(listed) - nodes == set(), "LAYERS names nodes that no longer exist"
+
+
+def test_module_level_imports_go_down_the_layers(graph):
+    up = upward_imports(graph.module_level, layer_ranks(LAYERS))
+    assert not up, "module-level imports that go up a layer:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in sorted(up)
+    )
+
+
+def test_function_level_imports_go_down_but_the_listed_ones(graph):
+    up = upward_imports(graph.function_level, layer_ranks(LAYERS))
+    new = up - set(UPWARD_FUNCTION_IMPORTS)
+    assert not new, "function-level imports that go up a layer:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in sorted(new)
+    )
+    gone = set(UPWARD_FUNCTION_IMPORTS) - up
+    assert not gone, f"no longer imported, remove from UPWARD_FUNCTION_IMPORTS: {sorted(gone)}"
+
+
+def test_the_core_never_imports_the_recipes_or_the_command_line(graph):
+    ranks = layer_ranks(LAYERS)
+    names = [name for name, _ in LAYERS]
+    core = {node for node, i in ranks.items() if i <= names.index(CORE_TOP)}
+    banned = {node for node, i in ranks.items() if names[i] in ("recipes", "cli", "namespace")}
+    assert core and banned and not core & banned
+    kinds = {"module": graph.module_level, "function": graph.function_level,
+             "type checking": graph.type_checking}  # fmt: skip
+    bad = [
+        f"  {a} -> {b} ({kind})"
+        for kind, edges in kinds.items()
+        for a, targets in sorted(edges.items())
+        for b in sorted(targets)
+        if node_of(a) in core and node_of(b) in banned
+    ]
+    assert not bad, "the core imports the recipes, the command line or the namespace:\n" + (
+        "\n".join(bad)
+    )
+
+
+def test_the_layer_check_reports_an_upward_edge():
+    # Power check on planted graphs: an edge up a layer is reported, by module; edges down
+    # and within a layer are not.
+    layers = (("low", ("a", "b")), ("mid", ("c",)), ("top", ("",)))
+    ranks = layer_ranks(layers, "pkg")
+    down = {"pkg.c.x": {"pkg.a", "pkg.b.y"}, "pkg.a": {"pkg.b.y"}, "pkg": {"pkg.c.x"}}
+    assert upward_imports(down, ranks, "pkg") == set()
+    planted = {**down, "pkg.b.y": {"pkg.c.x"}, "pkg.a": {"pkg"}}
+    assert upward_imports(planted, ranks, "pkg") == {("pkg.b.y", "pkg.c.x"), ("pkg.a", "pkg")}
+    assert package_edges(planted, "pkg") == {
+        "pkg.c": {"pkg.a", "pkg.b"}, "pkg.a": {"pkg"}, "pkg.b": {"pkg.c"}, "pkg": {"pkg.c"},
+    }  # fmt: skip
+
+
+def test_the_layer_check_catches_the_loop_back_in_the_driver(graph):
+    # Power check on the real layers: were ``find_map`` to import the loop from the
+    # driver again (as it did), the estimators would import a layer above them.
+    planted = {**graph.module_level}
+    planted[f"{PACKAGE}.estimators.map"] = planted[f"{PACKAGE}.estimators.map"] | {
+        f"{PACKAGE}.driver.chunks"
+    }
+    up = upward_imports(planted, layer_ranks(LAYERS))
+    assert up == {(f"{PACKAGE}.estimators.map", f"{PACKAGE}.driver.chunks")}
+    # ... and with the driver importing the estimators, the packages would form a cycle.
+    assert find_cycle(package_edges(planted)) is not None
+
+
+def test_a_module_level_upward_import_in_a_synthetic_package_is_reported(tmp_path):
+    # Power check through the parser: a low module importing a high one at module level.
+    pkg = _write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "low.py": "import pkg.high.run\n",
+            "high/__init__.py": "",
+            "high/run.py": "from pkg import low\n",
+        },
+    )
+    graph = build_graph(pkg, "pkg")
+    layers = (("low", ("low",)), ("high", ("high",)), ("namespace", ("",)))
+    assert upward_imports(graph.module_level, layer_ranks(layers, "pkg"), "pkg") == {
+        ("pkg.low", "pkg.high.run")
+    }
+
+
+# --------------------------------------------------------------------------- #
+# Private names
+# --------------------------------------------------------------------------- #
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_owner(module: str) -> str | None:
+    """The package that owns a private module (``a.b._m`` -> ``a.b``), or ``None``."""
+    parts = module.split(".")
+    for k, part in enumerate(parts):
+        if _is_private(part):
+            return ".".join(parts[:k])
+    return None
+
+
+def find_private_imports(package_dir: pathlib.Path, package: str) -> set[tuple[str, int, str]]:
+    """``(module, line, name)`` for every use, by a module of ``package``, of a name
+    private to another: ``from m import _x``, ``m._x`` (``m`` an imported module) with
+    ``m`` not the module itself, or an import of a private module from outside its package.
+    Every import counts (module level, function level, type checking)."""
+    files = module_files(package_dir, package)
+    modules = set(files)
+    found: set[tuple[str, int, str]] = set()
+    for name, path in files.items():
+        is_package = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+        def check_module(module: str, line: int, name: str = name) -> None:
+            owner = _private_owner(module)
+            if owner is not None and not (name == owner or name.startswith(owner + ".")):
+                found.add((name, line, module))
+
+        bound: dict[str, str] = {}  # local name -> the package module it is
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] != package:
+                        continue
+                    check_module(alias.name, node.lineno)
+                    if alias.asname:
+                        bound[alias.asname] = alias.name
+                    else:
+                        bound[alias.name.split(".")[0]] = package
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = name.split(".") if is_package else name.split(".")[:-1]
+                    parts = parts[: len(parts) - (node.level - 1)]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                if base.split(".")[0] != package:
+                    continue
+                check_module(base, node.lineno)
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    if sub in modules:
+                        check_module(sub, node.lineno)
+                        bound[alias.asname or alias.name] = sub
+                    elif _is_private(alias.name) and base != name:
+                        found.add((name, node.lineno, sub))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or isinstance(node.ctx, ast.Del):
+                continue
+            chain = []  # ``a.b.c`` -> base Name ``a``, attributes [b, c]
+            value: ast.expr = node
+            while isinstance(value, ast.Attribute):
+                chain.append(value.attr)
+                value = value.value
+            if not (isinstance(value, ast.Name) and value.id in bound):
+                continue
+            # (ast.walk visits ``a.b`` inside ``a.b.c`` too: the same finding, once in a set.)
+            current = bound[value.id]
+            for attr in reversed(chain):
+                if f"{current}.{attr}" in modules:
+                    current = f"{current}.{attr}"
+                    check_module(current, node.lineno)
+                    continue
+                if _is_private(attr) and current != name:
+                    found.add((name, node.lineno, f"{current}.{attr}"))
+                break
+    return found
+
+
+def test_no_module_uses_a_name_private_to_another():
+    found = find_private_imports(ROOT / PACKAGE, PACKAGE)
+    assert not found, "private names used across modules (make them public where they " + (
+        "live, or move them):\n" + "\n".join(f"  {m}:{line}: {n}" for m, line, n in sorted(found))
+    )
+
+
+def test_the_private_name_check_reports_each_kind_of_use(tmp_path):
+    # Power check on a planted package: every kind of cross-module use of a private name
+    # is reported (by module, line and name); a module's own private names, a private
+    # module used inside its package and a public name bound privately are not.
+    pkg = _write(
+        tmp_path,
+        {
+            "__init__.py": "from pkg import _helpers\n",
+            "a.py": "_x = 1\ny = 2\n\n\ndef f():\n    return _x\n",
+            "_helpers.py": "z = 3\n",
+            "sub/__init__.py": "",
+            "sub/_inner.py": "w = 4\n",
+            "sub/ok.py": (
+                "from pkg.sub._inner import w\n"
+                "from pkg import _helpers\n"
+                "from . import _inner\n"
+                "from pkg.a import y as _y\n"
+            ),
+            "b.py": (
+                "from pkg.a import _x, y\n"  # 1
+                "import pkg.a\n"
+                "from pkg import a as mod\n"
+                "\n"
+                "\n"
+                "def f():\n"
+                "    from pkg.sub._inner import w\n"  # 7
+                "    return pkg.a._x + w\n"  # 8
+                "\n"
+                "\n"
+                "from pkg.sub import _inner\n"  # 11
+                "import pkg.sub._inner as inner\n"  # 12
+                "print(mod._x, mod.__name__, mod.y)\n"  # 13
+            ),
+        },
+    )
+    assert find_private_imports(pkg, "pkg") == {
+        ("pkg.b", 1, "pkg.a._x"),
+        ("pkg.b", 7, "pkg.sub._inner"),
+        ("pkg.b", 8, "pkg.a._x"),
+        ("pkg.b", 11, "pkg.sub._inner"),
+        ("pkg.b", 12, "pkg.sub._inner"),
+        ("pkg.b", 13, "pkg.a._x"),
+    }

@@ -29,7 +29,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.driver.loop import run_steps
+from tfp_sgmcmc.loop import run_steps
 from tfp_sgmcmc.models.logistic_regression import log_likelihood, log_prior
 
 STEPS = 1_000

@@ -1,7 +1,7 @@
 """One loop, one seed rule: the same kernel and seed give the same chain everywhere.
 
 Step ``t`` of a chain takes ``stateless_fold_in(seed, t)`` in every entry point
-(``tfp_sgmcmc.driver.loop``), so ``sg.sample_chain``, the driver's ``ChunkedChain`` with any
+(``tfp_sgmcmc.loop``), so ``sg.sample_chain``, the driver's ``ChunkedChain`` with any
 chunk size, the streamed driver ``sample`` interrupted and resumed, a tuner arm's first
 round and the final draws from a tuner's compiled program (``ArmRunner.sample``) all return
 one chain. The programs differ (burn-in split off or not, thinning, what
@@ -18,7 +18,7 @@ import tensorflow as tf
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning as tu
 from tfp_sgmcmc.driver import ChunkedChain, chunks, sample, sampler
-from tfp_sgmcmc.driver.loop import chain_seed, run_steps, step_seed
+from tfp_sgmcmc.loop import chain_seed, run_steps, step_seed
 from tfp_sgmcmc.models.logistic_regression import log_likelihood, log_prior
 from tfp_sgmcmc.tuning.runner import ArmRunner
 

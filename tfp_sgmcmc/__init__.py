@@ -38,6 +38,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from tfp_sgmcmc._kernel_names import kernels_all as _kernels_all
+
 #: Public name -> the module that defines it (imported on first access). The samplers are
 #: added below from ``tfp_sgmcmc.kernels``'s own list (``_kernel_exports``).
 _EXPORTS = {
@@ -99,49 +101,6 @@ _SUBMODULES = (
     "transforms",
     "tuning",
 )
-
-
-def _kernels_all() -> list[str] | None:
-    """``tfp_sgmcmc.kernels.__all__``, read from the source without importing it (that
-    imports TensorFlow): its literal list, plus the literal ``__all__`` of every module it
-    adds with ``__all__ += module.__all__``. ``None`` if the source cannot be read.
-    """
-    import ast
-    import os
-
-    folder = os.path.join(os.path.dirname(__file__), "kernels")
-
-    def read(file: str) -> list[str]:
-        with open(os.path.join(folder, file), encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-        names: list[str] = []
-        for node in tree.body:  # `__all__ = [...]`, `__all__ += [...]`, `+= module.__all__`
-            if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target, value = node.targets[0], node.value
-            elif isinstance(node, ast.AugAssign):
-                target, value = node.target, node.value
-            else:
-                continue
-            if not (isinstance(target, ast.Name) and target.id == "__all__"):
-                continue
-            if isinstance(value, (ast.List, ast.Tuple)):
-                names += [
-                    e.value
-                    for e in value.elts
-                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
-                ]
-            elif (
-                isinstance(value, ast.Attribute)
-                and value.attr == "__all__"
-                and isinstance(value.value, ast.Name)
-            ):
-                names += read(f"{value.value.id}.py")
-        return names
-
-    try:
-        return read("__init__.py") or None
-    except (OSError, SyntaxError):
-        return None
 
 
 def _kernel_exports() -> list[str]:

@@ -75,7 +75,6 @@ from tfp_sgmcmc.diagnostics.verdict import (
     judge_whitened_draws,
     runaway_threshold,
 )
-from tfp_sgmcmc.driver.loop import step_seed as loop_step_seed
 from tfp_sgmcmc.estimators.adaptation import adapt_whitening, rewhiten
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
@@ -90,6 +89,7 @@ from tfp_sgmcmc.estimators.transformed import TransformedEstimator
 from tfp_sgmcmc.estimators.whitened import WhitenedEstimator
 from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, check_int, is_list_like
 from tfp_sgmcmc.kernels.langevin import SGLD
+from tfp_sgmcmc.loop import step_seed as loop_step_seed
 
 __all__ = ["sample_posterior", "PosteriorSamples", "ArmRecord", "DEFAULT_STEP_SIZES"]
 

@@ -382,7 +382,7 @@ def _kernel_names() -> frozenset[str] | None:
 
     ``tests/test_faults.py`` checks the reading agrees with the imported module.
     """
-    from tfp_sgmcmc import _kernels_all
+    from tfp_sgmcmc._kernel_names import kernels_all as _kernels_all
 
     names = _kernels_all()
     return None if names is None else frozenset(names)
@@ -432,7 +432,7 @@ def _kernel_table() -> dict[str, str]:
         named = {n: c.cli_name for n, c in base.registered_kernels().items() if c.cli_name}
         order = list(kernels.__all__)
     else:
-        from tfp_sgmcmc import _kernels_all
+        from tfp_sgmcmc._kernel_names import kernels_all as _kernels_all
 
         named, order = _source_cli_names(), _kernels_all() or []
     rank = {n: i for i, n in enumerate(order)}
@@ -642,12 +642,8 @@ def _cmd_diagnose(a: argparse.Namespace) -> int:
 
     from tfp_sgmcmc.diagnostics import effective_sample_size, fssd, kernel_stein_discrepancy
     from tfp_sgmcmc.driver import open_run
-    from tfp_sgmcmc.export import (
-        DIAGNOSTICS_FILE,
-        SHARED_MINIBATCH_NOTE,
-        _quiet_real_part_cast,
-        chains_independent,
-    )
+    from tfp_sgmcmc.export import DIAGNOSTICS_FILE, SHARED_MINIBATCH_NOTE, chains_independent
+    from tfp_sgmcmc.internal.quiet import quiet_real_part_cast as _quiet_real_part_cast
     from tfp_sgmcmc.tuning.metrics import FullDataScorer
 
     run = open_run(a.run_dir)  # checks every stored row (flags were checked in _precheck)
@@ -827,7 +823,7 @@ def _json_path(path: str, run_dir: str) -> str:
     """``--json``, checked before any work: a file in an existing directory, and not
     one of the run's own files (its config, checkpoint, samples)."""
     from tfp_sgmcmc.driver.lock import LOCK_FILE
-    from tfp_sgmcmc.driver.sampler import _OUR_FILES
+    from tfp_sgmcmc.driver.sampler import RUN_FILES as _OUR_FILES
 
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):

@@ -52,7 +52,7 @@ import tensorflow_probability as tfp
 from tfp_sgmcmc.data import DataSource
 from tfp_sgmcmc.estimators.base import GradientEstimator
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
-from tfp_sgmcmc.estimators.laplace import _PerExample
+from tfp_sgmcmc.estimators.laplace import PerExampleEstimator as _PerExample
 from tfp_sgmcmc.estimators.map import find_map
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from tfp_sgmcmc.diagnostics import fssd, kernel_stein_discrepancy, whiten
-from tfp_sgmcmc.diagnostics.ksd import _BlockedKSD
+from tfp_sgmcmc.diagnostics.ksd import BlockedKSD
 from tfp_sgmcmc.diagnostics.metric import SAMPLE_DENSE_MAX_DIM, check_preconditioner
 
 D = 3
@@ -285,7 +285,7 @@ def test_traced_and_weighted_calls_agree_with_eager():
         buf_x = np.concatenate([x, np.zeros((56, D))])
         buf_s = np.concatenate([s, np.zeros((56, D))])
         weights = tf.constant(np.r_[np.ones(200), np.zeros(56)])
-        ksd = _BlockedKSD("imq", 1.0, -0.5, None, "v", 64, False, check_preconditioner(pre, D))
+        ksd = BlockedKSD("imq", 1.0, -0.5, None, "v", 64, False, check_preconditioner(pre, D))
         got = ksd(tf.constant(buf_x), tf.constant(buf_s), weights, eager_checks=False).numpy()
         np.testing.assert_allclose(got, eager, rtol=1e-9)
 

@@ -43,19 +43,19 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.diagnostics._inputs import (
-    as_dtype,
-    check_finite_eager,
-    check_finite_result,
-    flatten_parts,
-    flatten_samples_and_scores,
-)
 from tfp_sgmcmc.diagnostics.metric import (
     check_preconditioner,
     warn_if_degenerate,
     whitening_map,
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import median_heuristic, validate_kernel_args
+from tfp_sgmcmc.internal.stein_inputs import (
+    as_dtype,
+    check_finite_eager,
+    check_finite_result,
+    flatten_parts,
+    flatten_samples_and_scores,
+)
 from tfp_sgmcmc.internal.util import is_list_like
 
 __all__ = [

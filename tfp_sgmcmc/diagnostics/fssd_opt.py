@@ -33,16 +33,16 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.diagnostics._inputs import (
-    check_finite_eager,
-    flatten_samples_and_scores,
-)
 from tfp_sgmcmc.diagnostics.fssd import (
     FSSD_KERNELS,
     fssd_features,
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import median_heuristic
 from tfp_sgmcmc.internal.adam import adam_ascent_step, adam_init
+from tfp_sgmcmc.internal.stein_inputs import (
+    check_finite_eager,
+    flatten_samples_and_scores,
+)
 from tfp_sgmcmc.internal.util import stateless_seed
 
 __all__ = ["FSSDOptResult", "fssd_opt"]

@@ -55,12 +55,6 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.diagnostics._inputs import (
-    as_dtype,
-    check_finite_eager,
-    check_finite_result,
-    flatten_samples_and_scores,
-)
 from tfp_sgmcmc.diagnostics.metric import (
     check_preconditioner,
     warn_if_degenerate,
@@ -71,8 +65,20 @@ from tfp_sgmcmc.diagnostics.stein_kernels import (
     stein_kernel_block,
     validate_kernel_args,
 )
+from tfp_sgmcmc.internal.stein_inputs import (
+    as_dtype,
+    check_finite_eager,
+    check_finite_result,
+    flatten_samples_and_scores,
+)
 
-__all__ = ["kernel_stein_discrepancy", "DEFAULT_BLOCK_SIZE", "STATISTICS"]
+__all__ = [
+    "kernel_stein_discrepancy",
+    "DEFAULT_BLOCK_SIZE",
+    "STATISTICS",
+    "BlockedKSD",
+    "check_ksd_arguments",
+]
 
 #: Rows per block. 1024 keeps a block's temporaries at a few tens of MB in
 #: float64 while the matmuls stay large enough to run near peak speed.
@@ -82,7 +88,15 @@ DEFAULT_BLOCK_SIZE = 1024
 STATISTICS = ("v", "u")
 
 
-def _validate(kernel: str, c: Any, beta: Any, bandwidth: Any, statistic: str, block_size: Any):
+def check_ksd_arguments(
+    kernel: str, c: Any, beta: Any, bandwidth: Any, statistic: str, block_size: Any
+) -> None:
+    """Checks the options of ``kernel_stein_discrepancy`` (and of ``KSDReducer``, which
+    takes the same): the Stein kernel's parameters, ``statistic`` and ``block_size``.
+
+    Raises:
+      ValueError: the option that is out of range, by name.
+    """
     validate_kernel_args(kernel, c, beta, bandwidth)
     if statistic not in STATISTICS:
         raise ValueError(f"`statistic` must be one of {STATISTICS}, got {statistic!r}.")
@@ -168,7 +182,7 @@ def kernel_stein_discrepancy(
        quality with diffusions. Annals of Applied Probability, 2019.
     5. M. Riabiz et al. Optimal thinning of MCMC output. JRSS Series B, 2022.
     """
-    _validate(kernel, c, beta, bandwidth, statistic, block_size)
+    check_ksd_arguments(kernel, c, beta, bandwidth, statistic, block_size)
     metric = check_preconditioner(preconditioner)
     with tf.name_scope(name or "kernel_stein_discrepancy"):
         x, s = flatten_samples_and_scores(samples, scores)
@@ -182,15 +196,16 @@ def kernel_stein_discrepancy(
             )
         check_finite_eager(x, "samples")
         check_finite_eager(s, "scores")
-        ksd = _BlockedKSD(kernel, c, beta, bandwidth, statistic, block_size, jit_compile, metric)
+        ksd = BlockedKSD(kernel, c, beta, bandwidth, statistic, block_size, jit_compile, metric)
         return ksd(x, s, None, eager_checks=True)
 
 
 @dataclasses.dataclass(frozen=True)
-class _BlockedKSD:
+class BlockedKSD:
     """A KSD with its options (the arguments of ``kernel_stein_discrepancy``, validated
-    by the caller; ``metric`` checked against ``d``), applied to flat ``[n, d]`` rows by
-    calling it: by ``kernel_stein_discrepancy`` and by ``KSDReducer`` on its buffer.
+    by the caller with ``check_ksd_arguments``; ``metric`` checked against ``d``),
+    applied to flat ``[n, d]`` rows by calling it: by ``kernel_stein_discrepancy`` and by
+    ``KSDReducer`` on its buffer.
 
     Rows of weight 0 are ignored (the reducer's partly filled buffer) but must be
     finite and must follow the rows of weight 1; ``n`` is then the number of rows of

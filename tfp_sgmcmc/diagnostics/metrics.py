@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.diagnostics._inputs import check_finite_eager, check_finite_result
 from tfp_sgmcmc.internal.quiet import quiet_real_part_cast
+from tfp_sgmcmc.internal.stein_inputs import check_finite_eager, check_finite_result
 from tfp_sgmcmc.internal.util import check_positive, is_list_like
 
 __all__ = [

@@ -48,13 +48,13 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.diagnostics._inputs import flatten_parts
 from tfp_sgmcmc.diagnostics.fssd import (
     fssd_features,
     fssd_statistic_from_sums,
     validate_fssd_kernel,
 )
-from tfp_sgmcmc.diagnostics.ksd import DEFAULT_BLOCK_SIZE, _BlockedKSD, _validate
+from tfp_sgmcmc.diagnostics.ksd import DEFAULT_BLOCK_SIZE, BlockedKSD, check_ksd_arguments
+from tfp_sgmcmc.internal.stein_inputs import flatten_parts
 from tfp_sgmcmc.internal.util import AttributeView, get_outermost
 
 __all__ = [
@@ -343,7 +343,7 @@ class KSDReducer(_SteinReducerBase):
         name: str | None = None,
     ) -> None:
         super().__init__(score_fn, score_getter_fn, thin, chain_ndims)
-        _validate(kernel, c, beta, bandwidth, statistic, block_size)
+        check_ksd_arguments(kernel, c, beta, bandwidth, statistic, block_size)
         min_cap = 2 if statistic == "u" else 1
         if not isinstance(capacity, (int, np.integer)) or capacity < min_cap:
             raise ValueError(
@@ -352,7 +352,7 @@ class KSDReducer(_SteinReducerBase):
             )
         self._capacity = int(capacity)
         # The unit metric, no XLA of its own: finalize runs inside the caller's program.
-        self._ksd = _BlockedKSD(
+        self._ksd = BlockedKSD(
             kernel, c, beta, bandwidth, statistic, int(block_size), jit_compile=False, metric=None
         )
         self._name = name or "ksd_reducer"

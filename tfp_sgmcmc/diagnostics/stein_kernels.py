@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.diagnostics._inputs import as_dtype, check_imq_parameters
+from tfp_sgmcmc.internal.stein_inputs import as_dtype, check_imq_parameters
 
 __all__ = [
     "STEIN_KERNELS",
@@ -186,7 +186,7 @@ def stein_kernel_matrix(
       bandwidth: RBF length scale ``h``; ``None`` = median heuristic.
         Default value: ``None``.
     """
-    from tfp_sgmcmc.diagnostics._inputs import flatten_samples_and_scores
+    from tfp_sgmcmc.internal.stein_inputs import flatten_samples_and_scores
 
     validate_kernel_args(kernel, c, beta, bandwidth)
     x, s = flatten_samples_and_scores(samples, scores)

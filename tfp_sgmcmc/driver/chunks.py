@@ -3,7 +3,7 @@
 A run of ``num_samples`` draws (after ``num_burnin_steps`` burn-in steps, keeping
 every ``thin``-th state) is cut into a fixed *plan* of chunks
 ([`chunk_plan`][tfp_sgmcmc.driver.chunks.chunk_plan]). Every chunk runs the library's one
-loop ([`run_steps`][tfp_sgmcmc.driver.loop.run_steps]) and its seed rule: step ``t`` of
+loop ([`run_steps`][tfp_sgmcmc.loop.run_steps]) and its seed rule: step ``t`` of
 the run (counted from 0 over the whole run, burn-in included) takes
 ``stateless_fold_in(run_seed, t)``, so the draws do not depend on ``chunk_size`` nor on
 where the run was interrupted.
@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.driver.loop import chain_seed, run_steps, step_seed
+from tfp_sgmcmc.loop import chain_seed, run_steps, step_seed
 
 __all__ = [
     "chunk_seed",
@@ -49,7 +49,7 @@ _KINDS = ("burnin", "sample")
 
 def as_run_seed(seed: Any) -> np.ndarray:
     """An int32 ``[2]`` stateless seed from an int or a pair (no stateful RNG); see
-    [`chain_seed`][tfp_sgmcmc.driver.loop.chain_seed]."""
+    [`chain_seed`][tfp_sgmcmc.loop.chain_seed]."""
     return chain_seed(seed)
 
 
@@ -123,7 +123,7 @@ def compile_chunk(
     jit_compile: bool = True,
     feeder: Any = None,
 ) -> ChunkProgram:
-    """Compiles one chunk of ``kernel``: [`run_steps`][tfp_sgmcmc.driver.loop.run_steps].
+    """Compiles one chunk of ``kernel``: [`run_steps`][tfp_sgmcmc.loop.run_steps].
 
     A ``"burnin"`` chunk runs ``n`` steps and returns the last state; a
     ``"sample"`` chunk runs ``n · thin`` steps and keeps every ``thin``-th state

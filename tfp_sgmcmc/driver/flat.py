@@ -13,7 +13,7 @@ therefore run faster in one flat loop (``benchmarks/bench_loops.py``;
 in either loop.
 
 [`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain] takes the same arguments and runs
-the loop every entry point shares ([`run_steps`][tfp_sgmcmc.driver.loop.run_steps]):
+the loop every entry point shares ([`run_steps`][tfp_sgmcmc.loop.run_steps]):
 
 * the burn-in as one flat loop of ``num_burnin_steps`` kernel steps, then
 * one flat loop of ``(num_results - 1)·(1 + num_steps_between_results) + 1`` kernel steps
@@ -22,7 +22,7 @@ the loop every entry point shares ([`run_steps`][tfp_sgmcmc.driver.loop.run_step
   result's step overwrites, and ``trace_fn`` runs in a ``tf.cond`` on the kept steps only).
 
 Seeds. By default (``seed_rule="fold_in"``) kernel step ``t`` (burn-in included) takes
-``stateless_fold_in(seed, t)``, the library's one seed rule (``tfp_sgmcmc.driver.loop``),
+``stateless_fold_in(seed, t)``, the library's one seed rule (``tfp_sgmcmc.loop``),
 so the chain equals the driver's and a tuner arm's with the same kernel and seed. With
 ``seed_rule="tfp"`` the step seeds follow ``tfp.mcmc.sample_chain``'s: the run seed is
 sanitised with the salt ``"mcmc.sample_chain"`` and every step splits it in two
@@ -40,7 +40,6 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.driver.loop import SEED_RULES, run_steps
 from tfp_sgmcmc.internal.util import (
     check_int,
     check_seed,
@@ -50,6 +49,7 @@ from tfp_sgmcmc.internal.util import (
     stateless_seed,
     static_value,
 )
+from tfp_sgmcmc.loop import SEED_RULES, run_steps
 
 __all__ = ["sample_chain"]
 

@@ -3,7 +3,7 @@
 [`ChunkedChain`][tfp_sgmcmc.driver.memory.ChunkedChain] is the in-memory sibling of
 [`sample`][tfp_sgmcmc.driver.sample]: the same chunk plan, the same seed rule
 (step ``t`` of the run takes ``stateless_fold_in(run_seed, t)``, as in every loop of the
-library: ``tfp_sgmcmc.driver.loop``) and the same compiled chunk
+library: ``tfp_sgmcmc.loop``) and the same compiled chunk
 programs ([`compile_chunk`][tfp_sgmcmc.driver.chunks.compile_chunk]), so with equal
 arguments it returns exactly the draws ``sample`` writes to ``samples.h5``. It keeps
 its compiled programs, so repeated runs of one kernel (e.g. over data sets held in
@@ -53,7 +53,7 @@ class ChunkedChain:
     """Runs a kernel in compiled chunks and returns the kept draws in memory.
 
     Each chunk is one ``tf.function(jit_compile=jit_compile)`` around the library's
-    flat loop ([`run_steps`][tfp_sgmcmc.driver.loop.run_steps]) that carries the state
+    flat loop ([`run_steps`][tfp_sgmcmc.loop.run_steps]) that carries the state
     and kernel results to the next chunk; the compiled programs are kept on the object
     and reused by every [`run`][tfp_sgmcmc.driver.memory.ChunkedChain.run] with the same
     chunk shapes (the seed and the chunk's first step are runtime inputs). The chain

@@ -10,7 +10,7 @@ of each may be shorter). Each chunk is one call of a compiled program
     (draws [n, ...], trace [n, ...], state', kernel_results', reducer_states')
 ```
 
-(the library's flat loop, [`run_steps`][tfp_sgmcmc.driver.loop.run_steps]; one
+(the library's flat loop, [`run_steps`][tfp_sgmcmc.loop.run_steps]; one
 ``tf.function(jit_compile=True)`` per chunk shape, so at most four traces;
 built by [`compile_chunk`][tfp_sgmcmc.driver.chunks.compile_chunk])
 that carries the chain state, the kernel results and the reducer states to the
@@ -33,7 +33,7 @@ _close(run)                                   # divergence warning, gradient-noi
 
 **Reproducibility across interruptions.** Step ``t`` of the run (counted from 0 over
 the whole run, burn-in included) takes the seed ``stateless_fold_in(run_seed, t)``
-(``tfp_sgmcmc.driver.loop``): it depends on the run seed and the step index only, never
+(``tfp_sgmcmc.loop``): it depends on the run seed and the step index only, never
 on ``chunk_size`` nor on how many processes the run took. The chunk programs are
 deterministic functions of (state, kernel results, reducer states, seed, first step), and
 the checkpoint stores those exactly (bitwise, as NumPy arrays), so a run that is
@@ -117,6 +117,7 @@ __all__ = [
     "chunk_seed",
     "chunk_plan",
     "CONFIG_FILE",
+    "RUN_FILES",
     "TRACED_FIELDS",
 ]
 
@@ -126,8 +127,10 @@ GRADIENT_NOISE_FILE = "gradient_noise.json"
 #: Kernel-results fields traced by default (taken from the innermost results that have them).
 TRACED_FIELDS = ("target_log_prob", "step_size", "diverged")
 _FORMAT_VERSION = 1
-# diagnostics.json (written by `tfp-sgmcmc diagnose`) goes with the run it describes.
-_OUR_FILES = (
+#: The files of a run directory besides its lock (``run.lock``): what ``overwrite=True``
+#: replaces and a new run refuses to write over. ``diagnostics.json`` (written by
+#: ``tfp-sgmcmc diagnose``) goes with the run it describes.
+RUN_FILES = (
     CHECKPOINT_FILE,
     CHECKPOINT_FILE + ".tmp",
     SAMPLES_FILE,
@@ -754,14 +757,14 @@ def _prepare_new_run_dir(run_dir: str, overwrite: bool) -> None:
     if not _holds_run(run_dir):
         # A directory of the user's own files (even one named like ours) is not a
         # run: those files are left alone, and only a name clash is refused.
-        clash = [f for f in _OUR_FILES if os.path.exists(os.path.join(run_dir, f))]
+        clash = [f for f in RUN_FILES if os.path.exists(os.path.join(run_dir, f))]
         if clash:
             raise RunDirectoryError(
                 f"{run_dir} holds {', '.join(clash)}, which a run would write, but no run: "
                 "choose another `run_dir`."
             )
         return
-    present = [f for f in _OUR_FILES if os.path.exists(os.path.join(run_dir, f))]
+    present = [f for f in RUN_FILES if os.path.exists(os.path.join(run_dir, f))]
     if not overwrite:
         raise RunExistsError(
             f"{run_dir} already holds a run ({', '.join(present)}); pass resume=True to "

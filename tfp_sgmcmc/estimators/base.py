@@ -25,7 +25,13 @@ import tensorflow_probability as tfp
 
 from tfp_sgmcmc.internal.util import AttributeView, as_parts, is_list_like, restructure
 
-__all__ = ["GradientEstimate", "GradientEstimator", "WrappingEstimator", "value_and_gradient_parts"]
+__all__ = [
+    "GradientEstimate",
+    "GradientEstimator",
+    "WrappingEstimator",
+    "ChangeOfVariablesEstimator",
+    "value_and_gradient_parts",
+]
 
 
 class GradientEstimate(NamedTuple):
@@ -182,7 +188,7 @@ class WrappingEstimator(GradientEstimator):
     """The wrapped estimator's data size ``N``."""
 
 
-class _ChangeOfVariablesEstimator(WrappingEstimator):
+class ChangeOfVariablesEstimator(WrappingEstimator):
     """A wrapper on coordinates ``z`` that a map sends to the wrapped estimator's state.
 
     ``_pull_back(state, evaluate)`` evaluates ``evaluate`` (the wrapped estimate, and

@@ -52,7 +52,13 @@ from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, Wrap
 from tfp_sgmcmc.estimators.map import find_map
 from tfp_sgmcmc.internal.util import as_parts
 
-__all__ = ["LaplaceApproximation", "ModeResult", "find_mode", "laplace_approximation"]
+__all__ = [
+    "LaplaceApproximation",
+    "ModeResult",
+    "PerExampleEstimator",
+    "find_mode",
+    "laplace_approximation",
+]
 
 
 class ModeResult(NamedTuple):
@@ -102,13 +108,18 @@ class LaplaceApproximation(NamedTuple):
         return self.scale @ self.scale.T if self.dense else self.scale**2
 
 
-class _PerExample(WrappingEstimator):
+class PerExampleEstimator(WrappingEstimator):
     """``log π / N`` on the full data: the same maximiser, gradients of order one.
 
     L-BFGS starts with the identity as inverse Hessian, so its first trial step is
     the raw gradient; with ``N`` in the thousands that step overshoots by orders of
     magnitude (in float32, into a flat region where it stalls). Shared by
-    `find_mode` and ``JointPosterior.find_map``.
+    `find_mode` and ``JointPosterior.find_map``; it has no stochastic estimate (calling
+    it raises ``NotImplementedError``), only ``full_log_prob_and_gradient``.
+
+    Args:
+      inner: the estimator whose full-data ``log π`` is scaled.
+      num_examples: ``N``, the divisor.
     """
 
     def __init__(self, inner: GradientEstimator, num_examples: float) -> None:
@@ -189,7 +200,7 @@ def find_mode(
         raise ValueError("`starts` must hold at least one state.")
     say = log or (lambda _msg: None)
     n = num_examples or getattr(estimator, "num_examples", None) or 1
-    scaled = _PerExample(estimator, n)
+    scaled = PerExampleEstimator(estimator, n)
     notes: list[str] = []
     found: list[tuple[float, bool, list[tf.Tensor], str]] = []
     small = polish_max_dim is not None and _size(as_parts(starts[0])) <= polish_max_dim

@@ -12,7 +12,7 @@ Two methods:
   compiled loop, which Keras optimizers (stateful ``Variable``s) cannot.
 
 **One program per structure.** Adam runs as a transition kernel in the loop every
-chain runs ([`run_steps`][tfp_sgmcmc.driver.loop.run_steps]) and follows its seed
+chain runs ([`run_steps`][tfp_sgmcmc.loop.run_steps]) and follows its seed
 rule: step ``t`` draws its minibatch with ``stateless_fold_in(seed, t)``. The
 learning rate, the number of steps and the seed are inputs of the compiled program,
 which is kept per estimator (the same object) and state structure (parts, shapes,
@@ -34,7 +34,6 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.data.dataset import dataset_sources_exist, traced_draws
-from tfp_sgmcmc.driver.loop import run_steps
 from tfp_sgmcmc.estimators.base import GradientEstimator
 from tfp_sgmcmc.internal.adam import AdamState, adam_ascent_step, adam_init
 from tfp_sgmcmc.internal.util import (
@@ -44,6 +43,7 @@ from tfp_sgmcmc.internal.util import (
     restructure,
     stateless_seed,
 )
+from tfp_sgmcmc.loop import run_steps
 
 __all__ = ["find_map", "MapResult", "MAX_PROGRAMS"]
 

@@ -44,9 +44,9 @@ from tensorflow_probability.python.mcmc.transformed_kernel import (
 )
 
 from tfp_sgmcmc.estimators.base import (
+    ChangeOfVariablesEstimator,
     GradientEstimate,
     GradientEstimator,
-    _ChangeOfVariablesEstimator,
 )
 from tfp_sgmcmc.internal.util import AttributeView, as_parts, restructure
 
@@ -67,7 +67,7 @@ def _check_bijector(bijector: Any) -> None:
         )
 
 
-class TransformedEstimator(_ChangeOfVariablesEstimator):
+class TransformedEstimator(ChangeOfVariablesEstimator):
     r"""A gradient estimator on the unconstrained space ``z``, with ``θ = f(z)``.
 
     Given an inner estimator of ``log π(θ)`` and its score, returns

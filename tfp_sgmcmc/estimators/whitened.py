@@ -42,9 +42,9 @@ import scipy.stats
 import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import (
+    ChangeOfVariablesEstimator,
     GradientEstimate,
     GradientEstimator,
-    _ChangeOfVariablesEstimator,
 )
 from tfp_sgmcmc.internal.util import as_parts
 
@@ -73,7 +73,7 @@ def _checked_scale(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (np.tril(s) if s.ndim == 2 else s), diag
 
 
-class WhitenedEstimator(_ChangeOfVariablesEstimator):
+class WhitenedEstimator(ChangeOfVariablesEstimator):
     """The estimate of ``log π_w`` and its score for ``z = m + L w`` (module docstring).
 
     Args:

@@ -60,7 +60,6 @@ import tensorflow as tf
 
 from tfp_sgmcmc.data import DatasetData
 from tfp_sgmcmc.diagnostics import fssd_opt, kernel_stein_discrepancy
-from tfp_sgmcmc.diagnostics._inputs import flatten_samples_and_scores
 from tfp_sgmcmc.diagnostics.metric import (
     check_preconditioner,
     warn_if_degenerate,
@@ -68,6 +67,7 @@ from tfp_sgmcmc.diagnostics.metric import (
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import stein_kernel_matrix
 from tfp_sgmcmc.diagnostics.validity import sample_validity
+from tfp_sgmcmc.internal.stein_inputs import flatten_samples_and_scores
 from tfp_sgmcmc.internal.util import estimator_data
 
 __all__ = [

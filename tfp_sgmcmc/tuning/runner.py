@@ -20,7 +20,7 @@ compilation, plus a one-step run whose output is discarded, so the chain does
 not advance -- as the authors' warm-up) is timed separately as compile time.
 
 The programs run the library's one loop
-([`run_steps`][tfp_sgmcmc.driver.loop.run_steps]) and its seed rule: step ``t`` of arm
+([`run_steps`][tfp_sgmcmc.loop.run_steps]) and its seed rule: step ``t`` of arm
 ``j``'s chain (counted over all its rounds) takes ``stateless_fold_in((seed, j), t)``, so
 a chain does not depend on how its steps are split into calls, and the first round of
 arm ``j`` is the chain ``sample_chain(..., seed=[seed, j])`` and the driver give with
@@ -53,9 +53,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.data import stream_feeder
-from tfp_sgmcmc.driver.loop import chain_seed, run_steps, step_seed
 from tfp_sgmcmc.internal.util import as_parts, check_int, get_outermost, restructure
 from tfp_sgmcmc.kernels.base import BOOTSTRAP_SEED
+from tfp_sgmcmc.loop import chain_seed, run_steps, step_seed
 from tfp_sgmcmc.tuning.arms import split_arm, structural_keys
 from tfp_sgmcmc.tuning.budget import Budget, steps_for
 
@@ -208,7 +208,7 @@ class _Program:
             return kernel.bootstrap_results(restructure(parts, like), seed=seed)
 
         def chunk_fn(parts, results, seed, num_steps, offset, first_step, thin, scalars):
-            # The library's one loop (tfp_sgmcmc.driver.loop): step t of the arm's chain
+            # The library's one loop (tfp_sgmcmc.loop): step t of the arm's chain
             # (counted over all its rounds) takes stateless_fold_in(arm seed, t), whatever
             # the calls its steps are split into (budgets size the calls; a fed tf.data
             # program also stops at the end of its block). The seed, the first step and
@@ -520,7 +520,7 @@ class ArmRunner:
           index: the arm.
           num_results: draws to return, ``>= 1``.
           seed: the chain seed (an int ``>= 0`` or an int pair, see
-            [`chain_seed`][tfp_sgmcmc.driver.loop.chain_seed]).
+            [`chain_seed`][tfp_sgmcmc.loop.chain_seed]).
           initial_state: the start (list of parts, or one tensor). Default value:
             ``None`` (the arm's last state).
           num_burnin_steps: steps before the first draw is counted. Default value: ``0``.

@@ -1,13 +1,16 @@
 r"""The one loop every chain runs in, and its seed rule.
 
 Every entry point that runs a kernel for many steps runs
-[`run_steps`][tfp_sgmcmc.driver.loop.run_steps]:
+[`run_steps`][tfp_sgmcmc.loop.run_steps]:
 [`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain], the long-run driver
 ([`sample`][tfp_sgmcmc.driver.sample] and [`ChunkedChain`][tfp_sgmcmc.driver.ChunkedChain]),
 the tuner's arms ([`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner]) and the final draws
 of a tuning result, in the program that ran its best arm
 ([`TuningResult.sample`][tfp_sgmcmc.tuning.results.TuningResult.sample]), and Adam in
 [`find_map`][tfp_sgmcmc.estimators.find_map].
+It imports nothing of the library but ``tfp_sgmcmc.internal``, so every layer above it
+(estimators, kernels, driver, tuner) can import it: the layer order is in
+``docs/conventions.md`` ("Layers").
 
 **The seed rule.** Step ``t`` of a chain (``t = 0, 1, …`` counted over the whole chain,
 burn-in included) steps the kernel with
@@ -17,7 +20,7 @@ step_seed(chain_seed, t) = tf.random.experimental.stateless_fold_in(chain_seed, 
 ```
 
 where ``chain_seed`` is the run's ``int32`` pair (a Python int ``s >= 0`` maps to
-``[s >> 31, s & (2**31 - 1)]``, see [`chain_seed`][tfp_sgmcmc.driver.loop.chain_seed]).
+``[s >> 31, s & (2**31 - 1)]``, see [`chain_seed`][tfp_sgmcmc.loop.chain_seed]).
 A step's seed depends on the chain seed and the step's index only, so a chain does not
 depend on how its steps are split into calls: the same kernel, start and seed give the
 same chain through ``sample_chain``, the driver with any ``chunk_size`` (resumed or not),
@@ -91,7 +94,7 @@ def step_seed(seed: Any, t: Any) -> tf.Tensor:
 
 
 class LoopResult(NamedTuple):
-    """What [`run_steps`][tfp_sgmcmc.driver.loop.run_steps] returns (tensors).
+    """What [`run_steps`][tfp_sgmcmc.loop.run_steps] returns (tensors).
 
     Attributes:
       state: the chain state after the last step run.
@@ -145,7 +148,7 @@ def run_steps(
 
     Step ``i`` of the loop (``i = 0, …, num_steps - 1``) is step ``first_step + i`` of
     the chain; under the ``"fold_in"`` rule it steps the kernel with
-    [`step_seed`][tfp_sgmcmc.driver.loop.step_seed]``(seed, first_step + i)``. When
+    [`step_seed`][tfp_sgmcmc.loop.step_seed]``(seed, first_step + i)``. When
     ``record``, the state after loop step ``i`` is written to slot
     ``(offset + i) // thin``, so slot ``j`` ends up holding the state after loop step
     ``(j + 1)·thin - offset - 1``: with ``offset = 0`` every ``thin``-th state
@@ -180,7 +183,7 @@ def run_steps(
       parallel_iterations: passed to ``tf.while_loop``. Default value: ``10``.
 
     Returns:
-      A [`LoopResult`][tfp_sgmcmc.driver.loop.LoopResult].
+      A [`LoopResult`][tfp_sgmcmc.loop.LoopResult].
 
     Raises:
       ValueError: an unknown ``seed_rule``.

@@ -1,4 +1,5 @@
-"""Input handling shared by the Stein diagnostics: parts → matrix, validation.
+"""Input handling shared by the Stein diagnostics and the tuner's Stein metrics: parts →
+matrix, validation.
 
 A chain state may be a single tensor or a list of parts, each ``[n, ...]``
 (``n`` samples first). The Stein statistics see one vector per sample, so every
