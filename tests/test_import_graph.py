@@ -394,24 +394,52 @@ def test_function_level_imports_go_down_but_the_listed_ones(graph):
     assert not gone, f"no longer imported, remove from UPWARD_FUNCTION_IMPORTS: {sorted(gone)}"
 
 
-def test_the_core_never_imports_the_recipes_or_the_command_line(graph):
-    ranks = layer_ranks(LAYERS)
-    names = [name for name, _ in LAYERS]
+def core_imports_of_the_top(
+    kinds: Mapping[str, Mapping[str, Iterable[str]]],
+    layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYERS,
+) -> list[str]:
+    """``"importer -> imported (kind)"`` for every import, of any kind in ``kinds``
+    (``{kind: edges}``), from the core (layers up to ``CORE_TOP``) into the recipes, the
+    command line or the namespace."""
+    ranks = layer_ranks(layers)
+    names = [name for name, _ in layers]
     core = {node for node, i in ranks.items() if i <= names.index(CORE_TOP)}
     banned = {node for node, i in ranks.items() if names[i] in ("recipes", "cli", "namespace")}
     assert core and banned and not core & banned
-    kinds = {"module": graph.module_level, "function": graph.function_level,
-             "type checking": graph.type_checking}  # fmt: skip
-    bad = [
-        f"  {a} -> {b} ({kind})"
+    return [
+        f"{a} -> {b} ({kind})"
         for kind, edges in kinds.items()
         for a, targets in sorted(edges.items())
         for b in sorted(targets)
         if node_of(a) in core and node_of(b) in banned
     ]
+
+
+def _kinds(graph: ImportGraph) -> dict[str, dict[str, set[str]]]:
+    return {"module": graph.module_level, "function": graph.function_level,
+            "type checking": graph.type_checking}  # fmt: skip
+
+
+def test_the_core_never_imports_the_recipes_or_the_command_line(graph):
+    bad = core_imports_of_the_top(_kinds(graph))
     assert not bad, "the core imports the recipes, the command line or the namespace:\n" + (
         "\n".join(bad)
     )
+
+
+def test_the_core_check_reports_a_planted_import_of_a_recipe_or_the_cli(graph):
+    # Power check on the real graph: a deferred import of the Keras bridge by a diagnostic,
+    # and a type-checking import of the command line by the driver, are both reported;
+    # the tuner importing the kernels (core to core) is not.
+    kinds = _kinds(graph)
+    calibration, sampler = f"{PACKAGE}.diagnostics.calibration", f"{PACKAGE}.driver.sampler"
+    kinds["function"] = {**kinds["function"], calibration: {f"{PACKAGE}.keras"}}
+    kinds["type checking"] = {**kinds["type checking"], sampler: {f"{PACKAGE}.cli"}}
+    kinds["module"] = {**kinds["module"], f"{PACKAGE}.tuning.runner": {f"{PACKAGE}.kernels"}}
+    assert core_imports_of_the_top(kinds) == [
+        f"{calibration} -> {PACKAGE}.keras (function)",
+        f"{sampler} -> {PACKAGE}.cli (type checking)",
+    ]
 
 
 def test_the_layer_check_reports_an_upward_edge():
