@@ -21,7 +21,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tfp_sgmcmc as sg
@@ -105,12 +105,35 @@ KERNEL_ARGS = {
 KERNEL_CASES = [(cls, arg) for cls, args in KERNEL_ARGS.items() for arg in args]
 
 
+def _in_domain(arg: str, value) -> bool:
+    """Whether ``value`` lies in the domain of kernel hyperparameter ``arg``: every one of
+    them is a finite number ``>= 0``, and a step size is ``> 0``.
+
+    Finiteness of one step is no oracle for it: a negative step size gives a NaN noise
+    scale, which the step flags as diverged, and a negative friction or temperature a
+    chain that is finite for a step and wrong ever after.
+    """
+    if not _non_negative_number(value):
+        return False
+    return arg != "step_size" or bool(np.all(np.asarray(value, np.float64) > 0))
+
+
 @pytest.mark.parametrize("cls, arg", KERNEL_CASES, ids=lambda c: getattr(c, "__name__", c))
 @given(value=scalars)
+# Out-of-domain values tried in every run, whatever the profile draws: a negative and a
+# zero (every argument refuses a negative; a step size refuses 0 too).
+@example(value=-1e-3)
+@example(value=-1)
+@example(value=0.0)
 @settings(max_examples=15)  # 40 (kernel, argument) pairs: keep the matrix within CI time
 def test_kernel_hyperparameters(cls, arg, value):
     kw = {"step_size": 1e-3, arg: value}
     ok, kernel = named_error(lambda: cls(_shared_est(), **kw), arg, "beta1", "friction")
+    # A value outside the argument's domain must be refused, not run (the chain it gives
+    # is wrong or NaN); a refused value may still be in the domain (a bound of a kernel's
+    # own, e.g. beta1 < 1), which the named error covers.
+    if ok:
+        assert _in_domain(arg, value), f"{cls.__name__} accepted {arg}={value!r}"
     if not ok or (arg == "num_leapfrog_steps" and value > 5):
         return  # (a valid large L only costs trace time: the loop is unrolled)
     # Accepted: one step from a finite state must be finite or flagged as diverged.

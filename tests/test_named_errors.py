@@ -14,8 +14,11 @@ import warnings
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+
+tfd, tfb = tfp.distributions, tfp.bijectors
 
 N, D, BATCH = 40, 3, 8
 
@@ -266,7 +269,8 @@ def test_no_state(state):
     "seed", ["abc", 1.5, [1, 2, 3], True, [1.0, 2.0], tf.constant(3), tf.constant([1, 2], tf.int64)]
 )
 def test_bad_sample_chain_seeds_are_named(seed):
-    with pytest.raises(ValueError, match="`seed` must be None, an int >= 0, or an int32 pair"):
+    with pytest.raises(ValueError, match=r"`seed` must be None, an int in \[0, 2\*\*31\), or an "
+                                         r"int32 pair"):
         _chain(_estimator(), TWO_CHAINS, seed=seed)
 
 
@@ -288,3 +292,206 @@ def test_sample_names_an_empty_run_dir(tmp_path):
         sg.sample(kernel, tf.zeros([2], tf.float32), 4, run_dir="")
     # Power check: a real directory runs.
     sg.sample(kernel, tf.zeros([2], tf.float32), 4, run_dir=str(tmp_path / "run"))
+
+
+# --------------------------------------------------------------------------- #
+# sample_chain: a state with no elements, a trace that is no tensor.
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("shape", [[0, D], [2, 0]], ids=["no_chains", "no_parameters"])
+def test_a_state_with_no_elements_is_refused(shape):
+    """A NumPy reshape error of the start checks before."""
+    with pytest.raises(ValueError, match=rf"`current_state` has shape \[{shape[0]}, {shape[1]}\]"
+                                         r", with no elements"):
+        _chain(_estimator(), tf.zeros(shape))
+    # Power: one chain and two chains run.
+    assert np.all(np.isfinite(_chain(_estimator(), TWO_CHAINS[0])))
+    assert np.all(np.isfinite(_chain(_estimator(), TWO_CHAINS)))
+
+
+@pytest.mark.parametrize(
+    "trace, where",
+    [
+        (lambda s, r: "abc", "got str 'abc'"),
+        (lambda s, r: None, "got NoneType"),
+        (lambda s, r: {"lp": r.target_log_prob, "tag": "x"}, "got str 'x' at leaf 1"),
+        (lambda s, r: object(), "got object"),
+    ],
+    ids=["string", "none", "string_in_a_dict", "object"],
+)
+@pytest.mark.parametrize("between", [0, 1], ids=["every_step", "thinned"])
+def test_a_trace_fn_returning_no_tensor_is_refused(trace, where, between):
+    """An AttributeError ('str' object has no attribute 'dtype') before."""
+    with pytest.raises(ValueError, match=rf"`trace_fn` must return .*{where}"):
+        _chain(_estimator(), TWO_CHAINS, trace_fn=trace, num_steps_between_results=between)
+    # Power: tensors, Python numbers and an empty trace are traced.
+    out = _chain(_estimator(), TWO_CHAINS, num_steps_between_results=between,
+                 trace_fn=lambda s, r: {"lp": r.target_log_prob, "one": 1.0, "none": ()})
+    assert out.trace["lp"].shape == [2, 2] and out.trace["one"].dtype == tf.float32
+
+
+# --------------------------------------------------------------------------- #
+# Int seeds: [0, 2**31) everywhere; a wider int is refused, not cut.
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("seed", [2**31, 2**62, 2**62 + 5, 2**64 + 1], ids=str)
+def test_an_int_seed_of_more_than_31_bits_is_refused(seed, tmp_path):
+    """``seed=2**62`` gave exactly the chain of ``seed=0`` before (two 31-bit words)."""
+    from tfp_sgmcmc.loop import chain_seed
+
+    match = r"`seed` must be .*an int in \[0, 2\*\*31\).*more than 31 bits"
+    kernel = sg.SGLD(_estimator(), 1e-3)
+    with pytest.raises(ValueError, match=match):
+        _chain(_estimator(), TWO_CHAINS, seed=seed)
+    with pytest.raises(ValueError, match=match):
+        chain_seed(seed)  # the driver's and the tuner's final draws' seed
+    with pytest.raises(ValueError, match=match):
+        sg.sample(kernel, TWO_CHAINS, 2, run_dir=str(tmp_path / "run"), seed=seed)
+    with pytest.raises(ValueError, match=match):
+        kernel.one_step(TWO_CHAINS, kernel.bootstrap_results(TWO_CHAINS), seed=seed)
+    assert not (tmp_path / "run").exists()
+
+
+def test_in_range_int_seeds_keep_their_chains():
+    """Power: every int in [0, 2**31) is still the pair [0, s] (chains pinned elsewhere stay
+    as they were), the largest one runs, and it is another chain than 0's."""
+    est = _estimator()
+    for s in (0, 5, 2**31 - 1):
+        np.testing.assert_array_equal(
+            _chain(est, TWO_CHAINS, seed=s), _chain(est, TWO_CHAINS, seed=[0, s])
+        )
+    top = _chain(est, TWO_CHAINS, seed=2**31 - 1)
+    assert np.abs(top - _chain(est, TWO_CHAINS, seed=0)).max() > 0
+    # A wide seed mapped to a pair by the caller, as the error says, runs.
+    pair = np.random.SeedSequence(2**62).generate_state(2).view(np.int32)
+    assert np.all(np.isfinite(_chain(est, TWO_CHAINS, seed=pair)))
+
+
+# --------------------------------------------------------------------------- #
+# A log-likelihood that ignores the chain dimension.
+# --------------------------------------------------------------------------- #
+def test_a_log_likelihood_that_ignores_the_chain_dimension_is_refused():
+    """``ll(theta[0], batch)`` for a 2-chain state ran before: chain 1 random-walked."""
+    est = _estimator(ll=lambda t, b: _linear(t[0], b), prior=None)
+    with pytest.raises(ValueError, match=r"`log_likelihood_fn` ignores the chain dimension.*"
+                                         r"`init_state`.*slice 0 .*size 2"):
+        _chain(est, TWO_CHAINS)
+    # The same with the last chain read, and three chains.
+    est = _estimator(ll=lambda t, b: _linear(t[-1], b), prior=None)
+    with pytest.raises(ValueError, match=r"slice 2 of the leading axis of size 3"):
+        _chain(est, tf.fill([3, D], 0.1))
+
+
+def test_one_chain_of_a_matrix_parameter_is_no_ignored_chain():
+    """Power: a single chain whose state is a [2, D] matrix, both rows read, runs; so do
+    chains kept by the likelihood with a flat prior."""
+
+    def ll(theta, batch):
+        xb, yb = batch
+        mean = tf.einsum("nd,...d->...n", xb, theta[..., 0, :] + 0.5 * theta[..., 1, :])
+        return -0.5 * tf.square(yb - mean)
+
+    draws = _chain(_estimator(ll=ll, prior=None), TWO_CHAINS)
+    assert draws.shape == [2, 2, D] and np.all(np.isfinite(draws))
+    assert np.all(np.isfinite(_chain(_estimator(prior=None), TWO_CHAINS)))
+
+
+# --------------------------------------------------------------------------- #
+# JointPosterior (the model of sg.sample_posterior): discrete parts, likelihood shapes,
+# data of another float dtype.
+# --------------------------------------------------------------------------- #
+def _jd(**extra):
+    return tfd.JointDistributionNamedAutoBatched(
+        dict(mu=tfd.Normal(0.0, 10.0), sigma=tfd.HalfNormal(5.0), **extra)
+    )
+
+
+def _normal_lik(p, y):
+    return tfd.Normal(p["mu"][..., None], p["sigma"][..., None])
+
+
+Y64 = np.random.default_rng(0).normal(1.0, 2.0, 64)  # NumPy's float64
+
+
+@pytest.mark.parametrize(
+    "part, match",
+    [
+        ("bernoulli", r"`prior` has discrete parts: 'k' \(Bernoulli, dtype int32\).*marginalise"),
+        ("poisson", r"`prior` has no event-space bijector for 'k' \(Poisson\).*marginalise"),
+        ("mixture", r"`prior` has no event-space bijector for 'k' \(MixtureSameFamily\).*"
+                    r"pass `bijector=`"),
+    ],
+)
+def test_a_prior_part_no_gradient_sampler_can_move_is_named(part, match):
+    """An AttributeError of TFP before ('NoneType' object has no attribute
+    'inverse_event_ndims'), or a model built on an integer part."""
+    k = {
+        "bernoulli": tfd.Bernoulli(probs=0.3),
+        "poisson": tfd.Poisson(3.0),
+        "mixture": tfd.MixtureSameFamily(
+            tfd.Categorical(probs=[0.5, 0.5]), tfd.Normal([-1.0, 1.0], 1.0)
+        ),
+    }[part]
+    with pytest.raises(ValueError, match=match):
+        sg.JointPosterior(_jd(k=k), _normal_lik, Y64.astype(np.float32), 16)
+    if part == "mixture":  # Power: the mixture with a bijector of its own samples.
+        bij = tfb.JointMap(dict(k=tfb.Identity(), mu=tfb.Identity(), sigma=tfb.Softplus()))
+        post = sg.JointPosterior(_jd(k=k), _normal_lik, Y64.astype(np.float32), 16, bijector=bij)
+        assert np.all(np.isfinite(_chain_z(post, post.initial_state(2, seed=1))[0]))
+
+
+def test_a_continuous_relaxation_is_sampled():
+    """Power: the relaxation the error proposes for a Bernoulli part runs."""
+    k = tfd.RelaxedBernoulli(0.5, probs=0.3)
+    post = sg.JointPosterior(_jd(k=k), _normal_lik, Y64.astype(np.float32), 16)
+    assert post.names == ["k", "mu", "sigma"]
+    assert np.all(np.isfinite(_chain_z(post, post.initial_state(2, seed=1))[0]))
+
+
+def _chain_z(post, z):
+    return sg.sample_chain(2, z, kernel=sg.SGLD(post.estimator, 1e-4), seed=[0, 1])
+
+
+@pytest.mark.parametrize(
+    "lik, got",
+    [
+        (lambda p, y: tfd.Normal(
+            p["mu"][0], p["sigma"][0]), r"\[16\], no chain dimension"),
+        (lambda p, y: tfd.Independent(
+            _normal_lik(p, y), 1), r"\[2\], one value per chain"),
+        (lambda p, y: tfd.Independent(
+            _normal_lik(p, y), 2), r"\[\], a scalar"),
+        (lambda p, y: tfd.Normal(
+            p["mu"][..., None, None], p["sigma"][..., None, None]), r"\[2, 16, 1\], extra"),
+    ],
+    ids=["ignores_chains", "sums_examples", "sums_all", "extra_axis"],
+)
+def test_a_likelihood_of_the_wrong_shape_is_named_at_construction(lik, got):
+    """``params["mu"][0]`` ran before (the chains shared chain 0's likelihood); the others
+    failed in the step, or (a trailing axis) ran on a [2, 16, 1] likelihood."""
+    y = Y64.astype(np.float32)
+    data = y[:, None] if "extra" in got else y
+    with pytest.raises(ValueError, match=rf"`likelihood_fn`'s distribution must give .*shape "
+                                         rf"chains \+ \[n\].*gave shape {got}"):
+        sg.JointPosterior(_jd(), lik, data, 16)
+    # (Power: the likelihood that keeps the chains, test_float64_data_with_a_float32_prior.)
+
+
+def test_float64_data_with_a_float32_prior_is_cast():
+    """TensorFlow's dtype error in ``log_prob`` before; the data are cast to the prior's
+    float32 now (as KerasPosterior casts features), the same chain as float32 data."""
+    post64 = sg.JointPosterior(_jd(), _normal_lik, Y64, 16)
+    post32 = sg.JointPosterior(_jd(), _normal_lik, Y64.astype(np.float32), 16)
+    z = post32.initial_state(2, seed=1)
+    got, want = _chain_z(post64, z), _chain_z(post32, z)
+    for a, b in zip(got, want):
+        assert a.dtype == tf.float32
+        np.testing.assert_array_equal(a, b)
+    # A data source is not rewritten: named, with both dtypes and the fix.
+    with pytest.raises(ValueError, match=r"`data` holds float64 arrays and the prior is "
+                                         r"float32: build the data source from arrays cast"):
+        sg.JointPosterior(_jd(), _normal_lik, sg.InMemoryData(Y64), 16)
+    # Power: a float64 prior keeps float64 data.
+    prior64 = tfd.JointDistributionNamedAutoBatched(
+        dict(mu=tfd.Normal(np.float64(0), 10.0), sigma=tfd.HalfNormal(np.float64(5)))
+    )
+    post = sg.JointPosterior(prior64, _normal_lik, sg.InMemoryData(Y64), 16)
+    assert post.constrained_estimator.dtype == tf.float64

@@ -77,6 +77,119 @@ def _part_names(prior: tfd.JointDistribution) -> list[str]:
     return [str(n) for n in names]
 
 
+def _part_distributions(prior: tfd.JointDistribution) -> list[Any] | None:
+    """The prior's part distributions in flattened order (``None`` if it cannot say)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TFP's note on stateless vectorised sampling
+            dists, _ = prior.sample_distributions(seed=(7, 11))
+        return list(tf.nest.flatten(dists))
+    except Exception:  # noqa: BLE001 - only the message's detail depends on it
+        return None
+
+
+#: What to change for a discrete parameter.
+_DISCRETE_FIX = (
+    "marginalise it out of the model (sum the likelihood over its values), or replace it "
+    "by a continuous relaxation (e.g. tfd.RelaxedBernoulli, tfd.RelaxedOneHotCategorical)"
+)
+
+
+def _check_prior_parts(prior: tfd.JointDistribution, names: list[str], bijector: Any) -> None:
+    """``ValueError`` naming ``prior`` for a part no gradient sampler can move.
+
+    An integer or boolean part (``tfd.Bernoulli``, ``tfd.Categorical``) is discrete. A part
+    without an event-space bijector (``experimental_default_event_space_bijector()`` is
+    ``None``: ``tfd.Poisson``, ``tfd.Binomial``, which are discrete in a float dtype, or a
+    continuous law whose support TFP does not map, ``tfd.MixtureSameFamily``) has no
+    unconstrained space to sample in unless ``bijector`` gives one. Both used to end in
+    TensorFlow or TFP errors (``'NoneType' object has no attribute
+    'inverse_event_ndims'``).
+    """
+    dtypes = [tf.as_dtype(d) for d in tf.nest.flatten(prior.dtype)]
+    discrete = [i for i, d in enumerate(dtypes) if not (d.is_floating or d.is_complex)]
+    dists = None
+    if discrete:
+        dists = _part_distributions(prior)
+        listed = ", ".join(
+            f"{names[i]!r} ({type(dists[i]).__name__ + ', ' if dists else ''}"
+            f"dtype {dtypes[i].name})"
+            for i in discrete
+        )
+        raise ValueError(
+            f"`prior` has discrete parts: {listed}. A gradient sampler moves continuous "
+            f"parameters only: {_DISCRETE_FIX}."
+        )
+    if bijector is not None:
+        return
+    try:
+        found = prior.experimental_default_event_space_bijector()
+        problem = None if found is not None else "returned None"
+    except Exception:  # noqa: BLE001 - TFP fails in several ways on a missing part
+        found, problem = None, "failed"
+    if found is not None:
+        return
+    dists = _part_distributions(prior)
+    parts = []
+    for i, d in enumerate(dists or []):
+        try:
+            ok = d.experimental_default_event_space_bijector() is not None
+        except Exception:  # noqa: BLE001
+            ok = False
+        if not ok:
+            parts.append(f"{names[i]!r} ({type(d).__name__})")
+    which = f" for {', '.join(parts)}" if parts else ""
+    raise ValueError(
+        f"`prior` has no event-space bijector{which}: "
+        f"`experimental_default_event_space_bijector()` {problem}, so there is no "
+        "unconstrained space to sample in. A discrete part (tfd.Poisson, tfd.Binomial are "
+        f"discrete in a float dtype): {_DISCRETE_FIX}. "
+        "A continuous part whose support TFP does not map (e.g. a mixture): pass "
+        "`bijector=`, a bijector with the prior's structure (e.g. a tfb.JointMap with "
+        "tfb.Identity() for a real-valued part)."
+    )
+
+
+def _float_dtype(prior: tfd.JointDistribution) -> tf.DType | None:
+    """The prior's one floating dtype (``None`` when its parts mix float dtypes)."""
+    floats = {tf.as_dtype(d) for d in tf.nest.flatten(prior.dtype)}
+    floats = {d for d in floats if d.is_floating}
+    return floats.pop() if len(floats) == 1 else None
+
+
+def _cast_data(data: Any, dtype: tf.DType | None) -> Any:
+    """``data`` with its floating arrays cast to the prior's float ``dtype``.
+
+    NumPy's float64 data with TFP's float32 priors met in ``log_prob`` as TensorFlow's
+    dtype error. They are cast as ``KerasPosterior`` casts features to its weights'
+    dtype; integer arrays (counts, labels) are kept. A ``DataSource`` holds its arrays
+    already converted: one of another float dtype is a ``ValueError`` naming ``data``.
+    """
+    if dtype is None:
+        return data
+    if isinstance(data, DataSource):
+        have = data.float_dtype
+        if have is not None and have != dtype:
+            raise ValueError(
+                f"`data` holds {have.name} arrays and the prior is {dtype.name}: build the "
+                f"data source from arrays cast to {dtype.name} (or give the arrays "
+                f"themselves, which are cast), or write the prior in {have.name}."
+            )
+        return data
+
+    def cast(x: Any) -> Any:
+        if tf.is_tensor(x):
+            return tf.cast(x, dtype) if x.dtype.is_floating and x.dtype != dtype else x
+        if x is None or isinstance(x, (str, bytes)):
+            return x  # not an array: InMemoryData names it
+        arr = np.asarray(x)
+        if arr.dtype.kind == "f" and arr.dtype != dtype.as_numpy_dtype:
+            return arr.astype(dtype.as_numpy_dtype)
+        return x
+
+    return tf.nest.map_structure(cast, data)
+
+
 _TWINS = {
     tfd.JointDistributionNamedAutoBatched: tfd.JointDistributionNamed,
     tfd.JointDistributionSequentialAutoBatched: tfd.JointDistributionSequential,
@@ -203,7 +316,9 @@ class JointPosterior:
         ``tfd.Normal(params["mu"][..., None], params["sigma"][..., None])``).
       data: the ``N`` examples: an array (the observations), a tuple/list/dict
         of arrays with a common leading dimension, or a
-        `tfp_sgmcmc.data.DataSource`.
+        `tfp_sgmcmc.data.DataSource`. Floating arrays are cast to the prior's
+        float dtype (float64 NumPy data for a float32 prior); integer arrays are
+        kept.
       batch_size: ``n``, the minibatch size.
       observed: which part of a batch the likelihood scores: a key/index into
         the batch, or a callable ``batch -> observed``. Default value: ``None``
@@ -221,7 +336,13 @@ class JointPosterior:
         not callable.
       ValueError: ``observed`` is missing for dict data, or is a key (index)
         the dict (tuple/list) data does not have; ``bijector`` is not a
-        ``tfb.Bijector`` with the prior's structure.
+        ``tfb.Bijector`` with the prior's structure; ``prior`` has a discrete
+        part (an integer dtype, or no event-space bijector without
+        ``bijector``); ``data`` is a data source of another float dtype than
+        the prior's; ``likelihood_fn``'s ``log_prob``, probed once on two prior
+        draws and a batch of in-memory data, is not of shape ``chains + [n]``
+        (a probe that fails inside TensorFlow is left to the first estimate,
+        which names the failure).
 
     #### Examples
 
@@ -260,11 +381,14 @@ class JointPosterior:
         if not callable(likelihood_fn):
             raise TypeError("`likelihood_fn` must be callable (params, batch) -> tfd.Distribution.")
         self._prior = prior
+        self._names = _part_names(prior)
+        # Parts no gradient sampler can move: named here, not deep inside TFP.
+        _check_prior_parts(prior, self._names, bijector)
+        data = _cast_data(data, _float_dtype(prior))
         # The same law, evaluated without run-time vectorisation where possible.
         self._fast_prior = _unbatched_twin(prior)
         self._likelihood_fn = likelihood_fn
         self._observed = self._resolve_observed(observed, data)
-        self._names = _part_names(prior)
         n = len(self._names)
         self._structure = prior.dtype
         tokens = tf.nest.pack_sequence_as(self._structure, list(range(n)))
@@ -299,6 +423,67 @@ class JointPosterior:
         self._event_ranks = None if None in ranks else ranks
         self._estimator = _JointEstimator(
             self._constrained, self._bijector, self._names, event_ranks=self._event_ranks
+        )
+        self._probe_likelihood()
+
+    def _probe_likelihood(self) -> None:
+        """``ValueError`` naming ``likelihood_fn`` when its ``log_prob`` is not one value per
+        chain and example: shape ``chains + [n]``, probed once on ``c`` prior draws (2, or
+        3 when ``n = 2``) and the first ``n`` rows of in-memory data.
+
+        A scalar (the batch summed), ``[c]`` (the examples summed), ``[n]`` (the chain
+        dimension ignored: ``params["mu"][0]``) or ``[c, n, 1]`` (an extra axis) used to
+        run, or to fail deep in the step. A probe that fails inside TensorFlow says
+        nothing here (a likelihood written for one chain, say): the first estimate names
+        such failures with the state that caused them.
+        """
+        data = self._constrained.data
+        arrays = getattr(data, "arrays", None)
+        if arrays is None:
+            return  # a stream: its rows are not read before the run
+        n = self._constrained.batch_size
+        c = 3 if n == 2 else 2
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # TFP's note on stateless vectorised sampling
+                # The unbatched twin where there is one: the same law, drawn faster.
+                draw = tf.nest.flatten(self._fast_prior.sample(c, seed=(7, 11)))
+            rows = tf.nest.map_structure(lambda t: t[:n], arrays)
+            ll = self._log_likelihood(draw, rows)
+        except TypeError as e:
+            if str(e).startswith("`likelihood_fn`"):
+                raise ValueError(str(e)) from None
+            return
+        except Exception:  # noqa: BLE001 - no conclusion (see the docstring)
+            return
+        shape = tf.TensorShape(getattr(ll, "shape", None))
+        if shape.rank is None or shape.as_list() == [c, n]:
+            return
+        got = shape.as_list()
+        if got == []:
+            why = "a scalar: the examples (and chains) summed"
+        elif got == [n]:
+            why = (
+                "no chain dimension: the parameters' chain dimension is ignored (an index "
+                "such as `params[...][0]`?) or lost (a reduction over all axes?)"
+            )
+        elif got == [c]:
+            why = (
+                "one value per chain: the examples summed (a tfd.Independent or "
+                "tfd.Sample over the examples?)"
+            )
+        elif got[:2] == [c, n]:
+            why = "extra trailing axes: the distribution's batch shape has more than [n]"
+        else:
+            why = "neither chains nor examples where they belong"
+        raise ValueError(
+            f"`likelihood_fn`'s distribution must give `log_prob(observed)` of shape "
+            f"chains + [n]: on {c} chains of prior draws and a batch of n = {n} rows it "
+            f"gave shape {got}, {why}, where [{c}, {n}] was due. Give every parameter a "
+            "trailing axis that broadcasts against the examples and keep its leading "
+            "(chain) axes, e.g. `tfd.Normal(params['mu'][..., None], "
+            "params['sigma'][..., None])` for scalar parameters, and a distribution with "
+            "one value per example (no tfd.Independent over the examples)."
         )
 
     @staticmethod

@@ -19,8 +19,8 @@ burn-in included) steps the kernel with
 step_seed(chain_seed, t) = tf.random.experimental.stateless_fold_in(chain_seed, t, alg="philox")
 ```
 
-where ``chain_seed`` is the run's ``int32`` pair (a Python int ``s >= 0`` maps to
-``[s >> 31, s & (2**31 - 1)]``, see [`chain_seed`][tfp_sgmcmc.loop.chain_seed]).
+where ``chain_seed`` is the run's ``int32`` pair (a Python int ``0 <= s < 2**31`` maps to
+``[0, s]``; a wider int is refused, see [`chain_seed`][tfp_sgmcmc.loop.chain_seed]).
 A step's seed depends on the chain seed and the step's index only, so a chain does not
 depend on how its steps are split into calls: the same kernel, start and seed give the
 same chain through ``sample_chain``, the driver with any ``chunk_size`` (resumed or not),
@@ -58,7 +58,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.internal.util import RNG_ALG, results_field
+from tfp_sgmcmc.internal.util import RNG_ALG, check_seed, int_seed_pair, results_field
 
 __all__ = ["SEED_RULES", "chain_seed", "step_seed", "LoopResult", "run_steps"]
 
@@ -68,23 +68,28 @@ SEED_RULES = ("fold_in", "tfp")
 
 
 def chain_seed(seed: Any) -> np.ndarray:
-    """A chain's ``int32[2]`` stateless seed from a Python int ``>= 0`` or an int pair.
+    """A chain's ``int32[2]`` stateless seed from an int in ``[0, 2**31)`` or an int32 pair.
 
-    An int ``s`` maps to ``[s >> 31, s & (2**31 - 1)]`` (every int below ``2**62`` gives a
-    different pair; the same map as every other ``seed=int`` of this library).
+    An int ``s`` maps to ``[0, s]`` (the map of every ``seed=int`` of this library,
+    [`int_seed_pair`][tfp_sgmcmc.internal.util.int_seed_pair]): every accepted int gives
+    its own pair, and an int of more than 31 bits, which two int32 words would cut to
+    another int's pair, is refused. A pair (list, tuple, array or tensor of two ints) is
+    taken as it is when both lie within int32.
 
     Raises:
-      ValueError: a negative int, or anything but an int or a pair of ints.
+      ValueError: naming ``seed``: an int outside ``[0, 2**31)``, ``None``, or anything
+        but an int or a pair of int32 ints.
     """
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
-        s = int(seed)
-        if s < 0:
-            raise ValueError(f"`seed` must be a non-negative int or a pair, got {seed!r}.")
-        return np.array([(s >> 31) & 0x7FFFFFFF, s & 0x7FFFFFFF], np.int32)
-    arr = np.asarray(seed)
-    if arr.shape != (2,) or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"`seed` must be a non-negative int or an int pair, got {seed!r}.")
-    return arr.astype(np.int32)
+    if isinstance(seed, (tf.Tensor, tf.Variable)) and tf.executing_eagerly():
+        seed = seed.numpy()  # a host value: its range is checked as an array's
+    if seed is None or callable(seed):
+        raise ValueError(
+            f"`seed` must be an int in [0, 2**31) or an int32 pair, got {seed!r}."
+        )
+    checked = check_seed(seed)
+    if isinstance(checked, (int, np.integer)):
+        return int_seed_pair(checked)
+    return np.asarray(checked).astype(np.int32)
 
 
 def step_seed(seed: Any, t: Any) -> tf.Tensor:

@@ -48,7 +48,8 @@ _KINDS = ("burnin", "sample")
 
 
 def as_run_seed(seed: Any) -> np.ndarray:
-    """An int32 ``[2]`` stateless seed from an int or a pair (no stateful RNG); see
+    """An int32 ``[2]`` stateless seed from an int in ``[0, 2**31)`` or an int32 pair (no
+    stateful RNG; a wider int is a ``ValueError`` naming ``seed``); see
     [`chain_seed`][tfp_sgmcmc.loop.chain_seed]."""
     return chain_seed(seed)
 

@@ -99,6 +99,63 @@ def _check_finite_state(state: Any) -> None:
             )
 
 
+def _check_nonempty_state(state: Any) -> None:
+    """``ValueError`` naming ``current_state`` when a part has a zero-size dimension.
+
+    A ``[0, 2]`` state (no chains) or a ``[2, 0]`` one (no parameters) has nothing to
+    sample; it used to end in a NumPy reshape error of the start checks.
+    """
+    leaves = tf.nest.flatten(state)
+    for i, leaf in enumerate(leaves):
+        shape = leaf.shape
+        if shape.rank is not None and any(d == 0 for d in shape.as_list()):
+            part = f" (part {i})" if len(leaves) > 1 else ""
+            raise ValueError(
+                f"`current_state`{part} has shape {shape.as_list()}, with no elements: a "
+                "chain needs at least one chain and one parameter. Give a state of shape "
+                "chains + event with every dimension >= 1 (e.g. [2, 3] for two chains of "
+                "3 parameters, or [3] for one)."
+            )
+
+
+def _checked_trace_fn(trace_fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``trace_fn`` whose value is a nest of numeric or boolean tensors (Python and NumPy
+    numbers converted); ``ValueError`` naming ``trace_fn`` otherwise.
+
+    A string, ``None`` or another object in the trace used to end in an
+    ``AttributeError`` (``'str' object has no attribute 'dtype'``) where the trace's
+    buffers are made. The check is static: it costs nothing in a compiled step.
+    """
+
+    def leaf(path: str, x: Any) -> tf.Tensor:
+        if x is not None and not isinstance(x, (str, bytes)):
+            try:
+                t = tf.convert_to_tensor(x)
+            except (TypeError, ValueError):
+                t = None
+            if t is not None and (t.dtype.is_floating or t.dtype.is_integer
+                                  or t.dtype.is_complex or t.dtype.is_bool):
+                return t
+        where = f" at {path}" if path else ""
+        raise ValueError(
+            f"`trace_fn` must return a tensor or a nest (tuple, list, dict) of numeric or "
+            f"boolean tensors, got {type(x).__name__} {x!r:.60}{where}: return values "
+            "computed from the state and kernel results (e.g. `lambda s, r: "
+            "r.target_log_prob`), or `trace_fn=None` to trace nothing."
+        )
+
+    def checked(state: Any, results: Any) -> Any:
+        out = trace_fn(state, results)
+        if isinstance(out, (str, bytes)) or out is None:
+            return leaf("", out)  # raises: a nest of nothing is `()`, not None
+        flat = tf.nest.flatten(out)
+        nested = tf.nest.is_nested(out)
+        leaves = [leaf(f"leaf {i} of the nest" if nested else "", x) for i, x in enumerate(flat)]
+        return tf.nest.pack_sequence_as(out, leaves)
+
+    return checked
+
+
 def _start_values(results: Any) -> tuple[Any, list[Any]]:
     """The kernel's log-density and score at the start (``None``/``[]`` where its results
     have none: TFP's random-walk kernels have no score)."""
@@ -260,7 +317,8 @@ def sample_chain(
         ``tfp.mcmc.CheckpointableStatesAndTrace``). Default value: ``False``.
       parallel_iterations: passed to the ``tf.while_loop``s. Default value: ``10``.
       seed: a stateless seed: an int32 pair (e.g. ``tf.constant([0, 42])``, or a list or
-        NumPy array of two ints) or a Python int ``>= 0``, which maps to a fixed pair
+        NumPy array of two ints) or a Python int in ``[0, 2**31)``, which maps to the pair
+        ``[0, s]``
         (``tfp.mcmc.sample_chain`` instead draws a stateful seed from an int, a new chain
         on every call of a ``tf.function``; see ``docs/conventions.md``, "Seeds").
         ``None`` steps the kernel without seeds, as ``tfp.mcmc.sample_chain`` does.
@@ -278,13 +336,16 @@ def sample_chain(
 
     Raises:
       ValueError: ``seed_rule`` is not ``"fold_in"`` or ``"tfp"``; ``seed`` is not
-        ``None``, an int ``>= 0`` or an int32 pair (a string,
-        a float, a bool, three ints, a float pair, a scalar tensor); ``kernel`` is not a
+        ``None``, an int in ``[0, 2**31)`` or an int32 pair (a string, a float, a bool,
+        three ints, a float pair, a scalar tensor, an int of more than 31 bits, which two
+        int32 words would cut to another int's chain); ``kernel`` is not a
         ``tfp.mcmc.TransitionKernel``; ``num_results`` is not an integer ``>= 1``;
         ``num_burnin_steps`` or ``num_steps_between_results`` is not an integer
         ``>= 0``; ``trace_fn`` is neither ``None`` nor callable; ``parallel_iterations``
-        is not a positive int; ``current_state``, or the log-density or its gradient
-        there, is not finite (see above for when that is known).
+        is not a positive int; ``current_state`` has a zero-size dimension (no chains
+        or no parameters), or it, the log-density or its gradient there is not finite
+        (see above for when that is known); ``trace_fn`` returns something other than
+        a nest of numeric or boolean tensors (a string, ``None``).
 
     Warns:
       RuntimeWarning: called eagerly, some results are not finite (the chain diverged).
@@ -308,6 +369,7 @@ def sample_chain(
         state = tf.nest.map_structure(
             lambda x: tf.convert_to_tensor(x, name="current_state"), current_state
         )
+        _check_nonempty_state(state)
         # A NaN start gives all-NaN draws: refused before the run wherever it can be seen.
         _check_finite_state(state)
         results = (
@@ -322,6 +384,8 @@ def sample_chain(
         start_target = results_field(results, "target_log_prob")
         chain_ndims = getattr(getattr(start_target, "shape", None), "rank", None) or 0
         no_trace = trace_fn is None
+        if not no_trace:
+            trace_fn = _checked_trace_fn(trace_fn)
         loop = dict(seed_rule=seed_rule, parallel_iterations=parallel_iterations)
 
         # Burn-in: a flat loop with nothing recorded (skipped when it is zero).

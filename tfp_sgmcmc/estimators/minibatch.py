@@ -238,7 +238,8 @@ class MinibatchEstimator(GradientEstimator):
         ``log_likelihood_fn`` or ``log_prior_fn`` fails inside TensorFlow, returns
         ``None``, integers or another dtype than the state's, or (the prior) not one
         value per chain; and, at the first eager estimate, a log-likelihood whose
-        gradient never reaches the state (see ``_estimate``).
+        gradient never reaches the state, or one that ignores the chain dimension
+        (``ll(theta[0], batch)`` for a ``[2, d]`` state: see ``_estimate``).
     """
 
     def __init__(
@@ -571,6 +572,7 @@ class MinibatchEstimator(GradientEstimator):
         )
         if not finite or any(p.shape.num_elements() == 0 for p in parts):
             return False
+        self._check_chains_kept(state, batch, value, grads)
         if self._log_prior_fn is None:
             prior_grads = [np.zeros(p.shape, p.dtype.as_numpy_dtype) for p in parts]
         else:
@@ -583,6 +585,60 @@ class MinibatchEstimator(GradientEstimator):
                 state, lambda s: self.log_prob_on_batch(s, batch, include_prior=False)
             )
         return True
+
+    def _check_chains_kept(
+        self, state: Any, batch: Any, value: tf.Tensor, grads: list[tf.Tensor]
+    ) -> None:
+        """``ValueError`` naming ``log_likelihood_fn`` when it ignores the chain dimension:
+        one value per example for the whole state (shape ``[n]``) computed from one slice
+        of the state's leading axis, say ``ll(theta[0], batch)`` for a ``[2, d]`` state.
+
+        The estimate is then one log-density for all the chains, and every slice but one
+        of the leading axis random-walks (its score is zero). Only the likelihood knows
+        which state dimensions are chains, so the shape alone cannot tell this from one
+        chain of a matrix parameter: the score does. When the estimate has no chain
+        dimensions, every part leads with the same axis of size ``c >= 2``, and the score
+        is exactly zero on all of its slices but one, the state is moved on those slices
+        (a fixed pattern); a log-density whose values do not change at all does not read
+        them. One more evaluation of the log-density, only in that case. (With a
+        ``log_prior_fn`` of one value per chain, ``_check_prior_shape`` names it first.)
+        """
+        if value.shape.rank != 0:
+            return  # values per chain: the chains are kept
+        parts = as_parts(state)
+        leads = {int(p.shape[0]) if p.shape.rank else None for p in parts}
+        if len(leads) != 1 or None in leads:
+            return
+        (c,) = leads
+        if c < 2:
+            return
+        live = np.zeros(c, bool)
+        for g in grads:
+            live |= np.any(np.reshape(g.numpy(), [c, -1]) != 0, axis=1)
+        if int(live.sum()) != 1:
+            return
+        k = int(np.argmax(live))
+        moved = []
+        for p in parts:
+            x = p.numpy()
+            pattern = np.sin(1.0 + 2.3 * np.arange(x.size)).reshape(x.shape)
+            delta = 0.5 * (1.0 + np.abs(x)) * pattern
+            delta[k] = 0.0  # the slice it reads stays where it is
+            moved.append(tf.constant(x + delta, p.dtype))
+        other = self.log_prob_on_batch(restructure(moved, state), batch)
+        if not np.array_equal(other.numpy(), value.numpy()):
+            return
+        shown = f"`{self._naming}`" if self._naming else "the state"
+        raise ValueError(
+            f"`log_likelihood_fn` ignores the chain dimension: it returned one value per "
+            f"example for all of {shown} ({_describe(state)}), and the log-density depends "
+            f"on slice {k} of the leading axis of size {c} only, so the other "
+            f"{c - 1} chain(s) would random-walk. Return values of shape chains + [n] "
+            f"(here [{c}, n]) computed from the whole state, e.g. with "
+            "`tf.einsum('nd,...d->...n', x, theta)` or `theta[..., j]`, not `theta[0]`. "
+            "(If the leading axis is no chain axis, the log-density must depend on all of "
+            "it: the other slices would have no likelihood and no prior.)"
+        )
 
     def _check_gradient_reaches(
         self, state: Any, log_likelihood: Callable[[Any], tf.Tensor]
@@ -656,7 +712,8 @@ class MinibatchEstimator(GradientEstimator):
             ``None``, integers or another dtype than the state's, or the prior's shape
             is not the chains' shape; or the log-likelihood's gradient never reaches
             the state (a ``tf.stop_gradient``, an integer cast or a rounding: a gradient
-            sampler would sample the prior alone).
+            sampler would sample the prior alone), or it ignores the chain dimension
+            (``_check_chains_kept``).
         """
         batch, new_state = self.sample_batch(estimator_state, seed)
         key = self._signature(state)

@@ -20,6 +20,8 @@ __all__ = [
     "as_parts",
     "restructure",
     "split_seed",
+    "INT_SEED_LIMIT",
+    "int_seed_pair",
     "stateless_seed",
     "check_seed",
     "static_value",
@@ -69,26 +71,57 @@ def restructure(parts: Sequence[tf.Tensor], like: Any) -> Any:
     return parts[0]
 
 
+#: A Python int seed ``s`` lies in ``[0, INT_SEED_LIMIT)``: it is the pair ``[0, s]``.
+INT_SEED_LIMIT = 2**31
+
+_SEED_WANT = "None, an int in [0, 2**31), or an int32 pair (e.g. `[0, 42]`)"
+
+
+def int_seed_pair(seed: Any, name: str = "seed") -> np.ndarray:
+    """The ``int32[2]`` stateless seed ``[0, s]`` of a Python or NumPy int ``s``.
+
+    The one rule of every ``seed=int`` of this library. Only ``0 <= s < 2**31`` is a
+    seed: an int32 word holds 31 bits of a non-negative int, and a wider int cut to
+    the pair's two words would give another int's chain (``2**62`` was ``0``'s).
+    A wider seed is one the caller maps to a pair (``[0, s]`` for ``s < 2**31`` is the
+    pair an int gives, so any other pair is a chain no int gives).
+
+    Raises:
+      ValueError: naming ``name``: a negative int, or one ``>= 2**31``.
+    """
+    s = int(seed)
+    if s < 0:
+        raise ValueError(f"`{name}` must be {_SEED_WANT}, got the negative int {seed!r}.")
+    if s >= INT_SEED_LIMIT:
+        raise ValueError(
+            f"`{name}` must be {_SEED_WANT}, got {seed!r}, which has more than 31 bits: "
+            "pass an int32 pair for it (e.g. `np.random.SeedSequence(seed)"
+            ".generate_state(2).view(np.int32)`), or an int below 2**31."
+        )
+    return np.array([0, s], np.int32)
+
+
 def stateless_seed(seed: Any, salt: str | None = None) -> tf.Tensor:
     """An ``int32[2]`` stateless seed; a Python int maps to one deterministically.
 
     ``tfp.random.sanitize_seed`` treats a Python ``int`` as a *stateful* seed: it
     draws the pair with ``tf.random.uniform(seed=int)``, and inside a
     ``tf.function`` (XLA or not) that op returns a new pair on every call, so
-    ``run(42)`` would give a different chain each time. Here an int ``s ≥ 0``
-    becomes the constant pair ``[s >> 31, s & (2³¹ − 1)]`` (the split of
-    ``tfp_sgmcmc.sample``'s run seed), so the same int gives the same chain.
-    A seed tensor or pair is passed to ``sanitize_seed`` unchanged, and ``None``
-    keeps TFP's meaning (fresh randomness).
+    ``run(42)`` would give a different chain each time. Here an int ``0 <= s < 2**31``
+    becomes the constant pair ``[0, s]`` (:func:`int_seed_pair`, the run seed of
+    ``tfp_sgmcmc.sample`` too), so the same int gives the same chain. A seed tensor or
+    pair is passed to ``sanitize_seed`` unchanged (a pair of Python or NumPy ints checked
+    by :func:`check_seed` first), and ``None`` keeps TFP's meaning (fresh randomness).
 
     Raises:
-      ValueError: a negative int.
+      ValueError: an int outside ``[0, 2**31)``; a pair that is not two int32 ints.
     """
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        s = int(seed)
-        if s < 0:
-            raise ValueError(f"`seed` must be a non-negative int or an int32 pair, got {seed!r}.")
-        seed = tf.constant([(s >> 31) & 0x7FFFFFFF, s & 0x7FFFFFFF], tf.int32)
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+        seed = tf.constant(int_seed_pair(seed), tf.int32)
+    elif isinstance(seed, np.ndarray) or (
+        isinstance(seed, (list, tuple)) and not any(tf.is_tensor(x) for x in seed)
+    ):
+        seed = check_seed(seed)  # a pair outside int32 was TensorFlow's cast error
     return tfp.random.sanitize_seed(seed, salt=salt)
 
 
@@ -96,23 +129,22 @@ def check_seed(seed: Any, name: str = "seed") -> Any:
     """``seed`` if it is a seed :func:`stateless_seed` takes; ``ValueError`` naming ``name``
     otherwise.
 
-    Accepted: ``None``, a Python or NumPy int ``>= 0``, a callable (TFP's ``SeedStream``),
-    or an integer pair: a tensor of dtype ``int32`` and shape ``[2]`` (a static shape
-    that is unknown passes), or a list, tuple or NumPy array of two ints within int32.
-    A NumPy integer pair is returned as ``int32`` (``np.array([1, 2])`` is ``int64``,
-    which ``tfp.random.sanitize_seed`` refuses while it takes the list ``[1, 2]``).
-    Everything else (a string, a float, a bool, a pair of floats, three ints, a scalar
-    tensor) used to reach TensorFlow, whose errors name neither the argument nor what it
-    wants.
+    Accepted: ``None``, a Python or NumPy int in ``[0, 2**31)``, a callable (TFP's
+    ``SeedStream``), or an integer pair: a tensor of dtype ``int32`` and shape ``[2]`` (a
+    static shape that is unknown passes), or a list, tuple or NumPy array of two ints
+    within int32. A NumPy integer pair is returned as ``int32`` (``np.array([1, 2])`` is
+    ``int64``, which ``tfp.random.sanitize_seed`` refuses while it takes the list
+    ``[1, 2]``). Everything else (a string, a float, a bool, a pair of floats, three ints,
+    a scalar tensor, an int of more than 31 bits) used to reach TensorFlow, whose errors
+    name neither the argument nor what it wants, or was cut to another int's seed.
     """
-    want = "None, an int >= 0, or an int32 pair (e.g. `[0, 42]`)"
+    want = _SEED_WANT
     if seed is None or callable(seed):
         return seed
     if isinstance(seed, (bool, np.bool_)):
         raise ValueError(f"`{name}` must be {want}, got {seed!r}.")
     if isinstance(seed, (int, np.integer)):
-        if seed < 0:
-            raise ValueError(f"`{name}` must be {want}, got the negative int {seed!r}.")
+        int_seed_pair(seed, name)  # the range
         return seed
     if isinstance(seed, (tf.Tensor, tf.Variable)):
         if seed.dtype != tf.int32 or not seed.shape.is_compatible_with([2]):
