@@ -1040,7 +1040,10 @@ class BayesianModel:
         that name; the batch callbacks are then called once per block.
         Default value: ``None`` (as many as keep a block's batches under 32 MiB,
         at most 32).
-      seed: an int in ``[0, 2**31)`` for the shuffling and the sampler's noise.
+      seed: an int in ``[0, 2**31)`` for the shuffling and the sampler's noise. The
+        noise of step ``t`` is drawn from ``(seed, t)`` with counter-based normals that
+        are the same eagerly, in a graph and under XLA: the draws for a seed do not
+        depend on the XLA choice (up to floating-point rounding).
         Default value: ``0``.
 
     Attributes (after ``fit``):
@@ -1059,6 +1062,8 @@ class BayesianModel:
       history: the ``keras.callbacks.History`` of the last ``fit``.
 
     Raises:
+      KerasLikelihoodError: a Keras loss as ``likelihood`` (a loss is the negative
+        log-likelihood); a ``ValueError``.
       ValueError: a model that is not built, an unknown likelihood, a bad argument.
 
     #### Examples
@@ -1675,17 +1680,22 @@ class BayesianModel:
             (as many as ``epochs``, at least 2).
           steps_per_epoch: batches per epoch; required for a repeating dataset.
             Default value: ``None`` (one pass over the data).
-          num_examples: ``N``, the number of training examples the likelihood sums
-            over. Default value: ``None`` (counted; for a repeating dataset,
-            ``steps_per_epoch`` times its batch size).
+          num_examples: ``N``, the number of distinct training examples the
+            likelihood sums over; required for a dataset that repeats (``.repeat()``
+            anywhere in its pipeline), whose rows count an example more than once.
+            Default value: ``None`` (counted).
           validation_data: ``(x_val, y_val)`` or a dataset, scored at each epoch's
             end (``val_loss``, and ``val_accuracy``/``val_rmse``...): by the current
             weights during the MAP search, by the draws so far while sampling.
             Default value: ``None``.
           callbacks: Keras callbacks; their ``on_train_*``, ``on_epoch_*`` and
             ``on_train_batch_*`` hooks are called, the model's variables hold the
-            current weights at each epoch's end, and ``model.stop_training`` ends
-            the current phase. Default value: ``None``.
+            current weights at each epoch's end, ``model.stop_training`` ends the MAP
+            search (a stop request while sampling is ignored, with a warning: sampling
+            runs its ``sample_epochs``), and ``model.optimizer`` is, during ``fit``, an
+            Adam whose learning rate the MAP search reads at each block, so
+            learning-rate callbacks set it (sampling's step size does not follow it).
+            Default value: ``None``.
           verbose: ``0`` silent, ``1`` Keras's progress bar, ``2`` one line per
             epoch. Default value: ``1``.
           shuffle: shuffle array inputs each epoch. Default value: ``True``.
@@ -1702,8 +1712,17 @@ class BayesianModel:
           log-likelihood per example of the epoch's training batches so far).
 
         Raises:
-          ValueError: bad data or arguments (named).
-          RuntimeError: the sampler diverged at every step size tried.
+          KerasDataError: data that cannot be used as given (empty, NaN or Inf, not
+            numbers, a Python list of rows, labels that do not fit the outputs, a
+            repeating pipeline without ``num_examples``); a ``ValueError``.
+          KerasLikelihoodError: a Keras loss as ``likelihood``, or a callable that is
+            not one log-likelihood per example; a ``ValueError``.
+          ValueError: other bad arguments (named).
+          RuntimeError: the MAP search or the sampler diverged.
+
+        Warns:
+          UserWarning: a sigmoid ending a ``"categorical"`` model, a callable positive
+            on every example of real-valued labels, a stop request while sampling.
         """
         t_start = time.perf_counter()
         store = _draw_store(run_dir)
