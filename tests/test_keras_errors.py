@@ -284,3 +284,55 @@ def test_a_mixed_precision_model_is_sampled_in_float32():
     bayes.fit(x, y, batch_size=16, epochs=5, sample_epochs=1, verbose=0)
     assert bayes.draws[0].dtype == np.float32 and np.isfinite(bayes._flat_draws).all()
     assert bayes.evaluate(x, y)["accuracy"] > 0.85  # 0.92, as the float32 model's
+
+
+# --------------------------------------------------------------------------- #
+# Learned Gaussian noise: calibrated intervals, or a warning that sampling has not
+# converged (too-narrow intervals were returned without a word before).
+# --------------------------------------------------------------------------- #
+@pytest.mark.slow
+def test_learned_noise_intervals_cover_the_held_out_diabetes_data():
+    datasets = pytest.importorskip("sklearn.datasets")
+    x, y = datasets.load_diabetes(return_X_y=True)
+    idx = np.random.default_rng(0).permutation(len(y))
+    train, test = idx[:342], idx[342:]
+    y = (y - y[train].mean()) / y[train].std()
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((10,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)]
+    )
+    bayes = BayesianModel(model, "gaussian", jit_compile=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # converged: no warning
+        bayes.fit(x[train], y[train], epochs=100, verbose=0)
+    _, lower, upper = bayes.predict(x[test], interval=0.9)
+    covered = np.mean((y[test] >= lower[:, 0]) & (y[test] <= upper[:, 0]))
+    # 100 held-out points: the coverage's standard error is 0.03 at 0.9.
+    assert 0.85 <= covered <= 0.95, covered
+
+
+def test_a_noise_scale_that_has_not_converged_is_warned():
+    # Sampling started far from the MAP (no MAP search): log σ still drifts down from
+    # the labels' spread to the noise's, and the fit says so.
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(256, 1))
+    y = 3.0 * x[:, 0] + 0.1 * rng.normal(size=256)
+
+    def line():
+        keras.utils.set_random_seed(0)
+        return keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+
+    drifting = BayesianModel(line(), "gaussian", num_draws=20, jit_compile=False)
+    with pytest.warns(UserWarning, match="sampling has not converged.*log sigma"):
+        drifting.fit(x, y, epochs=0, sample_epochs=2, verbose=0)
+    assert any("has not converged" in n for n in drifting.notes)
+    # Power: from the MAP, and sampled long enough to cross the noise's posterior (two
+    # epochs, 16 steps, are not: their draws spread 0.2x its sd, and that is warned too),
+    # the draws describe it, silently.
+    converged = BayesianModel(
+        line(), "gaussian", num_draws=20, learning_rate=0.05, jit_compile=False
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        converged.fit(x, y, epochs=20, sample_epochs=20, verbose=0)
+    assert abs(np.mean(converged.noise_scale_draws) - 0.1) < 0.02

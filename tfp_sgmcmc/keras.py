@@ -1722,7 +1722,8 @@ class BayesianModel:
 
         Warns:
           UserWarning: a sigmoid ending a ``"categorical"`` model, a callable positive
-            on every example of real-valued labels, a stop request while sampling.
+            on every example of real-valued labels, a stop request while sampling, a
+            learned Gaussian noise whose draws show that sampling has not converged.
         """
         t_start = time.perf_counter()
         store = _draw_store(run_dir)
@@ -2069,12 +2070,47 @@ class BayesianModel:
                 else None
             )
         self.noise_scale_draws = None if log_sigma is None else np.exp(log_sigma)
+        if log_sigma is not None:
+            self._check_noise_mixing(np.asarray(log_sigma, np.float64).reshape(-1))
         self._write_back(mode, state["nt"])
         self.model.stop_training = False
         cb.on_train_end()
         self.history = history
         self.timings["total"] = time.perf_counter() - t_start
         return history
+
+    def _check_noise_mixing(self, log_sigma: np.ndarray) -> None:
+        """Warn when the draws of a learned Gaussian noise show that the chain has not
+        converged, so that the predictive intervals would be too narrow or too wide.
+
+        With ``N`` examples of ``K`` outputs each, the Fisher information of ``log σ``
+        is ``2NK`` (``∂ log N(y; μ, σ²)/∂ log σ = z² − 1`` has variance 2), so its
+        posterior sd is about ``s = 1/√(2NK)``, or more when the mean's weights are
+        many for the data. A spread of the draws under ``s/2`` is a chain that has not
+        crossed the posterior (its draws too alike); one over ``4s``, with halves whose
+        means differ by more than ``3s``, is a chain still drifting from its start.
+        """
+        if log_sigma.size < 4:
+            return
+        s = 1.0 / math.sqrt(2.0 * self._n * self._num_outputs)
+        ratio = float(np.std(log_sigma)) / s
+        half = log_sigma.size // 2
+        drift = abs(float(np.mean(log_sigma[half:]) - np.mean(log_sigma[:half]))) / s
+        if ratio >= 0.5 and not (ratio > 4.0 and drift > 3.0):
+            return
+        why = (
+            f"they spread {ratio:.2g}x the posterior's sd 1/sqrt(2N) = {s:.3g}"
+            if ratio < 0.5
+            else f"they drift by {drift:.2g} posterior sds (1/sqrt(2N) = {s:.3g}) between "
+            "the halves of the sampling"
+        )
+        message = (
+            f"sampling has not converged: the draws of the noise scale (log sigma) do not "
+            f"describe its posterior ({why}), so predictive intervals are unreliable; "
+            "raise `sample_epochs` (and `epochs`, to start at the MAP), or standardise `y`"
+        )
+        self.notes.append(message)
+        warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
 
     def _stiffest(self, theta: tf.Tensor, nt: list, precond: np.ndarray, batches: list) -> float:
         """The largest curvature ``λ_max`` of ``−log π`` in the preconditioned units
