@@ -1745,7 +1745,6 @@ class BayesianModel:
         source = _Source(x, y, batch_size, steps_per_epoch, num_examples, shuffle, self.seed)
         self.notes += source.notes
         self._n = source.num_examples
-        bs = source.batch_size
         xb, yb = source.first()
         self._setup(xb, yb, verbose)
         prep = source.dataset is None
@@ -1798,22 +1797,18 @@ class BayesianModel:
         try:
             return self._fit_phases(
                 source,
-                store,
-                val,
-                history,
-                lr_holder,
                 state,
-                zeros,
-                xb,
-                yb,
-                bs,
-                prep,
-                epochs,
-                sample_epochs,
-                callbacks,
-                verbose,
-                train_mode,
-                t_start,
+                history=history,
+                callbacks=callbacks,
+                lr_holder=lr_holder,
+                store=store,
+                val=val,
+                prep=prep,
+                epochs=epochs,
+                sample_epochs=sample_epochs,
+                train_mode=train_mode,
+                verbose=verbose,
+                t_start=t_start,
             )
         finally:
             if had_optimizer:
@@ -1823,26 +1818,26 @@ class BayesianModel:
 
     def _fit_phases(
         self,
-        source,
-        store,
-        val,
-        history,
-        lr_holder,
-        state,
-        zeros,
-        xb,
-        yb,
-        bs,
-        prep,
-        epochs,
-        sample_epochs,
-        callbacks,
-        verbose,
-        train_mode,
-        t_start,
-    ):
+        source: _Source,
+        state: dict,
+        *,
+        history: Any,
+        callbacks: Any,
+        lr_holder: Any,
+        store: SampleStore | None,
+        val: tuple[Any, Any] | None,
+        prep: bool,
+        epochs: int,
+        sample_epochs: int,
+        train_mode: bool,
+        verbose: int,
+        t_start: float,
+    ) -> Any:
         """``fit`` after the set-up: the MAP search, the BatchNorm pass, the curvature
-        pass and the sampling, with the callbacks."""
+        pass and the sampling, with the callbacks (``lr_holder`` is the optimizer whose
+        learning rate they may set). Returns the ``History``."""
+        bs = source.batch_size
+        zeros = tf.zeros_like(state["theta"])
         cb = keras.callbacks.CallbackList(
             list(callbacks or []) + [history],
             add_progbar=verbose != 0,
