@@ -38,6 +38,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -52,10 +53,13 @@ from tfp_sgmcmc.diagnostics import model_averaged_probabilities
 from tfp_sgmcmc.diagnostics.calibration import predictive_metrics
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
 from tfp_sgmcmc.estimators import MinibatchEstimator
+from tfp_sgmcmc.internal.random import standard_normal
 from tfp_sgmcmc.internal.util import check_int, check_positive
 
 __all__ = [
     "BayesianModel",
+    "KerasDataError",
+    "KerasLikelihoodError",
     "KerasPosterior",
     "output_activation",
     "predictive_probabilities",
@@ -64,6 +68,82 @@ __all__ = [
 
 _LIKELIHOODS = ("categorical", "bernoulli", "gaussian")
 _PROBABILITY_ACTIVATIONS = ("softmax", "sigmoid")
+
+
+class KerasDataError(ValueError):
+    """Training or evaluation data that cannot be used as given: empty, non-finite,
+    not numbers, labels that do not fit the model's outputs, a pipeline whose number
+    of distinct examples is unknown. The message names the argument and the fix; a
+    ``ValueError``, so ``except ValueError`` still catches it."""
+
+
+class KerasLikelihoodError(ValueError):
+    """A ``likelihood`` that is not a per-example log-likelihood: a Keras loss (the
+    negative of one), or a callable that returns one value per batch instead of one per
+    example. A ``ValueError``, so ``except ValueError`` still catches it."""
+
+
+#: Keras losses that are a built-in likelihood's negative log-likelihood, and the
+#: ``likelihood=`` to pass instead.
+_LOSS_LIKELIHOODS = {
+    "sparse_categorical_crossentropy": "categorical",
+    "categorical_crossentropy": "categorical",
+    "binary_crossentropy": "bernoulli",
+    "mean_squared_error": "gaussian",
+}
+
+
+def _keras_loss_name(likelihood: Any) -> str | None:
+    """The snake-case name of a Keras loss (a ``keras.losses.Loss`` object or one of
+    the functions in ``keras.losses``), else ``None``."""
+    if isinstance(likelihood, keras.losses.Loss):
+        fn = getattr(likelihood, "fn", None)  # a LossFunctionWrapper's function
+        name = getattr(fn, "__name__", None) or getattr(likelihood, "name", None)
+        return str(name or type(likelihood).__name__)
+    module = getattr(likelihood, "__module__", "") or ""
+    if inspect.isfunction(likelihood) and module.startswith(("keras.src.losses", "keras.losses")):
+        return likelihood.__name__
+    return None
+
+
+def _refuse_keras_loss(likelihood: Any) -> None:
+    """A ``KerasLikelihoodError`` for a Keras loss given as ``likelihood``: a loss is a
+    *negative* log-likelihood, so maximising it as one drives the fit away from the
+    data (to chance accuracy, and an unbounded "log-likelihood")."""
+    name = _keras_loss_name(likelihood)
+    if name is None:
+        return
+    builtin = _LOSS_LIKELIHOODS.get(name)
+    if builtin is not None:
+        logits = getattr(likelihood, "_fn_kwargs", {}).get("from_logits")
+        hint = f"likelihood={builtin!r}" + (", from_logits=False" if logits is False else "")
+        fix = f"pass {hint} (the same model, read as that loss's likelihood)"
+    else:
+        fix = "pass a built-in likelihood ('categorical', 'bernoulli', 'gaussian')"
+    raise KerasLikelihoodError(
+        f"`likelihood` is the Keras loss {name!r}; a likelihood is a log-likelihood (higher "
+        f"is better), a loss its negative: {fix}, or a callable "
+        "(y, outputs) -> per-example log-likelihood, e.g. "
+        "lambda y, out: -keras.losses.sparse_categorical_crossentropy(y, out, "
+        "from_logits=True)."
+    )
+
+
+def _check_numeric_labels(y: np.ndarray, name: str = "y") -> np.ndarray:
+    """``y`` as a numeric array, or a ``KerasDataError`` naming the fix for strings."""
+    y = np.asarray(y)
+    if y.dtype.kind in "biuf":
+        return y
+    if y.dtype.kind == "O":
+        try:
+            return y.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    raise KerasDataError(
+        f"`{name}` holds {y.dtype} values ({y.reshape(-1)[:3].tolist()}...), not numbers: map "
+        "class names to integer ids first, e.g. "
+        "`classes, ids = np.unique(labels, return_inverse=True)`."
+    )
 
 
 def output_activation(model: Any) -> str | None:
@@ -88,8 +168,15 @@ def output_activation(model: Any) -> str | None:
 
 def _class_ids(y: np.ndarray, num_classes: int | None) -> np.ndarray:
     """Integer class ids ``[N]`` from ids (any int/float dtype holding integers) or one-hot."""
-    y = np.asarray(y)
+    y = _check_numeric_labels(y)
     if y.ndim == 2 and y.shape[1] > 1:  # one-hot rows -> ids
+        if num_classes is not None and y.shape[1] != num_classes:
+            # argmax would map them to ids silently, wrong whenever the widths differ.
+            raise KerasDataError(
+                f"the labels are one-hot rows {y.shape[1]} wide, but the model has "
+                f"{num_classes} outputs (classes): give rows of width {num_classes}, or "
+                f"integer class ids in [0, {num_classes}), or change the model's last layer."
+            )
         if not (np.all((y == 0) | (y == 1)) and np.all(y.sum(1) == 1)):
             raise ValueError(
                 f"`data` labels have shape {y.shape}: two-dimensional labels must be one-hot "
@@ -213,6 +300,7 @@ class KerasPosterior:
             )
         if isinstance(likelihood, str) and likelihood not in _LIKELIHOODS:
             raise ValueError(f"`likelihood` must be one of {_LIKELIHOODS} or a callable.")
+        _refuse_keras_loss(likelihood)
         if not callable(prior_scale):
             check_positive(prior_scale, "prior_scale", scalar=True)
         check_positive(noise_scale, "noise_scale", scalar=True)
@@ -496,6 +584,35 @@ def _num_rows(x: Any) -> int:
     return int(tf.nest.flatten(x)[0].shape[0])
 
 
+def _repeat_counts(ds: tf.data.Dataset) -> list[int]:
+    """The counts of the ``.repeat()`` steps in the pipeline of ``ds`` (``-1`` for a
+    ``.repeat()`` without a count), read from its serialised graph; ``[]`` when it has
+    none or the graph cannot be read (a pipeline with state outside TensorFlow)."""
+    from tensorflow.core.framework import graph_pb2
+
+    try:
+        # external_state_policy=1: ignore state (a from_generator source) rather than fail.
+        serial = tf.raw_ops.DatasetToGraphV2(
+            input_dataset=ds._variant_tensor, external_state_policy=1
+        )
+        graph = graph_pb2.GraphDef()
+        graph.ParseFromString(serial.numpy())
+    except Exception:  # noqa: BLE001 - detection only; the data are read as they are
+        return []
+    consts = {
+        n.name: tf.make_ndarray(n.attr["value"].tensor)
+        for n in graph.node
+        # The count is an int64 constant (other constants may be resource handles).
+        if n.op == "Const" and "value" in n.attr and n.attr["value"].tensor.dtype == tf.int64
+    }
+    counts = []
+    for node in graph.node:
+        if node.op == "RepeatDataset" and len(node.input) > 1:
+            value = consts.get(node.input[1].split(":")[0].lstrip("^"))
+            counts.append(-1 if value is None else int(np.asarray(value).reshape(-1)[0]))
+    return [c for c in counts if c != 1 and c != 0]
+
+
 def predictive_probabilities(
     posterior: KerasPosterior, samples: Any, x: Any, batch_size: int = 2048
 ) -> np.ndarray:
@@ -611,22 +728,23 @@ def _sublayers(model: Any) -> list:
     return list(getattr(model, "layers", []))
 
 
-def _probability_activation_last(model: Any) -> bool:
-    """Whether a softmax or sigmoid comes after the last layer with weights (shape-only
-    layers such as ``Reshape`` or ``Flatten`` in between are looked through)."""
+def _probability_activation_last(model: Any) -> str | None:
+    """The softmax or sigmoid (its name) that comes after the last layer with weights
+    (shape-only layers such as ``Reshape`` or ``Flatten`` in between are looked
+    through), else ``None``."""
     for layer in reversed(_sublayers(model)):
         if isinstance(layer, keras.Model):
             continue
         if isinstance(layer, keras.layers.Softmax):
-            return True
+            return "softmax"
         act = getattr(layer, "activation", None)
         if act is not None:
             name = act if isinstance(act, str) else getattr(act, "__name__", "")
             if name in _PROBABILITY_ACTIVATIONS:
-                return True
+                return name
         if layer.weights and not isinstance(layer, keras.layers.InputLayer):
-            return False
-    return False
+            return None
+    return None
 
 
 def _rows(x: Any) -> int:
@@ -644,6 +762,36 @@ def _to_host(x: Any, dtype: np.dtype) -> Any:
         return a
 
     return tf.nest.map_structure(leaf, x)
+
+
+def _host_inputs(x: Any, name: str) -> Any:
+    """Array inputs as NumPy arrays (one, or a list/tuple/dict of them, one per model
+    input), or a ``KerasDataError`` for a plain Python list of rows, which the nested
+    structure would read as one input per number."""
+    leaves = tf.nest.flatten(x)
+    if isinstance(x, (list, tuple)) and any(np.ndim(t) == 0 for t in leaves):
+        raise KerasDataError(
+            f"`{name}` is a Python {type(x).__name__} of rows; a list or tuple is read as one "
+            f"array per model input: pass `np.asarray({name})` (or a list of arrays, one per "
+            "input, for a model with several inputs)."
+        )
+    return tf.nest.map_structure(np.asarray, x)
+
+
+def _check_finite(arrays: Any, name: str) -> None:
+    """A ``KerasDataError`` naming the first row of ``arrays`` (floating leaves) that
+    holds NaN or Inf: the likelihood would be NaN at every step that draws it."""
+    for a in tf.nest.flatten(arrays):
+        a = np.asarray(a)
+        if a.dtype.kind not in "fc" or a.size == 0:
+            continue
+        bad = ~np.isfinite(a.reshape(a.shape[0], -1) if a.ndim else a.reshape(1, -1))
+        if bad.any():
+            row = int(np.flatnonzero(bad.any(1))[0])
+            raise KerasDataError(
+                f"`{name}` holds NaN or Inf ({int(bad.sum())} value(s), the first in row "
+                f"{row} of a batch or array): drop or impute those rows before `fit`."
+            )
 
 
 def _take(x: Any, idx: np.ndarray) -> Any:
@@ -707,7 +855,14 @@ class _Source:
             self.dataset = x
             card = int(x.cardinality())
             self.repeating = card == int(tf.data.INFINITE_CARDINALITY)
-            first = next(iter(x.take(1)))
+            try:
+                first = next(iter(x.take(1)))
+            except StopIteration:
+                raise KerasDataError(
+                    f"`{name}`: the dataset yields no batches (it is empty, or a filter, "
+                    "take(0) or drop_remainder=True with fewer rows than one batch left "
+                    "none): pass a dataset with at least one batch."
+                ) from None
             xb, yb = self._split(first, name)
             self.batch_size = _rows(xb)
             if self.repeating:
@@ -716,15 +871,16 @@ class _Source:
                         f"`{name}` is a repeating tf.data dataset: pass `steps_per_epoch` "
                         "(batches per epoch), as Keras's fit needs."
                     )
-                self.steps = int(steps_per_epoch)
-                self.num_examples = (
-                    int(num_examples) if num_examples else self.steps * self.batch_size
-                )
                 if not num_examples:
-                    self.notes.append(
-                        f"N = steps_per_epoch x batch size = {self.num_examples} for a repeating "
-                        "dataset (pass num_examples= to set it)"
+                    # N sets the likelihood's weight: steps x batch size counts the rows an
+                    # epoch visits, not the distinct examples, and is wrong as often as not.
+                    raise KerasDataError(
+                        f"`{name}` repeats without end, so its number of distinct examples "
+                        "is unknown: pass `num_examples=` (the training set's size N, which "
+                        "the log-likelihood sums over)."
                     )
+                self.steps = int(steps_per_epoch)
+                self.num_examples = int(num_examples)
                 self._iterator = iter(x)
             else:
                 steps = rows = 0
@@ -733,15 +889,27 @@ class _Source:
                     steps += 1
                     rows += _rows(xb)
                 if rows == 0:
-                    raise ValueError(f"`{name}`: the dataset is empty.")
+                    raise KerasDataError(f"`{name}`: the dataset is empty.")
                 self.steps = min(steps, int(steps_per_epoch)) if steps_per_epoch else steps
+                repeats = [c for c in _repeat_counts(x) if c > 1]
+                if repeats and not num_examples:
+                    # Counting the rows would count each example `times` times: a
+                    # posterior √times too narrow.
+                    times = int(np.prod(repeats))
+                    raise KerasDataError(
+                        f"`{name}` repeats its rows (.repeat({repeats[0]})): counting them "
+                        f"gives {rows} rows for about {rows // times} distinct examples, and "
+                        "a posterior too narrow. Pass `num_examples=` (the number of distinct "
+                        "training examples), or drop the .repeat() (fit's epochs repeat the "
+                        "data already)."
+                    )
                 self.num_examples = int(num_examples) if num_examples else rows
         else:
             if y is None:
                 raise ValueError(f"`y` is required when `{name}` holds arrays.")
             self.repeating = False
-            self.x = tf.nest.map_structure(np.asarray, x)
-            self.y = np.asarray(y)
+            self.x = _host_inputs(x, name)
+            self.y = _check_numeric_labels(y)
             n = _rows(self.x)
             if self.y.ndim == 0 or self.y.shape[0] != n:
                 raise ValueError(f"`{name}` has {n} rows but `y` has shape {self.y.shape}.")
@@ -872,7 +1040,10 @@ class BayesianModel:
         that name; the batch callbacks are then called once per block.
         Default value: ``None`` (as many as keep a block's batches under 32 MiB,
         at most 32).
-      seed: an int in ``[0, 2**31)`` for the shuffling and the sampler's noise.
+      seed: an int in ``[0, 2**31)`` for the shuffling and the sampler's noise. The
+        noise of step ``t`` is drawn from ``(seed, t)`` with counter-based normals that
+        are the same eagerly, in a graph and under XLA: the draws for a seed do not
+        depend on the XLA choice (up to floating-point rounding).
         Default value: ``0``.
 
     Attributes (after ``fit``):
@@ -891,6 +1062,8 @@ class BayesianModel:
       history: the ``keras.callbacks.History`` of the last ``fit``.
 
     Raises:
+      KerasLikelihoodError: a Keras loss as ``likelihood`` (a loss is the negative
+        log-likelihood); a ``ValueError``.
       ValueError: a model that is not built, an unknown likelihood, a bad argument.
 
     #### Examples
@@ -934,6 +1107,7 @@ class BayesianModel:
             raise ValueError(
                 f"`likelihood` must be one of {_LIKELIHOODS} or a callable, got {likelihood!r}."
             )
+        _refuse_keras_loss(likelihood)
         check_positive(prior_scale, "prior_scale", scalar=True)
         if noise_scale is not None:
             if likelihood != "gaussian":
@@ -997,6 +1171,8 @@ class BayesianModel:
             return _class_ids(np.asarray(y), self._num_outputs)
         if lik == "bernoulli":
             return _class_ids(np.asarray(y), 2).astype(self._dtype)
+        if lik == "gaussian":
+            y = _check_numeric_labels(y)
         return _to_host(y, self._dtype)
 
     def _log_lik(self, y: Any, outputs: Any, extra: Sequence[tf.Tensor]) -> tf.Tensor:
@@ -1030,6 +1206,13 @@ class BayesianModel:
         z = (yy - out) * tf.exp(-log_s)
         return tf.reduce_sum(-0.5 * tf.square(z) - log_s - 0.5 * np.log(2 * np.pi), axis=-1)
 
+    def _cast_outputs(self, out: Any) -> Any:
+        """Floating outputs in the weights' dtype: a mixed-precision model computes in
+        float16 and its likelihood, gradients and draws are kept in float32."""
+        return tf.nest.map_structure(
+            lambda t: tf.cast(t, self._dtype) if t.dtype.is_floating else t, out
+        )
+
     def _log_prior(self, weights: Sequence[tf.Tensor]) -> tf.Tensor:
         total = tf.add_n([tf.reduce_sum(tf.square(w)) for w in weights[: self._num_model_weights]])
         return -0.5 * total / (self.prior_scale**2)
@@ -1056,12 +1239,12 @@ class BayesianModel:
         parts = self._parts(theta)
         nw = self._num_model_weights
         out, new_nt = self.model.stateless_call(parts[:nw], nt, x, **kwargs)
-        ll = self._log_lik(y, out, parts[nw:]) * mask
+        ll = self._log_lik(y, self._cast_outputs(out), parts[nw:]) * mask
         mean_ll = tf.reduce_sum(ll) / tf.reduce_sum(mask)
         prior = -0.5 * tf.reduce_sum(tf.square(theta[: self._model_size])) / self.prior_scale**2
         return n * mean_ll + prior, mean_ll, new_nt
 
-    def _step(self, theta, nt, m, v, precond, x, y, mask, seed, hp, training: bool, jit: bool):
+    def _step(self, theta, nt, m, v, precond, x, y, mask, seed, hp, training: bool):
         """One step of the MAP search, the curvature pass or the sampler, on the flat
         parameter vector ``θ``.
 
@@ -1083,10 +1266,11 @@ class BayesianModel:
             return theta - lr * (mi / c1) / (tf.sqrt(vi / c2) + 1e-7), mi, vi
 
         def sgld() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-            # Under XLA on a CPU the default generator is much slower than ThreeFry
-            # (docs/keras.md); outside XLA the default is the faster.
-            alg = "threefry" if jit else "auto_select"
-            xi = tf.random.stateless_normal(tf.shape(theta), seed, dtype=theta.dtype, alg=alg)
+            # The library's counter-based normals (as the SG-MCMC kernels draw theirs):
+            # the same for a seed eagerly, in a graph and under XLA, so the draws do not
+            # depend on whether XLA was chosen (TensorFlow's stateless normals differ
+            # between its kernels and XLA).
+            xi = standard_normal(tf.shape(theta), seed, theta.dtype)
             return theta + eps * precond * g + tf.sqrt(2 * eps * precond) * xi, m, v
 
         new_theta, new_m, new_v = tf.cond(langevin > 0.5, sgld, adam)
@@ -1126,7 +1310,6 @@ class BayesianModel:
                     seeds[i],
                     hps[i],
                     training,
-                    jit,
                 )
                 losses = tf.tensor_scatter_nd_update(losses, [[i]], [loss])
                 return i + 1, theta, nt, m, v, losses
@@ -1186,6 +1369,9 @@ class BayesianModel:
             )
         x = xb if prepared else _to_host(xb, self._dtype)
         y = yb if prepared else self._labels(yb)
+        if not prepared:  # arrays were checked once in `fit`
+            _check_finite(x, "x")
+            _check_finite(y, "y")
         mask = np.ones(batch_size, self._dtype)
         if rows < batch_size:
             idx = np.concatenate([np.arange(rows), np.zeros(batch_size - rows, np.int64)])
@@ -1304,6 +1490,20 @@ class BayesianModel:
         o = np.asarray(outs[0], np.float64).reshape(len(np.asarray(outs[0])), -1)
         self._num_outputs = o.shape[1]
         notes = []
+        warn: list[str] = []  # notes that a user must see: warned as well
+        if callable(lik):
+            warn += self._check_callable(yb, out)
+        elif lik == "gaussian":
+            labels = _check_numeric_labels(yb)
+            per_label = labels.size // max(1, labels.shape[0]) if labels.ndim else 0
+            if labels.ndim == 0 or labels.shape[0] != o.shape[0] or per_label != o.shape[1]:
+                raise KerasDataError(
+                    f"likelihood='gaussian' reads one label per output value: the model gives "
+                    f"{o.shape[1]} value(s) per example (outputs {tuple(np.shape(outs[0]))}), "
+                    f"but `y` has {per_label} per example (a batch of shape {labels.shape}): "
+                    "make `y` match the output (e.g. y.reshape(-1, "
+                    f"{o.shape[1]})) or change the model's last layer."
+                )
         if lik == "categorical":
             if o.shape[1] < 2:
                 raise ValueError(
@@ -1319,6 +1519,15 @@ class BayesianModel:
                     notes.append(
                         "the outputs are probabilities (rows summing to one): read as such"
                     )
+                elif _probability_activation_last(self.model) == "sigmoid":
+                    # Per-class sigmoids are not a distribution over the classes; read as
+                    # logits they squash every class's score into (0, 1).
+                    warn.append(
+                        "a sigmoid ends the model, but likelihood='categorical' reads the "
+                        "outputs as logits (they do not sum to one): remove the sigmoid (a "
+                        "linear last layer gives logits) or use a softmax; pass "
+                        "from_logits=True to keep the sigmoid outputs as logits"
+                    )
             else:
                 self.from_logits = self._from_logits_arg
         elif lik == "bernoulli":
@@ -1327,7 +1536,7 @@ class BayesianModel:
                     f"likelihood='bernoulli' needs one output per example, got {o.shape[1]}."
                 )
             looks_prob = bool(np.all(o >= 0) and np.all(o <= 1)) and (
-                _probability_activation_last(self.model)
+                _probability_activation_last(self.model) is not None
             )
             self.from_logits = (
                 not looks_prob if self._from_logits_arg is None else self._from_logits_arg
@@ -1340,10 +1549,58 @@ class BayesianModel:
                 f"{', '.join(names)} act(s) during the MAP search and are off while sampling "
                 "and predicting"
             )
-        self.notes += notes
+        self.notes += notes + warn
+        for message in warn:
+            warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=3)
         if verbose:
             for note in notes:
                 print(f"BayesianModel: {note}.", file=sys.stderr, flush=True)
+
+    def _check_callable(self, yb: Any, out: Any) -> list[str]:
+        """A callable likelihood on the first batch: one value per example, and not a
+        loss. Returns the warnings to give; raises ``KerasLikelihoodError``.
+
+        The sign rule: ``log p(y | x)`` of a discrete label (integer-valued labels:
+        class ids, one-hot rows, counts) is a log-probability, ``≤ 0``; a value above
+        zero for every example is a loss (a crossentropy is ``−log p ≥ 0``). For
+        real-valued labels a density may exceed one, so that case is only warned.
+        """
+        lik = self.likelihood
+        y = self._labels(yb)
+        n = _rows(out)
+        try:
+            value = lik(tf.nest.map_structure(tf.convert_to_tensor, y), self._cast_outputs(out))
+            value = np.asarray(value, np.float64)
+        except Exception as e:
+            raise KerasLikelihoodError(
+                f"`likelihood` failed on the first batch ({type(e).__name__}: {e})."
+            ) from e
+        if value.shape != (n,):
+            raise KerasLikelihoodError(
+                f"`likelihood` returned shape {value.shape} for a batch of {n} examples; it "
+                f"must return one log-likelihood per example, shape [{n}]: do not reduce "
+                "over the batch (no reduce_mean/reduce_sum over examples, a Keras loss "
+                "object's reduction included), and reshape [n, 1] to [n]."
+            )
+        finite = value[np.isfinite(value)]
+        if finite.size == 0 or not np.all(finite > 0):
+            return []
+        leaves = [np.asarray(t) for t in tf.nest.flatten(y)]
+        discrete = all(
+            a.dtype.kind in "biu" or (a.dtype.kind == "f" and np.all(a == np.round(a)))
+            for a in leaves
+        )
+        message = (
+            f"`likelihood` returns positive values for every example of the first batch "
+            f"(mean {finite.mean():.3g}): it looks like a loss (a negative log-likelihood), "
+            "which would be maximised. Return the log-likelihood instead, e.g. "
+            "lambda y, out: -loss(y, out), or use a built-in likelihood"
+        )
+        if discrete:
+            raise KerasLikelihoodError(
+                message + " (the labels are integers, whose log-probability is at most 0)."
+            )
+        return [message + " (ignore this if it is a log-density above 0)"]
 
     def _choose_jit(self, source: _Source, training: bool, state: dict) -> None:
         """XLA or not: forced, a rule for convolutions on a CPU, or a measured probe."""
@@ -1423,17 +1680,22 @@ class BayesianModel:
             (as many as ``epochs``, at least 2).
           steps_per_epoch: batches per epoch; required for a repeating dataset.
             Default value: ``None`` (one pass over the data).
-          num_examples: ``N``, the number of training examples the likelihood sums
-            over. Default value: ``None`` (counted; for a repeating dataset,
-            ``steps_per_epoch`` times its batch size).
+          num_examples: ``N``, the number of distinct training examples the
+            likelihood sums over; required for a dataset that repeats (``.repeat()``
+            anywhere in its pipeline), whose rows count an example more than once.
+            Default value: ``None`` (counted).
           validation_data: ``(x_val, y_val)`` or a dataset, scored at each epoch's
             end (``val_loss``, and ``val_accuracy``/``val_rmse``...): by the current
             weights during the MAP search, by the draws so far while sampling.
             Default value: ``None``.
           callbacks: Keras callbacks; their ``on_train_*``, ``on_epoch_*`` and
             ``on_train_batch_*`` hooks are called, the model's variables hold the
-            current weights at each epoch's end, and ``model.stop_training`` ends
-            the current phase. Default value: ``None``.
+            current weights at each epoch's end, ``model.stop_training`` ends the MAP
+            search (a stop request while sampling is ignored, with a warning: sampling
+            runs its ``sample_epochs``), and ``model.optimizer`` is, during ``fit``, an
+            Adam whose learning rate the MAP search reads at each block, so
+            learning-rate callbacks set it (sampling's step size does not follow it).
+            Default value: ``None``.
           verbose: ``0`` silent, ``1`` Keras's progress bar, ``2`` one line per
             epoch. Default value: ``1``.
           shuffle: shuffle array inputs each epoch. Default value: ``True``.
@@ -1450,8 +1712,18 @@ class BayesianModel:
           log-likelihood per example of the epoch's training batches so far).
 
         Raises:
-          ValueError: bad data or arguments (named).
-          RuntimeError: the sampler diverged at every step size tried.
+          KerasDataError: data that cannot be used as given (empty, NaN or Inf, not
+            numbers, a Python list of rows, labels that do not fit the outputs, a
+            repeating pipeline without ``num_examples``); a ``ValueError``.
+          KerasLikelihoodError: a Keras loss as ``likelihood``, or a callable that is
+            not one log-likelihood per example; a ``ValueError``.
+          ValueError: other bad arguments (named).
+          RuntimeError: the MAP search or the sampler diverged.
+
+        Warns:
+          UserWarning: a sigmoid ending a ``"categorical"`` model, a callable positive
+            on every example of real-valued labels, a stop request while sampling, a
+            learned Gaussian noise whose draws show that sampling has not converged.
         """
         t_start = time.perf_counter()
         store = _draw_store(run_dir)
@@ -1473,13 +1745,14 @@ class BayesianModel:
         source = _Source(x, y, batch_size, steps_per_epoch, num_examples, shuffle, self.seed)
         self.notes += source.notes
         self._n = source.num_examples
-        bs = source.batch_size
         xb, yb = source.first()
         self._setup(xb, yb, verbose)
         prep = source.dataset is None
         if prep:  # arrays: cast and convert the labels once, not per batch
             source.x = _to_host(source.x, self._dtype)
             source.y = self._labels(source.y)
+            _check_finite(source.x, "x")
+            _check_finite(source.y, "y")
         val = None
         if validation_data is not None:
             vx, vy = (
@@ -1513,6 +1786,58 @@ class BayesianModel:
             print(f"BayesianModel: {self.notes[-1]}.", file=sys.stderr, flush=True)
 
         history = keras.callbacks.History()
+        # Learning-rate callbacks (LearningRateScheduler, ReduceLROnPlateau) read and set
+        # `model.optimizer.learning_rate`: during fit that is an Adam holding the MAP
+        # search's learning rate, read at each block (the model's own optimizer, if it
+        # was compiled, is put back afterwards, untouched).
+        lr_holder = keras.optimizers.Adam(self.learning_rate)
+        had_optimizer = hasattr(self.model, "optimizer")  # compiled (an uncompiled model has none)
+        saved_optimizer = getattr(self.model, "optimizer", None)
+        self.model.optimizer = lr_holder
+        try:
+            return self._fit_phases(
+                source,
+                state,
+                history=history,
+                callbacks=callbacks,
+                lr_holder=lr_holder,
+                store=store,
+                val=val,
+                prep=prep,
+                epochs=epochs,
+                sample_epochs=sample_epochs,
+                train_mode=train_mode,
+                verbose=verbose,
+                t_start=t_start,
+            )
+        finally:
+            if had_optimizer:
+                self.model.optimizer = saved_optimizer
+            else:
+                del self.model.optimizer
+
+    def _fit_phases(
+        self,
+        source: _Source,
+        state: dict,
+        *,
+        history: Any,
+        callbacks: Any,
+        lr_holder: Any,
+        store: SampleStore | None,
+        val: tuple[Any, Any] | None,
+        prep: bool,
+        epochs: int,
+        sample_epochs: int,
+        train_mode: bool,
+        verbose: int,
+        t_start: float,
+    ) -> Any:
+        """``fit`` after the set-up: the MAP search, the BatchNorm pass, the curvature
+        pass and the sampling, with the callbacks (``lr_holder`` is the optimizer whose
+        learning rate they may set). Returns the ``History``."""
+        bs = source.batch_size
+        zeros = tf.zeros_like(state["theta"])
         cb = keras.callbacks.CallbackList(
             list(callbacks or []) + [history],
             add_progbar=verbose != 0,
@@ -1536,9 +1861,10 @@ class BayesianModel:
             for block in self._blocks(source, prep):
                 k0, count = block[0], block[1]
                 cb.on_train_batch_begin(k0)
+                lr = _learning_rate(lr_holder)
                 hps = self._hps(
                     [
-                        self._hp(lr=self.learning_rate, c1=1 - 0.9**u, c2=1 - 0.999**u)
+                        self._hp(lr=lr, c1=1 - 0.9**u, c2=1 - 0.999**u)
                         for u in range(t + 1, t + count + 1)
                     ]
                 )
@@ -1552,6 +1878,12 @@ class BayesianModel:
                     self._seeds(counter, count),
                 )
                 state["theta"], state["nt"], state["m"], state["v"] = st
+                if not np.isfinite(losses).all():  # say so now, not after every epoch
+                    raise RuntimeError(
+                        f"the MAP search diverged in epoch {epoch + 1} (a non-finite loss at "
+                        f"step {k0 + int(np.flatnonzero(~np.isfinite(losses))[0])}); lower "
+                        "`learning_rate`."
+                    )
                 total_loss, done = total_loss + losses.sum(), done + count
                 logs = {"loss": total_loss / done}
                 cb.on_train_batch_end(k0 + count - 1, logs)
@@ -1618,6 +1950,7 @@ class BayesianModel:
         burn = int(_SAMPLE_BURN_IN * total)
         keep = set(np.unique(np.linspace(burn, total - 1, self.num_draws).round().astype(int)))
         epoch0 = epoch + 1 if epochs else 0
+        stop_ignored = False
         for _attempt in range(4):
             self.step_size = eps
             if verbose:
@@ -1676,8 +2009,19 @@ class BayesianModel:
                     logs.update(self._validation_logs(val, draws))
                 cb.on_epoch_end(epoch0 + e, logs)
                 if self.model.stop_training:
-                    self.notes.append(f"sampling stopped after {e + 1} epoch(s) (stop_training)")
-                    break
+                    # A stop request (EarlyStopping) ends the MAP search only: cutting the
+                    # sampling short would leave a few draws of a barely moved chain.
+                    self.model.stop_training = False
+                    if not stop_ignored:
+                        stop_ignored = True
+                        message = (
+                            f"a callback asked to stop in sampling epoch {e + 1}; sampling "
+                            f"runs its {sample_epochs} epochs to the end (stop requests end "
+                            "the MAP search only): pass a smaller `sample_epochs` to sample "
+                            "less"
+                        )
+                        self.notes.append(message)
+                        warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=3)
             if not failed:
                 break
             self.notes.append(
@@ -1721,12 +2065,47 @@ class BayesianModel:
                 else None
             )
         self.noise_scale_draws = None if log_sigma is None else np.exp(log_sigma)
+        if log_sigma is not None:
+            self._check_noise_mixing(np.asarray(log_sigma, np.float64).reshape(-1))
         self._write_back(mode, state["nt"])
         self.model.stop_training = False
         cb.on_train_end()
         self.history = history
         self.timings["total"] = time.perf_counter() - t_start
         return history
+
+    def _check_noise_mixing(self, log_sigma: np.ndarray) -> None:
+        """Warn when the draws of a learned Gaussian noise show that the chain has not
+        converged, so that the predictive intervals would be too narrow or too wide.
+
+        With ``N`` examples of ``K`` outputs each, the Fisher information of ``log σ``
+        is ``2NK`` (``∂ log N(y; μ, σ²)/∂ log σ = z² − 1`` has variance 2), so its
+        posterior sd is about ``s = 1/√(2NK)``, or more when the mean's weights are
+        many for the data. A spread of the draws under ``s/2`` is a chain that has not
+        crossed the posterior (its draws too alike); one over ``4s``, with halves whose
+        means differ by more than ``3s``, is a chain still drifting from its start.
+        """
+        if log_sigma.size < 4:
+            return
+        s = 1.0 / math.sqrt(2.0 * self._n * self._num_outputs)
+        ratio = float(np.std(log_sigma)) / s
+        half = log_sigma.size // 2
+        drift = abs(float(np.mean(log_sigma[half:]) - np.mean(log_sigma[:half]))) / s
+        if ratio >= 0.5 and not (ratio > 4.0 and drift > 3.0):
+            return
+        why = (
+            f"they spread {ratio:.2g}x the posterior's sd 1/sqrt(2N) = {s:.3g}"
+            if ratio < 0.5
+            else f"they drift by {drift:.2g} posterior sds (1/sqrt(2N) = {s:.3g}) between "
+            "the halves of the sampling"
+        )
+        message = (
+            f"sampling has not converged: the draws of the noise scale (log sigma) do not "
+            f"describe its posterior ({why}), so predictive intervals are unreliable; "
+            "raise `sample_epochs` (and `epochs`, to start at the MAP), or standardise `y`"
+        )
+        self.notes.append(message)
+        warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
 
     def _stiffest(self, theta: tf.Tensor, nt: list, precond: np.ndarray, batches: list) -> float:
         """The largest curvature ``λ_max`` of ``−log π`` in the preconditioned units
@@ -1806,7 +2185,7 @@ class BayesianModel:
             @tf.function(jit_compile=bool(self.jit_compile), reduce_retracing=True, autograph=False)
             def forward(theta, nt, x):
                 out, _ = model.stateless_call(self._parts(theta)[:nw], nt, x, **kwargs)
-                return out
+                return self._cast_outputs(out)
 
             self._forward_fn = _Concrete(forward)
         return self._forward_fn
@@ -2033,6 +2412,16 @@ class BayesianModel:
             f"BayesianModel(likelihood={lik!r}, draws={self.num_kept}, "
             f"step_size={self.step_size:.3g}, jit_compile={self.jit_compile})"
         )
+
+
+def _learning_rate(optimizer: Any) -> float:
+    """The optimizer's current learning rate (a callback may have set it), checked."""
+    lr = float(np.asarray(optimizer.learning_rate))
+    if not (np.isfinite(lr) and lr >= 0):
+        raise ValueError(
+            f"a callback set the learning rate to {lr}: it must be a finite number >= 0."
+        )
+    return lr
 
 
 def _mixture_quantile(means: np.ndarray, sigmas: np.ndarray, q: float) -> np.ndarray:
