@@ -239,3 +239,49 @@ def test_readme_quickstart_figures_match_the_example_and_its_study_page():
 )  # fmt: skip
 def test_cell_format(cell, run):
     assert sample_posterior_cell(run) == cell
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: the samplers' speed tables, rendered from their JSON by the benchmark's
+# own renderer (benchmarks/bench_samplers.py --render)
+
+#: Row labels the page shortens, to the renderer's.
+_LABELS = {"sgld / (b)": "sgld / gradient floor (b)", "sgld / (c)": "sgld / sample_chain_bare (c)"}
+
+
+def _cells(line: str) -> list[str]:
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    return [c if c else "–" for c in cells]
+
+
+def _label(label: str) -> str:
+    return re.sub(r" \([abc]\)$", "", _LABELS.get(label, label))
+
+
+@pytest.mark.parametrize(
+    "result, section",
+    [
+        ("bench_samplers_idle.json", "## Idle run"),
+        ("bench_samplers.json", "### All samplers (full run"),
+    ],
+)
+def test_sampler_speed_tables_match_their_json(result, section, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = pytest.importorskip("bench_samplers")
+    rendered = bench.render_markdown(_json(f"benchmarks/results/{result}"))
+    want = {_label(r[0]): [c if c else "–" for c in r[1:]]
+            for r in table_after(rendered, "| samples/s |")}  # fmt: skip
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    body = text[text.index(section) :]
+    table = table_after(body, "| samples/s |")
+    problems = []
+    for row in table:
+        label, cells = _label(row[0]), [c if c else "–" for c in row[1:]]
+        if label not in want:
+            problems.append(f"{row[0]}: no such row in {result}")
+            continue
+        for k, (page, full) in enumerate(zip(cells, want[label])):
+            # The page may print a cell's figure without the renderer's ratio in brackets.
+            if page not in (full, full.split(" (")[0]):
+                problems.append(f"{row[0]}, column {k + 1}: page {page!r}, JSON {full!r}")
+    assert table and not problems, "\n".join(problems)
