@@ -16,8 +16,14 @@ And one check on a built site (``--site DIR``, after ``mkdocs build``):
 
 3. **The HTML renders.** No literal Sphinx role (``:class:`X```) survives,
    no ``$...$`` / ``\\(...\\)`` math delimiter is left outside the spans that
-   ``pymdownx.arithmatex`` hands to KaTeX (code blocks excepted), and every
-   formula compiles with the vendored KaTeX (when ``node`` is installed).
+   ``pymdownx.arithmatex`` hands to KaTeX (code blocks excepted), every
+   formula compiles with the vendored KaTeX (when ``node`` is installed), no
+   code fence is left as literal text (a fenced block that Markdown did not
+   recognise, e.g. inside a list item without ``pymdownx.superfences`` or
+   indented less than the item's content), no paragraph holds a line that
+   starts with a list marker (``2.``, ``-``, ``*``, ``+``: a list that broke
+   into running text) or a reference entry (``[1]:``), and code blocks are
+   syntax-highlighted.
 
 Exit status 1 with one line per finding (``file:line: message``), else 0.
 """
@@ -192,30 +198,69 @@ INLINE_DOLLAR = re.compile(r"(?<![\\\w$])\$(?=\S)[^$\n]*?[\\^_{}][^$\n]*?(?<=\S)
 RAW_DELIMS = re.compile(r"\\\(|\\\[|\$\$")
 
 
+#: A code fence that Markdown left as text (outside ``<code>``/``<pre>``).
+LITERAL_FENCE = re.compile(r"`{3,}|~{3,}")
+#: A fenced block that Markdown read as an inline code span (its backticks paired up):
+#: ``<code>`` starting with the fence's language word and a line break.
+INLINE_FENCE = re.compile(
+    r"<code>(?:python|py|pycon|bash|sh|shell|console|text|none|yaml|toml|json|ini)\n"
+)
+#: A line of a paragraph that starts like a list item or a reference entry: the list (or
+#: the reference list) was not recognised and ran into the paragraph.
+LIST_LINE = re.compile(r"^[ \t]*(?:[0-9]+[.)]|[-*+]|\[[0-9]+\]:)[ \t]+\S", re.M)
+_VOID = {"br", "img", "hr", "input", "meta", "link", "wbr", "source", "col"}
+
+
 class _TextScanner(html.parser.HTMLParser):
-    """Collects text outside code, scripts and arithmatex spans."""
+    """Collects text outside code, scripts and arithmatex spans, the text of each
+    paragraph (code included, math excluded), and the ``<pre>`` blocks' classes."""
 
     SKIP_TAGS = {"code", "pre", "script", "style", "textarea"}
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.stack: list[bool] = []  # True where the element hides its text
+        self.math: list[bool] = []  # True inside an arithmatex span
+        self.highlight: list[bool] = []  # True inside a Pygments-highlighted block
         self.text: list[tuple[int, str]] = []
+        self.paragraphs: list[tuple[int, str]] = []  # (first line, text) of each <p>
+        self._para: list[str] | None = None
+        self._para_line = 0
+        self._para_depth = 0
+        self.code_blocks: list[tuple[int, bool]] = []  # (line, highlighted) of each <pre>
 
     def handle_starttag(self, tag, attrs):
-        if tag in {"br", "img", "hr", "input", "meta", "link", "wbr"}:
+        if tag in _VOID:
             return
-        classes = (dict(attrs).get("class") or "").split()
+        attrs = dict(attrs)
+        classes = (attrs.get("class") or "").split()
         hidden = tag in self.SKIP_TAGS or "arithmatex" in classes
         self.stack.append(hidden or (bool(self.stack) and self.stack[-1]))
+        self.math.append("arithmatex" in classes or (bool(self.math) and self.math[-1]))
+        if tag == "p" and self._para is None:
+            self._para, self._para_line, self._para_depth = [], self.getpos()[0], len(self.stack)
+        self.highlight.append(
+            "highlight" in classes or (bool(self.highlight) and self.highlight[-1])
+        )
+        if tag == "pre":
+            # Pygments (pymdownx.highlight) puts each block in <div class="highlight">;
+            # a bare <pre><code> was not highlighted.
+            self.code_blocks.append((self.getpos()[0], self.highlight[-1]))
 
     def handle_endtag(self, tag):
-        if self.stack and tag not in {"br", "img", "hr", "input", "meta", "link", "wbr"}:
+        if self.stack and tag not in _VOID:
+            if tag == "p" and self._para is not None and len(self.stack) == self._para_depth:
+                self.paragraphs.append((self._para_line, "".join(self._para)))
+                self._para = None
             self.stack.pop()
+            self.math.pop()
+            self.highlight.pop()
 
     def handle_data(self, data):
         if not (self.stack and self.stack[-1]):
             self.text.append((self.getpos()[0], data))
+        if self._para is not None and not (self.math and self.math[-1]):
+            self._para.append(data)
 
 
 def check_site(site: pathlib.Path) -> list[str]:
@@ -229,6 +274,12 @@ def check_site(site: pathlib.Path) -> list[str]:
         for m in SPHINX_ROLE.finditer(raw):
             lineno = raw.count("\n", 0, m.start()) + 1
             problems.append(f"{rel}:{lineno}: literal Sphinx role {m.group(0)!r}")
+        for m in INLINE_FENCE.finditer(raw):
+            lineno = raw.count("\n", 0, m.start()) + 1
+            problems.append(
+                f"{rel}:{lineno}: literal code fence read as inline code (a code block that "
+                f"did not render): {m.group(0)[:20]!r}"
+            )
         scanner = _TextScanner()
         scanner.feed(raw)
         for lineno, data in scanner.text:
@@ -238,6 +289,22 @@ def check_site(site: pathlib.Path) -> list[str]:
                     problems.append(
                         f"{rel}:{lineno}: unrendered math delimiter in {m.group(0)[:40]!r}"
                     )
+            if LITERAL_FENCE.search(data):
+                problems.append(
+                    f"{rel}:{lineno}: literal code fence in the text (a code block that did "
+                    f"not render): {data.strip()[:60]!r}"
+                )
+        for lineno, text in scanner.paragraphs:
+            for m in LIST_LINE.finditer(text):
+                line = lineno + text.count("\n", 0, m.start())
+                end = text.find("\n", m.start())
+                problems.append(
+                    f"{rel}:{line}: a list ran into a paragraph (line starts with a list "
+                    f"marker): {text[m.start() : None if end < 0 else end].strip()[:60]!r}"
+                )
+        for lineno, highlighted in scanner.code_blocks:
+            if not highlighted:
+                problems.append(f"{rel}:{lineno}: code block without syntax highlighting")
     return problems
 
 
@@ -286,6 +353,35 @@ def check_math(site: pathlib.Path) -> list[str]:
     return problems
 
 
+#: Findings of the site check that are known and owned elsewhere, with why: (page, the
+#: start of the message after ``page:line: ``). An allowance that no longer matches any
+#: finding is itself reported, so the list cannot go stale.
+KNOWN_SITE_PROBLEMS: dict[tuple[str, str], str] = {
+    ("api/models/index.html", "a list ran into a paragraph"): (
+        "the module docstring of tfp_sgmcmc/models/data_files.py indents its '*' lists under "
+        "definition-style lines, which Markdown reads as running text"
+    ),
+}
+
+
+def apply_known_site_problems(problems: list[str]) -> list[str]:
+    """``problems`` less the known ones, plus one line per allowance that matched none."""
+    used: set[tuple[str, str]] = set()
+    kept = []
+    for p in problems:
+        page, _, rest = p.partition(":")
+        message = rest.partition(": ")[2]
+        key = next((k for k in KNOWN_SITE_PROBLEMS if k[0] == page and message.startswith(k[1])),
+                   None)
+        if key is None:
+            kept.append(p)
+        else:
+            used.add(key)
+    for key in KNOWN_SITE_PROBLEMS.keys() - used:
+        kept.append(f"{key[0]}: known problem {key[1]!r} no longer found; remove its allowance")
+    return kept
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--site", type=pathlib.Path, help="also check this built mkdocs site")
@@ -293,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     files = tracked_files()
     problems = check_citations(files) + check_wording(files)
     if args.site is not None:
-        problems += check_site(args.site) + check_math(args.site)
+        problems += apply_known_site_problems(check_site(args.site)) + check_math(args.site)
     for p in problems:
         print(p)
     print(f"check_docs: {len(files)} files, {len(problems)} problem(s)", file=sys.stderr)

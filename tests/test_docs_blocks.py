@@ -18,6 +18,13 @@ block's opening fence (the convention is documented in ``docs/contributing.md``)
 
 A block that needs the reader's data does not get a hidden fixture here: the page defines a
 small stand-in, visibly, in a block of its own or at the top of the block.
+
+Blocks run as after the README's install (`pip install tfp-sgmcmc`, no extra), even though
+this test process has every extra: the modules of the optional extras (ArviZ, scikit-learn,
+Ray, pytest) cannot be imported by a block unless the block names the extra next to it, in
+its code or in the three lines above its fence, as a pip command does:
+``pip install "tfp-sgmcmc[arviz]"`` or ``pip install -e ".[models]"``. A block that calls
+``to_arviz()`` without saying so fails here as it fails for the reader.
 """
 
 from __future__ import annotations
@@ -47,6 +54,33 @@ KNOWN_FAILURES: dict[str, str] = {}
 # Pages whose blocks cannot be made cheap (none today).
 SLOW_PAGES: dict[str, str] = {}
 
+#: The optional extras (pyproject.toml) and the top-level modules each one adds.
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "arviz": ("arviz",),
+    "models": ("sklearn",),
+    "ray": ("ray",),
+    "test": ("pytest", "hypothesis", "arviz", "sklearn", "ray"),
+}
+#: An extra named in a pip command: ``tfp-sgmcmc[arviz]``, ``.[models]``, ``.[arviz,ray]``.
+_EXTRA_NAMED = re.compile(r"(?:tfp-sgmcmc|\.)\[(?P<extras>[a-z]+(?:\s*,\s*[a-z]+)*)\]")
+#: Lines above a block's fence searched for a named extra.
+EXTRA_CONTEXT_LINES = 3
+
+
+def named_extras(text: str) -> tuple[str, ...]:
+    """The extras that pip commands in ``text`` name, sorted."""
+    found = set()
+    for m in _EXTRA_NAMED.finditer(text):
+        found.update(e.strip() for e in m.group("extras").split(","))
+    return tuple(sorted(found & EXTRA_MODULES.keys()))
+
+
+def hidden_modules(extras: tuple[str, ...]) -> list[str]:
+    """The optional modules a block that names ``extras`` may not import."""
+    allowed = {m for e in extras for m in EXTRA_MODULES[e]}
+    return sorted({m for mods in EXTRA_MODULES.values() for m in mods} - allowed)
+
+
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
 _MARK = re.compile(r"^\s*<!--\s*block:\s*(?P<body>.*?)\s*-->\s*$")
 
@@ -58,6 +92,7 @@ class Block:
     code: str
     mode: str = "run"  # "run", "standalone" or "skip"
     reason: str = ""
+    extras: tuple[str, ...] = ()  # the extras named in the block or just above it
 
 
 def _parse_mark(body: str, where: str) -> tuple[str, str]:
@@ -105,7 +140,9 @@ def page_blocks(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[Block]:
         if lang in ("python", "py"):
             code = textwrap.dedent("\n".join(body)) + "\n"
             mode, reason = ("run", "") if pending is None else pending[:2]
-            blocks.append(Block(rel, i + 2, code, mode, reason))
+            above = "\n".join(lines[max(0, i - EXTRA_CONTEXT_LINES) : i])
+            extras = named_extras(above + "\n" + code)
+            blocks.append(Block(rel, i + 2, code, mode, reason, extras))
         elif pending is not None:
             raise ValueError(f"{rel}:{pending[2]}: block mark above a {lang or 'plain'} block")
         pending = None
@@ -125,9 +162,31 @@ def page_blocks(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[Block]:
 _RUNNER = r"""
 import atexit, json, os, signal, sys, time, traceback
 
+class HideExtras:
+    # A meta-path finder: the optional extras' modules that the running block did not name
+    # cannot be imported, as after an install without that extra.
+    hidden = frozenset()
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in self.hidden:
+            raise ModuleNotFoundError(
+                f"No module named {name!r} (an optional extra's module: name the extra next to "
+                "the block, e.g. pip install \"tfp-sgmcmc[arviz]\")", name=name)
+        return None
+
+HIDE = HideExtras()
+
+def hide(modules):
+    HIDE.hidden = frozenset(modules)
+    for name in list(sys.modules):  # imported earlier (TensorFlow imports scikit-learn)
+        if name.partition(".")[0] in HIDE.hidden:
+            del sys.modules[name]
+
 def run_blocks(blocks):
     scope = {"__name__": "__main__", "__builtins__": __builtins__}
+    sys.meta_path.insert(0, HIDE)
     for b in blocks:
+        hide(b["hidden"])
         print(f"@@block {b['page']}:{b['line']}", flush=True)
         code = "\n" * (b["line"] - 1) + b["code"]
         try:
@@ -215,7 +274,13 @@ class _Runner:
         out, err = cwd / "_stdout.txt", cwd / "_stderr.txt"
         request = {
             "blocks": [
-                {"page": b.page, "line": b.line, "code": b.code, "path": str(ROOT / b.page)}
+                {
+                    "page": b.page,
+                    "line": b.line,
+                    "code": b.code,
+                    "path": str(ROOT / b.page),
+                    "hidden": hidden_modules(b.extras),
+                }
                 for b in blocks
             ],
             "cwd": str(cwd),
@@ -284,6 +349,71 @@ def test_block_marks_are_well_formed():
         except ValueError as exc:
             problems.append(str(exc))
     assert not problems, "\n".join(problems)
+
+
+#: What in a block's code needs an extra: (pattern, extra).
+EXTRA_USES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bto_arviz\(|^\s*(?:import|from) arviz\b", re.M), "arviz"),
+    (re.compile(r"^\s*(?:import|from) sklearn\b|\bbnn_digits\b", re.M), "models"),
+    (re.compile(r"^\s*(?:import|from) ray\b|\bRayExecutor\b", re.M), "ray"),
+)
+
+
+def missing_extras(block: Block) -> list[str]:
+    """The extras that ``block``'s code needs and that it does not name."""
+    code = re.sub(r"#.*", "", block.code)  # an alternative named in a comment is not a use
+    need = {extra for rx, extra in EXTRA_USES if rx.search(code)}
+    if "test" in block.extras:
+        return []
+    return sorted(need - set(block.extras))
+
+
+def test_blocks_that_need_an_extra_name_it():
+    """A reader who installed only what the README installs learns, next to the block,
+    which extra it needs (the run below enforces it; this names every offender at once,
+    including blocks that are not run)."""
+    problems = []
+    for path in PAGES:
+        for b in page_blocks(path):
+            for extra in missing_extras(b):
+                problems.append(
+                    f"{b.page}:{b.line}: needs the {extra!r} extra; say so next to the block, "
+                    f'e.g. a comment: # needs pip install "tfp-sgmcmc[{extra}]"'
+                )
+    assert not problems, "\n".join(problems)
+
+
+def test_extras_named_here_are_the_packages_extras():
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    assert set(EXTRA_MODULES) <= set(extras)
+    assert any(r.startswith("arviz") for r in extras["arviz"])
+    assert any(r.startswith("scikit-learn") for r in extras["models"])
+    assert any(r.startswith("ray") for r in extras["ray"])
+
+
+def test_extras_are_read_next_to_the_block_and_enforced(tmp_path, runner):
+    page = tmp_path / "probe"
+    page.write_text(
+        "# t\n\n```python\nidata = res.to_arviz()\n```\n\n"
+        'With ArviZ (`pip install "tfp-sgmcmc[arviz]"`):\n\n```python\nimport arviz\n```\n\n'
+        '```python\nimport sklearn  # pip install -e ".[models,ray]"\n```\n',
+        encoding="utf-8",
+    )
+    blocks = page_blocks(page, root=tmp_path)
+    assert [b.extras for b in blocks] == [(), ("arviz",), ("models", "ray")]
+    assert [missing_extras(b) for b in blocks] == [["arviz"], [], []]
+    assert hidden_modules(("arviz",)) == ["hypothesis", "pytest", "ray", "sklearn"]
+    # The runner hides an optional module from a block that does not name its extra, even
+    # when this process has it installed (and TensorFlow imported it already) ...
+    pytest.importorskip("sklearn")
+    with pytest.raises(pytest.fail.Exception, match=r"(?s)block at probe:3 failed.*sklearn"):
+        runner.run([Block("probe", 3, "import sklearn\n")], tmp_path, 60)
+    # ... and lets a block that names it import it.
+    runner.run([Block("probe", 3, "import sklearn\n", extras=("models",))], tmp_path, 60)
 
 
 def test_the_parser_and_runner_name_the_block(tmp_path, runner):

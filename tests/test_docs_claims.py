@@ -1,0 +1,287 @@
+"""The figures that the README and ``docs/benchmarks.md`` quote match the committed results.
+
+A table in a page is a copy of a JSON file that a benchmark wrote; when the benchmark is rerun
+and the JSON changes, or a row is edited by hand, the copy and the file disagree and a reader
+cannot tell which to believe. Each test here reads a table (or a sentence) from the page and
+the file it cites, and compares every figure at the precision the page prints.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import tomllib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BENCHMARKS_MD = ROOT / "docs" / "benchmarks.md"
+
+
+def _json(rel: str) -> dict:
+    return json.loads((ROOT / rel).read_text(encoding="utf-8"))
+
+
+def table_after(text: str, header_start: str) -> list[list[str]]:
+    """The body rows (cells stripped) of the first Markdown table whose header row starts
+    with ``header_start``."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(header_start) and i + 1 < len(lines) and lines[i + 1].startswith("|-"):
+            rows = []
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                rows.append([c.strip() for c in row.strip().strip("|").split("|")])
+            return rows
+    raise AssertionError(f"no table with a header starting {header_start!r}")
+
+
+def _err(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def _ratio(lo: float, hi: float) -> str:
+    return f"{lo:.2f}–{hi:.2f}"
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: scikit-learn posteriors (benchmarks/real_posteriors/sample_posterior.json)
+
+SKLEARN_ROWS = {
+    "diabetes, linear (as shipped: centred, sd 0.048)": "diabetes-linear",
+    "diabetes, linear, raw predictors (uncentred)": "diabetes-raw-linear",
+    "diabetes, Student-t, raw, unknown `nu`": "diabetes-raw-student",
+    "breast cancer, logistic, raw (sd 0.003–569)": "breast-cancer-logistic",
+    "wine, softmax (3 classes), raw (sd 0.12–314)": "wine-softmax",
+}
+
+
+def sample_posterior_cell(run: dict) -> str:
+    """How the sklearn table writes one ``bench_sample_posterior`` run: verdict, mean error,
+    sd ratio and whole seconds; a run that raised or failed gives its verdict and reason."""
+    seconds = f"{run['seconds']:.0f}"
+    if run["verdict"] == "raised":
+        return f"raised (every tuning arm diverged), {seconds}"
+    if run["verdict"] == "failed":
+        return f"failed ({_failed_reason(run)}), {seconds}"
+    err, sd = _err(run["max_mean_error"]), _ratio(run["sd_ratio_min"], run["sd_ratio_max"])
+    return f"{run['verdict']}, {err}, {sd}, {seconds}"
+
+
+def _failed_reason(run: dict) -> str:
+    reasons = " ".join(run["reasons"])
+    return "a chain left the posterior" if "left the posterior" in reasons else reasons
+
+
+def _sklearn_runs() -> dict[tuple[str, str], dict]:
+    doc = _json("benchmarks/real_posteriors/sample_posterior.json")
+    return {(r["posterior"], r["dtype"]): r for r in doc["results"]}
+
+
+def test_sklearn_table_matches_its_json():
+    rows = table_after(BENCHMARKS_MD.read_text(encoding="utf-8"), "| posterior | N × d | NUTS")
+    runs = _sklearn_runs()
+    assert {r[0] for r in rows} == set(SKLEARN_ROWS)
+    problems = []
+    for row in rows:
+        name = SKLEARN_ROWS[row[0]]
+        for dtype, cell in (("float64", row[3]), ("float32", row[4])):
+            want = sample_posterior_cell(runs[(name, dtype)])
+            if cell != want:
+                problems.append(f"{row[0]} ({dtype}): page {cell!r}, JSON {want!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_sklearn_summary_sentence_counts_the_ok_runs():
+    runs = _sklearn_runs()
+    ok = {
+        dtype: sum(r["verdict"] == "ok" and r["accurate"] for (_, dt), r in runs.items()
+                   if dt == dtype)
+        for dtype in ("float64", "float32")
+    }  # fmt: skip
+    words = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "all"}
+    text = " ".join(BENCHMARKS_MD.read_text(encoding="utf-8").split())
+    claim = (
+        f"{words[ok['float64']]} of the five are accurate and `ok` in float64 and "
+        f"{words[ok['float32']]} in float32"
+    )
+    assert claim in text, claim
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: posteriordb (benchmarks/results/posteriordb_sample_posterior*.json)
+
+POSTERIORDB_ROWS = {
+    "diamonds": "diamonds-diamonds",
+    "kidiq (interaction)": "kidiq-kidscore_interaction",
+    "nes2000": "nes2000-nes",
+    "sblrc": "sblrc-blr",
+}
+
+
+def _by_posterior(rel: str) -> dict[str, dict]:
+    return {r["posterior"]: r for r in _json(rel)["results"]}
+
+
+def test_posteriordb_tables_match_their_json():
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    dense = _by_posterior("benchmarks/results/posteriordb_sample_posterior.json")
+    windowed = _by_posterior("benchmarks/results/posteriordb_sample_posterior_windowed.json")
+    problems = []
+
+    def same(where: str, page: str, want: str) -> None:
+        if page != want:
+            problems.append(f"{where}: page {page!r}, JSON {want!r}")
+
+    for row in table_after(text, "| posterior | N | d | verdict"):
+        r = dense[POSTERIORDB_ROWS[row[0]]]
+        want = [f"{r['N']:,}", str(r["d"]), r["verdict"], _err(r["max_mean_error"]),
+                _ratio(r["sd_ratio_min"], r["sd_ratio_max"]), f"{r['seconds']:.1f}",
+                _err(r["nuts_max_mean_error"]),
+                _ratio(r["nuts_sd_ratio_min"], r["nuts_sd_ratio_max"]),
+                f"{r['nuts_seconds']:.1f}"]  # fmt: skip
+        same(row[0], " | ".join(row[1:]), " | ".join(want))
+    for row in table_after(text, "| posterior | `sample_posterior` seconds"):
+        r = windowed[POSTERIORDB_ROWS[row[0]]]
+        want = [f"{r['seconds']:.1f}", _err(r["nuts_max_mean_error"]),
+                _ratio(r["nuts_sd_ratio_min"], r["nuts_sd_ratio_max"]),
+                f"{r['nuts_seconds']:.1f}"]  # fmt: skip
+        same(row[0] + " (windowed)", " | ".join(row[1:]), " | ".join(want))
+    for row in table_after(text, "| posterior | mode | curvature"):
+        r = dense[POSTERIORDB_ROWS[row[0]]]
+        keys = ("map", "curvature", "tuning_sampling", "tuning_metric", "sampling", "verdict")
+        want = [f"{r['seconds_' + k]:.1f}" for k in keys]
+        same(row[0] + " (phases)", " | ".join(row[1:]), " | ".join(want))
+    assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: 10⁶ rows (benchmarks/results/sample_posterior_large_1e6.json)
+
+
+def test_million_rows_table_and_ratio_match_their_json():
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    d = _json("benchmarks/results/sample_posterior_large_1e6.json")
+    sp, nuts = d["sample_posterior"], d["nuts_dense"]
+    rows = table_after(text, "| | wall s | worst mean error (sd)")
+    assert rows[0][1:4] == [
+        f"**{sp['seconds']:.1f}**",
+        _err(sp["max_mean_error"]),
+        _ratio(sp["sd_ratio_min"], sp["sd_ratio_max"]),
+    ]
+    assert f"`{sp['verdict']}`" in rows[0][0] and f"ε = {sp['step_size']}" in rows[0][0]
+    assert rows[1][1:4] == [
+        f"{nuts['seconds']:,.1f}",
+        _err(nuts["max_mean_error"]),
+        _ratio(nuts["sd_ratio_min"], nuts["sd_ratio_max"]),
+    ]
+    assert f"{nuts['mean_leapfrogs']:.1f} leapfrogs" in rows[1][4]
+    assert f"({nuts['num_warmup']} + {nuts['num_results']})" in rows[1][0]
+    ratio = d["wall_ratio_sample_posterior_over_nuts"]
+    assert f"**Wall-time ratio {ratio:.3f}**" in text
+    phases = sp["timings"]
+    sentence = (
+        f"mode {phases['map']:.1f} s, curvature {phases['curvature']:.1f} s, tuning "
+        f"{phases['tuning_sampling']:.1f} s of sampling"
+    )
+    assert sentence in " ".join(text.split()), sentence
+
+
+# ---------------------------------------------------------------------------------------------
+# README
+
+
+README = ROOT / "README.md"
+
+
+def test_readme_versions_are_the_packages_ranges():
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pins = {re.split(r"[\[<>=]", d)[0]: d for d in deps["dependencies"]}
+    text = README.read_text(encoding="utf-8")
+    line = next(ln for ln in text.splitlines() if ln.startswith("Python 3."))
+    py = re.fullmatch(r">=3\.(\d+),<3\.(\d+)", deps["requires-python"])
+    assert f"Python 3.{py.group(1)}–3.{int(py.group(2)) - 1}" in line
+    for name, label in (("tensorflow", "TensorFlow"), ("keras", "Keras")):
+        low, high = re.search(r">=([\d.]+),<([\d.]+)", pins[name]).groups()
+        major, minor = high.split(".")
+        assert f"{label} {low}–{major}.{int(minor) - 1}" in line, (name, pins[name], line)
+    low = re.search(r">=([\d.]+)", pins["tensorflow-probability"]).group(1)
+    assert f"TFP {low}" in line
+
+
+def test_readme_quickstart_figures_match_the_example_and_its_study_page():
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    example = (ROOT / "examples" / "quickstart_mamba.py").read_text(encoding="utf-8")
+    # The full run's budget (the larger of the two defaults; --quick uses the smaller).
+    default = r"budget = args\.budget if args\.budget is not None else ([\d.]+)"
+    budgets = re.findall(default, example)
+    assert budgets, "the quickstart's default budget"
+    assert f"within a {max(map(float, budgets)):g}-second sampling budget" in text
+    # The loaded figure is the one the study page recorded for its own run.
+    page = (ROOT / "docs" / "studies" / "mamba_quickstart.md").read_text(encoding="utf-8")
+    wall = re.search(r"wall time (\d+) s", page).group(1)
+    load = re.search(r"1-minute load average ([\d.]+)", page).group(1)
+    assert f"took {wall} s on the same kind of machine at load average {load}" in text
+    # The idle figure says what it was measured on.
+    assert "about 110 s on an idle 2-core Intel Xeon machine" in text
+
+
+@pytest.mark.parametrize(
+    "cell, run",
+    [
+        ("ok, 0.040, 1.01–1.05, 28", dict(verdict="ok", max_mean_error=0.0398,
+                                          sd_ratio_min=1.0053, sd_ratio_max=1.05, seconds=28.1)),
+        ("raised (every tuning arm diverged), 141", dict(verdict="raised", seconds=140.8,
+                                                          reasons=["every arm ..."])),
+    ],
+)  # fmt: skip
+def test_cell_format(cell, run):
+    assert sample_posterior_cell(run) == cell
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: the samplers' speed tables, rendered from their JSON by the benchmark's
+# own renderer (benchmarks/bench_samplers.py --render)
+
+#: Row labels the page shortens, to the renderer's.
+_LABELS = {"sgld / (b)": "sgld / gradient floor (b)", "sgld / (c)": "sgld / sample_chain_bare (c)"}
+
+
+def _cells(line: str) -> list[str]:
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    return [c if c else "–" for c in cells]
+
+
+def _label(label: str) -> str:
+    return re.sub(r" \([abc]\)$", "", _LABELS.get(label, label))
+
+
+@pytest.mark.parametrize(
+    "result, section",
+    [
+        ("bench_samplers_idle.json", "## Idle run"),
+        ("bench_samplers.json", "### All samplers (full run"),
+    ],
+)
+def test_sampler_speed_tables_match_their_json(result, section, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = pytest.importorskip("bench_samplers")
+    rendered = bench.render_markdown(_json(f"benchmarks/results/{result}"))
+    want = {_label(r[0]): [c if c else "–" for c in r[1:]]
+            for r in table_after(rendered, "| samples/s |")}  # fmt: skip
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    body = text[text.index(section) :]
+    table = table_after(body, "| samples/s |")
+    problems = []
+    for row in table:
+        label, cells = _label(row[0]), [c if c else "–" for c in row[1:]]
+        if label not in want:
+            problems.append(f"{row[0]}: no such row in {result}")
+            continue
+        for k, (page, full) in enumerate(zip(cells, want[label])):
+            # The page may print a cell's figure without the renderer's ratio in brackets.
+            if page not in (full, full.split(" (")[0]):
+                problems.append(f"{row[0]}, column {k + 1}: page {page!r}, JSON {full!r}")
+    assert table and not problems, "\n".join(problems)
