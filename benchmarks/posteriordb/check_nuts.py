@@ -39,16 +39,21 @@ checks that the two densities agree). Two samplers (``--method``):
 python -m benchmarks.posteriordb.check_nuts --json benchmarks/results/posteriordb_nuts.json
 python -m benchmarks.posteriordb.check_nuts --posteriors sblrc-blr --num-results 200
 python -m benchmarks.posteriordb.check_nuts --method windowed --posteriors sblrc-blr nes2000-nes
+python -m benchmarks.posteriordb.check_nuts --posteriors nes1972-nes nes1976-nes \
+    --json benchmarks/results/posteriordb_nuts.json --merge
 ```
 
-The JSON goes to stdout (and to ``--json``), a table to stderr. The exit status is 1 when a
-posterior misses the tolerances.
+The JSON goes to stdout (and to ``--json``), a table to stderr. With ``--merge`` the rows of
+this run replace those of the same posteriors in the existing ``--json`` file and the others
+are kept (the configurations must agree), so the posteriors can be checked a few at a time.
+The exit status is 1 when a posterior of this run misses the tolerances.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -357,19 +362,46 @@ def run_one(
     out["divergences"] = int(np.sum(trace["diverging"]))
     out["mean_leapfrogs"] = float(np.mean(trace["n_steps"]))
     out["step_size"] = float(np.mean(trace["step_size"]))
+    # Merged files gather runs made at different times: keep each row's machine load.
+    out["load_average"] = common.load_average()
+    return out
+
+
+def merge(previous: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with ``previous``'s results for the posteriors ``doc`` did not run.
+
+    Rows are ordered as `models.NAMES` (unknown names last, in their previous order);
+    ``all_passed`` covers every row.
+
+    Raises:
+      ValueError: the two documents' ``config`` differ (their rows would not be comparable).
+    """
+    if previous.get("config") != doc["config"]:
+        raise ValueError(
+            f"--merge: the existing file's config {previous.get('config')} differs from this "
+            f"run's {doc['config']}; rerun with the same options or write another --json file"
+        )
+    rows = {r["name"]: r for r in previous.get("results", [])}
+    rows.update({r["name"]: r for r in doc["results"]})
+    order = {name: i for i, name in enumerate(models.NAMES)}
+    results = sorted(rows.values(), key=lambda r: order.get(r["name"], len(order)))
+    out = dict(doc)
+    out["results"] = results
+    out["all_passed"] = all(r["passed"] for r in results)
     return out
 
 
 def table(results: list[dict[str, Any]]) -> str:
     """The per-posterior figures as a fixed-width table."""
+    w = max([len("posterior")] + [len(r["name"]) for r in results])
     head = (
-        f"{'posterior':27s} {'method':8s} {'N':>5s} {'d':>3s} {'max|z|':>7s} {'sd min':>7s} "
+        f"{'posterior':{w}s} {'method':8s} {'N':>5s} {'d':>3s} {'max|z|':>7s} {'sd min':>7s} "
         f"{'sd max':>7s} {'minESS':>7s} {'Rhat':>6s} {'div':>4s} {'leapfr':>7s} {'wall s':>7s} ok"
     )
     lines = [head]
     for r in results:
         lines.append(
-            f"{r['name']:27s} {r['method']:8s} {r['num_examples']:5d} {r['num_parameters']:3d} "
+            f"{r['name']:{w}s} {r['method']:8s} {r['num_examples']:5d} {r['num_parameters']:3d} "
             f"{r['max_abs_z_mean']:7.3f} {r['min_sd_ratio']:7.3f} {r['max_sd_ratio']:7.3f} "
             f"{r['min_ess']:7.0f} {r['max_rhat']:6.3f} {r['divergences']:4d} "
             f"{r['mean_leapfrogs']:7.1f} {r['wall_s']:7.1f} {'yes' if r['passed'] else 'NO'}"
@@ -389,7 +421,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20250429)
     parser.add_argument("--no-jit", action="store_true", help="plain tf.function, no XLA")
     parser.add_argument("--json", default=None, help="also write the JSON document here")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="merge this run's rows into the existing --json file instead of replacing it",
+    )
     args = parser.parse_args(argv)
+    if args.merge and args.json is None:
+        parser.error("--merge needs --json FILE (the file to merge into)")
 
     load_start = common.load_average()
     results = []
@@ -415,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     common.log(table(results))
     doc = {
         "benchmark": "posteriordb_nuts",
-        "what": "TFP NUTS on the TFP transcriptions of four posteriordb posteriors against "
+        "what": "TFP NUTS on the TFP transcriptions of posteriordb posteriors against "
         "posteriordb's reference draws (benchmarks/posteriordb/README.md)",
         "config": {
             "method": args.method,
@@ -433,8 +472,12 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "all_passed": all(r["passed"] for r in results),
     }
+    this_run_passed = doc["all_passed"]
+    if args.merge and Path(args.json).is_file():
+        with open(args.json, encoding="utf-8") as f:
+            doc = merge(json.load(f), doc)
     common.dump_json(doc, args.json)
-    return 0 if doc["all_passed"] else 1
+    return 0 if this_run_passed else 1
 
 
 if __name__ == "__main__":
