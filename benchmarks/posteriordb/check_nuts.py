@@ -97,7 +97,7 @@ class UnconstrainedTarget:
     def __init__(self, m: Any) -> None:
         self.m = m
         self.names = list(m.prior.model)
-        self.bijector = m.prior.experimental_default_event_space_bijector()
+        self.bijector = event_space_bijector(m.prior)
         shapes = m.event_shapes
         # The default bijectors of these priors keep each part's shape (no simplex etc.).
         self.shapes = [shapes[k] for k in self.names]
@@ -130,6 +130,24 @@ class UnconstrainedTarget:
         return self.m.prior.log_prob(theta) + log_lik + ldj
 
 
+def event_space_bijector(prior: Any) -> Any:
+    """The prior's default event-space bijector, taken part by part where it can be.
+
+    A ``JointDistributionNamedAutoBatched`` vectorises its bijector over the chains with
+    ``pfor``, and there the gradient of a softplus (the bijector of a positive scale) is
+    NaN once its argument is in the thousands (``earnings-earn_height``'s ``sigma`` is
+    about 19,000 dollars): NUTS then diverges on every step. When the parts are independent
+    distributions, the same maps are the bijectors of ``tfd.JointDistributionNamed`` over
+    the same parts, which broadcast over the chains without ``pfor``.
+    """
+    parts = getattr(prior, "model", None)
+    if isinstance(prior, tfd.JointDistributionNamedAutoBatched) and all(
+        isinstance(d, tfd.Distribution) for d in parts.values()
+    ):
+        return tfd.JointDistributionNamed(dict(parts)).experimental_default_event_space_bijector()
+    return prior.experimental_default_event_space_bijector()
+
+
 def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.Tensor, tf.Tensor]:
     """The mode ``ẑ`` of ``target`` and the Cholesky factor ``L`` of ``(-∇² log π_z(ẑ))⁻¹``.
 
@@ -139,6 +157,13 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
     L-BFGS from the same start overshoots to absurd
     scales on ``kidiq`` and ``sblrc`` (a scale of ``softplus(0)`` against residuals in the
     tens); with 5 to 26 parameters the exact Hessian is cheap.
+
+    Where automatic differentiation gives a Hessian that is not finite, it is replaced by
+    central differences of the (automatic) gradient, `_difference_hessian`: the second
+    derivative of ``tfp.bijectors.Softplus`` (the default bijector of a positive scale) is
+    NaN in float64 for arguments beyond about 710, where ``exp`` overflows, so a scale
+    beyond 710 in its own units (``earnings-earn_height``'s ``sigma`` is about 19,000
+    dollars) has no autodiff Hessian on the way to the mode or at it.
 
     Raises:
       FloatingPointError: no mode within ``max_iterations`` steps.
@@ -150,7 +175,14 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
         return target(z)
 
     @tf.function(autograph=False)
-    def derivatives(z: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    def gradient(z: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            tape.watch(z)
+            lp = target(z)
+        return tape.gradient(lp, z)
+
+    @tf.function(autograph=False)
+    def autodiff_derivatives(z: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         with tf.GradientTape() as outer:
             outer.watch(z)
             with tf.GradientTape() as inner:
@@ -159,6 +191,12 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
             g = inner.gradient(lp, z)
         h = outer.jacobian(g, z)
         return lp, g, 0.5 * (h + tf.transpose(h))
+
+    def derivatives(z: tf.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        f, g, h = (t.numpy() for t in autodiff_derivatives(z))
+        if np.all(np.isfinite(g)) and not np.all(np.isfinite(h)):
+            h = _difference_hessian(lambda v: gradient(tf.constant(v)).numpy(), z.numpy())
+        return f, g, h
 
     def damped_precision(h: np.ndarray) -> np.ndarray:
         """Cholesky factor of ``-h + λ I`` for the smallest tried ``λ`` that makes it PD."""
@@ -172,7 +210,7 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
 
     z = np.zeros(target.dim, dtype)
     for _ in range(max_iterations):
-        f, g, h = (t.numpy() for t in derivatives(tf.constant(z)))
+        f, g, h = derivatives(tf.constant(z))
         c = damped_precision(h)
         step = np.linalg.solve(c.T, np.linalg.solve(c, g))
         decrement = float(g @ step)
@@ -190,12 +228,26 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
         raise FloatingPointError(f"{target.m.name}: no mode after {max_iterations} steps")
     _, _, h = derivatives(tf.constant(z))
     try:
-        chol = np.linalg.cholesky(np.linalg.inv(-h.numpy()))
+        chol = np.linalg.cholesky(np.linalg.inv(-h))
     except np.linalg.LinAlgError:
         raise FloatingPointError(
             f"{target.m.name}: the Hessian at the mode is not negative definite"
         ) from None
     return tf.constant(z), tf.constant(chol)
+
+
+def _difference_hessian(gradient: Callable[[np.ndarray], np.ndarray], z: np.ndarray) -> np.ndarray:
+    """The symmetrised Hessian at ``z`` by central differences of ``gradient``:
+    ``H[:, i] = (∇(z + ε_i e_i) - ∇(z - ε_i e_i)) / (2 ε_i)``, ``ε_i = 1e-5 max(1, |z_i|)``
+    (error ``O(ε²)`` from the third derivative plus ``O(δ / ε)`` from the gradient's
+    rounding ``δ``; the dense metric only needs the Hessian roughly, the target is exact)."""
+    h = np.empty((z.size, z.size), z.dtype)
+    for i in range(z.size):
+        eps = 1e-5 * max(1.0, abs(float(z[i])))
+        e = np.zeros_like(z)
+        e[i] = eps
+        h[:, i] = (gradient(z + e) - gradient(z - e)) / (2.0 * eps)
+    return 0.5 * (h + h.T)
 
 
 # -- the samplers ------------------------------------------------------------------ #

@@ -581,8 +581,8 @@ def kilpisjarvi_mod_kilpisjarvi(dtype: Any = np.float64) -> Posterior:
     ``y ~ normal(alpha + beta x, sigma)`` (N = 62). The prior means were chosen for centred
     years (``pmualpha`` is the mean of ``y``), but neither the program nor the data centre
     ``x`` (3,952 to 4,013), and the reference draws are of this uncentred model: ``alpha``
-    ≈ mean(y) - beta mean(x), with a posterior correlation of ``alpha`` and ``beta`` within
-    1e-4 of -1. ``X`` is ``x`` as one column; ``xpred`` only feeds generated quantities
+    ≈ mean(y) - beta mean(x), with a posterior correlation of ``alpha`` and ``beta`` of
+    -0.99999. ``X`` is ``x`` as one column; ``xpred`` only feeds generated quantities
     and is not used.
     """
     name = "kilpisjarvi_mod-kilpisjarvi"
