@@ -295,7 +295,7 @@ def posterior_model(m: Any) -> tfd.JointDistributionCoroutineAutoBatched:
     """``p(θ, y)`` as one joint distribution: the prior's parts, then ``y`` given them.
 
     Pin ``y`` to the observations (``windowed_adaptive_nuts(..., y=y)``) for the posterior.
-    The prior parts must not depend on each other (true of the four posteriors).
+    The prior parts must not depend on each other (true of the regressions).
     """
     x, y = (tf.constant(a) for a in m.data)
     parts = m.prior.model
