@@ -71,26 +71,62 @@ def _by_hand(m: Any, points: dict[str, np.ndarray], data: Any = None) -> np.ndar
     return lp.numpy()
 
 
+#: Regressions whose prior and likelihood come from the same code as a posterior of
+#: `JOINT_POSTERIOR_CASES` (``models._beta_sigma`` with flat, half-Cauchy or wide flat
+#: priors): only their data and sizes differ. Building a ``JointPosterior`` costs seconds
+#: per posterior, so the agreement with it is checked once per kind of code; every
+#: posterior's own density still meets its reference in `test_reference_means_beat_three_sd_moves`.
+SAME_CODE_AS_A_JOINT_POSTERIOR_CASE = frozenset(
+    {
+        "earnings-earn_height",
+        "earnings-logearn_height",
+        "earnings-logearn_interaction",
+        "earnings-logearn_logheight_male",
+        "kidiq-kidscore_momhs",
+        "kidiq-kidscore_momhsiq",
+        "kidiq_with_mom_work-kidscore_interaction_c",
+        "kidiq_with_mom_work-kidscore_interaction_c2",
+        "kidiq_with_mom_work-kidscore_mom_work",
+        "mesquite-logmesquite",
+        "mesquite-logmesquite_logva",
+        "mesquite-logmesquite_logvash",
+        "mesquite-logmesquite_logvolume",
+        "mesquite-mesquite",
+        *(f"nes{year}-nes" for year in models.NES_YEARS if year != 2000),
+        "sblri-blr",
+    }
+)
+JOINT_POSTERIOR_CASES = [n for n in models.NAMES if n not in SAME_CODE_AS_A_JOINT_POSTERIOR_CASE]
+
+
 @pytest.fixture(scope="module", params=models.NAMES)
 def case(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """One transcription, its ``JointPosterior``, and that posterior's full-data
-    log-density at the reference means and their 3-sd neighbours (one call)."""
+    """One transcription and its full-data log-density (`_by_hand`) at the reference means
+    and their 3-sd neighbours (one call)."""
+    m = models.load(request.param, dtype=np.float64)
+    points, labels = _neighbours(m)
+    return {"m": m, "points": points, "labels": labels, "lp": _by_hand(m, points)}
+
+
+@pytest.fixture(scope="module", params=JOINT_POSTERIOR_CASES)
+def joint_case(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """One transcription, its ``JointPosterior`` and that posterior's full-data log-density
+    at the reference means and their 3-sd neighbours."""
     m = models.load(request.param, dtype=np.float64)
     post = sg.JointPosterior(m.prior, m.likelihood_fn, m.data, batch_size=32)
-    points, labels = _neighbours(m)
+    points, _ = _neighbours(m)
     z = post.unconstrain({k: tf.constant(v) for k, v in points.items()})
     lp = post.target_log_prob_fn(*z).numpy()
-    return {"m": m, "post": post, "points": points, "labels": labels, "lp": lp}
+    return {"m": m, "post": post, "points": points, "lp": lp}
 
 
 def test_builds_with_the_stan_parameters(case):
-    m, post = case["m"], case["post"]
+    m = case["m"]
     assert m.num_examples == m.data[0].shape[0] == m.data[1].shape[0]
     assert m.data[0].dtype == m.data[1].dtype == np.float64
-    assert sorted(post.names) == sorted(m.prior.model)
     flat = m.flatten({k: v[None, None] for k, v in m.reference_values().items()})
-    # Every parameter has a reference; the only reference names left over would be Stan's
-    # generated quantities (none in these four).
+    # Every parameter has a reference and every reference name is a parameter (posteriordb's
+    # reference draws of these posteriors hold no generated quantities).
     assert set(flat) == set(m.reference)
     for name, values in flat.items():
         assert values.shape == (1, 1)
@@ -105,10 +141,18 @@ def test_float32_builds():
     assert lp.dtype == tf.float32 and np.isfinite(lp.numpy())
 
 
-def test_joint_posterior_density_is_the_transcription(case):
+def test_joint_posterior_density_is_the_transcription(joint_case):
     """``JointPosterior``'s full-data log-density = prior + Σ likelihood + log-det-Jacobian
     (the density ``check_nuts.py`` samples)."""
-    np.testing.assert_allclose(case["lp"], _by_hand(case["m"], case["points"]), rtol=1e-10)
+    m, post = joint_case["m"], joint_case["post"]
+    assert sorted(post.names) == sorted(m.prior.model)
+    np.testing.assert_allclose(joint_case["lp"], _by_hand(m, joint_case["points"]), rtol=1e-10)
+
+
+def test_every_posterior_skipped_by_the_joint_check_exists():
+    """`SAME_CODE_AS_A_JOINT_POSTERIOR_CASE` names only registered posteriors (a renamed
+    posterior must not silently leave the ``JointPosterior`` check)."""
+    assert SAME_CODE_AS_A_JOINT_POSTERIOR_CASE <= set(models.NAMES)
 
 
 def test_reference_means_beat_three_sd_moves(case):
@@ -129,3 +173,49 @@ def test_three_sd_check_catches_a_wrong_transcription():
     points, _ = _neighbours(m)
     lp = _by_hand(m, points, data=(x[:, [0, 2, 1, 3]], y))
     assert np.all(np.isfinite(lp)) and np.max(lp[1:]) > lp[0]
+
+
+def _wrong_design(name: str, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The data of posterior ``name`` as a plausible mistranscription of its Stan program's
+    transformed data would give them."""
+    raw = models.read_data(name)
+    if name == "nes1972-nes":  # age dummies on the wrong baseline (1, 2, 3 not 2, 3, 4)
+        age = np.asarray(raw["age_discrete"])
+        x = x.copy()
+        x[:, 3:6] = np.stack([age == k for k in (1, 2, 3)], axis=1)
+        return x, y
+    if name == "nes1976-nes":  # another year's survey under this year's name
+        return models.load("nes1972-nes").data
+    if name == "kidiq_with_mom_work-kidscore_interaction_c":  # centred on 0.5 and 100
+        return models.load("kidiq_with_mom_work-kidscore_interaction_c2").data
+    if name == "kidiq_with_mom_work-kidscore_mom_work":  # work dummies on the wrong baseline
+        work = np.asarray(raw["mom_work"])
+        return np.stack([np.ones_like(y)] + [work == k for k in (1, 2, 3)], axis=1), y
+    if name == "mesquite-logmesquite_logvash":  # log(diam2 ./ diam1) for the shape
+        x = x.copy()
+        x[:, 3] = -x[:, 3]
+        return x, y
+    if name == "kilpisjarvi_mod-kilpisjarvi":  # centred years, which the program does not do
+        return x - x.mean(), y
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nes1972-nes",
+        "nes1976-nes",
+        "kidiq_with_mom_work-kidscore_interaction_c",
+        "kidiq_with_mom_work-kidscore_mom_work",
+        "mesquite-logmesquite_logvash",
+        "kilpisjarvi_mod-kilpisjarvi",
+    ],
+)
+def test_three_sd_check_catches_wrong_transformed_data(name):
+    """Power check on the transformed data the regressions compute: each mistake of
+    `_wrong_design` makes `test_reference_means_beat_three_sd_moves` fail."""
+    m = models.load(name, dtype=np.float64)
+    points, _ = _neighbours(m)
+    lp = _by_hand(m, points, data=_wrong_design(name, *m.data))
+    assert np.all(np.isfinite(lp))
+    assert np.min(lp[0] - lp[1:]) <= 2.0

@@ -39,16 +39,21 @@ checks that the two densities agree). Two samplers (``--method``):
 python -m benchmarks.posteriordb.check_nuts --json benchmarks/results/posteriordb_nuts.json
 python -m benchmarks.posteriordb.check_nuts --posteriors sblrc-blr --num-results 200
 python -m benchmarks.posteriordb.check_nuts --method windowed --posteriors sblrc-blr nes2000-nes
+python -m benchmarks.posteriordb.check_nuts --posteriors nes1972-nes nes1976-nes \
+    --json benchmarks/results/posteriordb_nuts.json --merge
 ```
 
-The JSON goes to stdout (and to ``--json``), a table to stderr. The exit status is 1 when a
-posterior misses the tolerances.
+The JSON goes to stdout (and to ``--json``), a table to stderr. With ``--merge`` the rows of
+this run replace those of the same posteriors in the existing ``--json`` file and the others
+are kept (the configurations must agree), so the posteriors can be checked a few at a time.
+The exit status is 1 when a posterior of this run misses the tolerances.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -92,7 +97,7 @@ class UnconstrainedTarget:
     def __init__(self, m: Any) -> None:
         self.m = m
         self.names = list(m.prior.model)
-        self.bijector = m.prior.experimental_default_event_space_bijector()
+        self.bijector = event_space_bijector(m.prior)
         shapes = m.event_shapes
         # The default bijectors of these priors keep each part's shape (no simplex etc.).
         self.shapes = [shapes[k] for k in self.names]
@@ -125,6 +130,24 @@ class UnconstrainedTarget:
         return self.m.prior.log_prob(theta) + log_lik + ldj
 
 
+def event_space_bijector(prior: Any) -> Any:
+    """The prior's default event-space bijector, taken part by part where it can be.
+
+    A ``JointDistributionNamedAutoBatched`` vectorises its bijector over the chains with
+    ``pfor``, and there the gradient of a softplus (the bijector of a positive scale) is
+    NaN once its argument is in the thousands (``earnings-earn_height``'s ``sigma`` is
+    about 19,000 dollars): NUTS then diverges on every step. When the parts are independent
+    distributions, the same maps are the bijectors of ``tfd.JointDistributionNamed`` over
+    the same parts, which broadcast over the chains without ``pfor``.
+    """
+    parts = getattr(prior, "model", None)
+    if isinstance(prior, tfd.JointDistributionNamedAutoBatched) and all(
+        isinstance(d, tfd.Distribution) for d in parts.values()
+    ):
+        return tfd.JointDistributionNamed(dict(parts)).experimental_default_event_space_bijector()
+    return prior.experimental_default_event_space_bijector()
+
+
 def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.Tensor, tf.Tensor]:
     """The mode ``ẑ`` of ``target`` and the Cholesky factor ``L`` of ``(-∇² log π_z(ẑ))⁻¹``.
 
@@ -134,6 +157,13 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
     L-BFGS from the same start overshoots to absurd
     scales on ``kidiq`` and ``sblrc`` (a scale of ``softplus(0)`` against residuals in the
     tens); with 5 to 26 parameters the exact Hessian is cheap.
+
+    Where automatic differentiation gives a Hessian that is not finite, it is replaced by
+    central differences of the (automatic) gradient, `_difference_hessian`: the second
+    derivative of ``tfp.bijectors.Softplus`` (the default bijector of a positive scale) is
+    NaN in float64 for arguments beyond about 710, where ``exp`` overflows, so a scale
+    beyond 710 in its own units (``earnings-earn_height``'s ``sigma`` is about 19,000
+    dollars) has no autodiff Hessian on the way to the mode or at it.
 
     Raises:
       FloatingPointError: no mode within ``max_iterations`` steps.
@@ -145,7 +175,14 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
         return target(z)
 
     @tf.function(autograph=False)
-    def derivatives(z: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    def gradient(z: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            tape.watch(z)
+            lp = target(z)
+        return tape.gradient(lp, z)
+
+    @tf.function(autograph=False)
+    def autodiff_derivatives(z: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         with tf.GradientTape() as outer:
             outer.watch(z)
             with tf.GradientTape() as inner:
@@ -154,6 +191,12 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
             g = inner.gradient(lp, z)
         h = outer.jacobian(g, z)
         return lp, g, 0.5 * (h + tf.transpose(h))
+
+    def derivatives(z: tf.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        f, g, h = (t.numpy() for t in autodiff_derivatives(z))
+        if np.all(np.isfinite(g)) and not np.all(np.isfinite(h)):
+            h = _difference_hessian(lambda v: gradient(tf.constant(v)).numpy(), z.numpy())
+        return f, g, h
 
     def damped_precision(h: np.ndarray) -> np.ndarray:
         """Cholesky factor of ``-h + λ I`` for the smallest tried ``λ`` that makes it PD."""
@@ -167,7 +210,7 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
 
     z = np.zeros(target.dim, dtype)
     for _ in range(max_iterations):
-        f, g, h = (t.numpy() for t in derivatives(tf.constant(z)))
+        f, g, h = derivatives(tf.constant(z))
         c = damped_precision(h)
         step = np.linalg.solve(c.T, np.linalg.solve(c, g))
         decrement = float(g @ step)
@@ -185,12 +228,26 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
         raise FloatingPointError(f"{target.m.name}: no mode after {max_iterations} steps")
     _, _, h = derivatives(tf.constant(z))
     try:
-        chol = np.linalg.cholesky(np.linalg.inv(-h.numpy()))
+        chol = np.linalg.cholesky(np.linalg.inv(-h))
     except np.linalg.LinAlgError:
         raise FloatingPointError(
             f"{target.m.name}: the Hessian at the mode is not negative definite"
         ) from None
     return tf.constant(z), tf.constant(chol)
+
+
+def _difference_hessian(gradient: Callable[[np.ndarray], np.ndarray], z: np.ndarray) -> np.ndarray:
+    """The symmetrised Hessian at ``z`` by central differences of ``gradient``:
+    ``H[:, i] = (∇(z + ε_i e_i) - ∇(z - ε_i e_i)) / (2 ε_i)``, ``ε_i = 1e-5 max(1, |z_i|)``
+    (error ``O(ε²)`` from the third derivative plus ``O(δ / ε)`` from the gradient's
+    rounding ``δ``; the dense metric only needs the Hessian roughly, the target is exact)."""
+    h = np.empty((z.size, z.size), z.dtype)
+    for i in range(z.size):
+        eps = 1e-5 * max(1.0, abs(float(z[i])))
+        e = np.zeros_like(z)
+        e[i] = eps
+        h[:, i] = (gradient(z + e) - gradient(z - e)) / (2.0 * eps)
+    return 0.5 * (h + h.T)
 
 
 # -- the samplers ------------------------------------------------------------------ #
@@ -238,7 +295,7 @@ def posterior_model(m: Any) -> tfd.JointDistributionCoroutineAutoBatched:
     """``p(θ, y)`` as one joint distribution: the prior's parts, then ``y`` given them.
 
     Pin ``y`` to the observations (``windowed_adaptive_nuts(..., y=y)``) for the posterior.
-    The prior parts must not depend on each other (true of the four posteriors).
+    The prior parts must not depend on each other (true of the regressions).
     """
     x, y = (tf.constant(a) for a in m.data)
     parts = m.prior.model
@@ -357,19 +414,46 @@ def run_one(
     out["divergences"] = int(np.sum(trace["diverging"]))
     out["mean_leapfrogs"] = float(np.mean(trace["n_steps"]))
     out["step_size"] = float(np.mean(trace["step_size"]))
+    # Merged files gather runs made at different times: keep each row's machine load.
+    out["load_average"] = common.load_average()
+    return out
+
+
+def merge(previous: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with ``previous``'s results for the posteriors ``doc`` did not run.
+
+    Rows are ordered as `models.NAMES` (unknown names last, in their previous order);
+    ``all_passed`` covers every row.
+
+    Raises:
+      ValueError: the two documents' ``config`` differ (their rows would not be comparable).
+    """
+    if previous.get("config") != doc["config"]:
+        raise ValueError(
+            f"--merge: the existing file's config {previous.get('config')} differs from this "
+            f"run's {doc['config']}; rerun with the same options or write another --json file"
+        )
+    rows = {r["name"]: r for r in previous.get("results", [])}
+    rows.update({r["name"]: r for r in doc["results"]})
+    order = {name: i for i, name in enumerate(models.NAMES)}
+    results = sorted(rows.values(), key=lambda r: order.get(r["name"], len(order)))
+    out = dict(doc)
+    out["results"] = results
+    out["all_passed"] = all(r["passed"] for r in results)
     return out
 
 
 def table(results: list[dict[str, Any]]) -> str:
     """The per-posterior figures as a fixed-width table."""
+    w = max([len("posterior")] + [len(r["name"]) for r in results])
     head = (
-        f"{'posterior':27s} {'method':8s} {'N':>5s} {'d':>3s} {'max|z|':>7s} {'sd min':>7s} "
+        f"{'posterior':{w}s} {'method':8s} {'N':>5s} {'d':>3s} {'max|z|':>7s} {'sd min':>7s} "
         f"{'sd max':>7s} {'minESS':>7s} {'Rhat':>6s} {'div':>4s} {'leapfr':>7s} {'wall s':>7s} ok"
     )
     lines = [head]
     for r in results:
         lines.append(
-            f"{r['name']:27s} {r['method']:8s} {r['num_examples']:5d} {r['num_parameters']:3d} "
+            f"{r['name']:{w}s} {r['method']:8s} {r['num_examples']:5d} {r['num_parameters']:3d} "
             f"{r['max_abs_z_mean']:7.3f} {r['min_sd_ratio']:7.3f} {r['max_sd_ratio']:7.3f} "
             f"{r['min_ess']:7.0f} {r['max_rhat']:6.3f} {r['divergences']:4d} "
             f"{r['mean_leapfrogs']:7.1f} {r['wall_s']:7.1f} {'yes' if r['passed'] else 'NO'}"
@@ -389,7 +473,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20250429)
     parser.add_argument("--no-jit", action="store_true", help="plain tf.function, no XLA")
     parser.add_argument("--json", default=None, help="also write the JSON document here")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="merge this run's rows into the existing --json file instead of replacing it",
+    )
     args = parser.parse_args(argv)
+    if args.merge and args.json is None:
+        parser.error("--merge needs --json FILE (the file to merge into)")
 
     load_start = common.load_average()
     results = []
@@ -415,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     common.log(table(results))
     doc = {
         "benchmark": "posteriordb_nuts",
-        "what": "TFP NUTS on the TFP transcriptions of four posteriordb posteriors against "
+        "what": "TFP NUTS on the TFP transcriptions of posteriordb posteriors against "
         "posteriordb's reference draws (benchmarks/posteriordb/README.md)",
         "config": {
             "method": args.method,
@@ -433,8 +524,12 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "all_passed": all(r["passed"] for r in results),
     }
+    this_run_passed = doc["all_passed"]
+    if args.merge and Path(args.json).is_file():
+        with open(args.json, encoding="utf-8") as f:
+            doc = merge(json.load(f), doc)
     common.dump_json(doc, args.json)
-    return 0 if doc["all_passed"] else 1
+    return 0 if this_run_passed else 1
 
 
 if __name__ == "__main__":

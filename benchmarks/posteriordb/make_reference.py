@@ -13,6 +13,10 @@ Usage (``SOURCE`` is a posteriordb checkout's folder holding one folder per post
 with its ``reference_draws.json.zip``)::
 
     python benchmarks/posteriordb/make_reference.py SOURCE
+    python benchmarks/posteriordb/make_reference.py SOURCE --posteriors sblri-blr nes1972-nes
+
+Without ``--posteriors`` every posterior of this folder (each subfolder with a
+``model.stan``) is summarised.
 """
 
 from __future__ import annotations
@@ -25,12 +29,11 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-POSTERIORS = (
-    "diamonds-diamonds",
-    "kidiq-kidscore_interaction",
-    "nes2000-nes",
-    "sblrc-blr",
-)
+
+
+def posteriors_here() -> list[str]:
+    """The posteriors of this folder: every subfolder holding a ``model.stan``, sorted."""
+    return sorted(p.parent.name for p in HERE.glob("*/model.stan"))
 
 
 def read_zipped_json(path: Path) -> object:
@@ -65,10 +68,27 @@ def summarise(chains: list[dict[str, list[float]]]) -> dict[str, dict[str, float
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", type=Path, help="folder with one folder per posterior")
+    parser.add_argument(
+        "--posteriors",
+        nargs="+",
+        default=None,
+        help="posteriordb names (default: every posterior folder here)",
+    )
     args = parser.parse_args(argv)
-    for name in POSTERIORS:
-        chains = read_zipped_json(args.source / name / "reference_draws.json.zip")
-        assert isinstance(chains, list)
+    names = posteriors_here() if args.posteriors is None else args.posteriors
+    unknown = sorted(set(names) - set(posteriors_here()))
+    if unknown:
+        parser.error(
+            f"--posteriors: no folder with a model.stan here for {unknown}; copy the "
+            "posterior's model.stan, posterior.json and data.json.zip first"
+        )
+    for name in names:
+        path = args.source / name / "reference_draws.json.zip"
+        if not path.is_file():
+            parser.error(f"source: no {name}/reference_draws.json.zip under {args.source}")
+        chains = read_zipped_json(path)
+        if not (isinstance(chains, list) and chains and isinstance(chains[0], dict)):
+            raise ValueError(f"{path}: expected a JSON list of chains, each a dict of draws")
         doc = {
             "posterior": name,
             "num_chains": len(chains),
