@@ -86,9 +86,9 @@ def test_ordered_normal_samples_the_truncated_law():
 
 @pytest.mark.parametrize("coef", [0.0, 0.4, -0.9])
 def test_linear_recursion_value_and_gradient(coef):
-    """The closed form equals the loop ``x_t = coef x_{t-1} + c_t``, and so does its
-    gradient in ``coef``, at ``coef = 0`` too (a cumulative product's gradient is zero there:
-    the ARMA fit then stopped at ``theta = 0``)."""
+    """The closed form equals the loop ``x_t = coef x_{t-1} + c_t``, and so do its first and
+    second derivatives in ``coef``, at ``coef = 0`` too (a cumulative product's gradient is
+    zero there, a power's second derivative NaN: the ARMA Laplace fit failed on both)."""
     c = tf.constant([[1.0, -2.0, 0.5, 3.0, 1.5]], tf.float64)
     init = tf.constant([[0.7]], tf.float64)
 
@@ -100,14 +100,22 @@ def test_linear_recursion_value_and_gradient(coef):
         return np.array(out)
 
     a = tf.constant([[coef]], tf.float64)
-    with tf.GradientTape() as tape:
-        tape.watch(a)
-        x = families._linear_recursion(c, a, init)
-        total = tf.reduce_sum(x)
+    with tf.GradientTape() as outer:
+        outer.watch(a)
+        with tf.GradientTape() as tape:
+            tape.watch(a)
+            x = families._linear_recursion(c, a, init)
+            total = tf.reduce_sum(x)
+        grad = tape.gradient(total, a)
+    hess = outer.gradient(grad, a)
     np.testing.assert_allclose(x.numpy()[0], loop(coef), rtol=1e-12)
-    h = 1e-6
-    fd = (loop(coef + h).sum() - loop(coef - h).sum()) / (2 * h)
-    np.testing.assert_allclose(tape.gradient(total, a).numpy()[0, 0], fd, rtol=1e-6)
+    h = 1e-4
+    f = [loop(coef + k * h).sum() for k in (-1, 0, 1)]
+    np.testing.assert_allclose(grad.numpy()[0, 0], (f[2] - f[0]) / (2 * h), rtol=1e-6)
+    # The second derivative too (the Laplace fit's Hessian; `tf.pow`'s is NaN at 0).
+    np.testing.assert_allclose(
+        hess.numpy()[0, 0], (f[2] - 2 * f[1] + f[0]) / h**2, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_flatten_adds_the_transformed_parameters():

@@ -407,12 +407,13 @@ def _linear_recursion(c: tf.Tensor, coef: tf.Tensor, init: tf.Tensor) -> tf.Tens
     ``O(T²)`` per series, nothing for ``T`` in the hundreds.
     """
     t = c.shape[-1]
-    # coef^0 .. coef^T; by `tf.pow` with integer exponents from 1, not `tf.math.cumprod`,
-    # whose gradient divides by ``coef`` (zero gradient at coef = 0, a false mode there).
-    exponents = tf.constant(np.arange(1, t + 1), c.dtype)
-    powers = tf.concat(
-        [tf.ones_like(c[..., :1]), tf.pow(coef * tf.ones_like(c), exponents)], axis=-1
-    )
+    # coef^0 .. coef^T by products only (doubling: [1, c] -> [1, c, c², c³ ...]): the
+    # gradient of `tf.math.cumprod` divides by ``coef`` (zero at coef = 0, a false mode
+    # there) and the Hessian of `tf.pow` is 0 · ∞ at 0.
+    powers = tf.concat([tf.ones_like(c[..., :1]), coef * tf.ones_like(c[..., :1])], -1)
+    while powers.shape[-1] < t + 1:
+        powers = tf.concat([powers, powers[..., 1:] * powers[..., -1:]], axis=-1)
+    powers = powers[..., : t + 1]
     lag = np.subtract.outer(np.arange(t), np.arange(t))  # t - s
     toeplitz = tf.where(
         tf.constant(lag >= 0), tf.gather(powers, np.maximum(lag, 0), axis=-1), 0.0
