@@ -98,9 +98,11 @@ class UnconstrainedTarget:
         self.m = m
         self.names = list(m.prior.model)
         self.bijector = event_space_bijector(m.prior)
-        shapes = m.event_shapes
-        # The default bijectors of these priors keep each part's shape (no simplex etc.).
-        self.shapes = [shapes[k] for k in self.names]
+        # Each part's unconstrained shape: a simplex of K has K - 1 free coordinates.
+        shapes = self.bijector.inverse_event_shape(
+            {k: tf.TensorShape(s) for k, s in m.event_shapes.items()}
+        )
+        self.shapes = [tuple(tf.TensorShape(shapes[k]).as_list()) for k in self.names]
         self.sizes = [int(np.prod(s, dtype=np.int64)) for s in self.shapes]
         self.dim = sum(self.sizes)
         self.x, self.y = (tf.constant(a) for a in m.data)

@@ -33,6 +33,7 @@ __all__ = [
     "flat_positive",
     "linear_regression",
     "pack",
+    "pack_series",
     "read_data",
     "read_reference",
 ]
@@ -67,6 +68,11 @@ class Posterior:
       data: ``(X, y)``, float arrays of ``dtype`` with ``N`` rows, the response last.
       reference: Stan scalar name (``"beta[1]"``, ``"sigma"``) -> `Reference`.
       dtype: the float dtype of the prior, the data and the likelihood.
+      transformed: ``None``, or ``params -> {name: tensor}``: the Stan program's transformed
+        parameters that posteriordb's reference lists (e.g. the non-centred eight schools'
+        ``theta = theta_trans * tau + mu``), as functions of the parameters with the same
+        leading dimensions. `flatten` adds them, so draws can be compared with every
+        reference name; `reference_values` and `event_shapes` cover the parameters only.
     """
 
     name: str
@@ -75,6 +81,7 @@ class Posterior:
     data: tuple[np.ndarray, np.ndarray]
     reference: dict[str, Reference]
     dtype: Any
+    transformed: Callable[[Mapping[str, tf.Tensor]], dict[str, tf.Tensor]] | None = None
 
     @property
     def num_examples(self) -> int:
@@ -96,11 +103,22 @@ class Posterior:
 
         Returns:
           Stan scalar name -> array ``[*sample_dims]``: ``"beta[1]"`` is ``beta[..., 0]``
-          (Stan counts from one), a scalar part keeps its name.
+          (Stan counts from one), a scalar part keeps its name; then the `transformed`
+          parameters, if any, computed from the draws the same way.
         """
+        shapes = dict(self.event_shapes)
+        parts = {name: np.asarray(draws[name]) for name in shapes}
+        if self.transformed is not None:
+            at_one = self.transformed(
+                {k: tf.constant(v) for k, v in self.reference_values().items()}
+            )
+            derived = self.transformed({k: tf.constant(v) for k, v in parts.items()})
+            for k, v in derived.items():
+                shapes[k] = tuple(at_one[k].shape.as_list())
+                parts[k] = np.asarray(v)
         out: dict[str, np.ndarray] = {}
-        for name, shape in self.event_shapes.items():
-            values = np.asarray(draws[name])
+        for name, shape in shapes.items():
+            values = parts[name]
             if len(shape) == 0:
                 out[name] = values
             elif len(shape) == 1:
@@ -187,8 +205,29 @@ def linear_regression(
 
 
 def pack(name: str, x: np.ndarray, y: np.ndarray, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(X, y)`` as ``dtype`` arrays, checked: ``N`` exchangeable rows, ``X [N, d]``, ``y [N]``."""
     x = np.asarray(x, dtype=dtype)
     y = np.asarray(y, dtype=dtype)
     if x.ndim != 2 or y.shape != (x.shape[0],):
         raise ValueError(f"{name}: X must be [N, d] and y [N], got {x.shape} and {y.shape}.")
+    return x, y
+
+
+def pack_series(
+    name: str, x: np.ndarray, y: np.ndarray, dtype: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(X, y)`` of a posterior whose data are ONE example (``N = 1``), as ``dtype`` arrays.
+
+    A series whose terms depend on each other (an ARMA or GARCH recursion, a hidden Markov
+    chain, a Gaussian process, an ODE's trajectory) cannot be split into minibatches of
+    rows: the whole series is one row, ``X [T]`` -> ``[1, T]`` (the times or inputs) and
+    ``y [T, ...]`` -> ``[1, T, ...]`` (the observations, one or more per time).
+    """
+    x = np.asarray(x, dtype=dtype)[None]
+    y = np.asarray(y, dtype=dtype)[None]
+    if x.ndim != 2 or y.ndim < 2 or y.shape[1] != x.shape[1]:
+        raise ValueError(
+            f"{name}: a series needs X [T] and y [T, ...] with the same T, got "
+            f"{x.shape[1:]} and {y.shape[1:]}."
+        )
     return x, y

@@ -9,8 +9,12 @@ Carlo standard error of the mean, ``mcse = sd / sqrt(ess)``. The ESS is
 cross-chain estimate of Gelman et al.'s BDA3, truncated by Geyer's initial positive sequence,
 ``filter_beyond_positive_pairs=True``).
 
+Where the reference draws list a transformed parameter instead of a parameter of the Stan
+program (the non-centred eight schools' ``theta`` but not ``theta_trans``), the parameter is
+computed from each draw (``families.REFERENCE_PARAMETERS``) and summarised with the others.
+
 Usage (``SOURCE`` is a posteriordb checkout's folder holding one folder per posterior, each
-with its ``reference_draws.json.zip``)::
+with its ``reference_draws.json.zip``; ``--posteriors`` picks some, default all)::
 
     python benchmarks/posteriordb/make_reference.py SOURCE
     python benchmarks/posteriordb/make_reference.py SOURCE --posteriors sblri-blr nes1972-nes
@@ -22,11 +26,22 @@ Without ``--posteriors`` every posterior of this folder (each subfolder with a
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import zipfile
 from pathlib import Path
 
 import numpy as np
+
+try:
+    from benchmarks._load import load as _load_module
+except ImportError:  # run by path: the repository root is not on sys.path
+    _spec = importlib.util.spec_from_file_location(
+        "_benchmarks__load", Path(__file__).resolve().parents[1] / "_load.py"
+    )
+    _loader = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_loader)
+    _load_module = _loader.load
 
 HERE = Path(__file__).resolve().parent
 
@@ -36,11 +51,21 @@ def posteriors_here() -> list[str]:
     return sorted(p.parent.name for p in HERE.glob("*/model.stan"))
 
 
+def families() -> object:
+    """``families.py`` (imported on use: it imports TensorFlow)."""
+    return _load_module("posteriordb.families")
+
+
 def read_zipped_json(path: Path) -> object:
     """The one JSON document inside the zip archive ``path``."""
     with zipfile.ZipFile(path) as archive:
         (member,) = archive.namelist()
         return json.loads(archive.read(member))
+
+
+def as_arrays(chain: dict[str, list[float]]) -> dict[str, np.ndarray]:
+    """One chain's draws as float64 arrays."""
+    return {k: np.asarray(v, np.float64) for k, v in chain.items()}
 
 
 def summarise(chains: list[dict[str, list[float]]]) -> dict[str, dict[str, float]]:
@@ -82,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
             f"--posteriors: no folder with a model.stan here for {unknown}; copy the "
             "posterior's model.stan, posterior.json and data.json.zip first"
         )
+    derive = families().REFERENCE_PARAMETERS
     for name in names:
         path = args.source / name / "reference_draws.json.zip"
         if not path.is_file():
@@ -89,6 +115,15 @@ def main(argv: list[str] | None = None) -> None:
         chains = read_zipped_json(path)
         if not (isinstance(chains, list) and chains and isinstance(chains[0], dict)):
             raise ValueError(f"{path}: expected a JSON list of chains, each a dict of draws")
+        if name in derive:
+            # The parameters computed from each draw, then the reference's own names.
+            chains = [
+                {
+                    **{k: v.tolist() for k, v in derive[name](as_arrays(c)).items()},
+                    **c,
+                }
+                for c in chains
+            ]
         doc = {
             "posterior": name,
             "num_chains": len(chains),
