@@ -426,7 +426,11 @@ def _hessian_fn(flat_grad: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[tf.Ten
 
     @tf.function
     def jac(x: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
+        # persistent=True is load-bearing: with a non-persistent outer tape inside
+        # tf.function, the score from `tfp.math.value_and_gradient` is differentiated
+        # wrongly through lgamma/lbeta terms (a Student-t ν, a negative-binomial
+        # total count): e.g. +26.4 where the true ∂²/∂ν² is −4.5.
+        with tf.GradientTape(persistent=True) as tape:
             tape.watch(x)
             g = flat_grad(x)
         return tape.jacobian(g, x, experimental_use_pfor=False)
@@ -446,7 +450,9 @@ def _hutchinson_diagonal(
 
     @tf.function
     def hvp(x: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
+        # persistent=True: see `_hessian_fn` (a non-persistent tape gets lgamma/lbeta
+        # second derivatives wrong under tf.function).
+        with tf.GradientTape(persistent=True) as tape:
             tape.watch(x)
             g = flat_grad(x)
         return tape.gradient(g, x, output_gradients=v)
