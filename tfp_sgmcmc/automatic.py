@@ -446,8 +446,14 @@ def _adapt(
     thin: int,
     notes: list[str],
     say: Callable[[str], None],
+    problems: list[tuple[str, str]],
 ) -> np.ndarray:
-    """Burn-in windows that refine ``runner``'s map in place; the chains' new states."""
+    """Burn-in windows that refine ``runner``'s map in place; the chains' new states.
+
+    A window that diverged adds a ``suspect`` reason to ``problems``: the chosen step
+    met a region steeper (or a tail heavier) than either map, which the final draws'
+    checks may not see again.
+    """
     previous: tuple[np.ndarray, np.ndarray] | None = None  # (scale, state) before a change
     for k in range(ADAPT_MAX_WINDOWS + 1):
         w, div = runner(state, eps, (seed, 900 + k), ADAPT_WINDOW, thin)
@@ -460,8 +466,23 @@ def _adapt(
                        f"burn-in window {k}")
                 notes.append(msg)
                 say(msg)
+                problems.append((
+                    "suspect",
+                    f"the chains diverged in burn-in window {k + 1} after the preconditioner "
+                    "was refined (the refinement was undone): the posterior has a direction "
+                    "steeper or heavier-tailed than its Laplace fit, which the final draws "
+                    "may not have explored",
+                ))
                 return previous[1]
-            notes.append("adaptation stopped: a burn-in window diverged")
+            msg = f"adaptation stopped: burn-in window {k + 1} diverged"
+            notes.append(msg)
+            say(msg)
+            problems.append((
+                "suspect",
+                f"the chains diverged in burn-in window {k + 1} at the tuned step size: the "
+                "posterior has a direction steeper or heavier-tailed than its Laplace fit, "
+                "which the final draws may not have explored",
+            ))
             return state
         state = w[-1]
         if k == ADAPT_MAX_WINDOWS:
@@ -559,19 +580,48 @@ def sample_posterior(
     target = _resolve_target(posterior, initial_state, seed)
     num_examples = int(getattr(target.estimator, "num_examples", 1) or 1)
 
+    # (status, reason) of everything that went wrong before the final draws: each
+    # reaches the verdict (and so its progress line), not only `notes`.
+    problems: list[tuple[str, str]] = []
     t0 = time.perf_counter()
+    say("searching for the mode")
     mode = find_mode(target.estimator, target.starts, num_examples, log=say)
     timings["map"] = time.perf_counter() - t0
     notes += mode.notes
-    say(f"mode found by {mode.method} (log density {mode.log_prob:.6g}) "
-        f"in {timings['map']:.1f} s")
-    if not mode.converged:
+    if mode.converged:
+        say(f"mode found by {mode.method} (log density {mode.log_prob:.6g}) "
+            f"in {timings['map']:.1f} s")
+    elif mode.unbounded:
+        msg = (f"no mode found in {timings['map']:.1f} s: the searches ran away with the "
+               "log density still rising (it looks unbounded, e.g. a scale parameter going "
+               "to zero in a centred hierarchy); the preconditioner is fitted at a start "
+               f"(log density {mode.log_prob:.6g}) instead")
+        say(msg)
+        problems.append(("suspect", "no mode found: the mode searches ran away with the log "
+                         "density still rising (it looks unbounded, e.g. a scale parameter "
+                         "going to zero in a centred hierarchy), so the preconditioner, the "
+                         "step sizes and the runaway radius have no reference scale; "
+                         "reparametrise (e.g. non-centred)"))
+    else:
+        msg = (f"no converged mode in {timings['map']:.1f} s: the best point, by "
+               f"{mode.method}, has log density {mode.log_prob:.6g}")
+        say(msg)
         notes.append("the mode search did not converge; the preconditioner may be poor")
+        problems.append(("suspect", f"no converged mode: the best point ({mode.method}, log "
+                         f"density {mode.log_prob:.6g}) is where the preconditioner is "
+                         "fitted, so the step sizes and the runaway radius may have the "
+                         "wrong scale"))
 
     t0 = time.perf_counter()
     lap = laplace_approximation(target.estimator, mode.position, max_dense_dim=max_dense_dim)
     timings["curvature"] = time.perf_counter() - t0
     notes += lap.notes
+    for note in lap.notes:
+        # A curvature that is not positive definite at a converged mode: a saddle or a
+        # flat direction, where the Laplace width is a measurement, not a fit.
+        if mode.converged:
+            problems.append(("suspect", note))
+            say(note)
     kind = "dense" if lap.dense else "diagonal"
     say(f"{kind} Laplace curvature, lambda_max {lap.lambda_max:.3g}, "
         f"in {timings['curvature']:.1f} s")
@@ -601,6 +651,13 @@ def sample_posterior(
                    f"smaller: {', '.join(f'{e:g}' for e in grid)}")
             notes.append(msg)
             say(msg)
+            first = sorted({a.reason for a in arms if a.reason})
+            problems.append((
+                "suspect",
+                "every tuning arm at the given step sizes was disqualified ("
+                + "; ".join(first) + "): the posterior is far from its Laplace fit in some "
+                "direction (a heavy tail or a steep wall) that the final draws may not show",
+            ))
         tried = [ArmRecord(e, n) for n in sizes for e in grid]
         arms += tried
         states.update({id(a): w_start for a in tried})
@@ -636,10 +693,11 @@ def sample_posterior(
     timings["tuning_metric"] = t_metric
     if not alive:
         reasons = sorted({a.reason for a in arms if a.reason})
+        before = "".join(f" Before that: {r}." for status, r in problems)
         raise RuntimeError(
             "sample_posterior: every tuning arm was disqualified (" + "; ".join(reasons)
             + "), also at step sizes ten times smaller. The Laplace approximation may be "
-            "far from the posterior; try another parametrisation."
+            "far from the posterior; try another parametrisation." + before
         )
     best = alive[0]
     say(f"tuned: step size {best.step_size:g} (whitened), batch size {best.batch_size} "
@@ -651,7 +709,7 @@ def sample_posterior(
     state = states[id(best)]
     t0 = time.perf_counter()
     if adapt:
-        state = _adapt(runner, state, best.step_size, seed, thin, notes, say)
+        state = _adapt(runner, state, best.step_size, seed, thin, notes, say, problems)
     timings["adaptation"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     w, div = runner(state, best.step_size, (seed, 999), burn + num_results, thin)
@@ -665,6 +723,8 @@ def sample_posterior(
     if best.batch_size < num_examples and np.isfinite(w[-1]).all():
         noise = _noise_variance(runner.estimator, w[-1], seed)
     verdict: Verdict = judge_whitened_draws(w, best.step_size, noise)
+    for status, reason in problems:
+        verdict.add(status, reason)
     if div.any():
         verdict.add(
             "failed",
