@@ -14,7 +14,7 @@ import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.automatic import _adapt, _Runner
-from tfp_sgmcmc.estimators.laplace import find_mode
+from tfp_sgmcmc.estimators.laplace import find_mode, local_modes
 
 tfd = tfp.distributions
 
@@ -118,3 +118,74 @@ def test_a_diverged_burn_in_reaches_the_verdict(scale):
         return
     assert problems and problems[0][0] == "suspect", (problems, notes)
     assert "diverged in burn-in window 1" in problems[0][1]
+
+
+def _two_means(mixture: bool) -> sg.JointPosterior:
+    """mu1, mu2 ~ N(0, 5); data from 0.5 N(-2, 1) + 0.5 N(2, 1).
+
+    ``mixture=True``: the equal-weight two-component mixture, whose labels are
+    exchangeable (two modes, (-2, 2) and (2, -2)); ``False``: a regression
+    ``y ~ N(mu1 + mu2 x, 1)`` on the same rows (one mode), the power check.
+    """
+    rng = np.random.default_rng(3)
+    y = np.where(rng.random(120) < 0.5, -2.0, 2.0) + rng.standard_normal(120)
+    x = np.linspace(-1.0, 1.0, 120)
+    prior = tfd.JointDistributionNamed(
+        dict(mu1=tfd.Normal(np.float64(0.0), 5.0), mu2=tfd.Normal(np.float64(0.0), 5.0))
+    )
+
+    def likelihood(p, batch):
+        xb, _ = batch
+        if mixture:
+            loc = tf.stack([p["mu1"], p["mu2"]], -1)[..., None, :]
+            return tfd.MixtureSameFamily(
+                tfd.Categorical(probs=tf.constant([0.5, 0.5], tf.float64)), tfd.Normal(loc, 1.0)
+            )
+        return tfd.Normal(p["mu1"][..., None] + p["mu2"][..., None] * xb, 1.0)
+
+    return sg.JointPosterior(prior, likelihood, (x, y), batch_size=120)
+
+
+@pytest.mark.parametrize("mixture", [True, False])
+def test_local_modes_separates_exchangeable_labels(mixture):
+    post = _two_means(mixture)
+    at = [tf.constant(-2.0, tf.float64), tf.constant(2.0, tf.float64)]
+    mirror = [at[1], at[0]]
+    shifted = [at[0] + 0.5, at[1] - 0.3]
+    modes = local_modes(post.estimator, [at, shifted, mirror])
+    if not mixture:
+        # Power check: one mode whatever the starts.
+        assert len(modes) == 1 and modes[0].starts == [0, 1, 2], modes
+        return
+    assert len(modes) == 2, modes
+    assert sorted(m.starts for m in modes) == [[0, 1], [2]]
+    # Exchangeable labels: the same log density, mirrored positions.
+    assert modes[0].log_prob == pytest.approx(modes[1].log_prob, abs=1e-6)
+    a, b = ([float(p) for p in m.position] for m in modes)
+    np.testing.assert_allclose(a, b[::-1], atol=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mixture", [True, False])
+def test_a_second_mode_is_named_when_every_chain_starts_in_one(mixture):
+    post = _two_means(mixture)
+    start = [tf.constant(-2.0, tf.float64), tf.constant(2.0, tf.float64)]
+    res = sg.sample_posterior(
+        post, num_results=200, seed=0, initial_state=start, step_sizes=(0.15, 0.08),
+        tuning_steps=50, adapt=False, progress=False,
+    )
+    several = [r for r in res.reasons if r.startswith("several modes")]
+    if not mixture:
+        # Power check: one mode, started the same way, stays ok.
+        assert res.verdict == "ok" and not several, res.reasons
+        return
+    assert res.verdict != "ok" and several, res.reasons
+    # Every chain stayed in the mode it started in (the case nothing else catches) ...
+    assert np.all(res.draws["mu1"] < 0) and np.all(res.draws["mu2"] > 0)
+    # ... and the reason names the other mode: mu1 near +2 and mu2 near -2.
+    other = several[0].split("; and at ")
+    assert len(other) == 2, several
+    far = next(o for o in other if "where the chains start" not in o)
+    mu1 = float(far.split("mu1 = ")[1].split(",")[0])
+    mu2 = float(far.split("mu2 = ")[1].split(" ")[0])
+    assert 1.0 < mu1 < 3.0 and -3.0 < mu2 < -1.0, far

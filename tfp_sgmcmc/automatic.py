@@ -5,7 +5,10 @@ One call runs the whole path a careful user would compose by hand:
 1. **Mode.** `tfp_sgmcmc.estimators.laplace.find_mode`: L-BFGS on the full
    data from the origin of the unconstrained space and from prior draws,
    keeping the best converged point; an announced Adam fallback; a named error
-   when everything fails.
+   when everything fails. Searches that run away with the log density still
+   rising end the search ("no mode found": an unbounded density). Up to
+   ``MODE_SEARCH_MAX_DIM`` coordinates, Newton searches from over-dispersed
+   starts then look for other modes (`tfp_sgmcmc.estimators.laplace.local_modes`).
 2. **Curvature.** `tfp_sgmcmc.estimators.laplace.laplace_approximation`: the
    Hessian there (dense up to ``max_dense_dim`` coordinates, its Hutchinson
    diagonal above), giving the Laplace covariance ``Σ = L Lᵀ``.
@@ -34,7 +37,9 @@ One call runs the whole path a careful user would compose by hand:
 7. **Verdict.** `tfp_sgmcmc.diagnostics.verdict.judge_whitened_draws`:
    ``ok`` / ``suspect`` / ``failed`` with reasons (divergence, runaway,
    frozen chains, split R̂, ESS, the predicted inflation from the step size
-   and the gradient noise).
+   and the gradient noise), and every problem met on the way (no mode, a
+   saddle, a disqualified grid, a diverged burn-in, several modes; when the
+   chains disagree, the modes they ended in).
 
 The sampler is SGLD, ``w ← w + ε ĝ_w + √(2ε) ξ`` (Welling & Teh 2011), in
 whitened coordinates; ``docs/algorithms.md#sample-posterior``.
@@ -71,6 +76,7 @@ from tfp_sgmcmc.data import InMemoryData
 from tfp_sgmcmc.diagnostics.ksd import kernel_stein_discrepancy
 from tfp_sgmcmc.diagnostics.verdict import (
     FROZEN_SD,
+    RHAT_SUSPECT,
     Verdict,
     judge_whitened_draws,
     runaway_threshold,
@@ -81,9 +87,11 @@ from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, Wrap
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.laplace import (
     LaplaceApproximation,
+    LocalMode,
     ModeResult,
     find_mode,
     laplace_approximation,
+    local_modes,
 )
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
@@ -106,6 +114,11 @@ _BLOCK = 50
 ADAPT_WINDOW = 200
 #: At most this many adaptation windows.
 ADAPT_MAX_WINDOWS = 3
+#: Up to this many coordinates, Newton searches from further starts look for other modes
+#: (and, when the chains disagree, for the modes the chains ended in).
+MODE_SEARCH_MAX_DIM = 200
+#: Further over-dispersed starts (prior draws, or 3 Laplace sds out) of that search.
+EXTRA_MODE_STARTS = 3
 
 
 @dataclasses.dataclass
@@ -210,6 +223,8 @@ class _Target:
     names: list[str]
     constrain: Callable[[list[tf.Tensor]], list[np.ndarray]]
     posterior: Any
+    # More over-dispersed starts for the search for other modes (prior draws), or None.
+    more_starts: Callable[[int], list[list[tf.Tensor]]] | None = None
 
 
 class _OnePart(WrappingEstimator):
@@ -245,7 +260,10 @@ def _resolve_target(posterior: Any, initial_state: Any, seed: int) -> _Target:
         def constrain(parts: list[tf.Tensor]) -> list[np.ndarray]:
             return [np.asarray(t) for t in posterior.constrain(parts, as_dict=False)]
 
-        return _Target(posterior.estimator, starts, posterior.names, constrain, posterior)
+        def more(k: int) -> list[list[tf.Tensor]]:
+            return [posterior.initial_state(seed=seed + 3 + j) for j in range(k)]
+
+        return _Target(posterior.estimator, starts, posterior.names, constrain, posterior, more)
     if isinstance(posterior, GradientEstimator):
         if initial_state is None:
             raise ValueError(
@@ -507,6 +525,55 @@ def _adapt(
     return state
 
 
+def _describe(target: _Target, parts: list[tf.Tensor], others: list[list[tf.Tensor]]) -> str:
+    """``"mu1 = -1.98, mu2 = 2.03"``: the constrained coordinates of ``parts`` that differ
+    most from those of ``others`` (at most four)."""
+    def flat(p: list[tf.Tensor]) -> tuple[list[str], np.ndarray]:
+        labels, values = [], []
+        for name, x in zip(target.names, target.constrain(p)):
+            x = np.reshape(np.asarray(x, np.float64), [-1])
+            labels += [name] if x.size == 1 else [f"{name}[{j}]" for j in range(x.size)]
+            values.append(x)
+        return labels, np.concatenate(values)
+
+    labels, x = flat(parts)
+    spread = np.zeros_like(x)
+    for other in others:
+        spread = np.maximum(spread, np.abs(x - flat(other)[1]))
+    top = sorted(np.argsort(-spread)[:4])
+    return ", ".join(f"{labels[j]} = {x[j]:.4g}" for j in top)
+
+
+def _other_modes(
+    target: _Target,
+    mode: ModeResult,
+    lap: LaplaceApproximation,
+    seed: int,
+    say: Callable[[str], None],
+) -> tuple[list[LocalMode], int]:
+    """Newton searches from the mode, the given starts and over-dispersed ones: the
+    distinct modes they reach (`local_modes`) and which of them is the chains' (or -1)."""
+    extra: list[list[tf.Tensor]] = []
+    if target.more_starts is not None:
+        extra = target.more_starts(EXTRA_MODE_STARTS)
+    else:
+        # No prior to draw from: three Laplace standard deviations out from the mode.
+        rng = np.random.default_rng(seed + 17)
+        centre = np.concatenate([np.reshape(np.asarray(p), [-1]) for p in mode.position])
+        shapes = [p.shape for p in mode.position]
+        sizes = [int(np.prod(s)) for s in shapes]
+        for _ in range(EXTRA_MODE_STARTS):
+            u = 3.0 * rng.standard_normal(centre.size)
+            step = lap.scale @ u if lap.dense else lap.scale * u
+            flat = tf.constant(centre + step, mode.position[0].dtype)
+            extra.append([tf.reshape(c, s) for c, s in zip(tf.split(flat, sizes), shapes)])
+    starts = [mode.position] + list(target.starts) + extra
+    say(f"looking for other modes: Newton searches from {len(starts) - 1} starts")
+    modes = local_modes(target.estimator, starts)
+    own = next((k for k, m in enumerate(modes) if 0 in m.starts), -1)
+    return modes, own
+
+
 def _say(progress: bool) -> Callable[[str], None]:
     def say(msg: str) -> None:
         if progress:
@@ -626,6 +693,31 @@ def sample_posterior(
     say(f"{kind} Laplace curvature, lambda_max {lap.lambda_max:.3g}, "
         f"in {timings['curvature']:.1f} s")
 
+    d_total = int(sum(np.prod(p.shape) for p in mode.position))
+    if mode.converged and d_total <= MODE_SEARCH_MAX_DIM:
+        # Every chain starts near the one mode found (from `initial_state` first, when
+        # given): a second mode would never be visited and nothing after this would
+        # see it. A few cheap searches from over-dispersed starts look for one.
+        t0 = time.perf_counter()
+        modes, own = _other_modes(target, mode, lap, seed, say)
+        timings["other_modes"] = time.perf_counter() - t0
+        if len(modes) > 1:
+            where = []
+            for k, m in enumerate(modes):
+                rest = [o.position for o in modes if o is not m]
+                here = " (where the chains start)" if k == own else ""
+                where.append(f"{_describe(target, m.position, rest)} "
+                             f"(log density {m.log_prob:.6g}){here}")
+            msg = (f"several modes: Newton searches from over-dispersed starts found "
+                   f"{len(modes)} distinct modes, at " + "; and at ".join(where))
+            say(msg)
+            notes.append(msg)
+            problems.append(("suspect", msg + (
+                ". The chains start near one mode and the draws may cover only it"
+                if own >= 0 else ". The chains start at none of them")))
+        else:
+            say(f"no other mode found ({timings['other_modes']:.1f} s)")
+
     sizes, why = _batch_candidates(num_examples, batch_size)
     notes.append(why)
     say(why)
@@ -725,6 +817,24 @@ def sample_posterior(
     verdict: Verdict = judge_whitened_draws(w, best.step_size, noise)
     for status, reason in problems:
         verdict.add(status, reason)
+    rhat = verdict.stats.get("max_rhat", math.nan)
+    if (rhat > RHAT_SUSPECT and d_total <= MODE_SEARCH_MAX_DIM
+            and np.isfinite(w[-1]).all()):
+        # The chains disagree: where does each end? Newton from each chain's last draw
+        # names the modes when they sit in different ones.
+        dtype = runner.estimator.dtype or tf.float32
+        last = runner.estimator.unwhiten(tf.constant(w[-1], dtype))
+        ends = [[p[c] for p in last] for c in range(num_chains)]
+        modes = local_modes(target.estimator, ends)
+        if len(modes) > 1:
+            groups = []
+            for m in modes:
+                rest = [o.position for o in modes if o is not m]
+                chains = ", ".join(str(c) for c in m.starts)
+                groups.append(f"chain(s) {chains} near {_describe(target, m.position, rest)} "
+                              f"(log density {m.log_prob:.6g})")
+            verdict.add("failed", "several modes: the chains end in different modes, "
+                        + "; ".join(groups))
     if div.any():
         verdict.add(
             "failed",

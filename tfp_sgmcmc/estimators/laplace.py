@@ -54,11 +54,18 @@ from tfp_sgmcmc.internal.util import as_parts
 
 __all__ = [
     "LaplaceApproximation",
+    "LocalMode",
+    "MIN_DIP",
     "ModeResult",
     "RUNAWAY_GAIN",
     "find_mode",
     "laplace_approximation",
+    "local_modes",
 ]
+
+#: Two local maxima are distinct modes when ``log π`` on the straight path between
+#: them falls this far (nats) below the lower of the two: a barrier a chain must climb.
+MIN_DIP = 1.0
 
 #: A Newton search whose ``log π`` rose by more than this over each of its last two
 #: windows of `_RUNAWAY_WINDOW` iterations, without slowing down, is running away.
@@ -196,7 +203,9 @@ def find_mode(
     Returns:
       A `ModeResult`: the first start where Newton's method converged, else the
       start whose L-BFGS run converged to the highest ``log π`` (or, when none
-      converged, the Adam-then-L-BFGS fallback).
+      converged, the Adam-then-L-BFGS fallback). When two Newton searches ran
+      away (``log π`` still rising steadily, `RUNAWAY_GAIN`) and none converged,
+      the search stops: ``unbounded`` is set and ``position`` is the first start.
 
     Raises:
       ValueError: ``starts`` is empty, or no start reached a finite ``log π``.
@@ -304,6 +313,76 @@ def find_mode(
         "log-density is not finite (" + "; ".join(notes) + "). Give a starting state of "
         "positive density."
     )
+
+
+class LocalMode(NamedTuple):
+    """One distinct mode found by `local_modes`.
+
+    Attributes:
+      position: the mode (list of parts, no chain dimensions).
+      log_prob: the full-data ``log π`` there.
+      starts: the indices of the starts whose Newton search ended there.
+    """
+
+    position: list[tf.Tensor]
+    log_prob: float
+    starts: list[int]
+
+
+def local_modes(
+    estimator: GradientEstimator, starts: Sequence[Any], max_iter: int = 30
+) -> list[LocalMode]:
+    """The distinct strict local maxima of ``log π`` that Newton searches reach from ``starts``.
+
+    From each start, damped Newton ascent (at most ``max_iter`` iterations; `_newton`);
+    a point where it converged counts when the Hessian there is negative definite (a
+    saddle does not). Two such points are the same mode unless ``log π`` on the straight
+    path between them (nine interior points) falls more than `MIN_DIP` below the lower
+    of the two: a shallower barrier is crossed by the chains anyway, and a flat ridge
+    has none. Starts that do not converge, or have no finite ``log π``, are left out.
+
+    Args:
+      estimator: an estimator with a full-data log-density.
+      starts: states (lists of parts, no chain dimensions).
+      max_iter: Newton iterations per start. Default value: ``30``.
+
+    Returns:
+      The modes, highest ``log π`` first, each with the starts that reached it.
+    """
+    modes: list[tuple[np.ndarray, list[tf.Tensor], float, list[int]]] = []
+    value = None
+    for i, start in enumerate(starts):
+        parts = [tf.convert_to_tensor(p) for p in as_parts(start)]
+        lp0 = _full_log_prob(estimator, parts)
+        if not np.isfinite(lp0):
+            continue
+        pos, lp, ok, _ = _newton(estimator, parts, lp0, max_iter=max_iter)
+        if not ok:
+            continue
+        flat_grad, unflatten = _flat_fns(estimator, pos)
+        x = np.concatenate([np.reshape(np.asarray(p), [-1]) for p in pos]).astype(np.float64)
+        dtype = pos[0].dtype
+        h = _hessian(flat_grad, tf.constant(x, dtype))
+        if not np.all(np.isfinite(h)) or np.linalg.eigvalsh(0.5 * (h + h.T)).max() >= 0:
+            continue  # a saddle or a flat direction: not a strict local maximum
+        if value is None:
+
+            def value(v: np.ndarray, _u=unflatten, _t=dtype) -> float:
+                return _full_log_prob(estimator, _u(tf.constant(v, _t)))
+
+        for k, (y, _, lp_y, members) in enumerate(modes):
+            path = [value(y + t * (x - y)) for t in np.linspace(0.0, 1.0, 11)[1:-1]]
+            finite = [p for p in path if np.isfinite(p)]
+            lowest = min(finite) if len(finite) == len(path) else -np.inf
+            if lowest >= min(lp, lp_y) - MIN_DIP:
+                members.append(i)
+                if lp > lp_y:
+                    modes[k] = (x, pos, lp, members)
+                break
+        else:
+            modes.append((x, pos, lp, [i]))
+    modes.sort(key=lambda m: -m[2])
+    return [LocalMode(pos, lp, members) for _, pos, lp, members in modes]
 
 
 def _size(parts: Sequence[tf.Tensor]) -> int:
