@@ -160,8 +160,9 @@ class PosteriorSamples:
       tuning: one `ArmRecord` per arm tried.
       mode: the mode search's result.
       laplace: the Laplace approximation at the mode.
-      timings: seconds per phase (``map``, ``curvature``, ``tuning_sampling``,
-        ``tuning_metric``, ``adaptation``, ``sampling``, ``verdict``, ``total``).
+      timings: seconds per phase (``map``, ``curvature``, ``other_modes`` (when
+        searched), ``tuning_sampling``, ``tuning_metric``, ``adaptation``,
+        ``sampling``, ``verdict``, ``total``).
       notes: what the automatic choices were, one sentence each.
     """
 
