@@ -84,7 +84,7 @@ def test_sample_posterior_on_centred_eight_schools_is_not_ok(capsys):
         step_sizes=(0.1,), adapt=False,
     )
     err = capsys.readouterr().err
-    assert "mode found" not in err and "no mode found" in err, err
+    assert "] mode found" not in err and "] no mode found" in err, err
     assert res.verdict != "ok"
     assert any(r.startswith("no mode found") for r in res.reasons), res.reasons
     assert res.mode.unbounded
