@@ -5,7 +5,10 @@ One call runs the whole path a careful user would compose by hand:
 1. **Mode.** `tfp_sgmcmc.estimators.laplace.find_mode`: L-BFGS on the full
    data from the origin of the unconstrained space and from prior draws,
    keeping the best converged point; an announced Adam fallback; a named error
-   when everything fails.
+   when everything fails. Searches that run away with the log density still
+   rising end the search ("no mode found": an unbounded density). Up to
+   ``MODE_SEARCH_MAX_DIM`` coordinates, Newton searches from over-dispersed
+   starts then look for other modes (`tfp_sgmcmc.estimators.laplace.local_modes`).
 2. **Curvature.** `tfp_sgmcmc.estimators.laplace.laplace_approximation`: the
    Hessian there (dense up to ``max_dense_dim`` coordinates, its Hutchinson
    diagonal above), giving the Laplace covariance ``Σ = L Lᵀ``.
@@ -34,7 +37,9 @@ One call runs the whole path a careful user would compose by hand:
 7. **Verdict.** `tfp_sgmcmc.diagnostics.verdict.judge_whitened_draws`:
    ``ok`` / ``suspect`` / ``failed`` with reasons (divergence, runaway,
    frozen chains, split R̂, ESS, the predicted inflation from the step size
-   and the gradient noise).
+   and the gradient noise), and every problem met on the way (no mode, a
+   saddle, a disqualified grid, a diverged burn-in, several modes; when the
+   chains disagree, the modes they ended in).
 
 The sampler is SGLD, ``w ← w + ε ĝ_w + √(2ε) ξ`` (Welling & Teh 2011), in
 whitened coordinates; ``docs/algorithms.md#sample-posterior``.
@@ -71,6 +76,7 @@ from tfp_sgmcmc.data import InMemoryData
 from tfp_sgmcmc.diagnostics.ksd import kernel_stein_discrepancy
 from tfp_sgmcmc.diagnostics.verdict import (
     FROZEN_SD,
+    RHAT_SUSPECT,
     Verdict,
     judge_whitened_draws,
     runaway_threshold,
@@ -80,9 +86,11 @@ from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, Wrap
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.laplace import (
     LaplaceApproximation,
+    LocalMode,
     ModeResult,
     find_mode,
     laplace_approximation,
+    local_modes,
 )
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
@@ -106,6 +114,11 @@ _BLOCK = 50
 ADAPT_WINDOW = 200
 #: At most this many adaptation windows.
 ADAPT_MAX_WINDOWS = 3
+#: Up to this many coordinates, Newton searches from further starts look for other modes
+#: (and, when the chains disagree, for the modes the chains ended in).
+MODE_SEARCH_MAX_DIM = 200
+#: Further over-dispersed starts (prior draws, or 3 Laplace sds out) of that search.
+EXTRA_MODE_STARTS = 3
 
 
 @dataclasses.dataclass
@@ -147,8 +160,9 @@ class PosteriorSamples:
       tuning: one `ArmRecord` per arm tried.
       mode: the mode search's result.
       laplace: the Laplace approximation at the mode.
-      timings: seconds per phase (``map``, ``curvature``, ``tuning_sampling``,
-        ``tuning_metric``, ``adaptation``, ``sampling``, ``verdict``, ``total``).
+      timings: seconds per phase (``map``, ``curvature``, ``other_modes`` (when
+        searched), ``tuning_sampling``, ``tuning_metric``, ``adaptation``,
+        ``sampling``, ``verdict``, ``total``).
       notes: what the automatic choices were, one sentence each.
     """
 
@@ -210,6 +224,8 @@ class _Target:
     names: list[str]
     constrain: Callable[[list[tf.Tensor]], list[np.ndarray]]
     posterior: Any
+    # More over-dispersed starts for the search for other modes (prior draws), or None.
+    more_starts: Callable[[int], list[list[tf.Tensor]]] | None = None
 
 
 class _OnePart(WrappingEstimator):
@@ -245,7 +261,10 @@ def _resolve_target(posterior: Any, initial_state: Any, seed: int) -> _Target:
         def constrain(parts: list[tf.Tensor]) -> list[np.ndarray]:
             return [np.asarray(t) for t in posterior.constrain(parts, as_dict=False)]
 
-        return _Target(posterior.estimator, starts, posterior.names, constrain, posterior)
+        def more(k: int) -> list[list[tf.Tensor]]:
+            return [posterior.initial_state(seed=seed + 3 + j) for j in range(k)]
+
+        return _Target(posterior.estimator, starts, posterior.names, constrain, posterior, more)
     if isinstance(posterior, GradientEstimator):
         if initial_state is None:
             raise ValueError(
@@ -446,8 +465,14 @@ def _adapt(
     thin: int,
     notes: list[str],
     say: Callable[[str], None],
+    problems: list[tuple[str, str]],
 ) -> np.ndarray:
-    """Burn-in windows that refine ``runner``'s map in place; the chains' new states."""
+    """Burn-in windows that refine ``runner``'s map in place; the chains' new states.
+
+    A window that diverged adds a ``suspect`` reason to ``problems``: the chosen step
+    met a region steeper (or a tail heavier) than either map, which the final draws'
+    checks may not see again.
+    """
     previous: tuple[np.ndarray, np.ndarray] | None = None  # (scale, state) before a change
     for k in range(ADAPT_MAX_WINDOWS + 1):
         w, div = runner(state, eps, (seed, 900 + k), ADAPT_WINDOW, thin)
@@ -460,8 +485,23 @@ def _adapt(
                        f"burn-in window {k}")
                 notes.append(msg)
                 say(msg)
+                problems.append((
+                    "suspect",
+                    f"the chains diverged in burn-in window {k + 1} after the preconditioner "
+                    "was refined (the refinement was undone): the posterior has a direction "
+                    "steeper or heavier-tailed than its Laplace fit, which the final draws "
+                    "may not have explored",
+                ))
                 return previous[1]
-            notes.append("adaptation stopped: a burn-in window diverged")
+            msg = f"adaptation stopped: burn-in window {k + 1} diverged"
+            notes.append(msg)
+            say(msg)
+            problems.append((
+                "suspect",
+                f"the chains diverged in burn-in window {k + 1} at the tuned step size: the "
+                "posterior has a direction steeper or heavier-tailed than its Laplace fit, "
+                "which the final draws may not have explored",
+            ))
             return state
         state = w[-1]
         if k == ADAPT_MAX_WINDOWS:
@@ -484,6 +524,55 @@ def _adapt(
         notes.append(msg)
         say(msg)
     return state
+
+
+def _describe(target: _Target, parts: list[tf.Tensor], others: list[list[tf.Tensor]]) -> str:
+    """``"mu1 = -1.98, mu2 = 2.03"``: the constrained coordinates of ``parts`` that differ
+    most from those of ``others`` (at most four)."""
+    def flat(p: list[tf.Tensor]) -> tuple[list[str], np.ndarray]:
+        labels, values = [], []
+        for name, x in zip(target.names, target.constrain(p)):
+            x = np.reshape(np.asarray(x, np.float64), [-1])
+            labels += [name] if x.size == 1 else [f"{name}[{j}]" for j in range(x.size)]
+            values.append(x)
+        return labels, np.concatenate(values)
+
+    labels, x = flat(parts)
+    spread = np.zeros_like(x)
+    for other in others:
+        spread = np.maximum(spread, np.abs(x - flat(other)[1]))
+    top = sorted(np.argsort(-spread)[:4])
+    return ", ".join(f"{labels[j]} = {x[j]:.4g}" for j in top)
+
+
+def _other_modes(
+    target: _Target,
+    mode: ModeResult,
+    lap: LaplaceApproximation,
+    seed: int,
+    say: Callable[[str], None],
+) -> tuple[list[LocalMode], int]:
+    """Newton searches from the mode, the given starts and over-dispersed ones: the
+    distinct modes they reach (`local_modes`) and which of them is the chains' (or -1)."""
+    extra: list[list[tf.Tensor]] = []
+    if target.more_starts is not None:
+        extra = target.more_starts(EXTRA_MODE_STARTS)
+    else:
+        # No prior to draw from: three Laplace standard deviations out from the mode.
+        rng = np.random.default_rng(seed + 17)
+        centre = np.concatenate([np.reshape(np.asarray(p), [-1]) for p in mode.position])
+        shapes = [p.shape for p in mode.position]
+        sizes = [int(np.prod(s)) for s in shapes]
+        for _ in range(EXTRA_MODE_STARTS):
+            u = 3.0 * rng.standard_normal(centre.size)
+            step = lap.scale @ u if lap.dense else lap.scale * u
+            flat = tf.constant(centre + step, mode.position[0].dtype)
+            extra.append([tf.reshape(c, s) for c, s in zip(tf.split(flat, sizes), shapes)])
+    starts = [mode.position] + list(target.starts) + extra
+    say(f"looking for other modes: Newton searches from {len(starts) - 1} starts")
+    modes = local_modes(target.estimator, starts)
+    own = next((k for k, m in enumerate(modes) if 0 in m.starts), -1)
+    return modes, own
 
 
 def _say(progress: bool) -> Callable[[str], None]:
@@ -559,22 +648,76 @@ def sample_posterior(
     target = _resolve_target(posterior, initial_state, seed)
     num_examples = int(getattr(target.estimator, "num_examples", 1) or 1)
 
+    # (status, reason) of everything that went wrong before the final draws: each
+    # reaches the verdict (and so its progress line), not only `notes`.
+    problems: list[tuple[str, str]] = []
     t0 = time.perf_counter()
+    say("searching for the mode")
     mode = find_mode(target.estimator, target.starts, num_examples, log=say)
     timings["map"] = time.perf_counter() - t0
     notes += mode.notes
-    say(f"mode found by {mode.method} (log density {mode.log_prob:.6g}) "
-        f"in {timings['map']:.1f} s")
-    if not mode.converged:
+    if mode.converged:
+        say(f"mode found by {mode.method} (log density {mode.log_prob:.6g}) "
+            f"in {timings['map']:.1f} s")
+    elif mode.unbounded:
+        msg = (f"no mode found in {timings['map']:.1f} s: the searches ran away with the "
+               "log density still rising (it looks unbounded, e.g. a scale parameter going "
+               "to zero in a centred hierarchy); the preconditioner is fitted at a start "
+               f"(log density {mode.log_prob:.6g}) instead")
+        say(msg)
+        problems.append(("suspect", "no mode found: the mode searches ran away with the log "
+                         "density still rising (it looks unbounded, e.g. a scale parameter "
+                         "going to zero in a centred hierarchy), so the preconditioner, the "
+                         "step sizes and the runaway radius have no reference scale; "
+                         "reparametrise (e.g. non-centred)"))
+    else:
+        msg = (f"no converged mode in {timings['map']:.1f} s: the best point, by "
+               f"{mode.method}, has log density {mode.log_prob:.6g}")
+        say(msg)
         notes.append("the mode search did not converge; the preconditioner may be poor")
+        problems.append(("suspect", f"no converged mode: the best point ({mode.method}, log "
+                         f"density {mode.log_prob:.6g}) is where the preconditioner is "
+                         "fitted, so the step sizes and the runaway radius may have the "
+                         "wrong scale"))
 
     t0 = time.perf_counter()
     lap = laplace_approximation(target.estimator, mode.position, max_dense_dim=max_dense_dim)
     timings["curvature"] = time.perf_counter() - t0
     notes += lap.notes
+    for note in lap.notes:
+        # A curvature that is not positive definite at a converged mode: a saddle or a
+        # flat direction, where the Laplace width is a measurement, not a fit.
+        if mode.converged:
+            problems.append(("suspect", note))
+            say(note)
     kind = "dense" if lap.dense else "diagonal"
     say(f"{kind} Laplace curvature, lambda_max {lap.lambda_max:.3g}, "
         f"in {timings['curvature']:.1f} s")
+
+    d_total = int(sum(np.prod(p.shape) for p in mode.position))
+    if mode.converged and d_total <= MODE_SEARCH_MAX_DIM:
+        # Every chain starts near the one mode found (from `initial_state` first, when
+        # given): a second mode would never be visited and nothing after this would
+        # see it. A few cheap searches from over-dispersed starts look for one.
+        t0 = time.perf_counter()
+        modes, own = _other_modes(target, mode, lap, seed, say)
+        timings["other_modes"] = time.perf_counter() - t0
+        if len(modes) > 1:
+            where = []
+            for k, m in enumerate(modes):
+                rest = [o.position for o in modes if o is not m]
+                here = " (where the chains start)" if k == own else ""
+                where.append(f"{_describe(target, m.position, rest)} "
+                             f"(log density {m.log_prob:.6g}){here}")
+            msg = (f"several modes: Newton searches from over-dispersed starts found "
+                   f"{len(modes)} distinct modes, at " + "; and at ".join(where))
+            say(msg)
+            notes.append(msg)
+            problems.append(("suspect", msg + (
+                ". The chains start near one mode and the draws may cover only it"
+                if own >= 0 else ". The chains start at none of them")))
+        else:
+            say(f"no other mode found ({timings['other_modes']:.1f} s)")
 
     sizes, why = _batch_candidates(num_examples, batch_size)
     notes.append(why)
@@ -601,6 +744,13 @@ def sample_posterior(
                    f"smaller: {', '.join(f'{e:g}' for e in grid)}")
             notes.append(msg)
             say(msg)
+            first = sorted({a.reason for a in arms if a.reason})
+            problems.append((
+                "suspect",
+                "every tuning arm at the given step sizes was disqualified ("
+                + "; ".join(first) + "): the posterior is far from its Laplace fit in some "
+                "direction (a heavy tail or a steep wall) that the final draws may not show",
+            ))
         tried = [ArmRecord(e, n) for n in sizes for e in grid]
         arms += tried
         states.update({id(a): w_start for a in tried})
@@ -636,10 +786,11 @@ def sample_posterior(
     timings["tuning_metric"] = t_metric
     if not alive:
         reasons = sorted({a.reason for a in arms if a.reason})
+        before = "".join(f" Before that: {r}." for status, r in problems)
         raise RuntimeError(
             "sample_posterior: every tuning arm was disqualified (" + "; ".join(reasons)
             + "), also at step sizes ten times smaller. The Laplace approximation may be "
-            "far from the posterior; try another parametrisation."
+            "far from the posterior; try another parametrisation." + before
         )
     best = alive[0]
     say(f"tuned: step size {best.step_size:g} (whitened), batch size {best.batch_size} "
@@ -651,7 +802,7 @@ def sample_posterior(
     state = states[id(best)]
     t0 = time.perf_counter()
     if adapt:
-        state = _adapt(runner, state, best.step_size, seed, thin, notes, say)
+        state = _adapt(runner, state, best.step_size, seed, thin, notes, say, problems)
     timings["adaptation"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     w, div = runner(state, best.step_size, (seed, 999), burn + num_results, thin)
@@ -665,6 +816,26 @@ def sample_posterior(
     if best.batch_size < num_examples and np.isfinite(w[-1]).all():
         noise = _noise_variance(runner.estimator, w[-1], seed)
     verdict: Verdict = judge_whitened_draws(w, best.step_size, noise)
+    for status, reason in problems:
+        verdict.add(status, reason)
+    rhat = verdict.stats.get("max_rhat", math.nan)
+    if (rhat > RHAT_SUSPECT and d_total <= MODE_SEARCH_MAX_DIM
+            and np.isfinite(w[-1]).all()):
+        # The chains disagree: where does each end? Newton from each chain's last draw
+        # names the modes when they sit in different ones.
+        dtype = runner.estimator.dtype or tf.float32
+        last = runner.estimator.unwhiten(tf.constant(w[-1], dtype))
+        ends = [[p[c] for p in last] for c in range(num_chains)]
+        modes = local_modes(target.estimator, ends)
+        if len(modes) > 1:
+            groups = []
+            for m in modes:
+                rest = [o.position for o in modes if o is not m]
+                chains = ", ".join(str(c) for c in m.starts)
+                groups.append(f"chain(s) {chains} near {_describe(target, m.position, rest)} "
+                              f"(log density {m.log_prob:.6g})")
+            verdict.add("failed", "several modes: the chains end in different modes, "
+                        + "; ".join(groups))
     if div.any():
         verdict.add(
             "failed",

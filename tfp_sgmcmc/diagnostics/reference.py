@@ -133,7 +133,9 @@ def laplace_ksd_reference(
 
     @tf.function(autograph=False)
     def hessian(v: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
+        # persistent=True: a non-persistent tape under tf.function differentiates the
+        # score of `tfp.math.value_and_gradient` wrongly through lgamma/lbeta terms.
+        with tf.GradientTape(persistent=True) as tape:
             tape.watch(v)
             parts = unflatten(v)
             grads = estimator.full_log_prob_and_gradient(parts[0] if single else parts)

@@ -54,11 +54,24 @@ from tfp_sgmcmc.internal.util import as_parts
 
 __all__ = [
     "LaplaceApproximation",
+    "LocalMode",
+    "MIN_DIP",
     "ModeResult",
     "PerExampleEstimator",
+    "RUNAWAY_GAIN",
     "find_mode",
     "laplace_approximation",
+    "local_modes",
 ]
+
+#: Two local maxima are distinct modes when ``log π`` on the straight path between
+#: them falls this far (nats) below the lower of the two: a barrier a chain must climb.
+MIN_DIP = 1.0
+
+#: A Newton search whose ``log π`` rose by more than this over each of its last two
+#: windows of `_RUNAWAY_WINDOW` iterations, without slowing down, is running away.
+RUNAWAY_GAIN = 1.0
+_RUNAWAY_WINDOW = 10
 
 
 class ModeResult(NamedTuple):
@@ -70,6 +83,10 @@ class ModeResult(NamedTuple):
       converged: whether L-BFGS met its tolerance there.
       method: how it was found, e.g. ``"lbfgs from start 0"``.
       notes: what was tried and failed, one sentence each.
+      unbounded: whether every search ran away with ``log π`` still rising at a
+        steady rate (`RUNAWAY_GAIN`): the density looks unbounded (a scale
+        parameter going to zero in a centred hierarchy, say) and has no mode;
+        ``position`` is then the first start, not a mode.
     """
 
     position: list[tf.Tensor]
@@ -77,6 +94,7 @@ class ModeResult(NamedTuple):
     converged: bool
     method: str
     notes: list[str]
+    unbounded: bool = False
 
 
 class LaplaceApproximation(NamedTuple):
@@ -191,7 +209,9 @@ def find_mode(
     Returns:
       A `ModeResult`: the first start where Newton's method converged, else the
       start whose L-BFGS run converged to the highest ``log π`` (or, when none
-      converged, the Adam-then-L-BFGS fallback).
+      converged, the Adam-then-L-BFGS fallback). When two Newton searches ran
+      away (``log π`` still rising steadily, `RUNAWAY_GAIN`) and none converged,
+      the search stops: ``unbounded`` is set and ``position`` is the first start.
 
     Raises:
       ValueError: ``starts`` is empty, or no start reached a finite ``log π``.
@@ -208,16 +228,40 @@ def find_mode(
         # Newton's method with the exact Hessian, from each start in turn: on the
         # posteriors L-BFGS struggles with (scales spanning orders of magnitude, float32)
         # it converges in a few dozen iterations.
+        runaways: list[tuple[int, list[tf.Tensor], float, float]] = []
+        tried = 0
         for i, start in enumerate(starts):
             parts = [tf.convert_to_tensor(p) for p in as_parts(start)]
-            lp = _full_log_prob(estimator, parts)
-            if not np.isfinite(lp):
+            lp0 = _full_log_prob(estimator, parts)
+            if not np.isfinite(lp0):
                 notes.append(f"start {i} has no finite log density")
+                say(f"mode search: start {i} has no finite log density; skipped")
                 continue
-            pos, lp, ok = _newton(estimator, parts, lp, max_iter=100)
+            tried += 1
+            pos, lp, ok, away = _newton(estimator, parts, lp0, max_iter=100)
             if ok:
                 return ModeResult(pos, lp, True, f"Newton from start {i}", notes)
-            notes.append(f"Newton from start {i} did not converge")
+            if away:
+                msg = (f"Newton from start {i} ran away: log π rose from {lp0:.6g} to "
+                       f"{lp:.6g} without slowing down (no mode in that direction)")
+                runaways.append((i, parts, lp0, lp))
+            else:
+                msg = f"Newton from start {i} did not converge (log π {lp:.6g})"
+            notes.append(msg)
+            say(f"mode search: {msg}")
+            if len(runaways) >= 2 and len(runaways) == tried:
+                # Two searches from different starts both climbing without bound: the
+                # density has no mode to find, and L-BFGS and Adam would climb as long as
+                # their budgets last (minutes). Stop here and say so.
+                i0, parts0, lp0, _ = runaways[0]
+                msg = (
+                    f"no mode: {len(runaways)} Newton searches ran away with log π still "
+                    f"rising (to {max(r[3] for r in runaways):.6g}); the density looks "
+                    "unbounded (e.g. a scale parameter going to zero in a centred "
+                    "hierarchy)"
+                )
+                notes.append(msg)
+                return ModeResult(parts0, lp0, False, f"none (start {i0} kept)", notes, True)
     for i, start in enumerate(starts):
         parts = [tf.convert_to_tensor(p) for p in as_parts(start)]
         with warnings.catch_warnings(record=True) as caught:
@@ -235,13 +279,14 @@ def find_mode(
         ok = bool(res.converged) and not caught
         if not ok:
             notes.append(f"L-BFGS from start {i} did not converge ({res.num_iterations} its).")
+            say(f"mode search: L-BFGS from start {i} did not converge (log π {lp:.6g})")
         found.append((lp, ok, pos, f"L-BFGS from start {i}"))
     if found and small:
         # L-BFGS stops early on an ill-conditioned posterior (in float32 above all);
         # Newton's method with the exact Hessian does not care about the conditioning.
         # The best points are polished until one converges.
         for k, (lp, ok, pos, how) in sorted(enumerate(found), key=lambda f: -f[1][0])[:2]:
-            pos, lp, ok_newton = _newton(estimator, pos, lp)
+            pos, lp, ok_newton, _ = _newton(estimator, pos, lp)
             found[k] = (lp, ok or ok_newton, pos, how + (", Newton-polished" if ok_newton else ""))
             if ok_newton:
                 break
@@ -276,18 +321,95 @@ def find_mode(
     )
 
 
+class LocalMode(NamedTuple):
+    """One distinct mode found by `local_modes`.
+
+    Attributes:
+      position: the mode (list of parts, no chain dimensions).
+      log_prob: the full-data ``log π`` there.
+      starts: the indices of the starts whose Newton search ended there.
+    """
+
+    position: list[tf.Tensor]
+    log_prob: float
+    starts: list[int]
+
+
+def local_modes(
+    estimator: GradientEstimator, starts: Sequence[Any], max_iter: int = 30
+) -> list[LocalMode]:
+    """The distinct strict local maxima of ``log π`` that Newton searches reach from ``starts``.
+
+    From each start, damped Newton ascent (at most ``max_iter`` iterations; `_newton`);
+    a point where it converged counts when the Hessian there is negative definite (a
+    saddle does not). Two such points are the same mode unless ``log π`` on the straight
+    path between them (nine interior points) falls more than `MIN_DIP` below the lower
+    of the two: a shallower barrier is crossed by the chains anyway, and a flat ridge
+    has none. Starts that do not converge, or have no finite ``log π``, are left out.
+
+    Args:
+      estimator: an estimator with a full-data log-density.
+      starts: states (lists of parts, no chain dimensions).
+      max_iter: Newton iterations per start. Default value: ``30``.
+
+    Returns:
+      The modes, highest ``log π`` first, each with the starts that reached it.
+    """
+    modes: list[tuple[np.ndarray, list[tf.Tensor], float, list[int]]] = []
+    value = None
+    for i, start in enumerate(starts):
+        parts = [tf.convert_to_tensor(p) for p in as_parts(start)]
+        lp0 = _full_log_prob(estimator, parts)
+        if not np.isfinite(lp0):
+            continue
+        pos, lp, ok, _ = _newton(estimator, parts, lp0, max_iter=max_iter)
+        if not ok:
+            continue
+        flat_grad, unflatten = _flat_fns(estimator, pos)
+        x = np.concatenate([np.reshape(np.asarray(p), [-1]) for p in pos]).astype(np.float64)
+        dtype = pos[0].dtype
+        h = _hessian(flat_grad, tf.constant(x, dtype))
+        if not np.all(np.isfinite(h)) or np.linalg.eigvalsh(0.5 * (h + h.T)).max() >= 0:
+            continue  # a saddle or a flat direction: not a strict local maximum
+        if value is None:
+
+            def value(v: np.ndarray, _u=unflatten, _t=dtype) -> float:
+                return _full_log_prob(estimator, _u(tf.constant(v, _t)))
+
+        for k, (y, _, lp_y, members) in enumerate(modes):
+            path = [value(y + t * (x - y)) for t in np.linspace(0.0, 1.0, 11)[1:-1]]
+            finite = [p for p in path if np.isfinite(p)]
+            lowest = min(finite) if len(finite) == len(path) else -np.inf
+            if lowest >= min(lp, lp_y) - MIN_DIP:
+                members.append(i)
+                if lp > lp_y:
+                    modes[k] = (x, pos, lp, members)
+                break
+        else:
+            modes.append((x, pos, lp, [i]))
+    modes.sort(key=lambda m: -m[2])
+    return [LocalMode(pos, lp, members) for _, pos, lp, members in modes]
+
+
 def _size(parts: Sequence[tf.Tensor]) -> int:
     return int(sum(np.prod(p.shape) for p in parts))
 
 
 def _newton(
     estimator: GradientEstimator, parts: list[tf.Tensor], log_prob: float, max_iter: int = 30
-) -> tuple[list[tf.Tensor], float, bool]:
+) -> tuple[list[tf.Tensor], float, bool, bool]:
     """Damped Newton ascent ``x ← x + α |A|⁻¹ g`` (``A = −∇² log π``; `_ascent_step`).
 
     Converged when the Newton decrement ``gᵀ |A|⁻¹ g / 2`` (the predicted gain in
     ``log π``) is below ``10⁻⁶ (1 + d)`` or the dtype's resolution of ``log π``; a step
     that does not increase ``log π`` is halved up to 60 times.
+
+    Returns the point, its ``log π``, whether it converged, and whether it ran away:
+    ``log π`` rose by more than `RUNAWAY_GAIN` in each of the last two windows of
+    ten iterations, the later gain at least half the earlier. Newton's method is
+    affine invariant, so on a density with a mode its gains shrink (quadratically
+    near the mode) whatever the parametrisation; steady gains mean ``log π`` grows
+    without bound along the path (the search stops there).
     """
     flat_grad, unflatten = _flat_fns(estimator, parts)
     x = np.concatenate([np.reshape(np.asarray(p), [-1]) for p in parts]).astype(np.float64)
@@ -301,7 +423,13 @@ def _newton(
     resolution = 4.0 * float(np.finfo(dtype.as_numpy_dtype).eps) * max(1.0, abs(log_prob))
     tol = max(1e-6 * (1 + d), resolution)
 
+    history = [log_prob]
+    w = _RUNAWAY_WINDOW
     for _ in range(max_iter):
+        if len(history) > 2 * w:
+            late, early = history[-1] - history[-1 - w], history[-1 - w] - history[-1 - 2 * w]
+            if late > RUNAWAY_GAIN and early > RUNAWAY_GAIN and late >= 0.5 * early:
+                return unflatten(tf.constant(x, dtype)), log_prob, False, True
         xt = tf.constant(x, dtype)
         g = np.asarray(flat_grad(xt), np.float64)
         a = -np.asarray(hessian(xt), np.float64)
@@ -310,7 +438,7 @@ def _newton(
         step = _ascent_step(0.5 * (a + a.T), g)
         decrement = 0.5 * float(g @ step)
         if decrement < tol:
-            return unflatten(tf.constant(x, dtype)), log_prob, True
+            return unflatten(tf.constant(x, dtype)), log_prob, True, False
         alpha = 1.0
         for _ in range(60):
             trial = x + alpha * step
@@ -322,8 +450,10 @@ def _newton(
         else:
             # No ascent along the Newton direction: the dtype's rounding level. Within
             # about one posterior sd per coordinate of the mode, that is converged.
-            return unflatten(tf.constant(x, dtype)), log_prob, decrement < 0.5 * d + 1.0
-    return unflatten(tf.constant(x, dtype)), log_prob, False
+            near = decrement < 0.5 * d + 1.0
+            return unflatten(tf.constant(x, dtype)), log_prob, near, False
+        history.append(log_prob)
+    return unflatten(tf.constant(x, dtype)), log_prob, False, False
 
 
 def _ascent_step(a: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -437,7 +567,11 @@ def _hessian_fn(flat_grad: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[tf.Ten
 
     @tf.function
     def jac(x: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
+        # persistent=True is load-bearing: with a non-persistent outer tape inside
+        # tf.function, the score from `tfp.math.value_and_gradient` is differentiated
+        # wrongly through lgamma/lbeta terms (a Student-t ν, a negative-binomial
+        # total count): e.g. +26.4 where the true ∂²/∂ν² is −4.5.
+        with tf.GradientTape(persistent=True) as tape:
             tape.watch(x)
             g = flat_grad(x)
         return tape.jacobian(g, x, experimental_use_pfor=False)
@@ -457,7 +591,9 @@ def _hutchinson_diagonal(
 
     @tf.function
     def hvp(x: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
+        # persistent=True: see `_hessian_fn` (a non-persistent tape gets lgamma/lbeta
+        # second derivatives wrong under tf.function).
+        with tf.GradientTape(persistent=True) as tape:
             tape.watch(x)
             g = flat_grad(x)
         return tape.gradient(g, x, output_gradients=v)
