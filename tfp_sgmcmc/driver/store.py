@@ -56,7 +56,7 @@ from typing import Any, NamedTuple
 import h5py
 import numpy as np
 
-from tfp_sgmcmc.driver.errors import RunMismatchError, StoreDamagedError
+from tfp_sgmcmc.driver.errors import RunDirectoryError, RunMismatchError, StoreDamagedError
 
 __all__ = [
     "SampleStore",
@@ -224,7 +224,7 @@ def _reading(path: str, doing: str) -> Iterator[None]:
     """
     try:
         yield
-    except StoreDamagedError:
+    except RunDirectoryError:  # ours: already named
         raise
     except Exception as e:
         reason = " ".join(str(e).split())[:300] or type(e).__name__
