@@ -294,12 +294,12 @@ def _data_ranges(path):
     return out
 
 
-def flip_sweep(run_dir, num_bytes=None, seed=0):
+def flip_sweep(run_dir, num_bytes=None, seed=0, log=None):
     """Flips one bit of each (sampled) metadata byte of ``samples.h5`` in turn, then opens,
     verifies and reads the run. Returns the outcome counts and the cases that were silent
     or raised an unnamed error: ``identical`` (the same draws and trace), ``named`` (a
     ``RunDirectoryError``), ``silent`` (other values read), ``traceback`` (any other
-    exception)."""
+    exception). ``log(done, counts)`` is called every 100 flips, if given."""
     path = os.path.join(run_dir, "samples.h5")
     good = open(path, "rb").read()
     ref = open_run(run_dir)
@@ -333,6 +333,9 @@ def flip_sweep(run_dir, num_bytes=None, seed=0):
             if outcome == "silent":
                 bad.append((i, "other values read"))
             counts[outcome] += 1
+            done = sum(counts.values())
+            if log is not None and done % 100 == 0:
+                log(done, counts)
     finally:
         with open(path, "wb") as f:
             f.write(good)
@@ -342,7 +345,8 @@ def flip_sweep(run_dir, num_bytes=None, seed=0):
 @pytest.mark.slow
 def test_a_bit_flip_anywhere_in_the_metadata_is_never_silent(tmp_path):
     """Every flipped metadata bit (1,500 bytes sampled with a fixed seed) reads the same
-    draws or is a named error: 119 flips were silent and 343 raw tracebacks before."""
+    draws or is a named error (a sweep of 5,048 flips found 119 silent and 343 raw
+    tracebacks before)."""
     run_dir = tmp_path / "run"
     _run(run_dir)
     counts, bad = flip_sweep(str(run_dir), num_bytes=1500, seed=0)
