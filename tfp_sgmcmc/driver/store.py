@@ -311,7 +311,10 @@ class SampleStore:
                         )
                 f.create_group("reductions")
                 for k, v in (attrs or {}).items():
-                    f.attrs[k] = v
+                    # Strings as fixed-length ASCII (JSON escapes the rest): their size is
+                    # in the attribute's own header, checked before a read (a damaged
+                    # variable-length string's length sent HDF5 reading for minutes).
+                    f.attrs[k] = np.bytes_(v.encode("ascii")) if isinstance(v, str) else v
                 f.flush()
         except BaseException:
             # No half-made store is left behind to be taken for a run.
@@ -657,10 +660,34 @@ class SampleStore:
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
-    def attrs(self) -> dict[str, Any]:
-        """The file's attributes (``config``, ``run_id``)."""
+    def attrs(self, names: Sequence[str] = ("config", "run_id")) -> dict[str, Any]:
+        """The file's string attributes ``names`` that it holds, as ``str``.
+
+        Each is checked before it is read: a scalar fixed-length string no larger than the
+        file (as ``create`` writes them), so damaged metadata cannot make HDF5 read or
+        allocate more than the file holds.
+
+        Raises:
+          StoreDamagedError: an attribute of another kind or size.
+        """
+        out: dict[str, Any] = {}
+        size = os.path.getsize(self.path)
         with _reading(self.path, "reading its attributes"), h5py.File(self.path, "r") as f:
-            return {k: f.attrs[k] for k in f.attrs}
+            for name in names:
+                if name not in f.attrs:
+                    continue
+                aid = h5py.h5a.open(f.id, name.encode())
+                if aid.shape != () or aid.dtype.kind != "S" or aid.get_storage_size() > size:
+                    raise StoreDamagedError(
+                        f"{self.path}: attribute {name!r} is {aid.dtype} {aid.shape} of "
+                        f"{aid.get_storage_size():,} bytes, not a string the driver wrote: "
+                        "its HDF5 metadata is damaged or edited. It is left as it is; "
+                        "restore it from a copy or start the run again (overwrite=True).",
+                        self.path,
+                    )
+                value = f.attrs[name]
+                out[name] = value.decode("ascii") if isinstance(value, bytes) else str(value)
+        return out
 
     def num_draws(self) -> int:
         with _reading(self.path, "counting its draws"), h5py.File(self.path, "r") as f:
