@@ -16,10 +16,13 @@ and counts how each ends:
 * ``skipped``: not runnable here (a permission fault as root).
 
 Prints one JSON document (the scenarios, the counts, the environment) and then the
-markdown table of ``docs/faults.md``; progress goes to stderr.
+markdown table of ``docs/faults.md``; progress goes to stderr. The exit status is 1 when
+any scenario ends ``silent`` or ``traceback`` (0 otherwise), so the trial can gate a
+build; ``--quick`` runs the refusals only (no kills, no full disks) on a shorter run.
 
 ```bash
-python benchmarks/fault_trial.py                  # about 2-4 minutes on 2 shared cores
+python benchmarks/fault_trial.py                  # about 4-8 minutes on 2 shared cores
+python benchmarks/fault_trial.py --quick          # about 2-4 minutes
 python benchmarks/fault_trial.py --output benchmarks/results/fault_trial.json
 ```
 """
@@ -28,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import hashlib
+import io
 import json
 import os
 import platform
@@ -40,6 +45,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import zipfile
 from typing import Any
 
 import h5py
@@ -77,10 +83,10 @@ def _env() -> dict[str, str]:
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
-def _sample_argv(model: str, run_dir: str) -> list[str]:
+def _sample_argv(model: str, run_dir: str, seed: int = 7) -> list[str]:
     return ["sample", "--model", model, "--kernel", "sgld", "--step-size", "1e-4",
             "--num-samples", str(NUM_SAMPLES), "--chunk-size", "100", "--thin", "2",
-            "--seed", "7", "--run-dir", run_dir, "--no-xla", "--no-progress"]
+            "--seed", str(seed), "--run-dir", run_dir, "--no-xla", "--no-progress"]
 
 
 def _resume_argv(run_dir: str) -> list[str]:
@@ -289,10 +295,94 @@ def _flip_bytes(path: str, row: np.ndarray) -> None:
         f.write(bytes(data))
 
 
+def _chunk_span(path: str, dataset: str, i: int) -> tuple[int, int]:
+    """(offset, size) in the file of HDF5 chunk ``i`` of ``dataset``."""
+    with h5py.File(path, "r") as f:
+        info = f[dataset].id.get_chunk_info(i)
+    return info.byte_offset, info.size
+
+
+def _swap_chunks(run_dir: str, other: str) -> None:
+    """HDF5 chunks 3 and 7 of the draws swapped in place (each keeps its checksum)."""
+    path = os.path.join(run_dir, "samples.h5")
+    (o1, n1), (o2, n2) = _chunk_span(path, "samples/0", 3), _chunk_span(path, "samples/0", 7)
+    data = bytearray(open(path, "rb").read())
+    data[o1:o1 + n1], data[o2:o2 + n2] = data[o2:o2 + n2], data[o1:o1 + n1]
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+
+
+def _chunk_from_other(run_dir: str, other: str) -> None:
+    """HDF5 chunk 5 of the draws replaced by the same chunk of another run."""
+    path, src = os.path.join(run_dir, "samples.h5"), os.path.join(other, "samples.h5")
+    (o, n), (o_src, n_src) = _chunk_span(path, "samples/0", 5), _chunk_span(src, "samples/0", 5)
+    assert n == n_src
+    data = bytearray(open(path, "rb").read())
+    data[o:o + n] = open(src, "rb").read()[o_src:o_src + n]
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+
+
+def _file_from_other(name: str) -> Any:
+    def edit(run_dir: str, other: str) -> None:
+        shutil.copyfile(os.path.join(other, name), os.path.join(run_dir, name))
+    return edit
+
+
+def _npz_digest(arrays: dict[str, np.ndarray]) -> str:
+    """The checkpoint's own SHA-256, recomputed as an editor would (the driver's rule)."""
+    h = hashlib.sha256()
+    for key in sorted(k for k in arrays if k != "sha256"):
+        a = np.ascontiguousarray(arrays[key])
+        h.update(f"{key}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(memoryview(a).cast("B") if a.nbytes else b"")
+    return h.hexdigest()
+
+
+def _lower_num_written(run_dir: str, other: str) -> None:
+    """``num_written`` lowered by 300 in checkpoint.npz, its SHA-256 recomputed."""
+    path = os.path.join(run_dir, "checkpoint.npz")
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["num_written"] = np.asarray(int(arrays["num_written"]) - 300, np.int64)
+    arrays["sha256"] = np.asarray(_npz_digest(arrays))
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+    with zipfile.ZipFile(path) as z:  # a valid archive, as np.savez wrote it
+        assert z.testzip() is None
+
+
+def _delete_diverged(run_dir: str, other: str) -> None:
+    with h5py.File(os.path.join(run_dir, "samples.h5"), "r+") as f:
+        del f["trace/diverged"]
+
+
+#: Edits of a finished run that every checksum passes: each must be refused.
+INTEGRITY_EDITS = (
+    ("swapped_chunks", "two HDF5 chunks of the draws swapped in the file", _swap_chunks),
+    ("chunk_from_other_run", "one HDF5 chunk of the draws copied from another run",
+     _chunk_from_other),
+    ("checkpoint_from_other_run", "checkpoint.npz copied from another run",
+     _file_from_other("checkpoint.npz")),
+    ("store_from_other_run", "samples.h5 copied from another run",
+     _file_from_other("samples.h5")),
+    ("lowered_num_written", "num_written lowered in checkpoint.npz (its SHA-256 recomputed)",
+     _lower_num_written),
+    ("deleted_trace_diverged", "trace/diverged deleted from samples.h5", _delete_diverged),
+)
+
+
+def _snapshot(run_dir: str) -> dict[str, bytes]:
+    return {n: open(os.path.join(run_dir, n), "rb").read()
+            for n in ("samples.h5", "checkpoint.npz")}
+
+
 # --------------------------------------------------------------------------- #
 # Scenarios
 # --------------------------------------------------------------------------- #
-def run_trial(work: str) -> list[dict[str, Any]]:
+def run_trial(work: str, quick: bool = False) -> list[dict[str, Any]]:
     model = os.path.join(work, "model.py")
     with open(model, "w") as f:
         f.write(MODEL_SRC)
@@ -317,6 +407,35 @@ def run_trial(work: str) -> list[dict[str, Any]]:
         raise RuntimeError(f"the reference run failed:\n{done.stderr}")
     ref = _draws(path("reference"))
     _log(f"  {ref.shape[0]} draws in {time.perf_counter() - t0:.1f} s")
+
+    # Edits every checksum passes (another run's files or chunks, moved chunks, an edited
+    # count, a deleted dataset): diagnose, --resume and open_run must each refuse by name.
+    _log("another run (seed 8), for its files")
+    done = _cli(_sample_argv(model, path("other"), seed=8))
+    if done.returncode != 0:
+        raise RuntimeError(f"the second run failed:\n{done.stderr}")
+    for name, fault, edit in INTEGRITY_EDITS:
+        run_dir = path(name)
+        shutil.copytree(path("reference"), run_dir)
+        edit(run_dir, path("other"))
+        before = _snapshot(run_dir)
+        for then, step in (
+            ("diagnose", lambda d=run_dir: _cli(["diagnose", "--run-dir", d])),
+            ("resume", lambda d=run_dir: _cli(_resume_argv(d))),
+            ("open_run", lambda d=run_dir: _python(OPEN_RUN_CHILD, d)),
+        ):
+            t0 = time.perf_counter()
+            done = step()
+            outcome = _classify_refusal(done.returncode, done.stderr, python=then == "open_run")
+            untouched = _snapshot(run_dir) == before
+            if outcome == "clear" and not untouched:
+                outcome = "unclear"  # refused, but wrote to the run
+            record(f"{name}_{then}", f"{fault}, then `{then}`", outcome,
+                   f"exit {done.returncode}; files unchanged: {untouched}", t0,
+                   message=_message(done.stderr))
+    if quick:
+        _cheap_scenarios(model, rows, record, path)
+        return rows
 
     # SIGKILL part-way, then --resume.
     t0 = time.perf_counter()
@@ -453,10 +572,19 @@ def run_trial(work: str) -> list[dict[str, Any]]:
            _classify_refusal(done.returncode, done.stderr), f"exit {done.returncode}", t0,
            message=_message(done.stderr))
 
-    # Bad flag values: refused before TensorFlow is imported.
+    _cheap_scenarios(model, rows, record, path)
+    return rows
+
+
+def _cheap_scenarios(model: str, rows: list[dict[str, Any]], record: Any, path: Any) -> None:
+    """Bad flag values: refused before TensorFlow is imported, nothing written."""
     base = _sample_argv(model, path("cheap"))
+    huge = str(10**15)
     cheap = [
         ("num_samples_0", "--num-samples 0", "--num-samples", "0"),
+        ("num_samples_huge", f"--num-samples {huge}", "--num-samples", huge),
+        ("burnin_huge", f"--burnin {huge}", "--burnin", huge),
+        ("num_chains_0", "--model-arg num_chains=0", "--model-arg", "num_chains=0"),
         ("step_size_0", "--step-size 0", "--step-size", "0"),
         ("step_size_negative", "--step-size -1", "--step-size", "-1"),
         ("unknown_kernel", "--kernel hmc9", "--kernel", "hmc9"),
@@ -468,16 +596,20 @@ def run_trial(work: str) -> list[dict[str, Any]]:
             argv = _resume_argv(path("does_not_exist"))
         else:
             argv = list(base)
-            argv[argv.index(flag) + 1] = value
+            if flag in argv:
+                argv[argv.index(flag) + 1] = value
+            else:
+                argv += [flag, value]
         done = _python(CHEAP_CHILD, json.dumps(argv))
         report = json.loads(done.stdout)
         outcome = _classify_refusal(report["code"], report["stderr"] + done.stderr)
         if outcome == "clear" and report["tensorflow"]:
             outcome = "unclear"  # refused, but only after importing TensorFlow
+        if outcome == "clear" and os.path.exists(path("cheap")):
+            outcome = "unclear"  # refused, but left a run directory behind
         record(name, fault, outcome,
                f"exit {report['code']} in {report['seconds']:.2f} s, TensorFlow imported: "
                f"{report['tensorflow']}", t0, message=_message(report["stderr"]))
-    return rows
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -490,15 +622,20 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=None, help="also write the JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--quick", action="store_true",
+                        help="the refusals only (no kills, no full disks), 1,000 draws")
     args = parser.parse_args()
+    if args.quick:
+        global NUM_SAMPLES
+        NUM_SAMPLES = 1000  # ten chunks of 100: the edits above need at least eight
     work = tempfile.mkdtemp(prefix="fault_trial_")
     t0 = time.perf_counter()
     try:
-        rows = run_trial(work)
+        rows = run_trial(work, quick=args.quick)
     finally:
         if args.keep:
             _log(f"kept {work}")
@@ -524,7 +661,9 @@ def main() -> None:
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text + "\n")
+    # A gate, not only a report: anything silent or a raw traceback fails the trial.
+    return 1 if counts["silent"] or counts["traceback"] else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

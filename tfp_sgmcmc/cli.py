@@ -53,6 +53,7 @@ checkpoint.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import math
 import os
@@ -507,6 +508,64 @@ def _check_resumable(run_dir: str, flag: str = "--resume") -> None:
         )
 
 
+#: The driver's ``MAX_RUN_STEPS`` (step ``t``'s seed takes an int32 ``t``), named here
+#: for the same reason (``tests/test_driver_integrity.py`` checks they agree).
+_MAX_RUN_STEPS = 2**31 - 1
+
+
+def _check_run_length(a: argparse.Namespace) -> None:
+    """A run longer than the driver's seed rule allows, refused before anything is
+    written (it raised ``MemoryError`` from a chunk plan of billions of entries)."""
+    samples, thin, burnin = a.num_samples or 0, a.thin or 1, a.burnin or 0
+    total = burnin + samples * thin
+    if total > _MAX_RUN_STEPS:
+        flag = "--burnin" if burnin > samples * thin else "--num-samples"
+        raise CLIError(
+            f"`{flag}` is too large: the run would take --burnin + --num-samples x --thin = "
+            f"{total:,} steps, more than the {_MAX_RUN_STEPS:,} one run can (the seed of "
+            "step t takes an int32 t). Split it into several runs with different seeds."
+        )
+
+
+def _check_model_sizes(items: Sequence[str] | None) -> None:
+    """``--model-arg num_chains=N`` with ``N < 1``, refused by name before the model is
+    built (HDF5 cannot store a state with no chains; h5py said only "All chunk
+    dimensions must be positive")."""
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if key.strip() != "num_chains" or not sep:
+            continue
+        try:
+            n = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            continue  # not a number: the model says what it takes
+        if isinstance(n, int) and not isinstance(n, bool) and n < 1:
+            raise CLIError(f"`--model-arg {item.strip()}`: the number of chains must be >= 1.")
+
+
+def _check_state_sizes(spec: Any, model_args: dict[str, Any]) -> None:
+    """A built model whose initial state has a dimension of size 0, refused naming the
+    ``--model-arg`` values that can cause it (non-positive numbers)."""
+    import tensorflow as tf
+
+    parts = spec.init_state if isinstance(spec.init_state, (list, tuple)) else [spec.init_state]
+    for i, part in enumerate(parts):
+        shape = tf.convert_to_tensor(part).shape.as_list()
+        if 0 not in shape:
+            continue
+        suspects = [
+            f"{k}={v}" for k, v in model_args.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0
+        ]
+        cause = (
+            f"`--model-arg {', '.join(suspects)}`" if suspects else "the model's `--model-arg`s"
+        )
+        raise CLIError(
+            f"{cause}: the model's initial state (part {i}) has shape {shape}, with a "
+            "dimension of size 0; every size (chains included) must be >= 1."
+        )
+
+
 def _precheck(a: argparse.Namespace) -> None:
     """The flag values that can be refused without TensorFlow, before it is imported and
     the model built (which takes seconds): out-of-range numbers, an unknown kernel, a
@@ -517,6 +576,8 @@ def _precheck(a: argparse.Namespace) -> None:
                     ("--seed", a.seed, 0))
         _check_number("--step-size", a.step_size, 0.0, strict=True)
         _check_number("--temperature", a.temperature, 0.0, strict=False)
+        _check_run_length(a)
+        _check_model_sizes(a.model_arg)
         if a.kernel is not None:
             _check_kernel_name(a.kernel)
         if a.resume:
@@ -594,6 +655,7 @@ def _cmd_sample(a: argparse.Namespace) -> int:
     jit = (not a.no_xla) if not a.resume else (cfg.get("jit_compile", True) and not a.no_xla)
 
     spec = _load(model, model_args)
+    _check_state_sizes(spec, model_args)
     cls = _kernel_class(kernel_name)
     estimator, independent = _chains_estimator(
         spec.estimator, spec.init_state, bool(getattr(a, "shared_batches", False))

@@ -11,7 +11,12 @@ stopped:
   checked against the recomputed one on resume);
 * the chain state, the kernel results and the reducer states as flat lists of
   arrays (``tf.nest.flatten``; a mask records ``None`` leaves), repacked on
-  resume into the structure of a freshly bootstrapped template.
+  resume into the structure of a freshly bootstrapped template;
+* ``chunk_digests``: ``uint8 [chunks, datasets, 32]``, a SHA-256 digest of every
+  dataset's rows of every chunk of draws written, bound to the run's ID (in ``config``),
+  the chunk's index and its row range (``store.chunk_digests``); the reader recomputes
+  them from ``samples.h5``, so the checkpoint and the draws it vouches for are bound to
+  one another (absent in a run made before run IDs).
 
 It is written to a temporary file in the same directory, fsync'ed and moved
 into place with [`os.replace`][tfp_sgmcmc.driver.checkpoint.os.replace] (atomic on POSIX), so a
@@ -69,6 +74,9 @@ class Checkpoint:
     state: list[Any]
     kernel_results: list[Any]
     reducer_states: list[Any]
+    #: ``uint8 [chunks, datasets, 32]`` digests of the chunks of draws written
+    #: (``None``: a run made before run IDs).
+    chunk_digests: np.ndarray | None = None
 
 
 def flatten_leaves(leaves: list[Any]) -> list[Any]:
@@ -112,6 +120,8 @@ def write_checkpoint(run_dir: str, ckpt: Checkpoint) -> None:
         for i, x in enumerate(leaves):
             if x is not None:
                 arrays[f"{group}/{i}"] = np.asarray(x)
+    if ckpt.chunk_digests is not None:
+        arrays["chunk_digests"] = np.asarray(ckpt.chunk_digests, np.uint8)
     arrays[_DIGEST] = np.asarray(_digest(arrays))
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     tmp = path + ".tmp"
@@ -171,6 +181,7 @@ def read_checkpoint(run_dir: str) -> Checkpoint:
             num_written=int(data["num_written"]),
             next_seed=data["next_seed"],
             **groups,
+            chunk_digests=data.get("chunk_digests"),
         )
     except _ChecksumError as e:
         raise ValueError(f"{path}: {e}") from None

@@ -26,8 +26,8 @@ these two steps. See ``docs/driver.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 import tensorflow as tf
@@ -37,6 +37,7 @@ from tfp_sgmcmc.loop import chain_seed, run_steps, step_seed
 __all__ = [
     "chunk_seed",
     "chunk_plan",
+    "ChunkPlan",
     "compile_chunk",
     "run_chunk",
     "ChunkOutput",
@@ -65,21 +66,93 @@ def chunk_seed(run_seed: Any, first_step: int) -> np.ndarray:
     return step_seed(seed, int(first_step)).numpy()
 
 
-def chunk_plan(
-    num_samples: int, num_burnin_steps: int, thin: int, chunk_size: int
-) -> list[tuple[str, int]]:
+class ChunkPlan(Sequence[tuple[str, int]]):
+    """The run's chunks, ``("burnin", steps)`` then ``("sample", draws)``, as a sequence
+    computed on demand.
+
+    It is never materialised as a list: a plan of billions of chunks (a huge
+    ``num_samples`` over a small ``chunk_size``) costs no memory, and the position of a
+    chunk in the run (its first step, the draws before it) is arithmetic, O(1), so the
+    driver does no per-chunk work that grows with the run. It compares equal to the list
+    of its chunks.
+    """
+
+    def __init__(self, num_samples: int, num_burnin_steps: int, thin: int, chunk_size: int):
+        self.num_samples, self.num_burnin_steps = int(num_samples), int(num_burnin_steps)
+        self.thin, self.chunk_size = int(thin), int(chunk_size)
+        self._unit = self.chunk_size * self.thin  # steps of a full burn-in chunk
+        self.num_burnin_chunks = -(-self.num_burnin_steps // self._unit)
+        self.num_sample_chunks = -(-self.num_samples // self.chunk_size)
+
+    def __len__(self) -> int:
+        return self.num_burnin_chunks + self.num_sample_chunks
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, int]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str, int]]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = int(index) + (len(self) if index < 0 else 0)
+        if not 0 <= i < len(self):
+            raise IndexError(f"chunk {index} of a plan of {len(self)}")
+        if i < self.num_burnin_chunks:
+            return ("burnin", min(self._unit, self.num_burnin_steps - i * self._unit))
+        j = i - self.num_burnin_chunks
+        return ("sample", min(self.chunk_size, self.num_samples - j * self.chunk_size))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ChunkPlan):
+            return self.key == other.key
+        if isinstance(other, (list, tuple)):
+            return len(other) == len(self) and all(a == tuple(b) for a, b in zip(self, other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"ChunkPlan{self.key}"
+
+    @property
+    def key(self) -> tuple[int, int, int, int]:
+        return (self.num_samples, self.num_burnin_steps, self.thin, self.chunk_size)
+
+    def steps_before(self, index: int) -> int:
+        """Kernel steps of the chunks before chunk ``index`` (where chunk ``index`` starts)."""
+        index = max(0, min(int(index), len(self)))
+        if index <= self.num_burnin_chunks:
+            return min(index * self._unit, self.num_burnin_steps)
+        return self.num_burnin_steps + self.draws_before(index) * self.thin
+
+    def draws_before(self, index: int) -> int:
+        """Draws kept by the chunks before chunk ``index`` (the first row it writes)."""
+        j = max(0, min(int(index), len(self)) - self.num_burnin_chunks)
+        return min(j * self.chunk_size, self.num_samples)
+
+    @property
+    def total_steps(self) -> int:
+        return self.num_burnin_steps + self.num_samples * self.thin
+
+    @property
+    def max_chunk_steps(self) -> int:
+        """Kernel steps of the longest chunk (0 for an empty plan)."""
+        burnin = min(self._unit, self.num_burnin_steps)
+        return max(burnin, min(self.chunk_size, self.num_samples) * self.thin)
+
+
+def chunk_plan(num_samples: int, num_burnin_steps: int, thin: int, chunk_size: int) -> ChunkPlan:
     """The run's chunks: ``("burnin", steps)`` then ``("sample", draws)``.
 
     Burn-in chunks have ``chunk_size · thin`` steps and sampling chunks
-    ``chunk_size`` draws; the last of each kind may be shorter.
+    ``chunk_size`` draws; the last of each kind may be shorter. A
+    [`ChunkPlan`][tfp_sgmcmc.driver.chunks.ChunkPlan]: a sequence computed on demand
+    (equal to the list of its chunks).
     """
-    plan: list[tuple[str, int]] = []
-    unit = chunk_size * thin
-    full, rest = divmod(num_burnin_steps, unit)
-    plan += [("burnin", unit)] * full + ([("burnin", rest)] if rest else [])
-    full, rest = divmod(num_samples, chunk_size)
-    plan += [("sample", chunk_size)] * full + ([("sample", rest)] if rest else [])
-    return plan
+    return ChunkPlan(num_samples, num_burnin_steps, thin, chunk_size)
 
 
 def chunk_steps(kind: str, n: int, thin: int) -> int:

@@ -15,6 +15,7 @@ __all__ = [
     "RunExistsError",
     "RunLockedError",
     "StoreDamagedError",
+    "RunMismatchError",
     "RunStorageError",
 ]
 
@@ -57,6 +58,28 @@ class StoreDamagedError(RunDirectoryError):
         super().__init__(message)
         self.path = path
         self.damaged = list(damaged)
+
+
+class RunMismatchError(RunDirectoryError):
+    """The run directory's files do not belong together, though each is intact.
+
+    Every run has an ID, made when it is created and recorded in ``config.json``, in
+    ``checkpoint.npz`` and in the attributes of ``samples.h5``; the checkpoint also
+    holds a digest of every chunk of draws, bound to the run ID, the chunk's index and
+    its row range. This error is raised when those records disagree: a checkpoint or
+    sample store copied in from another run, a checkpoint whose count of draws was
+    edited, or a store that holds more chunks than the checkpoint records (an older
+    checkpoint put back). Chunks of draws that were moved or copied in from another run
+    raise [`StoreDamagedError`][tfp_sgmcmc.driver.StoreDamagedError] instead, with the
+    row ranges.
+
+    Attributes:
+      run_dir: the run directory.
+    """
+
+    def __init__(self, message: str, run_dir: str = "") -> None:
+        super().__init__(message)
+        self.run_dir = run_dir
 
 
 class RunStorageError(RunDirectoryError, OSError):

@@ -64,6 +64,7 @@ import json
 import os
 import re
 import sys
+import uuid
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -86,6 +87,7 @@ from tfp_sgmcmc.driver.checkpoint import (
 )
 from tfp_sgmcmc.driver.chunks import (
     ChunkOutput,
+    ChunkPlan,
     ChunkProgram,
     as_run_seed,
     chunk_plan,
@@ -98,11 +100,19 @@ from tfp_sgmcmc.driver.errors import (
     RunDirectoryError,
     RunExistsError,
     RunLockedError,
+    RunMismatchError,
     RunStorageError,
     StoreDamagedError,
 )
 from tfp_sgmcmc.driver.lock import RunLock, lock_holder
-from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
+from tfp_sgmcmc.driver.store import (
+    SAMPLES_FILE,
+    SampleStore,
+    _space_left,
+    chunk_digests,
+    dataset_names,
+    store_layout,
+)
 from tfp_sgmcmc.internal.util import AttributeView, check_int, get_outermost, results_field
 
 __all__ = [
@@ -113,12 +123,14 @@ __all__ = [
     "RunExistsError",
     "RunLockedError",
     "StoreDamagedError",
+    "RunMismatchError",
     "RunStorageError",
     "chunk_seed",
     "chunk_plan",
     "CONFIG_FILE",
     "RUN_FILES",
     "TRACED_FIELDS",
+    "MAX_RUN_STEPS",
 ]
 
 CONFIG_FILE = "config.json"
@@ -127,6 +139,9 @@ GRADIENT_NOISE_FILE = "gradient_noise.json"
 #: Kernel-results fields traced by default (taken from the innermost results that have them).
 TRACED_FIELDS = ("target_log_prob", "step_size", "diverged")
 _FORMAT_VERSION = 1
+#: The most kernel steps one run takes (burn-in included): step ``t`` draws its seed as
+#: ``stateless_fold_in(run_seed, t)`` with an int32 ``t``, which must not wrap around.
+MAX_RUN_STEPS = 2**31 - 1
 #: The files of a run directory besides its lock (``run.lock``): what ``overwrite=True``
 #: replaces and a new run refuses to write over. ``diagnostics.json`` (written by
 #: ``tfp-sgmcmc diagnose``) goes with the run it describes.
@@ -197,7 +212,7 @@ def _spec(x: Any) -> list[Any]:
 
 #: Config keys added after the format's first release: a run written without one
 #: still resumes.
-_LATER_KEYS = frozenset({"independent_chains"})
+_LATER_KEYS = frozenset({"independent_chains", "run_id"})
 
 
 def _config_diff(stored: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -249,6 +264,9 @@ class _Run:
     #: ahead between a chunk's append and its checkpoint).
     num_checkpointed: int = 0
     num_diverged: int = 0
+    #: ``uint8 [datasets, 32]`` digests of every sampling chunk written (``chunk_digests``
+    #: in store.py), checkpointed with the chain; empty for a run without an ID.
+    chunk_digests: list[np.ndarray] = dataclasses.field(default_factory=list)
     programs: dict[tuple[str, int], ChunkProgram] = dataclasses.field(default_factory=dict)
     # Feeds compiled chunks from tf.data sources (tfp_sgmcmc/data/stream.py); set by
     # `_open_run` under jit_compile, before the bootstrap reads a batch.
@@ -267,16 +285,26 @@ class _Run:
         return np.asarray(self.config["seed"], np.int32)
 
     @property
-    def plan(self) -> list[tuple[str, int]]:
-        c = self.config
-        return chunk_plan(c["num_samples"], c["num_burnin_steps"], c["thin"], c["chunk_size"])
+    def run_id(self) -> str | None:
+        """The run's ID (``None``: a run created before IDs, whose chunks have no digest)."""
+        return self.config.get("run_id")
+
+    @property
+    def plan(self) -> ChunkPlan:
+        return _plan_of(self.config)
 
     @property
     def total_steps(self) -> int:
-        return self.steps_before(len(self.plan))
+        return self.plan.total_steps
 
     def steps_before(self, index: int) -> int:
-        return sum(chunk_steps(k, n, self.thin) for k, n in self.plan[:index])
+        return self.plan.steps_before(index)
+
+
+def _plan_of(config: Mapping[str, Any]) -> ChunkPlan:
+    """The chunk plan a run's config describes."""
+    c = config
+    return chunk_plan(c["num_samples"], c["num_burnin_steps"], c["thin"], c["chunk_size"])
 
 
 def _open_run(
@@ -314,7 +342,7 @@ def _open_run(
         feeder = stream_feeder(kernel, init_state)
         if feeder is not None:
             plan = chunk_plan(num_samples, num_burnin_steps, thin, chunk_size)
-            feeder.start(max(chunk_steps(k, n, thin) for k, n in plan))
+            feeder.start(plan.max_chunk_steps)
     results = kernel.bootstrap_results(init_state)
     reducer_states = {k: r.initialize(init_state, results) for k, r in reducer.items()}
     trace0 = trace(init_state, results)
@@ -359,6 +387,8 @@ def _open_run(
     run.feeder = feeder
     if resume:
         ckpt = _load_for_resume(run_dir, config, store)
+        run.config = config  # with the run's ID (or none, for a run made before IDs)
+        run.chunk_digests = [] if ckpt.chunk_digests is None else list(ckpt.chunk_digests)
         state_parts = [tf.constant(x) for x in ckpt.state]
         run.state = list(state_parts) if is_list else state_parts[0]
         # The bootstrapped results and reducer states are the templates the leaves fill.
@@ -376,17 +406,53 @@ def _open_run(
                 stacklevel=3,  # the caller of `sample`
             )
         return run
+    _check_new_run(run_dir, init_parts, trace0, num_samples)
     _prepare_new_run_dir(run_dir, overwrite)
+    # A new ID per run: the checkpoint, the store and every chunk's digest are bound to it,
+    # so files or chunks of another run are told apart from this one's.
+    config["run_id"] = uuid.uuid4().hex
     # The sample store first: a state it cannot hold fails before the run exists.
     store.create(
         part_specs=[(tuple(p.shape.as_list()), p.dtype.name) for p in init_parts],
         trace_specs={k: (tuple(v.shape.as_list()), v.dtype.name) for k, v in trace0.items()},
         chunk_draws=min(chunk_size, num_samples),
-        attrs={"config": json.dumps(config, sort_keys=True)},
+        attrs={"config": json.dumps(config, sort_keys=True), "run_id": config["run_id"]},
     )
     _write_config(run_dir, config)
     _checkpoint(run, 0)
     return run
+
+
+def _check_new_run(
+    run_dir: str, init_parts: list[tf.Tensor], trace0: Mapping[str, tf.Tensor], num_samples: int
+) -> None:
+    """Refuses, before anything is written, a state with a dimension of size 0 (e.g. no
+    chains), which HDF5 cannot store, and a run whose draws cannot fit on the disk.
+
+    The estimate is the draws' bytes alone (``num_samples`` × the bytes of one draw of
+    every state part and traced value); HDF5's own overhead is small on top.
+
+    Raises:
+      ValueError: naming ``init_state`` or ``num_samples``.
+    """
+    for i, p in enumerate(init_parts):
+        shape = p.shape.as_list()
+        if any(d == 0 for d in shape):
+            raise ValueError(
+                f"`init_state` part {i} has shape {shape}, with a dimension of size 0 (no "
+                "chains, or an empty parameter): every dimension must be >= 1."
+            )
+    per_draw = sum(int(np.prod(p.shape.as_list(), dtype=np.int64)) * p.dtype.size
+                   for p in [*init_parts, *trace0.values()])
+    need = num_samples * per_draw
+    free = _space_left(run_dir)
+    if free is not None and need > free:
+        raise ValueError(
+            f"`num_samples` = {num_samples:,} draws of {per_draw:,} bytes need {need:,} bytes "
+            f"in {SAMPLES_FILE}, but the file system of {run_dir} has {free:,} bytes free: "
+            "lower `num_samples` (or keep fewer draws with `thin`), or free some space "
+            "first. Nothing was written."
+        )
 
 
 def _compile_chunk(run: _Run, kind: str, n: int) -> ChunkProgram:
@@ -428,6 +494,11 @@ def _run_chunk(run: _Run, program: ChunkProgram, index: int) -> ChunkOutput:
         traced = {k: v.numpy() for k, v in out.trace.items()}
         reductions = {k: _leaves(v) for k, v in out.reductions.items()}
         run.store.append(draw_parts, traced, reductions)
+        if run.run_id is not None:
+            # Host work per chunk (one SHA-256 pass over its bytes), none per step.
+            rows = {f"samples/{i}": p for i, p in enumerate(draw_parts)}
+            rows.update({f"trace/{k}": traced[k] for k in sorted(traced)})
+            run.chunk_digests.append(chunk_digests(run.run_id, index, run.num_written, rows))
         run.num_written += program.n
         if "diverged" in traced:
             run.num_diverged += int(np.count_nonzero(traced["diverged"]))
@@ -448,9 +519,23 @@ def _checkpoint(run: _Run, next_index: int) -> None:
             state=flatten_leaves(run.state if run.is_list else [run.state]),
             kernel_results=_leaves(run.kernel_results),
             reducer_states=_leaves(run.reducer_states),
+            chunk_digests=_stacked_digests(run),
         ),
     )
     run.num_checkpointed = run.num_written
+
+
+def _stacked_digests(run: _Run) -> np.ndarray | None:
+    """The run's chunk digests as one ``uint8 [chunks, datasets, 32]`` array."""
+    if run.run_id is None:
+        return None
+    if run.chunk_digests:
+        return np.stack(run.chunk_digests)
+    return np.zeros((0, len(_dataset_names(run.config)), 32), np.uint8)
+
+
+def _dataset_names(config: Mapping[str, Any]) -> list[str]:
+    return dataset_names(len(config["state_spec"]), list(config["trace"]))
 
 
 def _close(run: _Run) -> SamplingRun:
@@ -549,6 +634,15 @@ def sample(
     chunk_size = check_int(chunk_size, "chunk_size", 1)
     if resume and overwrite:
         raise ValueError("Give at most one of `resume` and `overwrite`.")
+    total_steps = num_burnin_steps + num_samples * thin
+    if total_steps > MAX_RUN_STEPS:
+        big = "num_burnin_steps" if num_burnin_steps > num_samples * thin else "num_samples"
+        raise ValueError(
+            f"`{big}` is too large: the run would take `num_burnin_steps` + `num_samples` · "
+            f"`thin` = {total_steps:,} steps, more than the {MAX_RUN_STEPS:,} one run can "
+            "(step t's seed is fold_in(seed, t) with an int32 t). Split it into several "
+            "runs with different seeds."
+        )
     if not isinstance(run_dir, (str, os.PathLike)):
         raise ValueError(f"`run_dir` must be a path, got {run_dir!r}.")
     if not os.fspath(run_dir).strip():
@@ -783,7 +877,7 @@ def _holds_run(run_dir: str) -> bool:
         with h5py.File(os.path.join(run_dir, SAMPLES_FILE), "r") as f:
             if "config" in f.attrs:
                 return True
-    except OSError:
+    except Exception:  # noqa: BLE001  (absent, or damaged: h5py raises many kinds)
         pass
     try:
         with open(os.path.join(run_dir, CONFIG_FILE)) as f:
@@ -809,17 +903,16 @@ def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -
     if not os.path.isdir(run_dir):
         raise RunDirectoryError(f"{run_dir} does not exist: there is no run to resume.")
     ckpt = _read_run_checkpoint(run_dir)
+    if "run_id" in ckpt.config:  # the run keeps its ID (a run made before IDs has none)
+        config["run_id"] = ckpt.config["run_id"]
     diff = _config_diff(ckpt.config, config)
     if diff:
         details = "; ".join(
             f"{k}: run has {ckpt.config.get(k)!r}, now {config.get(k)!r}" for k in diff
         )
         raise RunDirectoryError(f"{run_dir}: the run's configuration differs ({details}).")
-    plan = chunk_plan(
-        config["num_samples"], config["num_burnin_steps"], config["thin"], config["chunk_size"]
-    )
-    first_step = sum(chunk_steps(k, n, config["thin"]) for k, n in plan[: ckpt.chunk_index])
-    expected = chunk_seed(config["seed"], first_step)
+    plan = _plan_of(config)
+    expected = chunk_seed(config["seed"], plan.steps_before(ckpt.chunk_index))
     if not np.array_equal(expected, ckpt.next_seed):
         raise RunDirectoryError(
             f"{run_dir}: checkpoint seed does not match its chunk index (or the run was "
@@ -830,6 +923,7 @@ def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -
         x is None or [list(x.shape), x.dtype.name] != s for x, s in zip(ckpt.state, specs)
     ):
         raise RunDirectoryError(f"{run_dir}: checkpointed state does not match the run's spec.")
+    _check_checkpoint(run_dir, ckpt)
     if not store.exists():
         if ckpt.num_written != 0:
             raise RunDirectoryError(
@@ -837,23 +931,156 @@ def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -
                 f"{ckpt.num_written} written draws."
             )
         part_specs = [(tuple(s[0]), s[1]) for s in specs]
+        attrs = {"config": json.dumps(config, sort_keys=True)}
+        if "run_id" in config:
+            attrs["run_id"] = config["run_id"]
         store.create(
             part_specs,
             {k: (tuple(v[0]), v[1]) for k, v in config["trace"].items()},
             chunk_draws=min(config["chunk_size"], config["num_samples"]),
-            attrs={"config": json.dumps(config, sort_keys=True)},
+            attrs=attrs,
         )
     else:
         # Every recorded row is read (and checked) before anything is written: a damaged
         # or zero-length store is refused as it is, never appended to or rewritten.
-        _verify_store(run_dir, store, ckpt.num_written, specs)
+        _verify_store(run_dir, store, ckpt, rows=True)
         store.truncate(ckpt.num_written)
     return ckpt
 
 
-def _verify_store(run_dir: str, store: SampleStore, num_written: int, specs: list[Any]) -> None:
-    """``store.verify`` with a warning for a store written without checksums."""
-    if not store.verify(num_written, [(tuple(s[0]), s[1]) for s in specs]):
+def _check_checkpoint(run_dir: str, ckpt: Checkpoint) -> None:
+    """The checkpoint agrees with itself, with its run's plan and with ``config.json``.
+
+    ``num_written`` must be what the chunks before ``chunk_index`` write, the chunk
+    digests must cover exactly those chunks, and ``config.json`` (where readable) must
+    name the same run. Cheap: no file but ``config.json`` is read.
+
+    Raises:
+      RunMismatchError: a count that was edited (even with the checkpoint's own digest
+        recomputed), or a checkpoint of another run.
+    """
+    cfg = ckpt.config
+    try:
+        plan = _plan_of(cfg)
+        names = _dataset_names(cfg)
+    except (KeyError, TypeError, ValueError) as e:
+        raise RunDirectoryError(
+            f"corrupted run directory: the configuration in {CHECKPOINT_FILE} is incomplete "
+            f"({type(e).__name__}: {e})."
+        ) from e
+    how = (
+        "Nothing was written; put back this run's own checkpoint (from a copy), or start the "
+        "run again (overwrite=True)."
+    )
+    if not 0 <= ckpt.chunk_index <= len(plan):
+        raise RunMismatchError(
+            f"{run_dir}: {CHECKPOINT_FILE} records chunk {ckpt.chunk_index} as next, but the "
+            f"run's plan has {len(plan)} chunks. {how}",
+            run_dir,
+        )
+    want = plan.draws_before(ckpt.chunk_index)
+    if ckpt.num_written != want:
+        raise RunMismatchError(
+            f"{run_dir}: {CHECKPOINT_FILE} records {ckpt.num_written} draws written, but the "
+            f"{ckpt.chunk_index} chunks it records as done write {want}: its count was "
+            f"edited, or it does not belong to this run. {how}",
+            run_dir,
+        )
+    run_id = cfg.get("run_id")
+    if run_id is None:
+        return  # a run made before IDs and digests: nothing more to compare
+    done = max(0, ckpt.chunk_index - plan.num_burnin_chunks)
+    digests = ckpt.chunk_digests
+    if digests is None or digests.dtype != np.uint8 or digests.shape != (done, len(names), 32):
+        found = "none" if digests is None else f"an array {list(digests.shape)}/{digests.dtype}"
+        raise RunMismatchError(
+            f"{run_dir}: {CHECKPOINT_FILE} records {done} chunks of draws, but holds {found} "
+            f"for their digests (uint8 [{done}, {len(names)}, 32] expected). {how}",
+            run_dir,
+        )
+    try:
+        with open(os.path.join(run_dir, CONFIG_FILE)) as f:
+            other = json.load(f).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return  # config.json is a copy for people to read; the checkpoint is the record
+    if other != run_id:
+        raise RunMismatchError(
+            f"{run_dir}: {CHECKPOINT_FILE} belongs to run {run_id}, but {CONFIG_FILE} to run "
+            f"{other}: a checkpoint (or config) copied in from another run. {how}",
+            run_dir,
+        )
+
+
+def _check_store_identity(run_dir: str, store: SampleStore, ckpt: Checkpoint) -> None:
+    """The store's attributes name the checkpoint's run and configuration.
+
+    Raises:
+      RunMismatchError: ``samples.h5`` of another run.
+      StoreDamagedError: its recorded configuration is missing, unreadable or altered.
+    """
+    run_id = ckpt.config.get("run_id")
+    if run_id is None:
+        return
+    attrs = store.attrs()
+    other = attrs.get("run_id")
+    other = other.decode() if isinstance(other, bytes) else other
+    if other != run_id:
+        raise RunMismatchError(
+            f"{run_dir}: {SAMPLES_FILE} belongs to run {other or '(none recorded)'}, but "
+            f"{CHECKPOINT_FILE} to run {run_id}: one of them was copied in from another run. "
+            "Nothing was written; put back this run's own files, or start the run again "
+            "(overwrite=True).",
+            run_dir,
+        )
+    try:
+        stored = json.loads(attrs["config"])
+        diff = _config_diff(stored, ckpt.config) if isinstance(stored, dict) else ["config"]
+    except (KeyError, TypeError, ValueError):
+        diff = ["config"]
+    if diff:
+        raise StoreDamagedError(
+            f"{store.path}: its recorded configuration differs from the checkpoint's "
+            f"({', '.join(diff[:6])}): its HDF5 attributes were damaged or edited. It is left "
+            "as it is; restore it from a copy or start the run again (overwrite=True).",
+            store.path,
+        )
+
+
+def _verify_store(run_dir: str, store: SampleStore, ckpt: Checkpoint, rows: bool) -> None:
+    """Checks ``samples.h5`` against the checkpoint: its structure (every dataset the run
+    writes, and no other, with its shape, byte-exact dtype and chunking), its run ID and
+    configuration and, with ``rows``, every recorded row's HDF5 checksum and every chunk's
+    digest. A store written without checksums is read with a warning.
+
+    Raises:
+      StoreDamagedError: see ``SampleStore.check``, ``verify`` and ``verify_digests``.
+      RunMismatchError: a store of another run, or more rows than the checkpoint allows.
+    """
+    cfg = ckpt.config
+    part_specs = [(tuple(s[0]), s[1]) for s in cfg["state_spec"]]
+    trace_specs = {k: (tuple(v[0]), v[1]) for k, v in cfg["trace"].items()}
+    layout = store_layout(part_specs, trace_specs, min(cfg["chunk_size"], cfg["num_samples"]))
+    plan = _plan_of(cfg)
+    exact = "run_id" in cfg
+    nxt = plan[ckpt.chunk_index] if ckpt.chunk_index < len(plan) else ("burnin", 0)
+    max_draws = ckpt.num_written + (nxt[1] if nxt[0] == "sample" else 0)
+    if not rows:
+        # A later read of an open run: a live writer may be chunks ahead of the checkpoint
+        # read at open (the bound was checked then).
+        max_draws = None
+    store.check(ckpt.num_written, part_specs, layout, max_draws, exact)
+    _check_store_identity(run_dir, store, ckpt)
+    if not rows:
+        return
+    checked = store.verify(ckpt.num_written, part_specs, layout, max_draws, exact)
+    if exact:
+        first = plan.num_burnin_chunks
+        chunks = [
+            (i, plan.draws_before(i), plan.draws_before(i + 1))
+            for i in range(first, ckpt.chunk_index)
+        ]
+        store.verify_digests(cfg["run_id"], chunks, ckpt.chunk_digests, list(layout))
+    if not checked:
         warnings.warn(
             f"{store.path} has no checksums (written by an earlier tfp-sgmcmc): damaged "
             "rows in it cannot be detected.",
@@ -908,6 +1135,7 @@ class SamplingRun:
         if not os.path.isdir(self.run_dir):
             raise RunDirectoryError(f"{self.run_dir} does not exist.")
         self._ckpt = _read_run_checkpoint(self.run_dir)
+        _check_checkpoint(self.run_dir, self._ckpt)
         self.store = SampleStore(os.path.join(self.run_dir, SAMPLES_FILE))
         if not self.store.exists() and self.num_written:
             raise RunDirectoryError(f"{self.run_dir}: {SAMPLES_FILE} is missing.")
@@ -924,7 +1152,7 @@ class SamplingRun:
         if not self.store.exists():
             return  # no draws recorded (checked in __init__)
         try:
-            _verify_store(self.run_dir, self.store, self.num_written, self.config["state_spec"])
+            _verify_store(self.run_dir, self.store, self._ckpt, rows=True)
         except StoreDamagedError as e:
             raise _with_writer_note(e, self.run_dir) from None
 
@@ -944,12 +1172,7 @@ class SamplingRun:
     @property
     def complete(self) -> bool:
         return self.num_written >= self.num_samples and self._ckpt.chunk_index >= len(
-            chunk_plan(
-                self.num_samples,
-                self.config["num_burnin_steps"],
-                self.config["thin"],
-                self.config["chunk_size"],
-            )
+            _plan_of(self.config)
         )
 
     @property
@@ -1008,10 +1231,14 @@ class SamplingRun:
         return parts if self.config["state_is_list"] else parts[0]
 
     def _check_store(self) -> None:
+        """Before every read: the store's structure and identity against the checkpoint
+        (cheap: no draws are read)."""
         if not self.store.exists():
             raise RunDirectoryError(f"{self.run_dir}: {SAMPLES_FILE} is missing.")
-        if os.path.getsize(self.store.path) == 0:
-            self.store.check(self.num_written)  # names the zero-length file
+        try:
+            _verify_store(self.run_dir, self.store, self._ckpt, rows=False)
+        except StoreDamagedError as e:
+            raise _with_writer_note(e, self.run_dir) from None
 
     def __repr__(self) -> str:
         return (

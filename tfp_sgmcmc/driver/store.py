@@ -28,23 +28,44 @@ row once and names the damaged row ranges (whole HDF5 chunks) in a
 A zero-length or non-HDF5 file is refused before it is opened for writing (h5py would
 replace a zero-length file with an empty store). Stores written before the checksums
 were added are read with a warning: their damage cannot be detected.
+
+**Identity and structure.** A checksum per HDF5 chunk says that bytes are as written,
+not that they are this run's draws at this position: a chunk moved to other rows, or
+copied in from another run, passes it. So every chunk of draws the driver appends also
+gets a SHA-256 digest per dataset ([`chunk_digests`][tfp_sgmcmc.driver.store.chunk_digests])
+over the run's ID, the chunk's index in the plan, its row range, the dataset's name,
+dtype and shape and its bytes; the checkpoint keeps them and
+[`SampleStore.verify_digests`][tfp_sgmcmc.driver.store.SampleStore.verify_digests]
+recomputes them from the rows read. Every read also checks the file's structure against
+the run's layout ([`store_layout`][tfp_sgmcmc.driver.store.store_layout]: which datasets,
+their per-draw shapes, byte-exact dtypes, chunking, maximum shapes and checksum filter),
+and any failure of HDF5 on damaged metadata is a ``StoreDamagedError``, never a raw
+h5py error.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import h5py
 import numpy as np
 
-from tfp_sgmcmc.driver.errors import StoreDamagedError
+from tfp_sgmcmc.driver.errors import RunDirectoryError, RunMismatchError, StoreDamagedError
 
-__all__ = ["SampleStore", "SAMPLES_FILE"]
+__all__ = [
+    "SampleStore",
+    "SAMPLES_FILE",
+    "DatasetLayout",
+    "store_layout",
+    "dataset_names",
+    "chunk_digests",
+]
 
 SAMPLES_FILE = "samples.h5"
 # HDF5 chunk sizes: at most this many bytes of draws per chunk (fewer draws than
@@ -118,6 +139,103 @@ def _damaged_ranges(ds: h5py.Dataset, stop: int) -> list[tuple[int, int]]:
     return bad
 
 
+class DatasetLayout(NamedTuple):
+    """What one draw dataset of a run's store must be: the per-draw ``shape``, the dtype
+    as NumPy's byte-exact string (``"<f4"``: the byte order is part of it) and the HDF5
+    chunk length ``chunk_rows`` along the draw axis."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    chunk_rows: int
+
+
+def _chunk_rows(shape: Sequence[int], dtype: str, chunk_draws: int) -> int:
+    """HDF5 chunk length along the draw axis: at most ``chunk_draws`` draws and about
+    ``_CHUNK_BYTES`` (at least one draw)."""
+    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return max(1, min(int(chunk_draws), _CHUNK_BYTES // max(1, size)))
+
+
+def dataset_names(num_parts: int, trace_names: Sequence[str]) -> list[str]:
+    """The draw datasets of a store in digest order: ``samples/0..``, then ``trace/<name>``
+    by name."""
+    return [f"samples/{i}" for i in range(num_parts)] + [f"trace/{k}" for k in sorted(trace_names)]
+
+
+def store_layout(
+    part_specs: Sequence[tuple[Sequence[int], str]],
+    trace_specs: Mapping[str, tuple[Sequence[int], str]],
+    chunk_draws: int,
+) -> dict[str, DatasetLayout]:
+    """The draw datasets a store made by ``create`` with these arguments holds (name ->
+    [`DatasetLayout`][tfp_sgmcmc.driver.store.DatasetLayout]), in digest order."""
+    specs = {f"samples/{i}": spec for i, spec in enumerate(part_specs)}
+    specs.update({f"trace/{k}": trace_specs[k] for k in sorted(trace_specs)})
+    return {
+        name: DatasetLayout(
+            tuple(int(d) for d in shape),
+            np.dtype(dtype).str,
+            _chunk_rows(shape, dtype, chunk_draws),
+        )
+        for name, (shape, dtype) in specs.items()
+    }
+
+
+def _digest(run_id: str, index: int, start: int, name: str, values: np.ndarray) -> bytes:
+    """SHA-256 of one dataset's rows of one chunk, bound to the run and the position."""
+    a = np.ascontiguousarray(values)
+    h = hashlib.sha256()
+    head = f"tfp-sgmcmc chunk\0{run_id}\0{index}\0{start}\0{start + a.shape[0]}\0{name}\0"
+    h.update(head.encode())
+    h.update(f"{a.dtype.str}\0{list(a.shape)}\0".encode())
+    h.update(memoryview(a).cast("B") if a.nbytes else b"")
+    return h.digest()
+
+
+def chunk_digests(
+    run_id: str, index: int, start: int, arrays: Mapping[str, np.ndarray]
+) -> np.ndarray:
+    """The digests of one appended chunk of draws: ``uint8 [datasets, 32]``.
+
+    Each is ``SHA-256("tfp-sgmcmc chunk", run_id, index, start, stop, name, dtype, shape,
+    bytes)`` of one dataset's rows ``[start, stop)``, with ``index`` the chunk's place in
+    the run's plan. Rows moved to another position, or copied from another run, change
+    the digest even where their bytes and HDF5 checksums are intact.
+
+    Args:
+      run_id: the run's ID (``config["run_id"]``).
+      index: the chunk's index in the plan.
+      start: the first row the chunk writes.
+      arrays: dataset name -> the chunk's rows, in
+        [`dataset_names`][tfp_sgmcmc.driver.store.dataset_names] order.
+    """
+    out = [np.frombuffer(_digest(run_id, index, start, k, v), np.uint8) for k, v in arrays.items()]
+    return np.stack(out) if out else np.zeros((0, 32), np.uint8)
+
+
+@contextlib.contextmanager
+def _reading(path: str, doing: str) -> Iterator[None]:
+    """Any failure of HDF5 or h5py while reading a store is a ``StoreDamagedError``.
+
+    A damaged file's metadata can make h5py raise nearly anything (``OSError``,
+    ``KeyError``, ``ValueError``, ``TypeError``, ``IndexError``, ``RuntimeError``,
+    ``SystemError``, ...), so every exception but our own is caught here: the caller gets
+    one named error saying which file could not be read, never a raw traceback.
+    """
+    try:
+        yield
+    except RunDirectoryError:  # ours: already named
+        raise
+    except Exception as e:
+        reason = " ".join(str(e).split())[:300] or type(e).__name__
+        raise StoreDamagedError(
+            f"{path} cannot be read as a sample store while {doing} ({type(e).__name__}: "
+            f"{reason}): its HDF5 metadata is damaged. It is left as it is; restore it from "
+            "a copy or start the run again (overwrite=True).",
+            path,
+        ) from e
+
+
 def _damage_message(path: str, damaged: list[tuple[str, int, int]], num_draws: int) -> str:
     named = [f"{name} rows {a}-{b - 1}" for name, a, b in damaged[:_MAX_NAMED_RANGES]]
     more = len(damaged) - len(named)
@@ -167,9 +285,15 @@ class SampleStore:
                         f"one draw of {what} {key!r} (shape {list(shape)}, {dtype}) takes "
                         f"{size:,} bytes: the sample store holds draws of under 4 GB."
                     )
+                if any(int(d) < 1 for d in shape):
+                    what = "state part" if name == "samples" else "traced value"
+                    raise ValueError(
+                        f"one draw of {what} {key!r} has shape {list(shape)}, with a dimension "
+                        "of size 0: every dimension of the state (chains included) must be "
+                        ">= 1."
+                    )
                 # HDF5 chunks must stay under 4 GB; a few MB reads and writes well.
-                draws = max(1, min(int(chunk_draws), _CHUNK_BYTES // max(1, size)))
-                chunks[name, key] = (draws, *shape)
+                chunks[name, key] = (_chunk_rows(shape, dtype, chunk_draws), *shape)
         try:
             with _h5_os_errors(), h5py.File(self.path, "w") as f:
                 for name, specs in groups.items():
@@ -187,7 +311,10 @@ class SampleStore:
                         )
                 f.create_group("reductions")
                 for k, v in (attrs or {}).items():
-                    f.attrs[k] = v
+                    # Strings as fixed-length ASCII (JSON escapes the rest): their size is
+                    # in the attribute's own header, checked before a read (a damaged
+                    # variable-length string's length sent HDF5 reading for minutes).
+                    f.attrs[k] = np.bytes_(v.encode("ascii")) if isinstance(v, str) else v
                 f.flush()
         except BaseException:
             # No half-made store is left behind to be taken for a run.
@@ -298,18 +425,32 @@ class SampleStore:
 
     # -- integrity ------------------------------------------------------------ #
     def check(
-        self, num_draws: int, part_specs: Sequence[tuple[Sequence[int], str]] | None = None
+        self,
+        num_draws: int,
+        part_specs: Sequence[tuple[Sequence[int], str]] | None = None,
+        layout: Mapping[str, DatasetLayout] | None = None,
+        max_draws: int | None = None,
+        exact: bool = True,
     ) -> None:
         """Checks the file's structure without reading the draws (cheap).
 
         Args:
           num_draws: draws the checkpoint records as written.
           part_specs: ``(per-draw shape, dtype name)`` of every state part, if known.
+          layout: every draw dataset the store must hold, and nothing else
+            ([`store_layout`][tfp_sgmcmc.driver.store.store_layout]), if known.
+          max_draws: the most rows a dataset may hold (the checkpointed draws plus one
+            chunk appended after it: a kill between the append and the checkpoint).
+          exact: with ``layout``, also check each dataset's HDF5 chunking and maximum
+            shape (a store of the current format; older ones may differ).
 
         Raises:
           StoreDamagedError: the file is zero-length, not HDF5, cannot be opened, lacks
-            a group or a state part, holds a dataset shorter than ``num_draws`` rows, or
-            one whose shape or dtype differs from ``part_specs``.
+            a group, a state part or a traced value, holds one it should not, holds a
+            dataset shorter than ``num_draws`` rows, or one whose shape, dtype (byte
+            order included) or chunking differs from the run's.
+          RunMismatchError: a dataset holds more than ``max_draws`` rows: the checkpoint
+            is older than the store (put back from a copy, or its count edited).
         """
         size = os.path.getsize(self.path)
         if size == 0:
@@ -323,51 +464,115 @@ class SampleStore:
                 f"was truncated. It is left as it is; {hint}.",
                 self.path,
             )
-        if not h5py.is_hdf5(self.path):
-            raise StoreDamagedError(
-                f"{self.path} ({size:,} bytes) is not an HDF5 file (its header is damaged or "
-                "it was replaced); it is left as it is.",
+        with _reading(self.path, "checking its structure"):
+            if not h5py.is_hdf5(self.path):
+                raise StoreDamagedError(
+                    f"{self.path} ({size:,} bytes) is not an HDF5 file (its header is damaged "
+                    "or it was replaced); it is left as it is.",
+                    self.path,
+                )
+            with h5py.File(self.path, "r") as f:
+                self._check_open(f, num_draws, part_specs, layout, max_draws, exact)
+
+    def _check_open(
+        self,
+        f: h5py.File,
+        num_draws: int,
+        part_specs: Sequence[tuple[Sequence[int], str]] | None,
+        layout: Mapping[str, DatasetLayout] | None,
+        max_draws: int | None,
+        exact: bool,
+    ) -> None:
+        def refuse(what: str) -> StoreDamagedError:
+            return StoreDamagedError(
+                f"{self.path}: {what}. The file's HDF5 metadata was damaged or edited; it is "
+                "left as it is: restore it from a copy or start the run again "
+                "(overwrite=True).",
                 self.path,
             )
-        try:
-            with h5py.File(self.path, "r") as f:
-                missing = [g for g in _DRAW_GROUPS if g not in f]
-                if missing:
-                    raise StoreDamagedError(
-                        f"{self.path} has no /{missing[0]} group: not a sample store, or a "
-                        "damaged one.",
-                        self.path,
-                    )
-                for group in _DRAW_GROUPS:
-                    for key, ds in f[group].items():
-                        if ds.shape[0] < num_draws:
-                            raise StoreDamagedError(
-                                f"{self.path}: dataset /{group}/{key} holds {ds.shape[0]} "
-                                f"draws but the checkpoint records {num_draws} written.",
-                                self.path,
-                            )
-                for i, (shape, dtype) in enumerate(part_specs or ()):
-                    ds = f["samples"].get(str(i))
-                    if ds is None or (list(ds.shape[1:]), ds.dtype.name) != (list(shape), dtype):
-                        found = "missing" if ds is None else f"{list(ds.shape[1:])}/{ds.dtype}"
-                        raise StoreDamagedError(
-                            f"{self.path}: state part {i} is {found}, but the run's is "
-                            f"{list(shape)}/{dtype}.",
-                            self.path,
-                        )
-        except OSError as e:  # damaged HDF5 metadata
-            raise StoreDamagedError(
-                f"{self.path} cannot be read as HDF5 ({e}); it is left as it is.", self.path
-            ) from e
+
+        for group in (*_DRAW_GROUPS, "reductions"):
+            if group not in f or not isinstance(f[group], h5py.Group):
+                raise StoreDamagedError(
+                    f"{self.path} has no /{group} group: not a sample store, or a damaged one.",
+                    self.path,
+                )
+        found = {f"{g}/{k}" for g in _DRAW_GROUPS for k in f[g]}
+        for name in sorted(found):
+            ds = f[name]
+            if not isinstance(ds, h5py.Dataset) or ds.ndim < 1:
+                raise refuse(f"/{name} is not a dataset of draws")
+            if ds.shape[0] < num_draws:
+                raise StoreDamagedError(
+                    f"{self.path}: dataset /{name} holds {ds.shape[0]} draws but the "
+                    f"checkpoint records {num_draws} written.",
+                    self.path,
+                )
+            if max_draws is not None and ds.shape[0] > max_draws:
+                raise RunMismatchError(
+                    f"{self.path}: dataset /{name} holds {ds.shape[0]} rows, but the "
+                    f"checkpoint records {num_draws} draws (and a run is never more than "
+                    f"one chunk ahead of its checkpoint: {max_draws} rows at most). The "
+                    "checkpoint is older than the store: put back from a copy, or its count "
+                    "was edited. Nothing was written; restore the run's own checkpoint, or "
+                    "start the run again (overwrite=True).",
+                    os.path.dirname(self.path),
+                )
+        for i, (shape, dtype) in enumerate(part_specs or ()):
+            ds = f["samples"].get(str(i))
+            if ds is None or (list(ds.shape[1:]), ds.dtype.name) != (list(shape), dtype):
+                got = "missing" if ds is None else f"{list(ds.shape[1:])}/{ds.dtype}"
+                raise StoreDamagedError(
+                    f"{self.path}: state part {i} is {got}, but the run's is "
+                    f"{list(shape)}/{dtype}.",
+                    self.path,
+                )
+        if layout is None:
+            return
+        missing = [name for name in layout if name not in found]
+        if missing:
+            raise refuse(
+                f"dataset /{missing[0]} is missing (the run records "
+                f"{', '.join('/' + n for n in layout)})"
+            )
+        extra = sorted(found - set(layout))
+        if extra:
+            raise refuse(f"dataset /{extra[0]} is not one of the run's")
+        for name, want in layout.items():
+            ds = f[name]
+            got = DatasetLayout(
+                tuple(ds.shape[1:]), ds.dtype.str, int(ds.chunks[0]) if ds.chunks else 0
+            )
+            if not exact:  # an older store: its chunking may differ
+                got, want = got._replace(chunk_rows=0), want._replace(chunk_rows=0)
+            if got != want:
+                raise refuse(
+                    f"dataset /{name} is {list(got.shape)} {got.dtype} in chunks of "
+                    f"{got.chunk_rows} rows, but the run's is {list(want.shape)} {want.dtype} "
+                    f"in chunks of {want.chunk_rows}"
+                )
+            if exact and (
+                ds.chunks != (want.chunk_rows, *want.shape) or ds.maxshape != (None, *want.shape)
+            ):
+                raise refuse(
+                    f"dataset /{name} has chunks {ds.chunks} and maximum shape "
+                    f"{ds.maxshape}, not the run's"
+                )
 
     def verify(
-        self, num_draws: int, part_specs: Sequence[tuple[Sequence[int], str]] | None = None
+        self,
+        num_draws: int,
+        part_specs: Sequence[tuple[Sequence[int], str]] | None = None,
+        layout: Mapping[str, DatasetLayout] | None = None,
+        max_draws: int | None = None,
+        exact: bool = True,
     ) -> bool:
         """Reads the first ``num_draws`` rows of every draw dataset once, checking them.
 
         Args:
           num_draws: draws the checkpoint records as written.
-          part_specs: as in [`check`][tfp_sgmcmc.driver.store.SampleStore.check].
+          part_specs, layout, max_draws, exact: as in
+            [`check`][tfp_sgmcmc.driver.store.SampleStore.check].
 
         Returns:
           Whether every dataset carries checksums (``False``: a store written before
@@ -377,23 +582,68 @@ class SampleStore:
           StoreDamagedError: a structural problem (``check``), or rows that fail their
             checksums (named as ``dataset rows a-b``; also in ``.damaged``).
         """
-        self.check(num_draws, part_specs)
+        self.check(num_draws, part_specs, layout, max_draws, exact)
         damaged: list[tuple[str, int, int]] = []
         checked = True
-        try:
-            with h5py.File(self.path, "r") as f:
-                for group in _DRAW_GROUPS:
-                    for key, ds in f[group].items():
-                        checked = checked and bool(ds.fletcher32)
-                        for a, b in _damaged_ranges(ds, num_draws):
-                            damaged.append((f"/{group}/{key}", a, b))
-        except OSError as e:
-            raise StoreDamagedError(f"{self.path} cannot be read ({e}).", self.path) from e
+        with _reading(self.path, "reading its draws"), h5py.File(self.path, "r") as f:
+            for group in _DRAW_GROUPS:
+                for key, ds in f[group].items():
+                    checked = checked and bool(ds.fletcher32)
+                    for a, b in _damaged_ranges(ds, num_draws):
+                        damaged.append((f"/{group}/{key}", a, b))
         if damaged:
             raise StoreDamagedError(
                 _damage_message(self.path, damaged, num_draws), self.path, damaged
             )
         return checked
+
+    def verify_digests(
+        self,
+        run_id: str,
+        chunks: Sequence[tuple[int, int, int]],
+        expected: np.ndarray,
+        names: Sequence[str],
+    ) -> None:
+        """Recomputes every chunk's digests from the rows read and compares them with the
+        checkpoint's ([`chunk_digests`][tfp_sgmcmc.driver.store.chunk_digests]).
+
+        Args:
+          run_id: the run's ID.
+          chunks: ``(plan index, start, stop)`` of every chunk the checkpoint records.
+          expected: the checkpoint's digests, ``uint8 [len(chunks), len(names), 32]``.
+          names: the draw datasets, in digest order.
+
+        Raises:
+          StoreDamagedError: rows whose digest differs (named as ``dataset rows a-b`` and
+            in ``.damaged``): chunks moved to other rows, copied in from another run or
+            rewritten, with intact HDF5 checksums.
+        """
+        bad: list[tuple[str, int, int]] = []
+        with _reading(self.path, "checking its chunk digests"), h5py.File(self.path, "r") as f:
+            for j, (index, a, b) in enumerate(chunks):
+                for d, name in enumerate(names):
+                    got = _digest(run_id, index, a, name, f[name][a:b])
+                    if got != expected[j, d].tobytes():
+                        if bad and bad[-1][0] == f"/{name}" and bad[-1][2] == a:
+                            bad[-1] = (bad[-1][0], bad[-1][1], b)
+                        else:
+                            bad.append((f"/{name}", a, b))
+        if not bad:
+            return
+        bad.sort()
+        named = [f"{n} rows {a}-{b - 1}" for n, a, b in bad[:_MAX_NAMED_RANGES]]
+        more = len(bad) - len(named)
+        listed = "; ".join(named) + (f"; and {more} more range(s)" if more else "")
+        raise StoreDamagedError(
+            f"{self.path}: rows that are not this run's draws at their position: {listed}. "
+            "Their HDF5 checksums are intact but they do not match the digests the "
+            "checkpoint recorded for run "
+            f"{run_id} (chunks moved to other rows, copied in from another run, or "
+            "rewritten). The file is left as it is: restore it from a copy or start the "
+            "run again (overwrite=True).",
+            self.path,
+            bad,
+        )
 
     def _read(self, ds: h5py.Dataset, stop: int | None, step: int) -> np.ndarray:
         """``ds[:stop:step]``; a chunk that fails its checksum is named (``verify``)."""
@@ -410,21 +660,50 @@ class SampleStore:
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
+    def attrs(self, names: Sequence[str] = ("config", "run_id")) -> dict[str, Any]:
+        """The file's string attributes ``names`` that it holds, as ``str``.
+
+        Each is checked before it is read: a scalar fixed-length string no larger than the
+        file (as ``create`` writes them), so damaged metadata cannot make HDF5 read or
+        allocate more than the file holds.
+
+        Raises:
+          StoreDamagedError: an attribute of another kind or size.
+        """
+        out: dict[str, Any] = {}
+        size = os.path.getsize(self.path)
+        with _reading(self.path, "reading its attributes"), h5py.File(self.path, "r") as f:
+            for name in names:
+                if name not in f.attrs:
+                    continue
+                aid = h5py.h5a.open(f.id, name.encode())
+                if aid.shape != () or aid.dtype.kind != "S" or aid.get_storage_size() > size:
+                    raise StoreDamagedError(
+                        f"{self.path}: attribute {name!r} is {aid.dtype} {aid.shape} of "
+                        f"{aid.get_storage_size():,} bytes, not a string the driver wrote: "
+                        "its HDF5 metadata is damaged or edited. It is left as it is; "
+                        "restore it from a copy or start the run again (overwrite=True).",
+                        self.path,
+                    )
+                value = f.attrs[name]
+                out[name] = value.decode("ascii") if isinstance(value, bytes) else str(value)
+        return out
+
     def num_draws(self) -> int:
-        with h5py.File(self.path, "r") as f:
+        with _reading(self.path, "counting its draws"), h5py.File(self.path, "r") as f:
             lengths = {ds.shape[0] for g in ("samples", "trace") for ds in f[g].values()}
         return min(lengths) if lengths else 0
 
     def read_samples(self, stop: int | None = None, step: int = 1) -> list[np.ndarray]:
-        with h5py.File(self.path, "r") as f:
+        with _reading(self.path, "reading its draws"), h5py.File(self.path, "r") as f:
             g = f["samples"]
             return [self._read(g[str(i)], stop, step) for i in range(len(g))]
 
     def read_trace(self, stop: int | None = None, step: int = 1) -> dict[str, np.ndarray]:
-        with h5py.File(self.path, "r") as f:
+        with _reading(self.path, "reading its trace"), h5py.File(self.path, "r") as f:
             return {k: self._read(ds, stop, step) for k, ds in f["trace"].items()}
 
     def read_reductions(self) -> dict[str, list[np.ndarray]]:
-        with h5py.File(self.path, "r") as f:
+        with _reading(self.path, "reading its reductions"), h5py.File(self.path, "r") as f:
             g = f["reductions"]
             return {name: [sub[str(j)][()] for j in range(len(sub))] for name, sub in g.items()}
