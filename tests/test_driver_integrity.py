@@ -207,7 +207,7 @@ def test_huge_runs_and_empty_states_are_refused_before_anything_is_written(tmp_p
     # Draws that cannot fit on the disk: refused with the numbers, nothing written.
     import tfp_sgmcmc.driver.sampler as sampler
 
-    monkeypatch.setattr(sampler, "_space_left", lambda d: 100)
+    monkeypatch.setattr(sampler, "space_left", lambda d: 100)
     with pytest.raises(ValueError, match=r"`num_samples` = 24 draws of .* 100 bytes free"):
         _run(tmp_path / "full")
     assert os.listdir(tmp_path / "full") == []

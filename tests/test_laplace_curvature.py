@@ -99,8 +99,9 @@ def test_hutchinson_product_matches_finite_differences_through_lgamma(shape_mode
         got = _hutchinson_diagonal(flat_grad, tf.constant(_X0), 1, seed)
         np.testing.assert_allclose(got, -v * (fd @ v), rtol=1e-5, atol=1e-6)
     # Through the public path (diagonal above max_dense_dim), many probes average the
-    # off-diagonal terms out: |off-diagonal| ≤ 1 here, so 1000 probes leave an error of
-    # about 1/√1000 ≈ 0.032 per coordinate; 0.2 is six such errors.
-    lap = laplace_approximation(est, [tf.constant(_X0)], max_dense_dim=0, num_probes=1000)
+    # off-diagonal terms out: |off-diagonal| ≤ 1 here, so 100 probes leave an error of
+    # about 1/√100 = 0.1 per coordinate; 0.6 is six such errors, far below the wrong
+    # curvature's error (its ν term has the wrong sign: +26 against -4.5).
+    lap = laplace_approximation(est, [tf.constant(_X0)], max_dense_dim=0, num_probes=100)
     assert not lap.dense
-    np.testing.assert_allclose(lap.precision, -np.diag(fd), atol=0.2)
+    np.testing.assert_allclose(lap.precision, -np.diag(fd), atol=0.6)

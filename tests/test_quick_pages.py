@@ -9,6 +9,14 @@ committed ``docs/studies/<name>_quick.md``, row by row: the same headers, the sa
 printed digit. Wall-clock columns (headers such as ``sampling s``, ``time ratio``) and the
 lines outside the tables (the provenance line, the wall time) are not compared. A power
 check shows that the comparison fails when one number of a committed table changes.
+
+The last bits of floating point depend on the processor (vector widths and kernel choices
+differ between, say, Intel Xeon and AMD EPYC), and a chain amplifies them over its steps: on
+another processor the draws are a different, equally valid realisation. The arms, picks,
+accuracies and every other number still repeat, but a kernel Stein discrepancy of a few
+dozen thinned draws does not. So the KSD columns are compared only when the processor named
+in the page's provenance line (``N × <processor>, <system>``) is this one; every other
+column is compared on any processor.
 """
 
 from __future__ import annotations
@@ -84,8 +92,20 @@ def cells_match(a: str, b: str) -> bool:
     return True
 
 
-def differences(new: str, old: str) -> list[str]:
-    """Where the tables of ``new`` differ from those of ``old`` (empty: they agree)."""
+#: Headers of the Stein-discrepancy columns, compared on the page's own processor only.
+_KSD = re.compile(r"KSD")
+_PROCESSOR = re.compile(r"\d+ × (.+?), (?:Linux|Darwin|Windows)")
+
+
+def processor(page: str) -> str | None:
+    """The processor named in ``page``'s provenance line, or ``None``."""
+    m = _PROCESSOR.search(page)
+    return m.group(1) if m else None
+
+
+def differences(new: str, old: str, same_processor: bool = True) -> list[str]:
+    """Where the tables of ``new`` differ from those of ``old`` (empty: they agree); the KSD
+    columns are compared only when ``same_processor``."""
     tn, to = tables(new), tables(old)
     if len(tn) != len(to):
         return [f"{len(tn)} tables, committed {len(to)}"]
@@ -102,7 +122,9 @@ def differences(new: str, old: str) -> list[str]:
                 out.append(f"table {k}: row {rn} != {ro}")
                 continue
             for h, a, b in zip(hn, rn, ro):
-                if not _SECONDS.search(h) and not cells_match(a, b):
+                if _SECONDS.search(h) or (not same_processor and _KSD.search(h)):
+                    continue
+                if not cells_match(a, b):
                     out.append(f"table {k}, column {h!r}: {a!r} != committed {b!r} (row {ro})")
     return out
 
@@ -123,10 +145,13 @@ def test_quick_page_is_regenerated_by_the_current_code(script: str, tmp_path: Pa
     committed = (STUDIES / PAGES[script]).read_text(encoding="utf-8")
     assert tables(committed), "the committed page has no table"
     new = _run(script, tmp_path)
-    problems = differences(new, committed)
+    here, there = processor(new), processor(committed)
+    assert here and there, "a page names no processor in its provenance line"
+    problems = differences(new, committed, same_processor=here == there)
     assert not problems, (
         f"docs/studies/{PAGES[script]} differs from what `python examples/{script} --quick "
-        "--write-docs` writes now:\n" + "\n".join(problems[:20])
+        f"--write-docs` writes now (on {here}; the page was written on {there}):\n"
+        + "\n".join(problems[:20])
     )
 
 
@@ -161,6 +186,13 @@ def test_comparison_fails_on_a_changed_page(page: str) -> None:
     # A different pick (text, not a number) is a difference too.
     other_pick = _changed(committed, lambda h: "arm" in h, lambda c: c + " (changed)")
     assert differences(other_pick, committed)
+    # On another processor a KSD may move, but a pick or any other number may not.
+    assert processor(committed), "the page names no processor"
+    assert differences(_changed(committed, lambda h: "KSD" in h, bump), committed, False) == []
+    assert differences(other_pick, committed, same_processor=False)
+    not_ksd = _changed(committed, lambda h: "KSD" not in h and "arm" not in h, bump)
+    if differences(not_ksd, committed):  # a bump the comparison sees (not a 0 → 1e-6)
+        assert differences(not_ksd, committed, same_processor=False)
     # Seconds columns and the lines outside the tables are not compared.
     moved = committed.replace("This run:", "This run (elsewhere):")
     assert differences(moved, committed) == []

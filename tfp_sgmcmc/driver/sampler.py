@@ -108,7 +108,7 @@ from tfp_sgmcmc.driver.lock import RunLock, lock_holder
 from tfp_sgmcmc.driver.store import (
     SAMPLES_FILE,
     SampleStore,
-    _space_left,
+    space_left,
     chunk_digests,
     dataset_names,
     store_layout,
@@ -445,7 +445,7 @@ def _check_new_run(
     per_draw = sum(int(np.prod(p.shape.as_list(), dtype=np.int64)) * p.dtype.size
                    for p in [*init_parts, *trace0.values()])
     need = num_samples * per_draw
-    free = _space_left(run_dir)
+    free = space_left(run_dir)
     if free is not None and need > free:
         raise ValueError(
             f"`num_samples` = {num_samples:,} draws of {per_draw:,} bytes need {need:,} bytes "

@@ -65,6 +65,7 @@ __all__ = [
     "store_layout",
     "dataset_names",
     "chunk_digests",
+    "space_left",
 ]
 
 SAMPLES_FILE = "samples.h5"
@@ -83,7 +84,7 @@ _RESERVE_EXTRA = 64 << 10
 _MAX_NAMED_RANGES = 6
 
 
-def _space_left(directory: str) -> int | None:
+def space_left(directory: str) -> int | None:
     """Bytes free to the user on ``directory``'s file system (``None``: unknown)."""
     try:
         st = os.statvfs(directory)
@@ -392,7 +393,7 @@ class SampleStore:
                     raise OSError(e.errno, f"{e.strerror} ({what})", self.path) from None
             finally:
                 os.close(fd)
-        free = _space_left(os.path.dirname(os.path.abspath(self.path)))
+        free = space_left(os.path.dirname(os.path.abspath(self.path)))
         if free is not None and free < nbytes:
             raise OSError(
                 errno.ENOSPC, f"No space left on device ({what}; {free:,} free)", self.path
