@@ -108,9 +108,9 @@ from tfp_sgmcmc.driver.lock import RunLock, lock_holder
 from tfp_sgmcmc.driver.store import (
     SAMPLES_FILE,
     SampleStore,
-    space_left,
     chunk_digests,
     dataset_names,
+    space_left,
     store_layout,
 )
 from tfp_sgmcmc.internal.util import AttributeView, check_int, get_outermost, results_field
