@@ -120,3 +120,20 @@ def test_stein_check_flags_a_shared_bias_the_other_checks_pass():
 def test_stein_check_names_bad_shapes():
     with pytest.raises(ValueError, match="`w` and `scores`"):
         stein_moment_check(np.zeros([10, 2, 3]), np.zeros([10, 2, 2]))
+
+
+
+def test_a_time_budget_ends_a_run_and_says_so(runner):
+    import time
+
+    w, _, run = _draw_until_long_enough(
+        runner, _start(), 0.15, 0, 10, 100, 7, 1.0, None, time.perf_counter() - 100.0
+    )
+    assert len(w) == 100 and run.budget_ended and "(1 s)" in run.ended_by, run
+
+
+def test_bad_budgets_are_named():
+    with pytest.raises(ValueError, match="`max_gradient_evaluations`"):
+        sg.sample_posterior(object(), max_gradient_evaluations=-1)
+    with pytest.raises(ValueError, match="`max_seconds`"):
+        sg.sample_posterior(object(), max_seconds=float("nan"))

@@ -121,7 +121,6 @@ __all__ = [
     "ArmRecord",
     "DEFAULT_STEP_SIZES",
     "DEFAULT_MAX_GRADIENT_EVALUATIONS",
-    "DEFAULT_MAX_SECONDS",
 ]
 
 #: Dimensionless step sizes tried (in whitened units; SGLD is stable below 2).
@@ -144,8 +143,6 @@ MODE_SEARCH_MAX_DIM = 200
 EXTRA_MODE_STARTS = 3
 #: Default budget of the final sampling (burn-in and draws): gradient evaluations per chain.
 DEFAULT_MAX_GRADIENT_EVALUATIONS = 200_000
-#: Default budget of the whole call, in seconds.
-DEFAULT_MAX_SECONDS = 300.0
 #: Draws per chain whose full-data scores the Stein check reads: this many tuning-metric
 #: batches (one compiled shape).
 _STEIN_BATCHES = 5
@@ -733,7 +730,7 @@ def sample_posterior(
     tuning_steps: int = 400,
     adapt: bool = True,
     max_gradient_evaluations: int | None = DEFAULT_MAX_GRADIENT_EVALUATIONS,
-    max_seconds: float | None = DEFAULT_MAX_SECONDS,
+    max_seconds: float | None = None,
     jit_compile: bool = True,
     progress: bool = True,
 ) -> PosteriorSamples:
@@ -765,9 +762,10 @@ def sample_posterior(
         draws) in gradient evaluations per chain, one per step; ``None`` for no
         limit. ``num_results`` draws are always taken. Default value:
         `DEFAULT_MAX_GRADIENT_EVALUATIONS`.
-      max_seconds: the budget of the whole call in seconds (draws beyond
+      max_seconds: a budget of the whole call in seconds (draws beyond
         ``num_results`` stop when the pace so far says the next chunk would
-        exceed it); ``None`` for no limit. Default value: `DEFAULT_MAX_SECONDS`.
+        exceed it). Default value: ``None`` (no time limit: the gradient
+        budget alone, which gives the same draws on any machine).
       jit_compile: XLA-compile the chains. Default value: ``True``.
       progress: one line per phase on standard error. Default value: ``True``.
 
