@@ -20,7 +20,12 @@ from tfp_sgmcmc.diagnostics.calibration import predictive_metrics
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
 from tfp_sgmcmc.internal.random import standard_normal
 from tfp_sgmcmc.internal.util import check_int, check_positive
-from tfp_sgmcmc.keras._errors import KerasDataError, KerasLikelihoodError, refuse_keras_loss
+from tfp_sgmcmc.keras._errors import (
+    KerasDataError,
+    KerasLikelihoodError,
+    KerasSaveError,
+    refuse_keras_loss,
+)
 from tfp_sgmcmc.keras._inputs import (
     Source,
     check_finite,
@@ -31,6 +36,18 @@ from tfp_sgmcmc.keras._inputs import (
     to_host,
 )
 from tfp_sgmcmc.keras._posterior import LIKELIHOODS, PROBABILITY_ACTIVATIONS, call_accepts_training
+from tfp_sgmcmc.keras._saving import (
+    MODEL_FILE,
+    STORE_WRITER,
+    draw_store,
+    likelihood_entry,
+    prepare_directory,
+    read_draws,
+    read_saved,
+    write_draws,
+    write_manifest,
+    write_statistics,
+)
 
 __all__ = ["BayesianModel"]
 
@@ -49,8 +66,6 @@ _MAX_STEPS_PER_CALL = 32
 _BLOCK_BYTES = 32 * 2**20
 #: Bytes of draws ``predict`` and ``evaluate`` read at a time from a run directory.
 _READ_BYTES = 64 * 2**20
-#: The ``writer`` attribute of a run directory's ``samples.h5`` written by ``fit``.
-_STORE_WRITER = "tfp_sgmcmc.keras.BayesianModel"
 #: Power iterations (one minibatch Hessian-vector product each) for the stiffest curvature.
 _POWER_ITERATIONS = 20
 
@@ -115,7 +130,8 @@ class BayesianModel:
     SGLD, keeping ``num_draws`` draws in memory (or writing them to a ``run_dir``).
     ``predict`` averages the model's predictive over the draws (with per-draw
     outputs and central intervals on request); ``evaluate`` scores it (see the
-    example below).
+    example below). ``save`` keeps the posterior in a directory (``model.keras``, the
+    draws, a JSON manifest) that ``BayesianModel.load`` reads back in a new process.
 
     The posterior: ``log π(W) = log p(W) + Σ_i log p(y_i | f_W(x_i))``, an isotropic
     Gaussian prior ``N(0, prior_scale² I)`` on every trainable weight, the model run in
@@ -834,7 +850,9 @@ class BayesianModel:
             ``log σ`` for a learned Gaussian noise), each draw appended as it is
             kept, instead of keeping them in memory; ``predict`` and ``evaluate``
             then read them back a chunk at a time. It is created if missing; a
-            ``samples.h5`` in it that another writer made is refused.
+            ``samples.h5`` in it that another writer made is refused. When ``fit``
+            ends, the model and the manifest are written beside the draws (as
+            ``save`` writes them), so ``BayesianModel.load(run_dir)`` reopens the run.
             Default value: ``None`` (the draws in memory, ``draws``).
 
         Returns:
@@ -856,7 +874,7 @@ class BayesianModel:
             learned Gaussian noise whose draws show that sampling has not converged.
         """
         t_start = time.perf_counter()
-        store = _draw_store(run_dir)
+        store = draw_store(run_dir)
         epochs = check_int(epochs, "epochs", 0)
         sample_epochs = (
             max(2, epochs)
@@ -1097,7 +1115,7 @@ class BayesianModel:
                     [(sh, self._dtype.name) for sh in self._shapes],
                     {},
                     chunk_draws=16,
-                    attrs={"writer": _STORE_WRITER},
+                    attrs={"writer": STORE_WRITER},
                 )
             failed = ""
             s = 0
@@ -1202,6 +1220,8 @@ class BayesianModel:
         cb.on_train_end()
         self.history = history
         self.timings["total"] = time.perf_counter() - t_start
+        if store is not None:
+            self._keep_run_dir()
         return history
 
     def _check_noise_mixing(self, log_sigma: np.ndarray) -> None:
@@ -1534,6 +1554,166 @@ class BayesianModel:
         logs.update({f"val_{k}": v for k, v in metrics.items()})
         return logs
 
+    # -- keeping a posterior ------------------------------------------------------------ #
+    def save(self, path: str | os.PathLike) -> None:
+        """Keep the posterior in a directory that ``BayesianModel.load`` reads back, in
+        this process or another, to the same predictions.
+
+        The directory (created if missing; a model saved there before is replaced)
+        holds three files: ``model.keras``, the Keras model in Keras's own format
+        (``keras.saving.load_model`` reads it); ``samples.h5``, the draws (one dataset
+        ``samples/<i>`` ``[S, *shape]`` per trainable weight, then ``log σ`` for a
+        learned Gaussian noise, as ``fit(run_dir=...)`` writes them) and
+        ``statistics/<j>``, the non-trainable variables (BatchNormalization's
+        statistics) fixed while sampling; and ``bayesian_model.json``, the manifest
+        (format name and version, the likelihood, the constructor's arguments and what
+        ``fit`` chose: ``from_logits``, ``jit_compile``, the step size, the notes).
+
+        A callable likelihood is saved by the name it is registered under with
+        ``@keras.saving.register_keras_serializable()``; ``load`` looks the name up
+        again, so the loading process must define it too (as for a custom layer).
+
+        Args:
+          path: the directory.
+
+        Raises:
+          KerasSaveError: a callable likelihood that is not registered, a ``path`` that
+            is a file or holds a ``samples.h5`` that ``BayesianModel`` did not write;
+            a ``ValueError``.
+          ValueError: no draws yet (call ``fit`` first).
+        """
+        self._check_fitted()
+        likelihood = likelihood_entry(self.likelihood)
+        directory = prepare_directory(path)
+        in_place = self.run_dir is not None and os.path.samefile(self.run_dir, directory)
+        if not in_place:
+            write_draws(directory, self._draw_chunks(), self._shapes, self._dtype)
+        self._write_saved(directory, likelihood)
+
+    def _write_saved(self, directory: str, likelihood: Any) -> None:
+        """The model, the fixed statistics and (last) the manifest into ``directory``,
+        whose ``samples.h5`` holds the draws already."""
+        self.model.save(os.path.join(directory, MODEL_FILE))
+        write_statistics(directory, [np.asarray(v) for v in self._non_trainable])
+        write_manifest(
+            directory,
+            {
+                "likelihood": likelihood,
+                "settings": {
+                    "prior_scale": self.prior_scale,
+                    "noise_scale": self.noise_scale,
+                    "from_logits": self._from_logits_arg,
+                    "num_draws": self.num_draws,
+                    "learning_rate": self.learning_rate,
+                    "jit_compile": self._jit_arg,
+                    "steps_per_execution": self.steps_per_execution,
+                    "seed": self.seed,
+                },
+                "fit": {
+                    "from_logits": self.from_logits,
+                    "jit_compile": self.jit_compile,
+                    "step_size": self.step_size,
+                    "num_kept": self.num_kept,
+                    "num_examples": self._n,
+                    "num_outputs": self._num_outputs,
+                    "shapes": [list(sh) for sh in self._shapes],
+                    "dtype": self._dtype.name,
+                    "draws_in_memory": self.run_dir is None,
+                    "notes": list(self.notes),
+                    "timings": dict(self.timings),
+                },
+            },
+        )
+
+    def _keep_run_dir(self) -> None:
+        """After a ``run_dir`` fit: the model and the manifest beside the draws, so that
+        ``BayesianModel.load(run_dir)`` reopens the run; a note says why not if not."""
+        try:
+            likelihood = likelihood_entry(self.likelihood)
+        except KerasSaveError:
+            self.notes.append(
+                f"{self.run_dir} holds the draws but cannot be reopened by "
+                "BayesianModel.load: the likelihood is a callable that is not registered "
+                "with keras.saving.register_keras_serializable"
+            )
+            return
+        self._write_saved(self.run_dir, likelihood)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> BayesianModel:
+        """A ``BayesianModel`` read back from a directory that ``save`` or
+        ``fit(..., run_dir=path)`` wrote: the same draws, Keras model, likelihood,
+        fixed statistics and settings, so ``predict`` and ``evaluate`` give what they
+        gave before saving. Draws that were in memory are read into memory; those of a
+        ``run_dir`` fit stay on disk and are read a chunk at a time (``run_dir`` is
+        ``path``). ``history`` is not kept.
+
+        Args:
+          path: the directory.
+
+        Returns:
+          The fitted ``BayesianModel``; ``fit`` on it starts a new fit.
+
+        Raises:
+          KerasSaveError: ``path`` is not a saved model (missing, no manifest), a file
+            in it is damaged, its format version is unknown, or its likelihood is
+            registered under a name this process has not registered; a ``ValueError``.
+        """
+        saved = read_saved(path)
+        settings, fit = saved.manifest["settings"], saved.manifest["fit"]
+        try:
+            bayes = cls(saved.model, saved.likelihood, **settings)
+            bayes.from_logits = fit["from_logits"]
+            bayes.jit_compile = fit["jit_compile"]
+            bayes.step_size = fit["step_size"]
+            bayes.num_kept = int(fit["num_kept"])
+            bayes._n = fit["num_examples"]
+            bayes._num_outputs = fit["num_outputs"]
+            bayes.notes = list(fit["notes"])
+            bayes.timings = dict(fit["timings"])
+            in_memory = bool(fit["draws_in_memory"])
+            dtype = np.dtype(fit["dtype"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise KerasSaveError(
+                f"{saved.directory!r} is not a readable saved BayesianModel: its manifest's "
+                f"settings are incomplete or invalid ({type(e).__name__}: {e}). Save the "
+                "model again with `bayes.save(path)`."
+            ) from None
+        if dtype != bayes._dtype:
+            raise KerasSaveError(
+                f"{saved.directory!r}: the draws are {dtype.name} but the saved model's "
+                f"weights are {bayes._dtype.name}; save the model again."
+            )
+        bayes._shapes = [tuple(int(d) for d in sh) for sh in fit["shapes"]]
+        bayes._sizes = [int(np.prod(sh)) for sh in bayes._shapes]
+        bayes._model_size = int(sum(bayes._sizes[: bayes._num_model_weights]))
+        bayes._non_trainable = [tf.convert_to_tensor(s) for s in saved.statistics]
+        if in_memory:
+            flat = read_draws(saved.directory, bayes._shapes, bayes.num_kept)
+            bayes._flat_draws = flat
+            splits = np.split(flat, np.cumsum(bayes._sizes)[:-1], axis=1)
+            parts = [c.reshape((flat.shape[0],) + sh) for c, sh in zip(splits, bayes._shapes)]
+            bayes.draws = parts[: bayes._num_model_weights]
+            bayes.run_dir = None
+        else:
+            bayes._flat_draws = None
+            bayes.run_dir = saved.directory
+        if bayes._learn_noise:
+            bayes.noise_scale_draws = np.exp(
+                np.concatenate([c[:, -1] for c in bayes._draw_chunks()])
+            )
+        return bayes
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise KerasSaveError(
+            "a BayesianModel cannot be pickled or copied (its Keras model and compiled "
+            "programs hold TensorFlow state): keep it with `bayes.save(path)` and read it "
+            "back with `BayesianModel.load(path)`."
+        )
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self.__reduce_ex__(None)
+
     def __repr__(self) -> str:
         lik = self.likelihood if isinstance(self.likelihood, str) else "callable"
         if not self.num_kept:
@@ -1571,31 +1751,6 @@ def _mixture_quantile(means: np.ndarray, sigmas: np.ndarray, q: float) -> np.nda
         if np.all(hi - lo <= 4 * np.finfo(np.float64).eps * np.maximum(1.0, np.abs(mid))):
             break
     return 0.5 * (lo + hi)
-
-
-def _draw_store(run_dir: Any) -> SampleStore | None:
-    """The sample store ``fit`` writes the draws to in ``run_dir`` (``None``: in memory)."""
-    if run_dir is None:
-        return None
-    if not isinstance(run_dir, (str, os.PathLike)):
-        raise ValueError(f"`run_dir` must be a path, got {type(run_dir).__name__}.")
-    run_dir = os.fspath(run_dir)
-    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
-        raise ValueError(f"`run_dir` = {run_dir!r} is a file, not a directory.")
-    path = os.path.join(run_dir, SAMPLES_FILE)
-    if os.path.exists(path):
-        try:
-            with h5py.File(path, "r") as f:
-                writer = f.attrs.get("writer")
-        except OSError:
-            writer = None
-        if writer != _STORE_WRITER:
-            raise ValueError(
-                f"`run_dir` = {run_dir!r} holds a {SAMPLES_FILE} that BayesianModel.fit did "
-                "not write (a driver run?): pass another directory."
-            )
-    os.makedirs(run_dir, exist_ok=True)
-    return SampleStore(path)
 
 
 def _pair(data: Any, name: str) -> tuple[Any, Any]:
