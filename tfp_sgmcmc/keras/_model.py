@@ -871,7 +871,10 @@ class BayesianModel:
         Warns:
           UserWarning: a sigmoid ending a ``"categorical"`` model, a callable positive
             on every example of real-valued labels, a stop request while sampling, a
-            learned Gaussian noise whose draws show that sampling has not converged.
+            learned Gaussian noise whose draws show that sampling has not converged
+            (draws of ``log σ`` too alike or drifting, a ``σ`` above the training
+            labels' standard deviation, or draws that fit the data far better than
+            the end of the MAP search).
         """
         t_start = time.perf_counter()
         store = draw_store(run_dir)
@@ -1064,6 +1067,7 @@ class BayesianModel:
         mode = state["theta"]
         v = zeros
         map_losses: list[float] = []
+        label_moments: list = []  # [rows, Σ y, Σ y²] per block, per output coordinate
         probe_batches = []
         for block in self._blocks(source, prep, _CURVATURE_BATCHES):
             k0, count, xs, ys, masks = block
@@ -1075,6 +1079,10 @@ class BayesianModel:
             seeds = self._seeds(counter, count)
             (_, _, _, v), losses = self._run(sample_step, carry, zeros, block, hps, seeds)
             map_losses += losses.tolist()
+            if self._learn_noise:  # the labels' moments, for the noise's check
+                rows = np.asarray(ys, np.float64)[:count].reshape(count * bs, -1)
+                rows = rows[np.asarray(masks)[:count].reshape(-1) > 0]
+                label_moments += [rows.shape[0], rows.sum(0), np.square(rows).sum(0)]
         map_loss = float(np.mean(map_losses))
         v = np.asarray(v, np.float64)
         precision = self._n * bs * v  # the empirical Fisher information (per coordinate)
@@ -1110,6 +1118,7 @@ class BayesianModel:
             theta = mode
             draws: list[np.ndarray] = []  # in memory, or (with a store) the last few
             kept = 0
+            kept_losses: list[float] = []  # the losses of the steps after the burn-in
             if store is not None:
                 store.create(
                     [(sh, self._dtype.name) for sh in self._shapes],
@@ -1140,6 +1149,7 @@ class BayesianModel:
                     if bad.size:
                         failed = f"loss {losses[bad[0]]:.3g} at sampling step {s + bad[0]}"
                         break
+                    kept_losses += losses[max(0, burn - s) :].tolist()
                     s += count
                     if s - 1 in keep:
                         kept += 1
@@ -1214,7 +1224,16 @@ class BayesianModel:
             )
         self.noise_scale_draws = None if log_sigma is None else np.exp(log_sigma)
         if log_sigma is not None:
-            self._check_noise_mixing(np.asarray(log_sigma, np.float64).reshape(-1))
+            log_sigma = np.asarray(log_sigma, np.float64).reshape(-1)
+            rows = sum(label_moments[0::3])
+            label_mean = sum(label_moments[1::3]) / rows
+            label_var = sum(label_moments[2::3]) / rows - label_mean**2
+            label_sd = math.sqrt(max(0.0, float(np.mean(label_var))))
+            # One warning at most: the first check that fails says why.
+            warned = self._check_noise_below_labels(log_sigma, label_sd)
+            warned = warned or self._check_noise_mixing(log_sigma)
+            if not warned:
+                self._check_map_reached(map_loss, kept_losses, epochs)
         self._write_back(mode, state["nt"])
         self.model.stop_training = False
         cb.on_train_end()
@@ -1224,7 +1243,7 @@ class BayesianModel:
             self._keep_run_dir()
         return history
 
-    def _check_noise_mixing(self, log_sigma: np.ndarray) -> None:
+    def _check_noise_mixing(self, log_sigma: np.ndarray) -> bool:
         """Warn when the draws of a learned Gaussian noise show that the chain has not
         converged, so that the predictive intervals would be too narrow or too wide.
 
@@ -1236,13 +1255,13 @@ class BayesianModel:
         means differ by more than ``3s``, is a chain still drifting from its start.
         """
         if log_sigma.size < 4:
-            return
+            return False
         s = 1.0 / math.sqrt(2.0 * self._n * self._num_outputs)
         ratio = float(np.std(log_sigma)) / s
         half = log_sigma.size // 2
         drift = abs(float(np.mean(log_sigma[half:]) - np.mean(log_sigma[:half]))) / s
         if ratio >= 0.5 and not (ratio > 4.0 and drift > 3.0):
-            return
+            return False
         why = (
             f"they spread {ratio:.2g}x the posterior's sd 1/sqrt(2N) = {s:.3g}"
             if ratio < 0.5
@@ -1256,6 +1275,70 @@ class BayesianModel:
         )
         self.notes.append(message)
         warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
+        return True
+
+    def _check_noise_below_labels(self, log_sigma: np.ndarray, label_sd: float) -> bool:
+        """Warn when the learned noise exceeds the training labels' own spread: draws
+        whose residuals are wider than ``y`` around its mean predict it worse than that
+        constant does, so the chain has not reached the posterior's fit of the data
+        (a MAP search too short for the scale of ``y``, typically), and the predictive
+        intervals are too wide.
+
+        The test: ``mean(log σ) > log sd(y) + 3s``, with ``sd(y)`` pooled over the
+        output coordinates and ``s = 1/√(2NK)`` the posterior sd of ``log σ`` (see
+        ``_check_noise_mixing``). A model that explains nothing of ``y`` has
+        ``σ ≈ sd(y)`` and passes.
+        """
+        if log_sigma.size < 4 or not label_sd > 0:
+            return False
+        s = 1.0 / math.sqrt(2.0 * self._n * self._num_outputs)
+        if not float(np.mean(log_sigma)) > math.log(label_sd) + 3.0 * s:
+            return False
+        message = (
+            f"sampling has not converged: the learned noise scale (mean sigma "
+            f"{float(np.mean(np.exp(log_sigma))):.4g}) exceeds the standard deviation of the "
+            f"training labels ({label_sd:.4g}), so the draws predict `y` worse than its mean "
+            "does and the predictive intervals are too wide; raise `epochs` (or "
+            "`learning_rate`) so that the MAP search reaches the scale of `y`, or "
+            "standardise `y`"
+        )
+        self.notes.append(message)
+        warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
+        return True
+
+    def _check_map_reached(self, map_loss: float, losses: list[float], epochs: int) -> bool:
+        """Warn when the draws fit the data far better than the end of the MAP search
+        did: the search stopped short of the mode, the preconditioner and the step size
+        were measured away from it, and the draws (and a learned noise with them) are
+        not the posterior's. This is what a MAP search too short for the scale of
+        ``y`` gives (raw targets in the hundreds, fitted from zero-centred outputs).
+
+        Both losses are the mean negative log-likelihood per example in inference
+        mode: ``map_loss`` at the end of the MAP search, ``losses`` the sampler's steps
+        after the burn-in. Near a mode the draws' loss is *above* the mode's (by about
+        ``D/(2N)`` for ``D`` parameters). A loss below it by more than
+        ``3 (√(D/2)/N + SE)``, with ``√(D/2)`` the spread of the log-likelihood over a
+        Gaussian posterior and ``SE`` the standard error of the losses' mean, is a chain
+        that went on descending.
+        """
+        if epochs == 0 or len(losses) < 4:
+            return False  # no MAP search (sampling from the given weights): no comparison
+        arr = np.asarray(losses, np.float64)
+        dim = float(sum(self._sizes))
+        margin = 3.0 * (math.sqrt(dim / 2.0) / self._n + float(np.std(arr)) / math.sqrt(arr.size))
+        gap = map_loss - float(np.mean(arr))
+        if not gap > margin:
+            return False
+        message = (
+            f"sampling has not converged: the draws fit the training data far better than "
+            f"the end of the MAP search (loss {np.mean(arr):.4g} against {map_loss:.4g} per "
+            "example), so the MAP search stopped short of the mode and the step size, the "
+            "noise scale and the predictive intervals are unreliable; raise `epochs` (or "
+            "`learning_rate`), or standardise `y`"
+        )
+        self.notes.append(message)
+        warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
+        return True
 
     def _stiffest(self, theta: tf.Tensor, nt: list, precond: np.ndarray, batches: list) -> float:
         """The largest curvature ``λ_max`` of ``−log π`` in the preconditioned units
