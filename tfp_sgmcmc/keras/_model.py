@@ -1668,7 +1668,11 @@ class BayesianModel:
         self._check_fitted()
         likelihood = likelihood_entry(self.likelihood)
         directory = prepare_directory(path)
-        in_place = self.run_dir is not None and os.path.samefile(self.run_dir, directory)
+        in_place = (
+            self.run_dir is not None
+            and os.path.isdir(self.run_dir)
+            and os.path.samefile(self.run_dir, directory)
+        )
         if not in_place:
             write_draws(directory, self._draw_chunks(), self._shapes, self._dtype)
         self._write_saved(directory, likelihood)
@@ -1720,7 +1724,15 @@ class BayesianModel:
                 "with keras.saving.register_keras_serializable"
             )
             return
-        self._write_saved(self.run_dir, likelihood)
+        try:
+            self._write_saved(self.run_dir, likelihood)
+        except Exception as e:  # noqa: BLE001 - the draws are kept; a failed extra must not end fit
+            message = (
+                f"{self.run_dir} holds the draws but cannot be reopened by "
+                f"BayesianModel.load: saving the model failed ({type(e).__name__}: {e})"
+            )
+            self.notes.append(message)
+            warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> BayesianModel:
