@@ -349,6 +349,22 @@ def test_a_learned_noise_wider_than_the_labels_is_warned():
     assert np.mean(standardised.noise_scale_draws) < 0.6  # the noise: 30 / sd(y) = 0.39
 
 
+def test_draws_far_better_than_the_map_search_are_warned():
+    # One epoch of Adam at 1e-3 stops far from the mode; the sampler goes on descending,
+    # and its draws' loss ends far below the MAP search's (sigma stays under sd(y), so
+    # only this check sees it). The converged fit below in this file is its power check.
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(256, 3))
+    y = x @ np.array([0.8, -0.5, 0.33]) + 0.1 * rng.normal(size=256)
+    y = (y - y.mean()) / y.std()
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    bayes = BayesianModel(model, "gaussian", num_draws=20, jit_compile=False)
+    with pytest.warns(UserWarning, match="far better than the end of the MAP search"):
+        bayes.fit(x, y, epochs=1, sample_epochs=20, batch_size=32, verbose=0)
+    assert np.mean(bayes.noise_scale_draws) < y.std()
+
+
 def test_a_noise_scale_that_has_not_converged_is_warned():
     # Sampling started far from the MAP (no MAP search): log σ still drifts down from
     # the labels' spread to the noise's, and the fit says so.
