@@ -32,7 +32,7 @@ chain/sample dimensions (e.g. a block of posterior samples whose full-data
 scores the KSD needs) are mapped over with ``tf.map_fn``.
 """
 
-from tfp_sgmcmc.keras._errors import KerasDataError, KerasLikelihoodError
+from tfp_sgmcmc.keras._errors import KerasDataError, KerasLikelihoodError, KerasSaveError
 from tfp_sgmcmc.keras._model import BayesianModel
 from tfp_sgmcmc.keras._posterior import KerasPosterior, output_activation
 from tfp_sgmcmc.keras._predictive import posterior_predictive_metrics, predictive_probabilities
@@ -41,6 +41,7 @@ __all__ = [
     "BayesianModel",
     "KerasDataError",
     "KerasLikelihoodError",
+    "KerasSaveError",
     "KerasPosterior",
     "output_activation",
     "predictive_probabilities",

@@ -8,7 +8,7 @@ from typing import Any
 
 import keras
 
-__all__ = ["KerasDataError", "KerasLikelihoodError", "refuse_keras_loss"]
+__all__ = ["KerasDataError", "KerasLikelihoodError", "KerasSaveError", "refuse_keras_loss"]
 
 
 class KerasDataError(ValueError):
@@ -22,6 +22,14 @@ class KerasLikelihoodError(ValueError):
     """A ``likelihood`` that is not a per-example log-likelihood: a Keras loss (the
     negative of one), or a callable that returns one value per batch instead of one per
     example. A ``ValueError``, so ``except ValueError`` still catches it."""
+
+
+class KerasSaveError(ValueError):
+    """A ``BayesianModel`` that cannot be kept as asked, or a directory that
+    ``BayesianModel.load`` cannot read back: a likelihood that cannot be saved by name,
+    a path that is not a saved model, a missing or damaged file, a format version this
+    library does not know; pickling or deep-copying (use ``save`` and ``load``). The
+    message names the path or the argument and the fix; a ``ValueError``."""
 
 
 #: Keras losses that are a built-in likelihood's negative log-likelihood, and the

@@ -20,7 +20,12 @@ from tfp_sgmcmc.diagnostics.calibration import predictive_metrics
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
 from tfp_sgmcmc.internal.random import standard_normal
 from tfp_sgmcmc.internal.util import check_int, check_positive
-from tfp_sgmcmc.keras._errors import KerasDataError, KerasLikelihoodError, refuse_keras_loss
+from tfp_sgmcmc.keras._errors import (
+    KerasDataError,
+    KerasLikelihoodError,
+    KerasSaveError,
+    refuse_keras_loss,
+)
 from tfp_sgmcmc.keras._inputs import (
     Source,
     check_finite,
@@ -31,6 +36,18 @@ from tfp_sgmcmc.keras._inputs import (
     to_host,
 )
 from tfp_sgmcmc.keras._posterior import LIKELIHOODS, PROBABILITY_ACTIVATIONS, call_accepts_training
+from tfp_sgmcmc.keras._saving import (
+    MODEL_FILE,
+    STORE_WRITER,
+    draw_store,
+    likelihood_entry,
+    prepare_directory,
+    read_draws,
+    read_saved,
+    write_draws,
+    write_manifest,
+    write_statistics,
+)
 
 __all__ = ["BayesianModel"]
 
@@ -49,8 +66,6 @@ _MAX_STEPS_PER_CALL = 32
 _BLOCK_BYTES = 32 * 2**20
 #: Bytes of draws ``predict`` and ``evaluate`` read at a time from a run directory.
 _READ_BYTES = 64 * 2**20
-#: The ``writer`` attribute of a run directory's ``samples.h5`` written by ``fit``.
-_STORE_WRITER = "tfp_sgmcmc.keras.BayesianModel"
 #: Power iterations (one minibatch Hessian-vector product each) for the stiffest curvature.
 _POWER_ITERATIONS = 20
 
@@ -115,7 +130,8 @@ class BayesianModel:
     SGLD, keeping ``num_draws`` draws in memory (or writing them to a ``run_dir``).
     ``predict`` averages the model's predictive over the draws (with per-draw
     outputs and central intervals on request); ``evaluate`` scores it (see the
-    example below).
+    example below). ``save`` keeps the posterior in a directory (``model.keras``, the
+    draws, a JSON manifest) that ``BayesianModel.load`` reads back in a new process.
 
     The posterior: ``log π(W) = log p(W) + Σ_i log p(y_i | f_W(x_i))``, an isotropic
     Gaussian prior ``N(0, prior_scale² I)`` on every trainable weight, the model run in
@@ -834,7 +850,9 @@ class BayesianModel:
             ``log σ`` for a learned Gaussian noise), each draw appended as it is
             kept, instead of keeping them in memory; ``predict`` and ``evaluate``
             then read them back a chunk at a time. It is created if missing; a
-            ``samples.h5`` in it that another writer made is refused.
+            ``samples.h5`` in it that another writer made is refused. When ``fit``
+            ends, the model and the manifest are written beside the draws (as
+            ``save`` writes them), so ``BayesianModel.load(run_dir)`` reopens the run.
             Default value: ``None`` (the draws in memory, ``draws``).
 
         Returns:
@@ -853,10 +871,13 @@ class BayesianModel:
         Warns:
           UserWarning: a sigmoid ending a ``"categorical"`` model, a callable positive
             on every example of real-valued labels, a stop request while sampling, a
-            learned Gaussian noise whose draws show that sampling has not converged.
+            learned Gaussian noise whose draws show that sampling has not converged
+            (draws of ``log σ`` too alike or drifting, a ``σ`` above the training
+            labels' standard deviation, or draws that fit the data far better than
+            the end of the MAP search).
         """
         t_start = time.perf_counter()
-        store = _draw_store(run_dir)
+        store = draw_store(run_dir)
         epochs = check_int(epochs, "epochs", 0)
         sample_epochs = (
             max(2, epochs)
@@ -1046,6 +1067,7 @@ class BayesianModel:
         mode = state["theta"]
         v = zeros
         map_losses: list[float] = []
+        label_moments: list = []  # [rows, Σ y, Σ y²] per block, per output coordinate
         probe_batches = []
         for block in self._blocks(source, prep, _CURVATURE_BATCHES):
             k0, count, xs, ys, masks = block
@@ -1057,6 +1079,10 @@ class BayesianModel:
             seeds = self._seeds(counter, count)
             (_, _, _, v), losses = self._run(sample_step, carry, zeros, block, hps, seeds)
             map_losses += losses.tolist()
+            if self._learn_noise:  # the labels' moments, for the noise's check
+                rows = np.asarray(ys, np.float64)[:count].reshape(count * bs, -1)
+                rows = rows[np.asarray(masks)[:count].reshape(-1) > 0]
+                label_moments += [rows.shape[0], rows.sum(0), np.square(rows).sum(0)]
         map_loss = float(np.mean(map_losses))
         v = np.asarray(v, np.float64)
         precision = self._n * bs * v  # the empirical Fisher information (per coordinate)
@@ -1092,12 +1118,13 @@ class BayesianModel:
             theta = mode
             draws: list[np.ndarray] = []  # in memory, or (with a store) the last few
             kept = 0
+            kept_losses: list[float] = []  # the losses of the steps after the burn-in
             if store is not None:
                 store.create(
                     [(sh, self._dtype.name) for sh in self._shapes],
                     {},
                     chunk_draws=16,
-                    attrs={"writer": _STORE_WRITER},
+                    attrs={"writer": STORE_WRITER},
                 )
             failed = ""
             s = 0
@@ -1122,6 +1149,7 @@ class BayesianModel:
                     if bad.size:
                         failed = f"loss {losses[bad[0]]:.3g} at sampling step {s + bad[0]}"
                         break
+                    kept_losses += losses[max(0, burn - s) :].tolist()
                     s += count
                     if s - 1 in keep:
                         kept += 1
@@ -1196,15 +1224,26 @@ class BayesianModel:
             )
         self.noise_scale_draws = None if log_sigma is None else np.exp(log_sigma)
         if log_sigma is not None:
-            self._check_noise_mixing(np.asarray(log_sigma, np.float64).reshape(-1))
+            log_sigma = np.asarray(log_sigma, np.float64).reshape(-1)
+            rows = sum(label_moments[0::3])
+            label_mean = sum(label_moments[1::3]) / rows
+            label_var = sum(label_moments[2::3]) / rows - label_mean**2
+            label_sd = math.sqrt(max(0.0, float(np.mean(label_var))))
+            # One warning at most: the first check that fails says why.
+            warned = self._check_noise_below_labels(log_sigma, label_sd)
+            warned = warned or self._check_noise_mixing(log_sigma)
+            if not warned:
+                self._check_map_reached(map_loss, kept_losses, epochs)
         self._write_back(mode, state["nt"])
         self.model.stop_training = False
         cb.on_train_end()
         self.history = history
         self.timings["total"] = time.perf_counter() - t_start
+        if store is not None:
+            self._keep_run_dir()
         return history
 
-    def _check_noise_mixing(self, log_sigma: np.ndarray) -> None:
+    def _check_noise_mixing(self, log_sigma: np.ndarray) -> bool:
         """Warn when the draws of a learned Gaussian noise show that the chain has not
         converged, so that the predictive intervals would be too narrow or too wide.
 
@@ -1216,13 +1255,13 @@ class BayesianModel:
         means differ by more than ``3s``, is a chain still drifting from its start.
         """
         if log_sigma.size < 4:
-            return
+            return False
         s = 1.0 / math.sqrt(2.0 * self._n * self._num_outputs)
         ratio = float(np.std(log_sigma)) / s
         half = log_sigma.size // 2
         drift = abs(float(np.mean(log_sigma[half:]) - np.mean(log_sigma[:half]))) / s
         if ratio >= 0.5 and not (ratio > 4.0 and drift > 3.0):
-            return
+            return False
         why = (
             f"they spread {ratio:.2g}x the posterior's sd 1/sqrt(2N) = {s:.3g}"
             if ratio < 0.5
@@ -1236,6 +1275,70 @@ class BayesianModel:
         )
         self.notes.append(message)
         warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
+        return True
+
+    def _check_noise_below_labels(self, log_sigma: np.ndarray, label_sd: float) -> bool:
+        """Warn when the learned noise exceeds the training labels' own spread: draws
+        whose residuals are wider than ``y`` around its mean predict it worse than that
+        constant does, so the chain has not reached the posterior's fit of the data
+        (a MAP search too short for the scale of ``y``, typically), and the predictive
+        intervals are too wide.
+
+        The test: ``mean(log σ) > log sd(y) + 3s``, with ``sd(y)`` pooled over the
+        output coordinates and ``s = 1/√(2NK)`` the posterior sd of ``log σ`` (see
+        ``_check_noise_mixing``). A model that explains nothing of ``y`` has
+        ``σ ≈ sd(y)`` and passes.
+        """
+        if log_sigma.size < 4 or not label_sd > 0:
+            return False
+        s = 1.0 / math.sqrt(2.0 * self._n * self._num_outputs)
+        if not float(np.mean(log_sigma)) > math.log(label_sd) + 3.0 * s:
+            return False
+        message = (
+            f"sampling has not converged: the learned noise scale (mean sigma "
+            f"{float(np.mean(np.exp(log_sigma))):.4g}) exceeds the standard deviation of the "
+            f"training labels ({label_sd:.4g}), so the draws predict `y` worse than its mean "
+            "does and the predictive intervals are too wide; raise `epochs` (or "
+            "`learning_rate`) so that the MAP search reaches the scale of `y`, or "
+            "standardise `y`"
+        )
+        self.notes.append(message)
+        warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
+        return True
+
+    def _check_map_reached(self, map_loss: float, losses: list[float], epochs: int) -> bool:
+        """Warn when the draws fit the data far better than the end of the MAP search
+        did: the search stopped short of the mode, the preconditioner and the step size
+        were measured away from it, and the draws (and a learned noise with them) are
+        not the posterior's. This is what a MAP search too short for the scale of
+        ``y`` gives (raw targets in the hundreds, fitted from zero-centred outputs).
+
+        Both losses are the mean negative log-likelihood per example in inference
+        mode: ``map_loss`` at the end of the MAP search, ``losses`` the sampler's steps
+        after the burn-in. Near a mode the draws' loss is *above* the mode's (by about
+        ``D/(2N)`` for ``D`` parameters). A loss below it by more than
+        ``3 (√(D/2)/N + SE)``, with ``√(D/2)`` the spread of the log-likelihood over a
+        Gaussian posterior and ``SE`` the standard error of the losses' mean, is a chain
+        that went on descending.
+        """
+        if epochs == 0 or len(losses) < 4:
+            return False  # no MAP search (sampling from the given weights): no comparison
+        arr = np.asarray(losses, np.float64)
+        dim = float(sum(self._sizes))
+        margin = 3.0 * (math.sqrt(dim / 2.0) / self._n + float(np.std(arr)) / math.sqrt(arr.size))
+        gap = map_loss - float(np.mean(arr))
+        if not gap > margin:
+            return False
+        message = (
+            f"sampling has not converged: the draws fit the training data far better than "
+            f"the end of the MAP search (loss {np.mean(arr):.4g} against {map_loss:.4g} per "
+            "example), so the MAP search stopped short of the mode and the step size, the "
+            "noise scale and the predictive intervals are unreliable; raise `epochs` (or "
+            "`learning_rate`), or standardise `y`"
+        )
+        self.notes.append(message)
+        warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
+        return True
 
     def _stiffest(self, theta: tf.Tensor, nt: list, precond: np.ndarray, batches: list) -> float:
         """The largest curvature ``λ_max`` of ``−log π`` in the preconditioned units
@@ -1534,6 +1637,178 @@ class BayesianModel:
         logs.update({f"val_{k}": v for k, v in metrics.items()})
         return logs
 
+    # -- keeping a posterior ------------------------------------------------------------ #
+    def save(self, path: str | os.PathLike) -> None:
+        """Keep the posterior in a directory that ``BayesianModel.load`` reads back, in
+        this process or another, to the same predictions.
+
+        The directory (created if missing; a model saved there before is replaced)
+        holds three files: ``model.keras``, the Keras model in Keras's own format
+        (``keras.saving.load_model`` reads it); ``samples.h5``, the draws (one dataset
+        ``samples/<i>`` ``[S, *shape]`` per trainable weight, then ``log σ`` for a
+        learned Gaussian noise, as ``fit(run_dir=...)`` writes them) and
+        ``statistics/<j>``, the non-trainable variables (BatchNormalization's
+        statistics) fixed while sampling; and ``bayesian_model.json``, the manifest
+        (format name and version, the likelihood, the constructor's arguments and what
+        ``fit`` chose: ``from_logits``, ``jit_compile``, the step size, the notes).
+
+        A callable likelihood is saved by the name it is registered under with
+        ``@keras.saving.register_keras_serializable()``; ``load`` looks the name up
+        again, so the loading process must define it too (as for a custom layer).
+
+        Args:
+          path: the directory.
+
+        Raises:
+          KerasSaveError: a callable likelihood that is not registered, a ``path`` that
+            is a file or holds a ``samples.h5`` that ``BayesianModel`` did not write;
+            a ``ValueError``.
+          ValueError: no draws yet (call ``fit`` first).
+        """
+        self._check_fitted()
+        likelihood = likelihood_entry(self.likelihood)
+        directory = prepare_directory(path)
+        in_place = (
+            self.run_dir is not None
+            and os.path.isdir(self.run_dir)
+            and os.path.samefile(self.run_dir, directory)
+        )
+        if not in_place:
+            write_draws(directory, self._draw_chunks(), self._shapes, self._dtype)
+        self._write_saved(directory, likelihood)
+
+    def _write_saved(self, directory: str, likelihood: Any) -> None:
+        """The model, the fixed statistics and (last) the manifest into ``directory``,
+        whose ``samples.h5`` holds the draws already."""
+        self.model.save(os.path.join(directory, MODEL_FILE))
+        write_statistics(directory, [np.asarray(v) for v in self._non_trainable])
+        write_manifest(
+            directory,
+            {
+                "likelihood": likelihood,
+                "settings": {
+                    "prior_scale": self.prior_scale,
+                    "noise_scale": self.noise_scale,
+                    "from_logits": self._from_logits_arg,
+                    "num_draws": self.num_draws,
+                    "learning_rate": self.learning_rate,
+                    "jit_compile": self._jit_arg,
+                    "steps_per_execution": self.steps_per_execution,
+                    "seed": self.seed,
+                },
+                "fit": {
+                    "from_logits": self.from_logits,
+                    "jit_compile": self.jit_compile,
+                    "step_size": self.step_size,
+                    "num_kept": self.num_kept,
+                    "num_examples": self._n,
+                    "num_outputs": self._num_outputs,
+                    "shapes": [list(sh) for sh in self._shapes],
+                    "dtype": self._dtype.name,
+                    "draws_in_memory": self.run_dir is None,
+                    "notes": list(self.notes),
+                    "timings": dict(self.timings),
+                },
+            },
+        )
+
+    def _keep_run_dir(self) -> None:
+        """After a ``run_dir`` fit: the model and the manifest beside the draws, so that
+        ``BayesianModel.load(run_dir)`` reopens the run; a note says why not if not."""
+        try:
+            likelihood = likelihood_entry(self.likelihood)
+        except KerasSaveError:
+            self.notes.append(
+                f"{self.run_dir} holds the draws but cannot be reopened by "
+                "BayesianModel.load: the likelihood is a callable that is not registered "
+                "with keras.saving.register_keras_serializable"
+            )
+            return
+        try:
+            self._write_saved(self.run_dir, likelihood)
+        except Exception as e:  # noqa: BLE001 - the draws are kept; a failed extra must not end fit
+            message = (
+                f"{self.run_dir} holds the draws but cannot be reopened by "
+                f"BayesianModel.load: saving the model failed ({type(e).__name__}: {e})"
+            )
+            self.notes.append(message)
+            warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> BayesianModel:
+        """A ``BayesianModel`` read back from a directory that ``save`` or
+        ``fit(..., run_dir=path)`` wrote: the same draws, Keras model, likelihood,
+        fixed statistics and settings, so ``predict`` and ``evaluate`` give what they
+        gave before saving. Draws that were in memory are read into memory; those of a
+        ``run_dir`` fit stay on disk and are read a chunk at a time (``run_dir`` is
+        ``path``). ``history`` is not kept.
+
+        Args:
+          path: the directory.
+
+        Returns:
+          The fitted ``BayesianModel``; ``fit`` on it starts a new fit.
+
+        Raises:
+          KerasSaveError: ``path`` is not a saved model (missing, no manifest), a file
+            in it is damaged, its format version is unknown, or its likelihood is
+            registered under a name this process has not registered; a ``ValueError``.
+        """
+        saved = read_saved(path)
+        settings, fit = saved.manifest["settings"], saved.manifest["fit"]
+        try:
+            bayes = cls(saved.model, saved.likelihood, **settings)
+            bayes.from_logits = fit["from_logits"]
+            bayes.jit_compile = fit["jit_compile"]
+            bayes.step_size = fit["step_size"]
+            bayes.num_kept = int(fit["num_kept"])
+            bayes._n = fit["num_examples"]
+            bayes._num_outputs = fit["num_outputs"]
+            bayes.notes = list(fit["notes"])
+            bayes.timings = dict(fit["timings"])
+            in_memory = bool(fit["draws_in_memory"])
+            dtype = np.dtype(fit["dtype"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise KerasSaveError(
+                f"{saved.directory!r} is not a readable saved BayesianModel: its manifest's "
+                f"settings are incomplete or invalid ({type(e).__name__}: {e}). Save the "
+                "model again with `bayes.save(path)`."
+            ) from None
+        if dtype != bayes._dtype:
+            raise KerasSaveError(
+                f"{saved.directory!r}: the draws are {dtype.name} but the saved model's "
+                f"weights are {bayes._dtype.name}; save the model again."
+            )
+        bayes._shapes = [tuple(int(d) for d in sh) for sh in fit["shapes"]]
+        bayes._sizes = [int(np.prod(sh)) for sh in bayes._shapes]
+        bayes._model_size = int(sum(bayes._sizes[: bayes._num_model_weights]))
+        bayes._non_trainable = [tf.convert_to_tensor(s) for s in saved.statistics]
+        if in_memory:
+            flat = read_draws(saved.directory, bayes._shapes, bayes.num_kept)
+            bayes._flat_draws = flat
+            splits = np.split(flat, np.cumsum(bayes._sizes)[:-1], axis=1)
+            parts = [c.reshape((flat.shape[0],) + sh) for c, sh in zip(splits, bayes._shapes)]
+            bayes.draws = parts[: bayes._num_model_weights]
+            bayes.run_dir = None
+        else:
+            bayes._flat_draws = None
+            bayes.run_dir = saved.directory
+        if bayes._learn_noise:
+            bayes.noise_scale_draws = np.exp(
+                np.concatenate([c[:, -1] for c in bayes._draw_chunks()])
+            )
+        return bayes
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise KerasSaveError(
+            "a BayesianModel cannot be pickled or copied (its Keras model and compiled "
+            "programs hold TensorFlow state): keep it with `bayes.save(path)` and read it "
+            "back with `BayesianModel.load(path)`."
+        )
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self.__reduce_ex__(None)
+
     def __repr__(self) -> str:
         lik = self.likelihood if isinstance(self.likelihood, str) else "callable"
         if not self.num_kept:
@@ -1571,31 +1846,6 @@ def _mixture_quantile(means: np.ndarray, sigmas: np.ndarray, q: float) -> np.nda
         if np.all(hi - lo <= 4 * np.finfo(np.float64).eps * np.maximum(1.0, np.abs(mid))):
             break
     return 0.5 * (lo + hi)
-
-
-def _draw_store(run_dir: Any) -> SampleStore | None:
-    """The sample store ``fit`` writes the draws to in ``run_dir`` (``None``: in memory)."""
-    if run_dir is None:
-        return None
-    if not isinstance(run_dir, (str, os.PathLike)):
-        raise ValueError(f"`run_dir` must be a path, got {type(run_dir).__name__}.")
-    run_dir = os.fspath(run_dir)
-    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
-        raise ValueError(f"`run_dir` = {run_dir!r} is a file, not a directory.")
-    path = os.path.join(run_dir, SAMPLES_FILE)
-    if os.path.exists(path):
-        try:
-            with h5py.File(path, "r") as f:
-                writer = f.attrs.get("writer")
-        except OSError:
-            writer = None
-        if writer != _STORE_WRITER:
-            raise ValueError(
-                f"`run_dir` = {run_dir!r} holds a {SAMPLES_FILE} that BayesianModel.fit did "
-                "not write (a driver run?): pass another directory."
-            )
-    os.makedirs(run_dir, exist_ok=True)
-    return SampleStore(path)
 
 
 def _pair(data: Any, name: str) -> tuple[Any, Any]:
