@@ -26,7 +26,9 @@ from tfp_sgmcmc.keras._inputs import (
     check_finite,
     check_numeric_labels,
     class_ids,
+    class_weight_table,
     num_rows,
+    split_validation,
     take,
     to_host,
 )
@@ -292,6 +294,7 @@ class BayesianModel:
         self.timings: dict[str, float] = {}
         self.history: Any = None
         self._non_trainable: list[tf.Tensor] | None = None
+        self._class_table: np.ndarray | None = None
 
     # -- the likelihood ------------------------------------------------------------ #
     def _labels(self, y: Any) -> Any:
@@ -364,13 +367,22 @@ class BayesianModel:
         return tf.concat([tf.reshape(tf.cast(p, self._dtype), [-1]) for p in parts], 0)
 
     def _log_post(self, theta, nt, x, y, mask, n, training: bool):
-        """``N · (masked minibatch mean log-likelihood) + log p(θ)``, the mean, new statistics."""
+        """``N · (weighted minibatch mean log-likelihood) + log p(θ)``, the mean, new
+        statistics.
+
+        ``mask`` holds each row's weight ``w_i >= 0`` (1 without sample weights) and
+        ``−1`` on padding rows: the mean is ``Σ_i w_i log p(y_i | x_i) / n`` over the
+        ``n`` real rows (zero-weight rows counted, as Keras's loss counts them), so
+        ``N`` times it estimates ``Σ_i w_i log p(y_i | x_i)`` without bias."""
         kwargs = {"training": training} if self._call_kwargs_ok else {}
         parts = self._parts(theta)
         nw = self._num_model_weights
         out, new_nt = self.model.stateless_call(parts[:nw], nt, x, **kwargs)
-        ll = self._log_lik(y, self._cast_outputs(out), parts[nw:]) * mask
-        mean_ll = tf.reduce_sum(ll) / tf.reduce_sum(mask)
+        ll = self._log_lik(y, self._cast_outputs(out), parts[nw:])
+        w = tf.cast(mask, ll.dtype)
+        # where, not a product: a zero weight drops even an example of log-likelihood -inf.
+        ll = tf.where(w > 0, ll * w, tf.zeros_like(ll))
+        mean_ll = tf.reduce_sum(ll) / tf.reduce_sum(tf.cast(w >= 0, ll.dtype))
         prior = -0.5 * tf.reduce_sum(tf.square(theta[: self._model_size])) / self.prior_scale**2
         return n * mean_ll + prior, mean_ll, new_nt
 
@@ -487,10 +499,11 @@ class BayesianModel:
         )
 
     def _feed(
-        self, xb: Any, yb: Any, batch_size: int, prepared: bool = False
+        self, xb: Any, yb: Any, batch_size: int, prepared: bool = False, wb: Any = None
     ) -> tuple[Any, Any, np.ndarray]:
         """A host batch cast, its labels converted (unless ``prepared``), padded to
-        ``batch_size`` with a mask."""
+        ``batch_size`` with a mask of row weights (``wb``, times the class weights;
+        ``−1`` on padding rows, see ``_log_post``)."""
         rows = num_rows(xb)
         if rows > batch_size:
             raise ValueError(
@@ -502,12 +515,19 @@ class BayesianModel:
         if not prepared:  # arrays were checked once in `fit`
             check_finite(x, "x")
             check_finite(y, "y")
-        mask = np.ones(batch_size, self._dtype)
+        mask = np.full(batch_size, -1.0, self._dtype)
+        mask[:rows] = self._row_weights(y, wb, rows)
         if rows < batch_size:
             idx = np.concatenate([np.arange(rows), np.zeros(batch_size - rows, np.int64)])
             x, y = take(x, idx), take(y, idx)
-            mask[rows:] = 0
         return x, y, mask
+
+    def _row_weights(self, y: Any, wb: Any, rows: int) -> np.ndarray:
+        """Each row's weight: its sample weight (1 without) times its class's weight."""
+        w = np.ones(rows) if wb is None else np.asarray(wb, np.float64).reshape(rows)
+        if self._class_table is not None:
+            w = w * self._class_table[np.asarray(y).astype(np.int64).reshape(rows)]
+        return w
 
     def _stack(
         self, group: list, batch_size: int, prepared: bool, source: Source
@@ -518,13 +538,13 @@ class BayesianModel:
         k = self._k
         if prepared:
             idx = np.zeros((k, batch_size), np.int64)
-            masks = np.zeros((k, batch_size), self._dtype)
+            masks = np.full((k, batch_size), -1.0, self._dtype)
             for j, ix in enumerate(group):
                 idx[j, : len(ix)] = ix
-                masks[j, : len(ix)] = 1
+                masks[j, : len(ix)] = 1 if source.w is None else source.w[ix]
             xs = tf.nest.map_structure(lambda a: a[idx], source.x)
             return xs, source.y[idx], masks
-        fed = [self._feed(xb, yb, batch_size) for xb, yb in group]
+        fed = [self._feed(item[0], item[1], batch_size, wb=item[2]) for item in group]
         fed += [fed[0]] * (k - len(fed))
         xs = tf.nest.map_structure(lambda *a: np.stack(a), *[f[0] for f in fed])
         return xs, np.stack([f[1] for f in fed]), np.stack([f[2] for f in fed])
@@ -748,7 +768,8 @@ class BayesianModel:
             0,
             min(self._k, 4),
             *tf.nest.map_structure(
-                tf.convert_to_tensor, self._stack([(xb, yb)], source.batch_size, False, source)
+                tf.convert_to_tensor,
+                self._stack([(xb, yb, None)], source.batch_size, False, source),
             ),
         )
         per_step = {}
@@ -793,6 +814,10 @@ class BayesianModel:
         verbose: int = 1,
         shuffle: bool = True,
         run_dir: str | os.PathLike | None = None,
+        sample_weight: Any = None,
+        class_weight: dict[int, float] | None = None,
+        validation_split: float | None = None,
+        initial_epoch: int = 0,
     ) -> Any:
         """Find the MAP, set the sampler from the posterior at it, and sample.
 
@@ -836,6 +861,28 @@ class BayesianModel:
             then read them back a chunk at a time. It is created if missing; a
             ``samples.h5`` in it that another writer made is refused.
             Default value: ``None`` (the draws in memory, ``draws``).
+          sample_weight: per-example weights ``w_i >= 0`` ``[N]`` for array inputs (a
+            dataset yields ``(x, y, sample_weight)`` triples instead), as in
+            ``model.fit``. Each multiplies its example's log-likelihood:
+            ``log π(W) = log p(W) + Σ_i w_i log p(y_i | f_W(x_i))``, so a weight is a
+            count (weight 2 is the example seen twice; the posterior narrows as with
+            more data) or a tempering of that example; 0 drops it. They do not
+            rescale to sum to ``N``. Default value: ``None`` (all 1).
+          class_weight: ``{class id: weight}`` for ``"categorical"`` and
+            ``"bernoulli"``: each example's log-likelihood is multiplied by its
+            class's weight (times its ``sample_weight``), classes not named weigh 1,
+            as in ``model.fit``. Default value: ``None``.
+          validation_split: a fraction in ``(0, 1)`` of array inputs held out as
+            validation data: the last ``N - floor(N (1 - fraction))`` rows, before
+            shuffling, as Keras does (arrays only; ignored when ``validation_data``
+            is given, as in Keras). Default value: ``None``.
+          initial_epoch: the MAP epoch to start at, to resume a MAP search (a model
+            trained for that many epochs already): the search runs epochs
+            ``initial_epoch .. epochs - 1`` (numbered so for the callbacks, with a
+            fresh Adam), then sampling runs its ``sample_epochs``, numbered on from
+            the last MAP epoch. Sampling always starts afresh from the MAP; at most
+            ``epochs`` (``epochs`` itself: sample around the model's current
+            weights). Default value: ``0``.
 
         Returns:
           The ``keras.callbacks.History`` of the run (``loss`` is the mean negative
@@ -868,21 +915,53 @@ class BayesianModel:
             steps_per_epoch = check_int(steps_per_epoch, "steps_per_epoch", 1)
         if num_examples is not None:
             num_examples = check_int(num_examples, "num_examples", 1)
+        initial_epoch = check_int(initial_epoch, "initial_epoch", 0)
+        if initial_epoch > epochs:
+            raise ValueError(
+                f"`initial_epoch` ({initial_epoch}) counts the MAP epochs done already and "
+                f"must be at most `epochs` ({epochs}); sampling cannot be resumed, it "
+                "restarts from the MAP."
+            )
+        if class_weight is not None and self.likelihood not in ("categorical", "bernoulli"):
+            lik = self.likelihood if isinstance(self.likelihood, str) else "a callable"
+            raise ValueError(
+                f"`class_weight` weighs classes, but likelihood={lik!r} has none (a "
+                "regression or a likelihood of your own): pass `sample_weight` instead."
+            )
+        self._class_table = None
+        if validation_split is not None and validation_data is None:
+            (x, y, sample_weight), validation_data = split_validation(
+                x, y, sample_weight, validation_split
+            )
         self.notes = []
         self.timings = {}
         self._non_trainable = None
         self._forward_fn = None
-        source = Source(x, y, batch_size, steps_per_epoch, num_examples, shuffle, self.seed)
+        source = Source(
+            x,
+            y,
+            batch_size,
+            steps_per_epoch,
+            num_examples,
+            shuffle,
+            self.seed,
+            sample_weight=sample_weight,
+        )
         self.notes += source.notes
         self._n = source.num_examples
         xb, yb = source.first()
         self._setup(xb, yb, verbose)
+        if class_weight is not None:
+            classes = self._num_outputs if self.likelihood == "categorical" else 2
+            self._class_table = class_weight_table(class_weight, classes)
         prep = source.dataset is None
         if prep:  # arrays: cast and convert the labels once, not per batch
             source.x = to_host(source.x, self._dtype)
             source.y = self._labels(source.y)
             check_finite(source.x, "x")
             check_finite(source.y, "y")
+            if self._class_table is not None:
+                source.w = self._row_weights(source.y, source.w, len(source.y))
         val = None
         if validation_data is not None:
             vx, vy = (
@@ -935,6 +1014,7 @@ class BayesianModel:
                 val=val,
                 prep=prep,
                 epochs=epochs,
+                initial_epoch=initial_epoch,
                 sample_epochs=sample_epochs,
                 train_mode=train_mode,
                 verbose=verbose,
@@ -958,6 +1038,7 @@ class BayesianModel:
         val: tuple[Any, Any] | None,
         prep: bool,
         epochs: int,
+        initial_epoch: int,
         sample_epochs: int,
         train_mode: bool,
         verbose: int,
@@ -984,7 +1065,9 @@ class BayesianModel:
         t0 = time.perf_counter()
         step = self._program(train_mode, self.jit_compile)
         t = 0
-        for epoch in range(epochs):
+        epoch0 = initial_epoch  # the first sampling epoch's number
+        for epoch in range(initial_epoch, epochs):
+            epoch0 = epoch + 1
             cb.on_epoch_begin(epoch)
             logs = {}
             total_loss, done = 0.0, 0
@@ -1079,7 +1162,6 @@ class BayesianModel:
         total = sample_epochs * source.steps
         burn = int(_SAMPLE_BURN_IN * total)
         keep = set(np.unique(np.linspace(burn, total - 1, self.num_draws).round().astype(int)))
-        epoch0 = epoch + 1 if epochs else 0
         stop_ignored = False
         for _attempt in range(4):
             self.step_size = eps
@@ -1268,7 +1350,7 @@ class BayesianModel:
         momenta = [lyr.momentum for lyr in self._batchnorm]
         batches = 0
         try:
-            for k, (xb, _) in enumerate(source.epoch(_BN_BATCHES)):
+            for k, (xb, *_) in enumerate(source.epoch(_BN_BATCHES)):
                 for lyr in self._batchnorm:
                     lyr.momentum = k / (k + 1)
                 self.model(to_host(xb, self._dtype), training=True)
@@ -1533,6 +1615,61 @@ class BayesianModel:
         logs = {"val_loss": metrics.pop("nll")}
         logs.update({f"val_{k}": v for k, v in metrics.items()})
         return logs
+
+    def summary(self, print_fn: Callable[[str], Any] | None = None, **kwargs: Any) -> None:
+        """The Keras model's summary (``model.summary(print_fn=print_fn, **kwargs)``),
+        then the posterior's settings: the likelihood, the prior, the draws and the
+        sampler (its step size and XLA choice once fitted).
+
+        Args:
+          print_fn: called with the settings' text (and passed on to Keras's
+            ``summary``). Default value: ``None`` (``print``).
+          **kwargs: passed on to ``keras.Model.summary`` (``line_length``,
+            ``expand_nested``, ``show_trainable``...).
+        """
+        self.model.summary(print_fn=print_fn, **kwargs)
+        (print_fn or print)("\n".join(self._settings()))
+
+    def _settings(self) -> list[str]:
+        """The posterior's settings, one line each, for ``summary``."""
+        lik = self.likelihood
+        if callable(lik):
+            lik_text = (
+                f"callable {getattr(lik, '__name__', type(lik).__name__)} (y, outputs) -> [n]"
+            )
+        elif lik == "gaussian":
+            noise = (
+                f"noise scale {self.noise_scale:g}"
+                if self.noise_scale is not None
+                else "noise scale learned (flat prior on log sigma, sampled with the weights)"
+            )
+            lik_text = f"gaussian, {noise}"
+        else:
+            logits = self.from_logits if self.num_kept else self._from_logits_arg
+            read = {None: "logits or probabilities (detected by fit)", True: "logits"}
+            lik_text = f"{lik}, outputs read as {read.get(logits, 'probabilities')}"
+        size = sum(int(np.prod(v.shape)) for v in self.model.trainable_variables)
+        lines = [
+            "BayesianModel posterior",
+            f"  likelihood: {lik_text}",
+            f"  prior: N(0, {self.prior_scale:g}^2) on each of the {size:,} trainable weights",
+        ]
+        if not self.num_kept:
+            lines.append(f"  draws: {self.num_draws} to keep (not fitted yet)")
+        else:
+            where = f"in {self.run_dir}" if self.run_dir is not None else "in memory"
+            lines.append(f"  draws: {self.num_kept} kept of {self.num_draws} asked, {where}")
+        sampler = (
+            "preconditioned SGLD (diagonal preconditioner from the gradient second "
+            "moments at the MAP)"
+        )
+        if self.step_size is not None:
+            sampler += (
+                f", step size {self.step_size:.3g}, XLA {'on' if self.jit_compile else 'off'}"
+            )
+        lines.append(f"  sampler: {sampler}, seed {self.seed}")
+        lines.append(f"  MAP search: Adam, learning rate {self.learning_rate:g}")
+        return lines
 
     def __repr__(self) -> str:
         lik = self.likelihood if isinstance(self.likelihood, str) else "callable"
