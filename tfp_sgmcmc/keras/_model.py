@@ -51,6 +51,10 @@ _MAX_STEPS_PER_CALL = 32
 _BLOCK_BYTES = 32 * 2**20
 #: Bytes of draws ``predict`` and ``evaluate`` read at a time from a run directory.
 _READ_BYTES = 64 * 2**20
+#: Bytes of stacked weights and activations one batched forward call over draws may
+#: take, and the activations per example assumed when the layers' shapes are unknown.
+_PREDICT_BYTES = 256 * 2**20
+_ACTIVATIONS_UNKNOWN = 16384
 #: The ``writer`` attribute of a run directory's ``samples.h5`` written by ``fit``.
 _STORE_WRITER = "tfp_sgmcmc.keras.BayesianModel"
 #: Power iterations (one minibatch Hessian-vector product each) for the stiffest curvature.
@@ -1369,25 +1373,49 @@ class BayesianModel:
         if not self.num_kept:
             raise ValueError("call `fit` first: the model has no posterior draws yet.")
 
-    def _draw_chunks(self) -> Any:
-        """The draws as flat parameter vectors ``[c, D]``, a chunk of at most
-        ``_READ_BYTES`` at a time: from memory, or read from the run directory."""
+    def _draw_chunks(self, indices: np.ndarray | None = None) -> Any:
+        """The draws (those at the increasing ``indices``, else all) as flat parameter
+        vectors ``[c, D]``, a chunk of at most ``_READ_BYTES`` at a time: from memory,
+        or read from the run directory."""
         max_bytes = _READ_BYTES
         if self.run_dir is None:
             step = max(1, max_bytes // max(1, self._flat_draws[0].nbytes))
-            for a in range(0, self.num_kept, step):
-                yield self._flat_draws[a : a + step]
+            rows = np.arange(self.num_kept) if indices is None else indices
+            for a in range(0, len(rows), step):
+                yield self._flat_draws[rows[a : a + step]]
             return
         path = os.path.join(self.run_dir, SAMPLES_FILE)
         step = max(1, max_bytes // (sum(self._sizes) * self._dtype.itemsize))
         with h5py.File(path, "r") as f:
             parts = [f["samples"][str(i)] for i in range(len(self._sizes))]
             n = min(ds.shape[0] for ds in parts)
-            for a in range(0, n, step):
-                b = min(n, a + step)
-                yield np.concatenate([ds[a:b].reshape(b - a, -1) for ds in parts], axis=1)
+            rows = np.arange(n) if indices is None else indices
+            for a in range(0, len(rows), step):
+                sel = rows[a : a + step]
+                # A contiguous slice when the rows are (fast); else h5py's point selection.
+                pick = slice(sel[0], sel[-1] + 1) if sel[-1] - sel[0] == len(sel) - 1 else sel
+                yield np.concatenate([ds[pick].reshape(len(sel), -1) for ds in parts], axis=1)
+
+    def _draw_indices(self, num_draws: int | None) -> np.ndarray | None:
+        """The draws ``predict`` and ``evaluate`` use: ``num_draws`` evenly thinned
+        from the kept ones, the last included (``None``: all of them)."""
+        if num_draws is None:
+            return None
+        num_draws = check_int(num_draws, "num_draws", 1)
+        if num_draws > self.num_kept:
+            raise ValueError(
+                f"`num_draws` ({num_draws}) is more than the {self.num_kept} draws kept: pass "
+                f"at most {self.num_kept}, or None for all of them."
+            )
+        # Spaced back from the last draw, so that one draw is the last (not the first).
+        last = self.num_kept - 1
+        return np.unique(np.linspace(last, 0, num_draws).round().astype(np.int64))
 
     def _forward(self) -> Any:
+        """``θ [k, D], statistics, x [b, ...] -> outputs [k, b, ...]``: the model in
+        inference mode for ``k`` draws at once, one compiled call vectorised over the
+        stacked draws (``tf.vectorized_map``: a batched matrix product, or a
+        convolution per draw, in place of ``k`` calls)."""
         if self._forward_fn is None:
             model = self.model
             kwargs = {"training": False} if self._call_kwargs_ok else {}
@@ -1395,12 +1423,38 @@ class BayesianModel:
             nw = self._num_model_weights
 
             @tf.function(jit_compile=bool(self.jit_compile), reduce_retracing=True, autograph=False)
-            def forward(theta, nt, x):
-                out, _ = model.stateless_call(self._parts(theta)[:nw], nt, x, **kwargs)
-                return self._cast_outputs(out)
+            def forward(thetas, nt, x):
+                def one(theta: tf.Tensor) -> Any:
+                    out, _ = model.stateless_call(self._parts(theta)[:nw], nt, x, **kwargs)
+                    return self._cast_outputs(out)
+
+                return tf.vectorized_map(one, thetas, fallback_to_while_loop=True)
 
             self._forward_fn = _Concrete(forward)
         return self._forward_fn
+
+    def _draws_per_call(self, rows: int, total: int) -> int:
+        """Draws per forward call: as many as keep the stacked weights and the
+        activations of ``rows`` examples per draw under ``_PREDICT_BYTES``, at most
+        ``total``."""
+        item = self._dtype.itemsize
+        per_draw = rows * self._activation_size() * item + sum(self._sizes) * item
+        return int(min(total, max(1, _PREDICT_BYTES // max(1, per_draw))))
+
+    def _activation_size(self) -> int:
+        """Numbers one example makes through the model's layers (their outputs' sizes
+        summed), read from the layers' output shapes; ``_ACTIVATIONS_UNKNOWN`` when
+        they are not known (a subclassed model)."""
+        total = 0
+        for layer in _sublayers(self.model):
+            try:
+                shape = layer.output.shape
+            except (AttributeError, ValueError):
+                return _ACTIVATIONS_UNKNOWN
+            if any(d is None for d in shape[1:]):
+                return _ACTIVATIONS_UNKNOWN
+            total += int(np.prod(shape[1:]))
+        return max(total, 1)
 
     def _batches(self, x: Any, y: Any, batch_size: int, labelled: bool) -> Any:
         if isinstance(x, tf.data.Dataset):
@@ -1429,12 +1483,20 @@ class BayesianModel:
             yield take(xs, idx), (None if y is None else y[idx])
 
     def _outputs(
-        self, draws: Sequence[Any] | None, x: Any, y: Any, batch_size: int, labelled: bool
+        self,
+        draws: Sequence[Any] | None,
+        x: Any,
+        y: Any,
+        batch_size: int,
+        labelled: bool,
+        indices: np.ndarray | None = None,
     ) -> tuple[np.ndarray, Any, np.ndarray | None]:
-        """Raw outputs ``[S, n, ...]`` of the given draws (flat ``θ``; ``None``: every
-        draw of the fit, read a chunk at a time), the labels in order, and each draw's
-        ``log σ`` for a learned Gaussian noise (else ``None``). The inputs are read once
-        (a dataset is iterated once) and kept for the passes over the draw chunks."""
+        """Raw outputs ``[S, n, ...]`` of the given draws (flat ``θ``; ``None``: the
+        fit's draws at ``indices``, or all, read a chunk at a time), the labels in
+        order, and each draw's ``log σ`` for a learned Gaussian noise (else ``None``).
+        The inputs are read once (a dataset is iterated once) and kept for the passes
+        over the draws, which run ``_draws_per_call`` draws per compiled call (the
+        last group padded with copies of its last draw, so one program serves all)."""
         forward = self._forward()
         nt = self._non_trainable
         xs, ys = [], []
@@ -1444,14 +1506,27 @@ class BayesianModel:
                 ys.append(yb)
         if not xs:
             raise ValueError("`x` is empty.")
+        if draws is not None:
+            chunks: Any = [np.stack([np.asarray(d, self._dtype) for d in draws])]
+            total = len(draws)
+        else:
+            chunks = self._draw_chunks(indices)
+            total = self.num_kept if indices is None else len(indices)
+        per_call = self._draws_per_call(num_rows(xs[0]), total)
         outs, log_sigma = [], []
-        for chunk in self._draw_chunks() if draws is None else [draws]:
-            for theta in chunk:
-                th = tf.convert_to_tensor(np.asarray(theta))
-                outs.append(np.concatenate([np.asarray(forward(th, nt, xb)) for xb in xs]))
-                log_sigma.append(float(theta[-1]))
+        for chunk in chunks:
+            for a in range(0, len(chunk), per_call):
+                group = np.asarray(chunk[a : a + per_call], self._dtype)
+                k = len(group)
+                if k < per_call:
+                    group = np.concatenate([group, np.repeat(group[-1:], per_call - k, 0)])
+                th = tf.convert_to_tensor(group)
+                outs.append(
+                    np.concatenate([np.asarray(forward(th, nt, xb))[:k] for xb in xs], axis=1)
+                )
+                log_sigma += group[:k, -1].astype(np.float64).tolist()
         ls = np.array(log_sigma) if self._learn_noise else None
-        return np.stack(outs), (np.concatenate(ys) if ys else None), ls
+        return np.concatenate(outs), (np.concatenate(ys) if ys else None), ls
 
     def _transform(self, out: np.ndarray) -> np.ndarray:
         """Per-draw predictive from raw outputs: probabilities or the mean."""
@@ -1472,6 +1547,7 @@ class BayesianModel:
         return_draws: bool = False,
         return_std: bool = False,
         interval: float | None = None,
+        num_draws: int | None = None,
     ) -> Any:
         """The posterior-predictive mean over the draws, and optionally its spread.
 
@@ -1490,7 +1566,10 @@ class BayesianModel:
           ``√(Var_s μ_s + mean_s σ_s²)``;
         * ``return_draws`` gives the ``p_s`` themselves, ``[S, n, ...]``.
 
-        With a ``run_dir`` fit, the draws are read back a chunk at a time.
+        The forward passes of several draws run in one compiled call, vectorised
+        over the stacked draws (as many draws per call as keep the stacked weights
+        and activations under 256 MiB); with a ``run_dir`` fit, the draws are read
+        back a chunk at a time.
 
         Args:
           x: inputs (arrays or a dataset; a dataset of ``(x, y)`` pairs is read for
@@ -1502,6 +1581,9 @@ class BayesianModel:
             only). Default value: ``False``.
           interval: a level ``c`` in ``(0, 1)`` to also return the lower and upper
             ends of the central interval. Default value: ``None``.
+          num_draws: use this many of the draws, evenly thinned from the kept ones
+            (the last included), for a cheaper prediction. Default value: ``None``
+            (all of them).
 
         Returns:
           Class probabilities ``[n, K]`` (``"categorical"``), ``p(y = 1)`` in the
@@ -1525,7 +1607,10 @@ class BayesianModel:
             ):
                 raise ValueError(f"`interval` must be a level in (0, 1), got {interval!r}.")
             interval = float(interval)
-        out, _, log_sigma = self._outputs(None, x, None, batch_size, labelled=False)
+        indices = self._draw_indices(num_draws)
+        out, _, log_sigma = self._outputs(
+            None, x, None, batch_size, labelled=False, indices=indices
+        )
         per_draw = self._transform(out.astype(np.float64))
         mean = per_draw.mean(0)
         result: list[Any] = [mean]
@@ -1549,9 +1634,16 @@ class BayesianModel:
         return result[0] if len(result) == 1 else tuple(result)
 
     def _metrics(
-        self, draws: Sequence[Any] | None, x: Any, y: Any, batch_size: int
+        self,
+        draws: Sequence[Any] | None,
+        x: Any,
+        y: Any,
+        batch_size: int,
+        indices: np.ndarray | None = None,
     ) -> dict[str, float]:
-        out, labels, log_sigma = self._outputs(draws, x, y, batch_size, labelled=True)
+        out, labels, log_sigma = self._outputs(
+            draws, x, y, batch_size, labelled=True, indices=indices
+        )
         yy = self._labels(labels)
         ll = np.stack(
             [
@@ -1582,13 +1674,17 @@ class BayesianModel:
             return {"rmse": float(np.sqrt(np.mean(err**2))), "nll": nll}
         return {"nll": nll}
 
-    def evaluate(self, x: Any, y: Any = None, *, batch_size: int = 1024) -> dict[str, float]:
+    def evaluate(
+        self, x: Any, y: Any = None, *, batch_size: int = 1024, num_draws: int | None = None
+    ) -> dict[str, float]:
         """Scores of the posterior predictive on labelled data.
 
         Args:
           x: inputs, or a dataset of ``(x, y)`` pairs.
           y: labels for array inputs. Default value: ``None``.
           batch_size: rows per forward pass. Default value: ``1024``.
+          num_draws: use this many of the draws, evenly thinned from the kept ones
+            (the last included). Default value: ``None`` (all of them).
 
         Returns:
           ``{"accuracy", "nll", "ece"}`` for classification (ECE with 10 equal-width
@@ -1597,7 +1693,7 @@ class BayesianModel:
           predictive density ``(1/S) Σ_s p(y_i | x_i, W_s)``.
         """
         self._check_fitted()
-        return self._metrics(None, x, y, batch_size)
+        return self._metrics(None, x, y, batch_size, indices=self._draw_indices(num_draws))
 
     def _validation_logs(self, val: tuple[Any, Any], draws: Sequence[Any]) -> dict:
         if len(draws) > _VALIDATION_DRAWS:
