@@ -1,6 +1,6 @@
 """``BayesianModel.predict`` and ``evaluate`` run the draws' forward passes batched:
-several draws per compiled call (vectorised over the stacked draws), with ``num_draws=``
-to use an evenly thinned subset.
+several draws per compiled call (a loop over the stacked draws inside the program), with
+``num_draws=`` to use an evenly thinned subset.
 
 The reference is Keras itself: each draw's weights (and the fixed BatchNormalization
 statistics) assigned to the model's variables and ``model(x, training=False)`` called,
@@ -78,8 +78,8 @@ def test_batched_draws_give_keras_predictions_in_one_call(fitted, monkeypatch):
     monkeypatch.setattr(keras_model_module, "_PREDICT_BYTES", 1)
     _, draws_one = bayes.predict(x[:50], return_draws=True, batch_size=20)
     np.testing.assert_allclose(draws_one, want, rtol=1e-5, atol=1e-7)
-    monkeypatch.setattr(keras_model_module, "_PREDICT_BYTES", 50 * 4 * 4 * 40)
-    assert 1 < bayes._draws_per_call(50, 9) < 9
+    monkeypatch.setattr(keras_model_module, "_PREDICT_BYTES", 4000)
+    assert bayes._draws_per_call(50, 9) == 4  # groups of 4, 4 and 1 (padded to 4)
     _, draws_some = bayes.predict(x[:50], return_draws=True)
     np.testing.assert_allclose(draws_some, want, rtol=1e-5, atol=1e-7)
 
@@ -118,9 +118,9 @@ def test_num_draws_reads_the_thinned_draws_from_a_run_dir(fitted, tmp_path, monk
     bayes, x, y = fitted
     disk = BayesianModel(bayes.model, num_draws=9, learning_rate=0.02, jit_compile=False)
     keras.utils.set_random_seed(0)
-    disk.fit(x, y, batch_size=60, epochs=0, sample_epochs=1, verbose=0, run_dir=tmp_path)
+    disk.fit(x, y, batch_size=10, epochs=0, sample_epochs=1, verbose=0, run_dir=tmp_path)
     memory = BayesianModel(bayes.model, num_draws=9, learning_rate=0.02, jit_compile=False)
-    memory.fit(x, y, batch_size=60, epochs=0, sample_epochs=1, verbose=0)
+    memory.fit(x, y, batch_size=10, epochs=0, sample_epochs=1, verbose=0)
     monkeypatch.setattr(keras_model_module, "_READ_BYTES", 1)  # one draw per read
     for k in (2, 5, None):
         np.testing.assert_allclose(
