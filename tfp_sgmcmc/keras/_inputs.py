@@ -4,6 +4,7 @@ source ``BayesianModel.fit`` feeds its compiled steps from."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,11 @@ __all__ = [
     "cast_floating",
     "check_finite",
     "check_numeric_labels",
+    "check_sample_weight",
     "class_ids",
+    "class_weight_table",
     "num_rows",
+    "split_validation",
     "take",
     "to_host",
 ]
@@ -191,11 +195,106 @@ def take(x: Any, idx: np.ndarray) -> Any:
     return tf.nest.map_structure(lambda a: a[idx], x)
 
 
+def check_sample_weight(w: Any, n: int, name: str = "sample_weight") -> np.ndarray:
+    """Per-example weights ``[n]`` as float64: finite and ``>= 0``, else a
+    ``KerasDataError`` naming ``name`` and the first bad row."""
+    try:
+        w = np.asarray(w, np.float64)
+    except (TypeError, ValueError) as e:
+        raise KerasDataError(f"`{name}` must be numbers, one weight per example: {e}") from e
+    if w.ndim == 2 and w.shape[1] == 1:
+        w = w[:, 0]
+    if w.ndim != 1 or w.shape[0] != n:
+        raise KerasDataError(
+            f"`{name}` has shape {w.shape}; it must hold one weight per example, shape [{n}]."
+        )
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise KerasDataError(
+            f"`{name}` holds {int(bad.sum())} negative or non-finite weight(s) (row {row}: "
+            f"{w[row]}): a weight multiplies an example's log-likelihood and must be a "
+            "finite number >= 0 (0 drops the example)."
+        )
+    return w
+
+
+def class_weight_table(class_weight: Any, num_classes: int) -> np.ndarray:
+    """``class_weight`` (a dict class id -> weight) as a table ``[num_classes]``, the
+    classes it does not name weighted 1, as Keras does; a ``KerasDataError`` for keys
+    that are not class ids of the model or weights that are negative or non-finite."""
+    if not isinstance(class_weight, dict):
+        raise KerasDataError(
+            f"`class_weight` must be a dict {{class id: weight}}, got "
+            f"{type(class_weight).__name__}."
+        )
+    table = np.ones(num_classes, np.float64)
+    for key, value in class_weight.items():
+        if isinstance(key, bool) or not isinstance(key, (int, np.integer)):
+            raise KerasDataError(
+                f"`class_weight` keys must be integer class ids, got {key!r}: map class "
+                "names to their ids first."
+            )
+        if not 0 <= int(key) < num_classes:
+            raise KerasDataError(
+                f"`class_weight` names class {key}, outside the model's classes [0, {num_classes})."
+            )
+        try:
+            weight = float(value)
+        except (TypeError, ValueError):
+            weight = math.nan
+        if not (math.isfinite(weight) and weight >= 0):
+            raise KerasDataError(
+                f"`class_weight[{key}]` is {value!r}: a class weight must be a finite number >= 0."
+            )
+        table[int(key)] = weight
+    return table
+
+
+def split_validation(
+    x: Any, y: Any, sample_weight: Any, fraction: float
+) -> tuple[tuple[Any, Any, Any], tuple[Any, Any]]:
+    """``(x, y, sample_weight)`` for training and ``(x, y)`` for validation: the last
+    ``fraction`` of the rows held out, before any shuffling, as Keras's
+    ``validation_split`` does (the first ``floor(N (1 - fraction))`` rows train)."""
+    if isinstance(x, tf.data.Dataset):
+        raise KerasDataError(
+            "`validation_split` needs arrays, not a tf.data dataset (whose rows cannot be "
+            "split without reading them): pass `validation_data=` (a dataset or (x, y)) "
+            "instead, as with Keras's fit."
+        )
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, (int, float))
+        or not 0.0 < float(fraction) < 1.0
+    ):
+        raise ValueError(f"`validation_split` must be a fraction in (0, 1), got {fraction!r}.")
+    x = _host_inputs(x, "x")
+    if y is None:
+        raise ValueError("`y` is required when `x` holds arrays.")
+    y = np.asarray(y)
+    n = num_rows(x)
+    split = int(math.floor(n * (1.0 - float(fraction))))
+    if split == 0 or split == n:
+        raise KerasDataError(
+            f"`validation_split={fraction}` of {n} rows leaves "
+            f"{'no training' if split == 0 else 'no validation'} rows: pass more data or "
+            "another fraction."
+        )
+    if y.ndim == 0 or y.shape[0] != n:
+        raise ValueError(f"`x` has {n} rows but `y` has shape {y.shape}.")
+    head, tail = np.arange(split), np.arange(split, n)
+    w = None if sample_weight is None else check_sample_weight(sample_weight, n)[:split]
+    return (take(x, head), y[:split], w), (take(x, tail), y[split:])
+
+
 class Source:
     """``(x, y)`` batches fed from the host, as Keras's ``fit`` feeds its compiled step.
 
     Arrays are shuffled and cut into batches each epoch; a ``tf.data`` dataset is
-    iterated as written (its own shuffling, batching and labels). Every batch is
+    iterated as written (its own shuffling, batching and labels, and per-example
+    weights when it yields ``(x, y, sample_weight)``). ``epoch`` yields
+    ``(x, y, weights)`` with ``weights`` ``None`` when there are none. Every batch is
     padded to the full batch size with a row mask, so that a partial last batch runs
     the same compiled program. A finite dataset is read once first to count its rows
     ``N`` and batches; a repeating one needs ``steps_per_epoch``.
@@ -211,6 +310,7 @@ class Source:
         shuffle: bool,
         seed: int,
         name: str = "x",
+        sample_weight: Any = None,
     ) -> None:
         self._rng = np.random.default_rng(seed)
         self.shuffle = shuffle
@@ -220,6 +320,11 @@ class Source:
             if y is not None:
                 raise ValueError(
                     f"`y` must be None when `{name}` is a tf.data dataset (it yields (x, y) pairs)."
+                )
+            if sample_weight is not None:
+                raise ValueError(
+                    f"`sample_weight` must be None when `{name}` is a tf.data dataset: let it "
+                    "yield (x, y, sample_weight) triples instead, as with Keras's fit."
                 )
             self.dataset = x
             card = int(x.cardinality())
@@ -232,7 +337,7 @@ class Source:
                     "take(0) or drop_remainder=True with fewer rows than one batch left "
                     "none): pass a dataset with at least one batch."
                 ) from None
-            xb, yb = self._split(first, name)
+            xb, yb, _ = self._split(first, name)
             self.batch_size = num_rows(xb)
             if self.repeating:
                 if steps_per_epoch is None:
@@ -254,7 +359,7 @@ class Source:
             else:
                 steps = rows = 0
                 for element in x:
-                    xb, _ = self._split(element, name)
+                    xb, _, _ = self._split(element, name)
                     steps += 1
                     rows += num_rows(xb)
                 if rows == 0:
@@ -284,6 +389,7 @@ class Source:
                 raise ValueError(f"`{name}` has {n} rows but `y` has shape {self.y.shape}.")
             if n == 0:
                 raise ValueError(f"`{name}` is empty.")
+            self.w = None if sample_weight is None else check_sample_weight(sample_weight, n)
             self.batch_size = min(int(batch_size), n)
             self.steps = int(steps_per_epoch) if steps_per_epoch else -(-n // self.batch_size)
             self.num_examples = int(num_examples) if num_examples else n
@@ -291,21 +397,20 @@ class Source:
             self._order = np.empty(0, np.int64)
 
     @staticmethod
-    def _split(element: Any, name: str) -> tuple[Any, Any]:
-        if isinstance(element, (tuple, list)) and len(element) == 2:
-            return element[0], element[1]
-        if isinstance(element, (tuple, list)) and len(element) == 3:
-            raise ValueError(
-                f"`{name}` yields (x, y, sample_weight): sample weights are not supported."
-            )
+    def _split(element: Any, name: str) -> tuple[Any, Any, Any]:
+        """``(x, y, sample_weight)`` of a dataset element (``sample_weight`` ``None``
+        for a pair)."""
+        if isinstance(element, (tuple, list)) and len(element) in (2, 3):
+            return element[0], element[1], (element[2] if len(element) == 3 else None)
         raise ValueError(
-            f"`{name}` must yield (x, y) pairs, got an element of type {type(element).__name__}."
+            f"`{name}` must yield (x, y) pairs or (x, y, sample_weight) triples, got an "
+            f"element of type {type(element).__name__}."
         )
 
     def first(self) -> tuple[Any, Any]:
         """The first batch, unpadded, as host arrays."""
         if self.dataset is not None:
-            xb, yb = self._split(next(iter(self.dataset.take(1))), "x")
+            xb, yb, _ = self._split(next(iter(self.dataset.take(1))), "x")
             return tf.nest.map_structure(np.asarray, xb), np.asarray(yb)
         idx = np.arange(min(self.batch_size, num_rows(self.x)))
         return take(self.x, idx), self.y[idx]
@@ -315,19 +420,22 @@ class Source:
         return self._rng.permutation(n) if self.shuffle else np.arange(n)
 
     def epoch(self, max_steps: int | None = None, indices: bool = False) -> Any:
-        """Yields ``(x, y)`` host batches (unpadded) for one epoch, or ``max_steps`` of it;
-        with ``indices`` (arrays only), each batch's row indices instead."""
+        """Yields ``(x, y, weights)`` host batches (unpadded; ``weights`` ``None`` when
+        there are none) for one epoch, or ``max_steps`` of it; with ``indices`` (arrays
+        only), each batch's row indices instead."""
         steps = self.steps if max_steps is None else min(self.steps, max_steps)
         if self.dataset is None:
             for idx in self._epoch_indices(steps):
-                yield idx if indices else (take(self.x, idx), self.y[idx])
+                w = None if self.w is None else self.w[idx]
+                yield idx if indices else (take(self.x, idx), self.y[idx], w)
             return
         source = self._iterator if self.repeating else iter(self.dataset)
         for k, element in enumerate(source):
             if k >= steps:
                 break
-            xb, yb = self._split(element, "x")
-            yield tf.nest.map_structure(np.asarray, xb), np.asarray(yb)
+            xb, yb, wb = self._split(element, "x")
+            wb = None if wb is None else check_sample_weight(wb, num_rows(xb), "sample_weight")
+            yield tf.nest.map_structure(np.asarray, xb), np.asarray(yb), wb
 
     def _epoch_indices(self, steps: int) -> Any:
         if not self.streaming:
