@@ -189,3 +189,24 @@ def test_a_second_mode_is_named_when_every_chain_starts_in_one(mixture):
     mu1 = float(far.split("mu1 = ")[1].split(",")[0])
     mu2 = float(far.split("mu2 = ")[1].split(" ")[0])
     assert 1.0 < mu1 < 3.0 and -3.0 < mu2 < -1.0, far
+
+
+def test_local_modes_traces_the_hessian_once(monkeypatch):
+    """Every Newton search of one call shares one traced Hessian: a new trace per
+    search made TensorFlow warn about retracing (and cost seconds per start)."""
+    from tfp_sgmcmc.estimators import laplace
+
+    built = []
+    original = laplace._hessian_fn
+
+    def counting(flat_grad):
+        built.append(flat_grad)
+        return original(flat_grad)
+
+    monkeypatch.setattr(laplace, "_hessian_fn", counting)
+    post = _two_means(True)
+    at = [tf.constant(-2.0, tf.float64), tf.constant(2.0, tf.float64)]
+    starts = [at, [at[0] + 0.5, at[1] - 0.3], [at[1], at[0]], [at[0] - 0.2, at[1] + 0.1]]
+    modes = local_modes(post.estimator, starts)
+    assert len(modes) == 2
+    assert len(built) == 1, len(built)

@@ -181,6 +181,25 @@ def _full_log_prob(estimator: GradientEstimator, parts: list[tf.Tensor]) -> floa
     return float(estimator.full_log_prob_and_gradient(parts).target_log_prob)
 
 
+class _Searcher:
+    """The flat score, Hessian and log-density of one estimator, traced once each and
+    shared by every Newton search of a call (one trace per search would retrace the
+    same functions again and again, which is slow and makes TensorFlow warn)."""
+
+    def __init__(self, estimator: GradientEstimator, like: Sequence[tf.Tensor]) -> None:
+        self.shapes = [tuple(p.shape) for p in like]
+        self.flat_grad, self.unflatten = _flat_fns(estimator, like)
+        self.hessian = _hessian_fn(self.flat_grad)
+        self.grad = tf.function(self.flat_grad)
+        unflatten = self.unflatten
+        self.value = tf.function(
+            lambda v: estimator.full_log_prob_and_gradient(unflatten(v)).target_log_prob
+        )
+
+    def fits(self, parts: Sequence[tf.Tensor]) -> bool:
+        return [tuple(p.shape) for p in parts] == self.shapes
+
+
 def find_mode(
     estimator: GradientEstimator,
     starts: Sequence[Any],
@@ -230,6 +249,7 @@ def find_mode(
         # it converges in a few dozen iterations.
         runaways: list[tuple[int, list[tf.Tensor], float, float]] = []
         tried = 0
+        searcher = _Searcher(estimator, [tf.convert_to_tensor(p) for p in as_parts(starts[0])])
         for i, start in enumerate(starts):
             parts = [tf.convert_to_tensor(p) for p in as_parts(start)]
             lp0 = _full_log_prob(estimator, parts)
@@ -238,7 +258,7 @@ def find_mode(
                 say(f"mode search: start {i} has no finite log density; skipped")
                 continue
             tried += 1
-            pos, lp, ok, away = _newton(estimator, parts, lp0, max_iter=100)
+            pos, lp, ok, away = _newton(estimator, parts, lp0, 100, searcher)
             if ok:
                 return ModeResult(pos, lp, True, f"Newton from start {i}", notes)
             if away:
@@ -282,11 +302,12 @@ def find_mode(
             say(f"mode search: L-BFGS from start {i} did not converge (log π {lp:.6g})")
         found.append((lp, ok, pos, f"L-BFGS from start {i}"))
     if found and small:
+        searcher = _Searcher(estimator, found[0][2])
         # L-BFGS stops early on an ill-conditioned posterior (in float32 above all);
         # Newton's method with the exact Hessian does not care about the conditioning.
         # The best points are polished until one converges.
         for k, (lp, ok, pos, how) in sorted(enumerate(found), key=lambda f: -f[1][0])[:2]:
-            pos, lp, ok_newton, _ = _newton(estimator, pos, lp)
+            pos, lp, ok_newton, _ = _newton(estimator, pos, lp, 30, searcher)
             found[k] = (lp, ok or ok_newton, pos, how + (", Newton-polished" if ok_newton else ""))
             if ok_newton:
                 break
@@ -356,25 +377,25 @@ def local_modes(
       The modes, highest ``log π`` first, each with the starts that reached it.
     """
     modes: list[tuple[np.ndarray, list[tf.Tensor], float, list[int]]] = []
-    value = None
+    searcher: _Searcher | None = None
     for i, start in enumerate(starts):
         parts = [tf.convert_to_tensor(p) for p in as_parts(start)]
         lp0 = _full_log_prob(estimator, parts)
         if not np.isfinite(lp0):
             continue
-        pos, lp, ok, _ = _newton(estimator, parts, lp0, max_iter=max_iter)
+        if searcher is None or not searcher.fits(parts):
+            searcher = _Searcher(estimator, parts)
+        pos, lp, ok, _ = _newton(estimator, parts, lp0, max_iter, searcher)
         if not ok:
             continue
-        flat_grad, unflatten = _flat_fns(estimator, pos)
         x = np.concatenate([np.reshape(np.asarray(p), [-1]) for p in pos]).astype(np.float64)
         dtype = pos[0].dtype
-        h = _hessian(flat_grad, tf.constant(x, dtype))
+        h = np.asarray(searcher.hessian(tf.constant(x, dtype)), np.float64)
         if not np.all(np.isfinite(h)) or np.linalg.eigvalsh(0.5 * (h + h.T)).max() >= 0:
             continue  # a saddle or a flat direction: not a strict local maximum
-        if value is None:
 
-            def value(v: np.ndarray, _u=unflatten, _t=dtype) -> float:
-                return _full_log_prob(estimator, _u(tf.constant(v, _t)))
+        def value(v: np.ndarray, _f=searcher.value, _t=dtype) -> float:
+            return float(_f(tf.constant(v, _t)))
 
         for k, (y, _, lp_y, members) in enumerate(modes):
             path = [value(y + t * (x - y)) for t in np.linspace(0.0, 1.0, 11)[1:-1]]
@@ -396,7 +417,11 @@ def _size(parts: Sequence[tf.Tensor]) -> int:
 
 
 def _newton(
-    estimator: GradientEstimator, parts: list[tf.Tensor], log_prob: float, max_iter: int = 30
+    estimator: GradientEstimator,
+    parts: list[tf.Tensor],
+    log_prob: float,
+    max_iter: int = 30,
+    searcher: _Searcher | None = None,
 ) -> tuple[list[tf.Tensor], float, bool, bool]:
     """Damped Newton ascent ``x ← x + α |A|⁻¹ g`` (``A = −∇² log π``; `_ascent_step`).
 
@@ -411,14 +436,13 @@ def _newton(
     near the mode) whatever the parametrisation; steady gains mean ``log π`` grows
     without bound along the path (the search stops there).
     """
-    flat_grad, unflatten = _flat_fns(estimator, parts)
+    if searcher is None or not searcher.fits(parts):
+        searcher = _Searcher(estimator, parts)
+    flat_grad, unflatten = searcher.grad, searcher.unflatten
+    hessian, value = searcher.hessian, searcher.value
     x = np.concatenate([np.reshape(np.asarray(p), [-1]) for p in parts]).astype(np.float64)
     dtype = parts[0].dtype
     d = x.size
-    hessian = _hessian_fn(flat_grad)
-    value = tf.function(
-        lambda v: estimator.full_log_prob_and_gradient(unflatten(v)).target_log_prob
-    )
     # The log-density is known to about eps·|log π|: a smaller gain cannot be resolved.
     resolution = 4.0 * float(np.finfo(dtype.as_numpy_dtype).eps) * max(1.0, abs(log_prob))
     tol = max(1e-6 * (1 + d), resolution)
