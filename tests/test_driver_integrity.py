@@ -335,7 +335,7 @@ def test_the_cli_refuses_huge_and_empty_sizes_by_flag(tmp_path, capsys):
         "assert 'tensorflow' not in sys.modules, 'imported'\nsys.exit(rc)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=600)
     assert done.returncode == 2, done.stderr
     # A zero size the CLI cannot see in the flags: named after the model is built.
     model.write_text(model.read_text().replace("[num_chains, 2]", "[num_chains, width]")
