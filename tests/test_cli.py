@@ -325,7 +325,8 @@ def test_ctrl_c_in_a_real_process_then_resume(model, tmp_path):
         env=env,
     )
     try:
-        deadline = time.monotonic() + 120
+        # The deadline only ends a hung child (a loaded machine imports slowly).
+        deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
             try:
                 if read_checkpoint(run_dir).num_written >= 10:
@@ -335,7 +336,7 @@ def test_ctrl_c_in_a_real_process_then_resume(model, tmp_path):
             time.sleep(0.01)
         assert proc.poll() is None, "the run finished before it could be interrupted"
         os.kill(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -390,7 +391,7 @@ def _cpu_seconds_of(cmd):
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return out, cpu
@@ -401,8 +402,9 @@ def test_help_is_fast_and_does_not_import_tensorflow(sub):
     """``--help`` took ~7 s because the package imported TensorFlow first."""
     out, cpu = _cpu_seconds_of([sys.executable, "-m", "tfp_sgmcmc.cli", *sub, "--help"])
     assert out.returncode == 0 and "usage: tfp-sgmcmc" in out.stdout, out.stderr
-    # CPU seconds of the child (not wall time: the test machine may be shared).
-    assert cpu < 1.0, cpu
+    # CPU seconds of the child (not wall time: the test machine may be shared): about
+    # 0.2 s, against about 8 s once TensorFlow is imported.
+    assert cpu < 2.0, cpu
     probe = (
         "import sys; from tfp_sgmcmc.cli import build_parser; build_parser().format_help(); "
         "print('tensorflow' in sys.modules)"

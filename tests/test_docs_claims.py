@@ -8,6 +8,7 @@ the file it cites, and compares every figure at the precision the page prints.
 
 from __future__ import annotations
 
+import functools
 import json
 import pathlib
 import re
@@ -309,3 +310,179 @@ def test_keras_predict_table_matches_its_json():
             f"{ratio['keras_x_draws_over_batched']:.1f}",
             f"{ratio['one_draw_per_call_over_batched']:.2f}",
         ], row[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: every table figure, against the result files its section cites
+
+RESULTS = ROOT / "benchmarks" / "results"
+# A path in full, a bare result file name (in benchmarks/results/), or "..._2.json" (a sibling
+# of a file the section names in full).
+_CITED = re.compile(r"(benchmarks/[\w./-]+\.json)|(?<![\w/.])(bench_\w+\.json)|\.\.\.(_\w*?\.json)")
+# A figure: thousands separators, decimals, a sign (− or -), an opening bracket; not part of
+# a word, a time (07:27) or a longer number.
+_FIGURE = re.compile(
+    r"(?<![\w.,:])(\(?)([−-]?)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![\w:]|,\d|\.\d)"
+)
+# A file's figure as the page may print it: as stored, per mille / per million (ms, µs) or the
+# other way round, or as a percentage.
+_SCALES = (1, 1e3, 1e-3, 1e6, 1e-6, 100)
+#: The words a section without a result file says, next to the command its table came from.
+NO_RESULT_FILE = "No committed results file"
+
+#: Figures of sections that cite result files, which the check does not find in them: figures
+#: derived by hand (sums, per-thread shares, percentages of differences) or taken from a file
+#: the section does not name. Listed exactly, section by section, so that a new or changed
+#: figure fails; a figure that gets its source is taken off the list.
+NOT_FOUND_IN_CITED_FILES = {
+    "## 10⁶ rows: `sample_posterior` against NUTS {#million-rows}": ("7,070", "400", "11,100"),
+    "## New samplers: SGLD-SVRG, BAOAB, BADODAB, cSGLD, reSGLD (loaded machine)":
+        ("1,247", "17,853", "3,389"),
+    "## SGHMC and cSGLD against BlackJAX, idle": ("7,693",),
+    "### The cost of a minibatch draw": ("17.9", "18.9", "10.8", "12.0", "20.3"),
+    "### Where default SGHMC's time goes": (
+        "1,322", "11,287", "1,281", "5,255", "1,726", "6,178", "2,077", "9,005", "3,750",
+        "27,809", "5,249", "5,182", "1.38", "17,900", "14,988", "174,644"),
+    "## Row-packed gathers": ("2,781", "-8", "-11", "-21", "236", "201"),
+    "### Ours against the peers, one run": (
+        "6.9", "85.4", "88.4", "119.1", "139.3", "0.72", "0.61", "0.52", "0.74", "1,197", "911",
+        "490"),
+    "## Epoch permutation: Feistel vs `index_shuffle`": (
+        "566", "280", "514", "289", "108", "25", "132", "999", "1,008", "1,001", "0.0022",
+        "0.0021", "632.3", "632.4", "632.3", "0.18", "0.66", "0.011", "0.97"),
+}  # fmt: skip
+
+
+def page_sections(text: str) -> list[tuple[str, str, list[pathlib.Path]]]:
+    """``(heading, text, result files)`` of every ``##`` and ``###`` section; a ``###`` section
+    also reads the files its ``##`` section cites."""
+    out: list[tuple[str, str, list[pathlib.Path]]] = []
+    parent: list[pathlib.Path] = []
+    for part in re.split(r"(?m)^(?=#{2,3} )", text):
+        head = part.splitlines()[0] if part else ""
+        if not head.startswith("##"):
+            continue
+        found = _CITED.findall(part)
+        named = [ROOT / full if full else RESULTS / bare for full, bare, _ in found if full or bare]
+        files: list[pathlib.Path] = []
+        for full, bare, tail in found:
+            if full or bare:
+                paths = [ROOT / full if full else RESULTS / bare]
+            else:
+                paths = [p.with_name(re.sub(r"_\d+$", "", p.stem) + tail) for p in named]
+            files += [p for p in paths if p.exists() and p not in files]
+        if head.startswith("## "):
+            parent = files
+        else:
+            files += [p for p in parent if p not in files]
+        out.append((head, part, files))
+    return out
+
+
+def _leaves(x) -> list[float]:
+    if isinstance(x, bool):
+        return []
+    if isinstance(x, (int, float)):
+        return [float(x)]
+    items = x.values() if isinstance(x, dict) else x if isinstance(x, list) else []
+    return [v for item in items for v in _leaves(item)]
+
+
+def _decimals(figure: str) -> int:
+    return len(figure.split(".")[1]) if "." in figure else 0
+
+
+@functools.cache
+def _printed_forms(files: tuple[pathlib.Path, ...], decimals: int) -> frozenset[str]:
+    """Every way a number of ``files`` prints with ``decimals`` decimals."""
+    values = {v for p in files for v in _leaves(json.loads(p.read_text(encoding="utf-8")))}
+    forms = set()
+    for v in values:
+        for s in _SCALES:
+            forms.update((f"{v * s:,.{decimals}f}", f"{v * s:.{decimals}f}"))
+    return frozenset(forms)
+
+
+def table_figures(section: str) -> list[tuple[int, int, str, bool, str]]:
+    """``(line, column, figure, second in its cell, first figure of its cell)`` of every
+    figure in the body rows of a section's tables (the first column, a row's label, is not
+    read)."""
+    lines = section.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        header = i + 1 < len(lines) and lines[i + 1].startswith("|-")
+        if not line.startswith("|") or line.startswith("|-") or header:
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        for j, cell in enumerate(cells[1:], 1):
+            figs = _FIGURE.findall(cell)
+            for k, (bracket, sign, fig) in enumerate(figs):
+                out.append((i, j, ("-" if sign else "") + fig, bool(bracket) or k > 0,
+                            figs[0][2]))  # fmt: skip
+    return out
+
+
+def figures_not_found(section: str, files: list[pathlib.Path]) -> list[str]:
+    """The section's table figures that no number of its result files prints as. A second
+    figure of a cell (``1,205 (0.89)``) may also be the ratio of its cell's first figure to
+    another figure of its column (ours over a peer), to the precision both are printed at."""
+    figs = table_figures(section)
+    found = {(i, j, f) for i, j, f, _, _ in figs if f in _printed_forms(tuple(files), _decimals(f))}
+    columns: dict[int, list[float]] = {}
+    for _, j, f in found:
+        columns.setdefault(j, []).append(float(f.replace(",", "")))
+    missing = []
+    for i, j, f, second, first in figs:
+        if (i, j, f) in found:
+            continue
+        if second and first != f:
+            r, x = float(f.replace(",", "")), float(first.replace(",", ""))
+            tol = 0.5 * 10.0 ** -_decimals(f) + 0.006 * abs(r)  # the printed figures' rounding
+            if any(y and abs(x / y - r) <= tol for y in columns.get(j, [])):
+                continue
+        missing.append(f)
+    return missing
+
+
+def claims_problems(text: str) -> list[str]:
+    problems = []
+    for head, section, files in page_sections(text):
+        figs = table_figures(section)
+        if not figs:
+            continue
+        if not files:
+            if NO_RESULT_FILE not in section or "python " not in section:
+                problems.append(f"{head}: {len(figs)} table figures, no result file cited, and "
+                                f"no command marked {NO_RESULT_FILE!r}")  # fmt: skip
+            continue
+        missing = figures_not_found(section, files)
+        if tuple(missing) != NOT_FOUND_IN_CITED_FILES.get(head, ()):
+            names = ", ".join(p.name for p in files)
+            problems.append(f"{head}: figures not in {names}: {missing}")
+    return problems
+
+
+def test_every_benchmarks_table_figure_is_in_its_result_files():
+    """Each table figure of ``docs/benchmarks.md`` prints a number of a result file its
+    section cites (at the precision printed), or its section says it has no result file and
+    names its command."""
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    sections = page_sections(text)
+    checked = sum(len(table_figures(s)) for _, s, files in sections if files)
+    assert checked > 1000  # power: the tables are read
+    assert not claims_problems(text)
+
+
+def test_a_planted_wrong_figure_is_found():
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    # One figure of the posteriordb table, off by one in its last digit.
+    row = next(ln for ln in text.splitlines() if ln.startswith("| ") and "| ok |" in ln)
+    cells = row.split("|")
+    cells[-2] = re.sub(r"(\d)(?!.*\d)", lambda m: str((int(m.group(1)) + 1) % 10), cells[-2])
+    planted = text.replace(row, "|".join(cells), 1)
+    assert planted != text
+    problems = claims_problems(planted)
+    assert len(problems) == 1 and "Real posteriors" in problems[0], problems
+    # A table without a result file and without the marked command is named too.
+    bare = text.replace(NO_RESULT_FILE, "No file", 1)
+    assert any("no result file cited" in p for p in claims_problems(bare))

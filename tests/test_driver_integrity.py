@@ -23,6 +23,7 @@ import h5py
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.cli import main
@@ -78,10 +79,11 @@ def _chunk_bytes(path, dataset, i):
     return info.byte_offset, info.size
 
 
-def _refused_untouched(run_dir, error, *words):
+def _refused_untouched(run_dir, error, *words, **run_args):
     """``open_run`` and a resume both raise ``error`` naming ``words``; nothing written."""
     before = {p: (run_dir / p).read_bytes() for p in ("samples.h5", "checkpoint.npz")}
-    for case in (lambda: open_run(str(run_dir)), lambda: _run(run_dir, resume=True)):
+    for case in (lambda: open_run(str(run_dir)),
+                 lambda: _run(run_dir, resume=True, **run_args)):
         with pytest.raises(error) as e:
             case()
         for w in words:
@@ -190,6 +192,87 @@ def test_an_altered_dataset_layout_is_refused(a):
     np.testing.assert_array_equal(open_run(str(run_dir)).trace()["step_size"], values)
 
 
+# --------------------------------------------------------------------------- #
+# A checkpoint of this run put back from an earlier copy; the reductions
+# --------------------------------------------------------------------------- #
+def _mean_reducer():
+    return {"mean": tfp.experimental.mcmc.ExpectationsReducer()}
+
+
+@pytest.fixture(scope="module")
+def reduced(tmp_path_factory):
+    """A run with a reducer, and a copy of every checkpoint it wrote (as a backup taken
+    between chunks would hold): ``snaps/<chunk_index>.npz``."""
+    import tfp_sgmcmc.driver.sampler as sampler_module
+
+    root = tmp_path_factory.mktemp("reduced")
+    snaps = root / "snaps"
+    snaps.mkdir()
+    write = sampler_module.write_checkpoint
+
+    def write_and_copy(run_dir, ckpt):
+        write(run_dir, ckpt)
+        shutil.copyfile(os.path.join(run_dir, "checkpoint.npz"),
+                        snaps / f"{ckpt.chunk_index}.npz")
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(sampler_module, "write_checkpoint", write_and_copy)
+    try:
+        run = _run(root / "run", reducer=_mean_reducer())
+    finally:
+        mp.undo()
+    return root, run.samples(), run.trace(), run.reductions()
+
+
+def test_a_checkpoint_rolled_back_one_chunk_resumes_to_the_same_draws(reduced, tmp_path):
+    """``checkpoint.npz`` replaced by this run's own copy from one chunk earlier. The
+    files are then exactly those of a run stopped between a chunk's append and its
+    checkpoint, so it cannot be refused: a reader sees the checkpointed draws, the
+    reductions (which summarize the later chunk) are refused by name, and a resume says
+    that it cuts and redraws the chunk and ends with the same draws, bit for bit.
+    Before, ``reductions()`` returned the later chunk's, and the resume said nothing."""
+    root, draws, trace, reductions = reduced
+    run_dir = tmp_path / "run"
+    shutil.copytree(root / "run", run_dir)
+    shutil.copyfile(root / "snaps" / "3.npz", run_dir / "checkpoint.npz")  # 16 of 24 draws
+    run = open_run(str(run_dir))
+    assert (run.num_written, run.complete) == (16, False)
+    np.testing.assert_array_equal(run.samples(), draws[:16])
+    with pytest.raises(RunMismatchError, match="written after the last checkpoint"):
+        run.reductions()
+    with pytest.warns(UserWarning, match=r"8 draw\(s\) after the 16 .* no draw is lost"):
+        run = _run(run_dir, resume=True, reducer=_mean_reducer())
+    assert (run.num_written, run.complete) == (24, True)
+    np.testing.assert_array_equal(run.samples(), draws)
+    for k, v in trace.items():
+        np.testing.assert_array_equal(run.trace()[k], v)
+    for got, want in zip(run.reductions()["mean"], reductions["mean"]):
+        np.testing.assert_array_equal(got, want)
+    # Two chunks back is more than a stop can leave: refused (the store's row count).
+    shutil.copyfile(root / "snaps" / "2.npz", run_dir / "checkpoint.npz")
+    _refused_untouched(run_dir, RunMismatchError, "older than the store",
+                       reducer=_mean_reducer())
+
+
+def test_edited_reductions_are_refused(reduced, tmp_path):
+    """A value of ``/reductions`` rewritten (or a reducer's group deleted) in a complete
+    run: read back as the run's before."""
+    root, _, _, reductions = reduced
+    run_dir = tmp_path / "run"
+    shutil.copytree(root / "run", run_dir)
+    path = run_dir / "samples.h5"
+    with h5py.File(path, "r+") as f:
+        leaf = f["reductions/mean/0"]
+        leaf[...] = leaf[()] + 1.0
+    with pytest.raises(StoreDamagedError, match="/reductions are not the ones"):
+        open_run(str(run_dir)).reductions()
+    with h5py.File(path, "r+") as f:
+        del f["reductions/mean"]
+    with pytest.raises(StoreDamagedError, match="/reductions are not the ones"):
+        open_run(str(run_dir)).reductions()
+    assert reductions["mean"]  # power: the run does have reductions to compare
+
+
 def test_huge_runs_and_empty_states_are_refused_before_anything_is_written(tmp_path,
                                                                             monkeypatch):
     """``num_samples=10**15`` raised MemoryError (a plan of 10**14 chunks), leaving a run
@@ -252,7 +335,7 @@ def test_the_cli_refuses_huge_and_empty_sizes_by_flag(tmp_path, capsys):
         "assert 'tensorflow' not in sys.modules, 'imported'\nsys.exit(rc)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=600)
     assert done.returncode == 2, done.stderr
     # A zero size the CLI cannot see in the flags: named after the model is built.
     model.write_text(model.read_text().replace("[num_chains, 2]", "[num_chains, width]")

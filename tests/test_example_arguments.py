@@ -47,7 +47,7 @@ def test_bad_option_is_a_usage_error(tmp_path: Path, args: list[str], message: s
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert res.returncode == 2, res.stderr[-2000:]
     assert "Traceback" not in res.stderr, res.stderr[-2000:]

@@ -433,7 +433,7 @@ def test_cheap_refusals_come_before_tensorflow(tmp_path):
         """
     )
     done = subprocess.run([sys.executable, "-c", child, json.dumps([c[0] for c in cases])],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["tensorflow"] is False

@@ -278,7 +278,8 @@ def test_pmf_steps_per_second_do_not_grow_with_users_times_items():
     """Same users + items (the same parameters), 25x the users × items: same speed.
 
     A dense likelihood would be ~25x slower on the square grid. Best of 5
-    interleaved timings on each side (the machine may be shared).
+    interleaved timings on each side (the machine may be shared), and a bound far from
+    both 1x and 25x, so that only the dense cost fails it under load.
     """
     programs = {k: _pmf_sgld_program(*k, steps=300) for k in ((50, 4950), (2500, 2500))}
     best = {k: np.inf for k in programs}
@@ -290,7 +291,7 @@ def test_pmf_steps_per_second_do_not_grow_with_users_times_items():
             run(init, tf.constant([r, 2]))[0].numpy()
             best[k] = min(best[k], time.perf_counter() - t0)
     narrow, square = best[(50, 4950)], best[(2500, 2500)]
-    assert square < 2.5 * narrow, (narrow, square)
+    assert square < 8 * narrow, (narrow, square)
 
 
 # --------------------------------------------------------------------------- #

@@ -154,7 +154,7 @@ def test_import_prints_nothing():
         text=True,
         env=_clean_env(),
         cwd=ROOT,
-        timeout=300,
+        timeout=600,
         check=True,
     )
     assert res.stdout == "" and res.stderr == "", res.stderr

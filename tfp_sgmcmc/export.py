@@ -287,7 +287,9 @@ def to_arviz(
     """
     burn = check_int(burn, "burn", 0)
     step = check_int(step, "step", 1)
-    from tfp_sgmcmc.driver.sampler import SamplingRun  # local: keeps export importable alone
+    # local: keeps export importable alone
+    from tfp_sgmcmc.driver.errors import RunMismatchError
+    from tfp_sgmcmc.driver.sampler import SamplingRun
 
     reductions: dict[str, list[np.ndarray]] = {}
     attrs: dict[str, Any] = {"created_by": "tfp_sgmcmc"}
@@ -299,7 +301,12 @@ def to_arviz(
         parts = list(samples) if isinstance(samples, list) else [samples]
         trace = run.trace()
         batch_shape = run.batch_shape
-        reductions = run.reductions()
+        try:
+            reductions = run.reductions()
+        except RunMismatchError as e:
+            # An interrupted run: its draws up to the checkpoint are sound, its
+            # reductions are a later chunk's. The draws are exported without them.
+            warnings.warn(f"to_arviz: reductions left out: {e}", UserWarning, stacklevel=2)
         if var_names is None:
             var_names = run.metadata.get("param_names")
         if diagnostics is None:

@@ -159,7 +159,7 @@ def test_multiworker_strategy_on_two_local_processes():
     outs = []
     try:
         for p in procs:
-            stdout, stderr = p.communicate(timeout=300)
+            stdout, stderr = p.communicate(timeout=600)
             if p.returncode != 0:
                 pytest.fail(f"worker failed ({p.returncode}):\n{stderr[-4000:]}")
             outs.append(json.loads(stdout.strip().splitlines()[-1]))

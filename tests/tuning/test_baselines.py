@@ -78,7 +78,10 @@ def test_heuristic_names_an_option_it_does_not_take():
 
 def test_wall_clock_budget_is_spent_and_compile_time_excluded():
     # Loose bounds: the machine is shared, so only gross errors fail (e.g.
-    # compile time counted as sampling time, or chunks ignoring the clock).
+    # compile time counted as sampling time, or chunks ignoring the clock). Load only
+    # lengthens the calls: the lower bounds hold under any load; a call sized for half
+    # the time left overshoots only under a slowdown of more than 2x within it, and the
+    # upper bound allows one of 5x.
     arms = tu.grid(step_size=[1e-4, 1e-3, 3e-3])
     x0 = tf.constant([3.0, -3.0], tf.float64)
     res = tu.MAMBA(
@@ -93,7 +96,7 @@ def test_wall_clock_budget_is_spent_and_compile_time_excluded():
     ).run()
     assert res.num_rounds == 1
     honesty = res.budget_honesty()
-    assert 0.8 < honesty < 1.5, honesty
+    assert 0.8 < honesty < 3.0, honesty
     assert res.total_compile_seconds > 0
     for r in res.records:
         assert r.sampling_seconds >= 0.8 * r.budget

@@ -166,7 +166,8 @@ def test_result_builds_the_best_kernel_on_the_driver_and_actors_are_released(pai
 def test_wall_clock_budget_is_spent_in_each_actor(local_ray):
     # Loose bounds (shared machine), as the sequential test in test_baselines.py:
     # every arm spends its own r_i of sampling time in its actor; compile time
-    # is reported apart; the round's wall time is recorded next to the sum.
+    # is reported apart; the round's wall time is recorded next to the sum. The upper
+    # bound allows a 5x slowdown within a call (see test_baselines.py).
     arms = tu.grid(step_size=[1e-3, 1e-2, 0.1, 1.5])
     res = ray_mamba_tuner(
         gaussian_problem,
@@ -180,7 +181,7 @@ def test_wall_clock_budget_is_spent_in_each_actor(local_ray):
         num_workers=2,
     ).run()
     assert res.per_arm_budgets == pytest.approx([0.3, 0.6])
-    assert 0.8 < res.budget_honesty() < 1.5, res.budget_honesty()
+    assert 0.8 < res.budget_honesty() < 3.0, res.budget_honesty()
     for r in res.records:
         assert r.sampling_seconds >= 0.8 * r.budget and r.steps > 0
     assert res.total_compile_seconds > 0

@@ -16,7 +16,10 @@ stopped:
   dataset's rows of every chunk of draws written, bound to the run's ID (in ``config``),
   the chunk's index and its row range (``store.chunk_digests``); the reader recomputes
   them from ``samples.h5``, so the checkpoint and the draws it vouches for are bound to
-  one another (absent in a run made before run IDs).
+  one another (absent in a run made before run IDs);
+* ``reductions_digest``: ``uint8 [32]``, the digest of the finalized reducer outputs
+  in ``samples.h5``'s ``/reductions`` as of this checkpoint (``store.reductions_digest``;
+  absent in a run made before it was added).
 
 It is written to a temporary file in the same directory, fsync'ed and moved
 into place with [`os.replace`][tfp_sgmcmc.driver.checkpoint.os.replace] (atomic on POSIX), so a
@@ -77,6 +80,9 @@ class Checkpoint:
     #: ``uint8 [chunks, datasets, 32]`` digests of the chunks of draws written
     #: (``None``: a run made before run IDs).
     chunk_digests: np.ndarray | None = None
+    #: ``uint8 [32]`` digest of ``/reductions`` as of this checkpoint (``None``: a run
+    #: made before it was added).
+    reductions_digest: np.ndarray | None = None
 
 
 def flatten_leaves(leaves: list[Any]) -> list[Any]:
@@ -122,6 +128,8 @@ def write_checkpoint(run_dir: str, ckpt: Checkpoint) -> None:
                 arrays[f"{group}/{i}"] = np.asarray(x)
     if ckpt.chunk_digests is not None:
         arrays["chunk_digests"] = np.asarray(ckpt.chunk_digests, np.uint8)
+    if ckpt.reductions_digest is not None:
+        arrays["reductions_digest"] = np.asarray(ckpt.reductions_digest, np.uint8)
     arrays[_DIGEST] = np.asarray(_digest(arrays))
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     tmp = path + ".tmp"
@@ -182,6 +190,7 @@ def read_checkpoint(run_dir: str) -> Checkpoint:
             next_seed=data["next_seed"],
             **groups,
             chunk_digests=data.get("chunk_digests"),
+            reductions_digest=data.get("reductions_digest"),
         )
     except _ChecksumError as e:
         raise ValueError(f"{path}: {e}") from None

@@ -110,6 +110,7 @@ from tfp_sgmcmc.driver.store import (
     SampleStore,
     chunk_digests,
     dataset_names,
+    reductions_digest,
     space_left,
     store_layout,
 )
@@ -267,6 +268,9 @@ class _Run:
     #: ``uint8 [datasets, 32]`` digests of every sampling chunk written (``chunk_digests``
     #: in store.py), checkpointed with the chain; empty for a run without an ID.
     chunk_digests: list[np.ndarray] = dataclasses.field(default_factory=list)
+    #: ``uint8 [32]`` digest of the reductions last written to ``samples.h5``
+    #: (``reductions_digest`` in store.py); ``None`` for a run without an ID.
+    reductions_digest: np.ndarray | None = None
     programs: dict[tuple[str, int], ChunkProgram] = dataclasses.field(default_factory=dict)
     # Feeds compiled chunks from tf.data sources (tfp_sgmcmc/data/stream.py); set by
     # `_open_run` under jit_compile, before the bootstrap reads a batch.
@@ -389,6 +393,7 @@ def _open_run(
         ckpt = _load_for_resume(run_dir, config, store)
         run.config = config  # with the run's ID (or none, for a run made before IDs)
         run.chunk_digests = [] if ckpt.chunk_digests is None else list(ckpt.chunk_digests)
+        run.reductions_digest = ckpt.reductions_digest
         state_parts = [tf.constant(x) for x in ckpt.state]
         run.state = list(state_parts) if is_list else state_parts[0]
         # The bootstrapped results and reducer states are the templates the leaves fill.
@@ -419,6 +424,7 @@ def _open_run(
         attrs={"config": json.dumps(config, sort_keys=True), "run_id": config["run_id"]},
     )
     _write_config(run_dir, config)
+    run.reductions_digest = reductions_digest(config["run_id"], 0, {})
     _checkpoint(run, 0)
     return run
 
@@ -499,6 +505,8 @@ def _run_chunk(run: _Run, program: ChunkProgram, index: int) -> ChunkOutput:
             rows = {f"samples/{i}": p for i, p in enumerate(draw_parts)}
             rows.update({f"trace/{k}": traced[k] for k in sorted(traced)})
             run.chunk_digests.append(chunk_digests(run.run_id, index, run.num_written, rows))
+            done = index + 1 - run.plan.num_burnin_chunks
+            run.reductions_digest = reductions_digest(run.run_id, done, reductions)
         run.num_written += program.n
         if "diverged" in traced:
             run.num_diverged += int(np.count_nonzero(traced["diverged"]))
@@ -520,6 +528,7 @@ def _checkpoint(run: _Run, next_index: int) -> None:
             kernel_results=_leaves(run.kernel_results),
             reducer_states=_leaves(run.reducer_states),
             chunk_digests=_stacked_digests(run),
+            reductions_digest=run.reductions_digest if run.run_id is not None else None,
         ),
     )
     run.num_checkpointed = run.num_written
@@ -944,6 +953,20 @@ def _load_for_resume(run_dir: str, config: dict[str, Any], store: SampleStore) -
         # Every recorded row is read (and checked) before anything is written: a damaged
         # or zero-length store is refused as it is, never appended to or rewritten.
         _verify_store(run_dir, store, ckpt, rows=True)
+        ahead = store.num_draws() - ckpt.num_written
+        if ahead > 0:
+            # Either a stop between a chunk's append and its checkpoint, or this run's
+            # checkpoint put back from an earlier copy: the same files, so the same cure.
+            warnings.warn(
+                f"resume: {SAMPLES_FILE} holds {ahead} draw(s) after the {ckpt.num_written} "
+                f"that {CHECKPOINT_FILE} records (a chunk written after the last checkpoint: "
+                "the run stopped between that chunk and its checkpoint, or the checkpoint "
+                "was put back from an earlier copy of this run). They are cut and drawn "
+                "again from the checkpointed chain, with the same seeds: no draw is lost "
+                "or duplicated.",
+                UserWarning,
+                stacklevel=4,  # the caller of `sample`
+            )
         store.truncate(ckpt.num_written)
     return ckpt
 
@@ -996,6 +1019,13 @@ def _check_checkpoint(run_dir: str, ckpt: Checkpoint) -> None:
         raise RunMismatchError(
             f"{run_dir}: {CHECKPOINT_FILE} records {done} chunks of draws, but holds {found} "
             f"for their digests (uint8 [{done}, {len(names)}, 32] expected). {how}",
+            run_dir,
+        )
+    red = ckpt.reductions_digest
+    if red is not None and (red.dtype != np.uint8 or red.shape != (32,)):
+        raise RunMismatchError(
+            f"{run_dir}: {CHECKPOINT_FILE} holds an array {list(red.shape)}/{red.dtype} for "
+            f"the digest of the reductions (uint8 [32] expected). {how}",
             run_dir,
         )
     try:
@@ -1087,6 +1117,41 @@ def _verify_store(run_dir: str, store: SampleStore, ckpt: Checkpoint, rows: bool
             UserWarning,
             stacklevel=4,
         )
+
+
+def _check_reductions(
+    run_dir: str, store: SampleStore, ckpt: Checkpoint, reductions: Mapping[str, Any]
+) -> None:
+    """The reductions read from ``samples.h5`` are those the checkpoint records.
+
+    Raises:
+      RunMismatchError: the store holds a chunk of draws after the checkpoint, and the
+        reductions are that chunk's.
+      StoreDamagedError: otherwise different reductions (damaged or edited).
+    """
+    run_id = ckpt.config.get("run_id")
+    if run_id is None or ckpt.reductions_digest is None:
+        return  # a run made before the digest: nothing to compare
+    done = max(0, ckpt.chunk_index - _plan_of(ckpt.config).num_burnin_chunks)
+    if np.array_equal(reductions_digest(run_id, done, reductions), ckpt.reductions_digest):
+        return
+    if store.num_draws() > ckpt.num_written:
+        raise RunMismatchError(
+            f"{run_dir}: the reductions in {SAMPLES_FILE} summarize a chunk of draws written "
+            f"after the last checkpoint, which records {ckpt.num_written} draws (the run "
+            "stopped between that chunk and its checkpoint, or the checkpoint was put back "
+            "from an earlier copy of this run). Resume the run (resume=True; CLI: --resume): "
+            "it draws that chunk again and rewrites them.",
+            run_dir,
+        )
+    raise StoreDamagedError(
+        f"{store.path}: its /reductions are not the ones {CHECKPOINT_FILE} records after "
+        f"{done} chunk(s) of draws of run {run_id}: damaged or edited, or left by a chunk "
+        "after the checkpoint. Resume the run if it is not complete (the next chunk "
+        "rewrites them); otherwise restore it from a copy or start the run again "
+        "(overwrite=True).",
+        store.path,
+    )
 
 
 def _repack(template: Any, leaves: list[Any], what: str, run_dir: str) -> Any:
@@ -1206,9 +1271,20 @@ class SamplingRun:
             raise RunDirectoryError(f"corrupted {self.store.path}: {e}") from e
 
     def reductions(self) -> dict[str, list[np.ndarray]]:
-        """Finalized reducer outputs (flat leaves) after the last completed chunk."""
+        """Finalized reducer outputs (flat leaves) after the last checkpointed chunk.
+
+        Raises:
+          RunMismatchError: they summarize a chunk written after the last checkpoint (an
+            interrupted run: resume it to redo that chunk).
+          StoreDamagedError: they were damaged or edited.
+        """
         self._check_store()
-        return self.store.read_reductions()
+        try:
+            out = self.store.read_reductions()
+            _check_reductions(self.run_dir, self.store, self._ckpt, out)
+        except StoreDamagedError as e:
+            raise _with_writer_note(e, self.run_dir) from None
+        return out
 
     @property
     def gradient_noise(self) -> dict[str, Any] | None:

@@ -4,7 +4,7 @@ Layout of ``samples.h5`` in a run directory::
 
     /samples/<i>     [draws, *batch, *event_i]   state part i (one per part)
     /trace/<name>    [draws, ...]                traced diagnostics per draw
-    /reductions/...  finalized reducer outputs (rewritten after every chunk)
+    /reductions/<name>/<j>  finalized reducer outputs (rewritten after every chunk)
 
 Every dataset is chunked and resizable along the draw axis. The file is
 opened, appended to, flushed and **closed** once per chunk, so between chunks
@@ -40,7 +40,10 @@ recomputes them from the rows read. Every read also checks the file's structure 
 the run's layout ([`store_layout`][tfp_sgmcmc.driver.store.store_layout]: which datasets,
 their per-draw shapes, byte-exact dtypes, chunking, maximum shapes and checksum filter),
 and any failure of HDF5 on damaged metadata is a ``StoreDamagedError``, never a raw
-h5py error.
+h5py error. The finalized reducer outputs in ``/reductions`` have one digest too
+([`reductions_digest`][tfp_sgmcmc.driver.store.reductions_digest]), bound to the run's ID
+and to the number of chunks of draws they cover, kept by the checkpoint and compared on
+every read of them.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ __all__ = [
     "store_layout",
     "dataset_names",
     "chunk_digests",
+    "reductions_digest",
     "space_left",
 ]
 
@@ -212,6 +216,30 @@ def chunk_digests(
     """
     out = [np.frombuffer(_digest(run_id, index, start, k, v), np.uint8) for k, v in arrays.items()]
     return np.stack(out) if out else np.zeros((0, 32), np.uint8)
+
+
+def reductions_digest(
+    run_id: str, chunks_done: int, reductions: Mapping[str, Sequence[np.ndarray]]
+) -> np.ndarray:
+    """The digest of the finalized reducer outputs in ``/reductions``: ``uint8 [32]``.
+
+    ``SHA-256("tfp-sgmcmc reductions", run_id, chunks_done, then for every reducer by name
+    and every leaf j: name, j, dtype, shape, bytes)``, with ``chunks_done`` the number of
+    chunks of draws they summarize. The checkpoint keeps it, so reductions written by a
+    chunk after the checkpoint, or edited, are told apart from the checkpoint's own.
+
+    Args:
+      run_id: the run's ID (``config["run_id"]``).
+      chunks_done: chunks of draws the reductions cover.
+      reductions: reducer name -> its finalized leaves (as ``append`` writes them).
+    """
+    h = hashlib.sha256(f"tfp-sgmcmc reductions\0{run_id}\0{int(chunks_done)}\0".encode())
+    for name in sorted(reductions):
+        for j, leaf in enumerate(reductions[name]):
+            a = np.ascontiguousarray(_h5_array(leaf))
+            h.update(f"{name}\0{j}\0{a.dtype.str}\0{list(a.shape)}\0".encode())
+            h.update(memoryview(a).cast("B") if a.nbytes else b"")
+    return np.frombuffer(h.digest(), np.uint8).copy()
 
 
 @contextlib.contextmanager
