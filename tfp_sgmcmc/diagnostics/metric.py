@@ -71,6 +71,15 @@ for a singular sample metric. ``"auto"`` is ``"sample"`` up to
 ``SAMPLE_DENSE_MAX_DIM`` flattened coordinates (a dense covariance exists) and
 ``"curvature"`` above.
 
+What no KSD sees with ``n ≪ d``: in the posterior's metric a Gaussian sample of
+spread ``a`` (relative to the posterior's) has ``KSD² ≈ (1 + a²) d/n`` from the
+diagonal terms ``k_π(x_i, x_i)`` plus off-diagonal terms of order
+``(1 − a²)²/(a³√d)``, so exact draws (``2d/n``) beat a frozen chain (``a → 0``,
+``KSD² → d``) and an over-dispersed one, but a sample only somewhat under-dispersed
+(``0.1 ≲ a < 1``) scores lower than exact draws until ``n`` is of order ``√d``. The
+validity check of the tuner's metric (spread under ``0.1`` of the posterior's, by
+Stein's identity) is what disqualifies the lower end of that range.
+
 #### References
 
 1. M. Riabiz, W. Y. Chen, J. Cockayne, P. Swietach, S. A. Niederer, L. Mackey,
