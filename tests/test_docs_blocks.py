@@ -16,11 +16,12 @@ block's opening fence (the convention is documented in ``docs/contributing.md``)
 * ``<!-- block: not run: <reason> -->``: the block is not run; the reason, which the page's
   prose also tells the reader, is reported with the test.
 
-A page's examples show no warning of the library about its own results (a tuner's pick that
-is "not a choice", a pick or a run whose minibatch noise "inflates the posterior variance", a
-best arm that diverged): an example picks settings the library does not flag. A page may show
-such a warning on purpose only where its text explains it: it is then listed in
-``WARNINGS_EXPLAINED`` with the sentence of the page that does.
+The tuning and sampling examples (the pages in ``UNFLAGGED_PAGES``) show no warning of the
+library about their own results (a tuner's pick that is "not a choice", a pick or a run whose
+minibatch noise "inflates the posterior variance", a best arm that diverged): an example picks
+settings the library does not flag. Such a page may show the warning on purpose only where its
+text explains it: it is then listed in ``WARNINGS_EXPLAINED`` with the sentence of the page
+that does.
 
 A block that needs the reader's data does not get a hidden fixture here: the page defines a
 small stand-in, visibly, in a block of its own or at the top of the block.
@@ -65,8 +66,16 @@ SLOW_PAGES: dict[str, str] = {}
 FLAGGED_RESULT = re.compile(
     r"not a choice|inflates the posterior variance|MAMBA's best arm:|best arm's chain diverged"
 )
-#: Pages that show such a warning on purpose, each with the sentence of the page that
-#: explains it (none today).
+#: Pages whose examples must not print FLAGGED_RESULT: MAMBA's and the driver's examples.
+UNFLAGGED_PAGES = (
+    "docs/driver.md",
+    "docs/entry_points.md",
+    "docs/keras.md",
+    "docs/scale_out.md",
+    "docs/tuning.md",
+)
+#: Of those, pages that show such a warning on purpose, each with the sentence of the page
+#: that explains it (none today).
 WARNINGS_EXPLAINED: dict[str, str] = {}
 
 
@@ -485,7 +494,7 @@ def test_page_blocks_run_as_written(page, tmp_path, runner):
     flagged = flagged_results(output)
     if page in WARNINGS_EXPLAINED:
         assert WARNINGS_EXPLAINED[page] in (ROOT / page).read_text(encoding="utf-8")
-    elif flagged:
+    elif flagged and page in UNFLAGGED_PAGES:
         pytest.fail(
             f"{page}: the examples' results are flagged by the library (pick settings it "
             "does not flag, or explain the warning in the page's text and list it in "
@@ -514,3 +523,4 @@ def test_flagged_results_are_found_in_a_pages_output():
     ])
     assert len(flagged_results(out)) == 2
     assert flagged_results(noisy) and not flagged_results(quiet)
+    assert all((ROOT / page).is_file() for page in UNFLAGGED_PAGES)
