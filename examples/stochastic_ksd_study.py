@@ -263,7 +263,8 @@ def page(rows, info, args, env, load, wall, figure) -> list[str]:
         "size n (one fresh minibatch per sample). Both are the IMQ V-statistic (c = 1, β = −½) "
         "of `sg.kernel_stein_discrepancy`, in the unit metric (the paper's KSD, "
         '`preconditioner=None`) and in the samples\' own metric (`preconditioner="sample"`, '
-        "the tuner's default). Spearman's ρ is over the arms that did not diverge "
+        "the tuner's default up to d = 100). Spearman's ρ is over the arms that did not "
+        "diverge "
         f"({len(rows) - n_div} of {len(rows)}). The MAMBA paper (appendix B.2) reports that "
         "the stochastic KSD tracks the full-data KSD well enough to rank arms.",
         "",

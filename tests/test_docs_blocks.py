@@ -16,6 +16,13 @@ block's opening fence (the convention is documented in ``docs/contributing.md``)
 * ``<!-- block: not run: <reason> -->``: the block is not run; the reason, which the page's
   prose also tells the reader, is reported with the test.
 
+The tuning and sampling examples (the pages in ``UNFLAGGED_PAGES``) show no warning of the
+library about their own results (a tuner's pick that is "not a choice", a pick or a run whose
+minibatch noise "inflates the posterior variance", a best arm that diverged): an example picks
+settings the library does not flag. Such a page may show the warning on purpose only where its
+text explains it: it is then listed in ``WARNINGS_EXPLAINED`` with the sentence of the page
+that does.
+
 A block that needs the reader's data does not get a hidden fixture here: the page defines a
 small stand-in, visibly, in a block of its own or at the top of the block.
 
@@ -54,6 +61,28 @@ KNOWN_FAILURES: dict[str, str] = {}
 
 # Pages whose blocks cannot be made cheap (none today).
 SLOW_PAGES: dict[str, str] = {}
+
+#: The library's warnings about its own results (a tuner's pick, a run's gradient noise),
+#: found in what a page's blocks print or warn.
+FLAGGED_RESULT = re.compile(
+    r"not a choice|inflates the posterior variance|MAMBA's best arm:|best arm's chain diverged"
+)
+#: Pages whose examples must not print FLAGGED_RESULT: MAMBA's and the driver's examples.
+UNFLAGGED_PAGES = (
+    "docs/driver.md",
+    "docs/entry_points.md",
+    "docs/keras.md",
+    "docs/scale_out.md",
+    "docs/tuning.md",
+)
+#: Of those, pages that show such a warning on purpose, each with the sentence of the page
+#: that explains it (none today).
+WARNINGS_EXPLAINED: dict[str, str] = {}
+
+
+def flagged_results(output: str) -> list[str]:
+    """The lines of a page's output where the library flags its own result."""
+    return [ln.strip() for ln in output.splitlines() if FLAGGED_RESULT.search(ln)]
 
 #: The optional extras (pyproject.toml) and the top-level modules each one adds.
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
@@ -270,8 +299,9 @@ class _Runner:
         except subprocess.TimeoutExpired:
             self.proc.kill()
 
-    def run(self, blocks: list[Block], cwd: pathlib.Path, timeout: float) -> None:
-        """Runs ``blocks`` in order in one namespace; fails naming the block that failed."""
+    def run(self, blocks: list[Block], cwd: pathlib.Path, timeout: float) -> str:
+        """Runs ``blocks`` in order in one namespace; fails naming the block that failed.
+        Returns what they printed and warned (stdout, then stderr)."""
         out, err = cwd / "_stdout.txt", cwd / "_stderr.txt"
         request = {
             "blocks": [
@@ -314,6 +344,7 @@ class _Runner:
                 f"block at {where} failed (exit {reply['rc']}):\n" + "\n".join(tail),
                 pytrace=False,
             )
+        return stdout + "\n" + stderr
 
 
 @pytest.fixture(scope="module")
@@ -455,12 +486,42 @@ def test_page_blocks_run_as_written(page, tmp_path, runner):
     in_order = [b for b in blocks if b.mode == "run"]
     alone = [b for b in blocks if b.mode == "standalone"]
     skipped = [b for b in blocks if b.mode == "skip"]
+    output = ""
     if in_order:
-        runner.run(in_order, tmp_path, PAGE_TIMEOUT_S)
+        output += runner.run(in_order, tmp_path, PAGE_TIMEOUT_S)
     for b in alone:
         (tmp_path / f"alone_{b.line}").mkdir()
-        runner.run([b], tmp_path / f"alone_{b.line}", PAGE_TIMEOUT_S)
+        output += runner.run([b], tmp_path / f"alone_{b.line}", PAGE_TIMEOUT_S)
+    flagged = flagged_results(output)
+    if page in WARNINGS_EXPLAINED:
+        assert WARNINGS_EXPLAINED[page] in (ROOT / page).read_text(encoding="utf-8")
+    elif flagged and page in UNFLAGGED_PAGES:
+        pytest.fail(
+            f"{page}: the examples' results are flagged by the library (pick settings it "
+            "does not flag, or explain the warning in the page's text and list it in "
+            "WARNINGS_EXPLAINED):\n" + "\n".join(flagged[:10]),
+            pytrace=False,
+        )
     if skipped and not (in_order or alone):
         pytest.skip("; ".join(f"{b.page}:{b.line} not run: {b.reason}" for b in skipped))
     for b in skipped:
         print(f"{b.page}:{b.line} not run: {b.reason}")
+
+
+def test_flagged_results_are_found_in_a_pages_output():
+    """The detector finds the library's warnings about a pick (the phrases of
+    `warn_if_no_usable_arm`, the gradient-noise check and a diverged best arm), and not a
+    table's note on a pruned arm or a noise check that passed."""
+    from tfp_sgmcmc.diagnostics import GradientNoiseReport
+
+    noisy = GradientNoiseReport("SGLD", [], 1.23, 1.12, 0.1, 64).message()
+    quiet = GradientNoiseReport("SGLD", [], 0.01, 0.01, 0.1, 64).message()
+    out = "\n".join([
+        "| 1e-07 | inf | far from the posterior (...) |",
+        f"docs/x.md:3: RuntimeWarning: MAMBA's best arm: {noisy}",
+        "MAMBA: no arm ... Best arm #0 is the first in grid order, not a choice. Change",
+        quiet,
+    ])
+    assert len(flagged_results(out)) == 2
+    assert flagged_results(noisy) and not flagged_results(quiet)
+    assert all((ROOT / page).is_file() for page in UNFLAGGED_PAGES)

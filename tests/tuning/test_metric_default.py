@@ -49,7 +49,7 @@ def _values(metric: KSDMetric, candidates: dict[str, np.ndarray]) -> dict[str, f
 
 def test_default_metric_ranks_exact_draws_first(candidates):
     metric = resolve_metric("ksd")
-    assert isinstance(metric, KSDMetric) and metric.preconditioner == "sample"
+    assert isinstance(metric, KSDMetric) and metric.preconditioner == "auto"
     assert metric.check_validity
     # The frozen chain is disqualified before it is scored, with its reason.
     with pytest.raises(DisqualifiedSample, match="did not move"):
@@ -110,7 +110,7 @@ def test_fixed_preconditioner_and_repr(candidates):
     fixed = KSDMetric(preconditioner=np.full(D, SIGMA), check_validity=False)
     v = _values(fixed, candidates)
     assert v["exact"] < v["frozen"] and v["exact"] < v["over"]
-    assert "preconditioner='sample'" in repr(KSDMetric())
+    assert "preconditioner='auto'" in repr(KSDMetric())
     assert "preconditioner=None" in repr(KSDMetric(preconditioner=None))
     assert "check_validity=False" in repr(resolve_metric("ksd_unit"))
     assert "preconditioner=array[2]" in repr(fixed)

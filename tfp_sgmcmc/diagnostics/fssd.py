@@ -210,7 +210,10 @@ def fssd(
       name: name scope. Default value: ``None``.
       preconditioner: the metric ``Σ`` (keyword only): ``None`` (unit metric);
         ``"sample"`` (the samples' covariance: dense up to ``d = 100``, the
-        per-coordinate variances above); a ``[d]`` array of standard deviations; or
+        per-coordinate variances above); ``"curvature"`` (the diagonal Gaussian
+        fitted to the scores, see
+        [`tfp_sgmcmc.diagnostics.metric`][tfp_sgmcmc.diagnostics.metric]);
+        ``"auto"``; a ``[d]`` array of standard deviations; or
         a ``[d, d]`` symmetric positive-definite covariance, in the flattened
         coordinates of ``samples``. With ``"sample"``,
         samples with a zero-variance coordinate give ``+inf`` and, eagerly, a
@@ -251,7 +254,7 @@ def fssd(
         if metric is not None:
             # One map for samples and locations: the locations are given in the
             # samples' original coordinates.
-            wmap = whitening_map(x, metric)
+            wmap = whitening_map(x, metric, scores=s)
             x, s, v = wmap.samples(x), wmap.scores(s), wmap.samples(v)
         if kernel == "gaussian" and bandwidth is None:
             bandwidth = median_heuristic(x)

@@ -153,12 +153,16 @@ def kernel_stein_discrepancy(
       name: name scope. Default value: ``None`` (``"kernel_stein_discrepancy"``).
       preconditioner: the metric ``Σ`` (keyword only): ``None`` (unit metric, the
         KSD of [1, 3]); ``"sample"`` (the samples' covariance: dense up to
-        ``d = 100``, the per-coordinate variances above); a ``[d]`` array of
-        standard deviations; or a ``[d, d]`` symmetric positive-definite covariance
-        (e.g. the inverse Hessian at the mode), in the flattened coordinates of
-        ``samples``. With ``"sample"``, samples with a
+        ``d = 100``, the per-coordinate variances above); ``"curvature"`` (the
+        diagonal Gaussian fitted to the scores, ``σ_j² = Var(x_j)/v_j``: the
+        posterior's scale whatever the sample's spread, for ``d`` far above ``n``);
+        ``"auto"`` (``"sample"`` up to ``d = 100``, ``"curvature"`` above); a ``[d]``
+        array of standard deviations; or a ``[d, d]`` symmetric positive-definite
+        covariance (e.g. the inverse Hessian at the mode), in the flattened
+        coordinates of ``samples``. With ``"sample"``, samples with a
         zero-variance coordinate (a chain that did not move there, or ``n = 1``)
-        give ``+inf`` and, eagerly, a ``RuntimeWarning`` naming the coordinates.
+        give ``+inf`` and, eagerly, a ``RuntimeWarning`` naming the coordinates
+        (with ``"curvature"``, also a coordinate with ``v_j ≤ 0``).
         Default value: ``None``.
 
     Returns:
@@ -233,7 +237,7 @@ class BlockedKSD:
         """
         wmap = None
         if self.metric is not None:
-            wmap = whitening_map(x, self.metric, weights)
+            wmap = whitening_map(x, self.metric, weights, scores=s)
             x, s = wmap.samples(x), wmap.scores(s)
         bandwidth = self.bandwidth
         if self.kernel == "rbf" and bandwidth is None:

@@ -46,6 +46,40 @@ Riabiz et al. (2022) [1] precondition the base kernel of the Langevin Stein kern
 only (``s_xᵀ s_y`` stays unscaled), with the sample covariance among their choices of
 ``Σ``; scaling the scores as well, as here, is what makes the value invariant.
 
+**The curvature metric** (``preconditioner="curvature"``). With ``d`` far above the
+number of samples ``n`` there is no sample covariance, and the per-coordinate sample
+standard deviations measure each sample in its own spread: a chain frozen near the
+mode (spread ``ε ≪ σ``) is whitened to unit spread with scores ``≈ ε/σ ≈ 0`` and wins
+(``KSD² ≈ d/n`` against ``2d/n`` for exact draws). The curvature metric takes the
+scale of coordinate ``j`` from the target instead: the diagonal Gaussian whose score
+``−(x_j − m_j)/σ_j²`` best fits the scores at the samples in least squares (a
+diagonal Gaussian fitted by score matching, Hyvärinen 2005 [4]; Modi et al. 2023 [5])
+has
+
+``1/σ_j² = v_j / Var_n(x_j)``,  ``v_j = −(1/n) Σ_i (x_ij − x̄_j) s_ij``,
+
+``v_j`` being the Stein moment of
+[`stein_moments`][tfp_sgmcmc.diagnostics.validity.stein_moments] (``E_π[v_j] = 1`` by
+Stein's identity). For a Gaussian target with diagonal covariance the score is linear
+and ``σ_j`` is the posterior's standard deviation exactly, **whatever the spread of the
+sample** (a frozen, an over-dispersed and an exact sample are all measured in the
+posterior's own metric); for a correlated Gaussian and exact draws it is the marginal
+standard deviation. The metric is diagonal, ``L = diag(σ)``, costs ``O(n d)`` and needs
+no sample covariance; a coordinate with zero variance or ``v_j ≤ 0`` (the scores do
+not fall along it: no Gaussian fits) has no metric and the statistic is ``+inf``, as
+for a singular sample metric. ``"auto"`` is ``"sample"`` up to
+``SAMPLE_DENSE_MAX_DIM`` flattened coordinates (a dense covariance exists) and
+``"curvature"`` above.
+
+What no KSD sees with ``n ≪ d``: in the posterior's metric a Gaussian sample of
+spread ``a`` (relative to the posterior's) has ``KSD² ≈ (1 + a²) d/n`` from the
+diagonal terms ``k_π(x_i, x_i)`` plus off-diagonal terms of order
+``(1 − a²)²/(a³√d)``, so exact draws (``2d/n``) beat a frozen chain (``a → 0``,
+``KSD² → d``) and an over-dispersed one, but a sample only somewhat under-dispersed
+(``0.1 ≲ a < 1``) scores lower than exact draws until ``n`` is of order ``√d``. The
+validity check of the tuner's metric (spread under ``0.1`` of the posterior's, by
+Stein's identity) is what disqualifies the lower end of that range.
+
 #### References
 
 1. M. Riabiz, W. Y. Chen, J. Cockayne, P. Swietach, S. A. Niederer, L. Mackey,
@@ -54,6 +88,10 @@ only (``s_xᵀ s_y`` stays unscaled), with the sample covariance among their cho
 2. J. Gorham, A. B. Duncan, S. J. Vollmer, L. Mackey. Measuring sample quality
    with diffusions. Annals of Applied Probability 29(5), 2019.
 3. J. Gorham, L. Mackey. Measuring sample quality with kernels. ICML 2017.
+4. A. Hyvärinen. Estimation of non-normalized statistical models by score matching.
+   Journal of Machine Learning Research 6, 2005.
+5. C. Modi, R. M. Gower, C. Margossian, Y. Yao, D. Blei, L. K. Saul. Variational
+   inference with Gaussian score matching. NeurIPS 2023.
 """
 
 from __future__ import annotations
@@ -66,6 +104,7 @@ import tensorflow as tf
 
 __all__ = [
     "SAMPLE_DENSE_MAX_DIM",
+    "ADAPTIVE_METRICS",
     "FixedMetric",
     "Whitening",
     "check_preconditioner",
@@ -88,6 +127,10 @@ SAMPLE_DENSE_MAX_DIM = 100
 #: to every eigenvalue it leaves strongly correlated samples (and the invariance)
 #: untouched.
 _EIGENVALUE_FLOOR = 1e-12
+
+#: The preconditioners estimated from the samples (and, for ``"curvature"``, their
+#: scores) rather than fixed in advance.
+ADAPTIVE_METRICS = ("sample", "curvature", "auto")
 
 
 class FixedMetric(NamedTuple):
@@ -114,7 +157,9 @@ class Whitening(NamedTuple):
       degenerate: scalar bool tensor: the sample covariance was asked for and some
         coordinate of the samples has zero variance (see `whitening_map`).
       zero_variance: ``[d]`` bool tensor marking those coordinates (all ``False`` for
-        a fixed preconditioner).
+        a fixed preconditioner); for ``"curvature"``, the coordinates with zero
+        variance or a Stein moment ``v_j ≤ 0``.
+      kind: ``"sample"``, ``"curvature"`` or ``"fixed"``: how the map was estimated.
     """
 
     shift: tf.Tensor
@@ -122,6 +167,7 @@ class Whitening(NamedTuple):
     inverse: tf.Tensor
     degenerate: tf.Tensor
     zero_variance: tf.Tensor
+    kind: str = "sample"
 
     def samples(self, x: tf.Tensor) -> tf.Tensor:
         """``L⁻¹(x − shift)`` row by row, for ``x`` of shape ``[..., d]`` (``x``'s dtype)."""
@@ -146,9 +192,12 @@ class Whitening(NamedTuple):
 
 
 def check_preconditioner(preconditioner: Any, dim: int | None = None) -> Any:
-    """Validate ``preconditioner``; return ``None``, ``"sample"`` or a `FixedMetric`.
+    """Validate ``preconditioner``; return ``None``, a name or a `FixedMetric`.
 
-    Accepted: ``None`` (unit metric), ``"sample"`` (the samples' covariance), a 1-D
+    Accepted: ``None`` (unit metric), ``"sample"`` (the samples' covariance),
+    ``"curvature"`` (the diagonal fitted to the scores, module docstring), ``"auto"``
+    (``"sample"`` up to ``SAMPLE_DENSE_MAX_DIM`` coordinates, ``"curvature"`` above;
+    resolved when ``dim`` is given), a 1-D
     array of ``d`` positive standard deviations, or a ``[d, d]`` symmetric
     positive-definite covariance matrix ``Σ`` (factored here as ``Σ = L Lᵀ``). A
     `FixedMetric` passes through. Arrays must be concrete (NumPy, or an eager tensor).
@@ -166,11 +215,14 @@ def check_preconditioner(preconditioner: Any, dim: int | None = None) -> Any:
     if preconditioner is None:
         return None
     if isinstance(preconditioner, str):
-        if preconditioner != "sample":
+        if preconditioner not in ADAPTIVE_METRICS:
             raise ValueError(
-                "`preconditioner` must be None, 'sample', a 1-D array of positive scales or a "
-                f"[d, d] covariance matrix, got the string {preconditioner!r}."
+                "`preconditioner` must be None, 'sample', 'curvature', 'auto', a 1-D array of "
+                f"positive scales or a [d, d] covariance matrix, got the string "
+                f"{preconditioner!r}."
             )
+        if preconditioner == "auto" and dim is not None:
+            return "sample" if dim <= SAMPLE_DENSE_MAX_DIM else "curvature"
         return preconditioner
     if isinstance(preconditioner, FixedMetric):
         _check_dim(preconditioner.factor.shape[0], dim)
@@ -229,7 +281,9 @@ def _check_dim(size: int, dim: int | None) -> None:
         )
 
 
-def whitening_map(x: tf.Tensor, preconditioner: Any, weights: Any = None) -> Whitening:
+def whitening_map(
+    x: tf.Tensor, preconditioner: Any, weights: Any = None, scores: Any = None
+) -> Whitening:
     """The `Whitening` of ``x`` (``[n, d]``) for a preconditioner.
 
     The shift is the (weighted) mean of ``x``: the Stein kernels depend on ``x − y``
@@ -243,6 +297,12 @@ def whitening_map(x: tf.Tensor, preconditioner: Any, weights: Any = None) -> Whi
     fewer than ``d`` dimensions stays finite; any square root of ``Σ`` gives the same
     statistic); diagonal (``L = D``) above.
 
+    ``"curvature"``: ``L = diag(σ)`` with ``σ_j² = Var(x_j) / v_j``,
+    ``v_j = −mean_i (x_ij − x̄_j) s_ij`` (the diagonal Gaussian fitted to the
+    ``scores`` by least squares, module docstring); a coordinate with zero variance or
+    ``v_j ≤ 0`` makes the map ``degenerate``. ``"auto"``: ``"sample"`` for
+    ``d ≤ SAMPLE_DENSE_MAX_DIM``, ``"curvature"`` above.
+
     **A coordinate with zero variance** (a chain that did not move there; a single
     sample) has no sample metric: ``degenerate`` is then ``True``,
     that coordinate is given unit scale so the map stays finite, and the Stein
@@ -255,10 +315,13 @@ def whitening_map(x: tf.Tensor, preconditioner: Any, weights: Any = None) -> Whi
       preconditioner: as for `check_preconditioner` (or its result).
       weights: optional 0/1 ``[n]`` row weights (rows of weight 0 are ignored and
         follow the rows of weight 1). Default value: ``None``.
+      scores: ``∇ log π`` at ``x``, ``[n, d]``; needed by ``"curvature"`` (and by
+        ``"auto"`` above ``SAMPLE_DENSE_MAX_DIM``). Default value: ``None``.
 
     Raises:
-      ValueError: as `check_preconditioner`; ``"sample"`` with a dimension unknown
-        until run time; ``preconditioner=None`` (no map).
+      ValueError: as `check_preconditioner`; ``"sample"``, ``"curvature"`` or
+        ``"auto"`` with a dimension unknown until run time; ``"curvature"`` without
+        ``scores``; ``preconditioner=None`` (no map).
     """
     d = x.shape[-1]
     metric = check_preconditioner(preconditioner, d)
@@ -279,11 +342,12 @@ def whitening_map(x: tf.Tensor, preconditioner: Any, weights: Any = None) -> Whi
             tf.constant(metric.inverse, tf.float64),
             tf.constant(False),
             zero_var,
+            "fixed",
         )
     if d is None:
         raise ValueError(
-            "`preconditioner='sample'` needs the flattened dimension of the samples to be "
-            "known when the function is traced."
+            f"`preconditioner={metric!r}` needs the flattened dimension of the samples to "
+            "be known when the function is traced."
         )
     # Shifted two-pass moments: subtracting a data row makes a bitwise-constant
     # coordinate exactly zero, so "did not move" is an exact test.
@@ -291,6 +355,21 @@ def whitening_map(x: tf.Tensor, preconditioner: Any, weights: Any = None) -> Whi
     first = tf.reduce_sum(xc, 0) / count
     var = tf.maximum(tf.reduce_sum(xc * xc, 0) / count - first * first, 0.0)
     zero_var = tf.equal(var, 0.0)
+    if metric == "curvature":
+        if scores is None:
+            raise ValueError(
+                "`preconditioner='curvature'` needs the scores at the samples (`scores`)."
+            )
+        s64 = tf.cast(scores, tf.float64)
+        # v_j = −mean_i (x_ij − x̄_j) s_ij, the Stein moment (1 in expectation under π).
+        centred = (x64 - mean) * wt[:, None]
+        v = -tf.reduce_sum(centred * s64, 0) / count
+        bad = tf.logical_or(zero_var, tf.logical_not(v > 0.0))
+        # σ_j² = Var(x_j)/v_j: the fitted Gaussian's variance; unit where none fits
+        # (the caller reports +inf).
+        var_fit = tf.where(bad, tf.ones_like(var), var / tf.where(bad, tf.ones_like(v), v))
+        sd = tf.sqrt(var_fit)
+        return Whitening(mean, sd, 1.0 / sd, tf.reduce_any(bad), bad, "curvature")
     degenerate = tf.reduce_any(zero_var)
     # Unit scale for a constant coordinate keeps the map finite; the caller reports +inf.
     sd = tf.sqrt(tf.where(zero_var, tf.ones_like(var), var))
@@ -310,10 +389,21 @@ def whitening_map(x: tf.Tensor, preconditioner: Any, weights: Any = None) -> Whi
 
 
 def warn_if_degenerate(whitening: Whitening, what: str) -> None:
-    """Eagerly, warn that ``what`` is ``+inf`` because of zero-variance coordinates."""
+    """Eagerly, warn that ``what`` is ``+inf`` because of zero-variance coordinates
+    (or, for the curvature metric, coordinates where no Gaussian fits the scores)."""
     if tf.executing_eagerly() and bool(whitening.degenerate):
         idx = np.flatnonzero(whitening.zero_variance.numpy())
         shown = ", ".join(str(i) for i in idx[:10]) + (" ..." if idx.size > 10 else "")
+        if whitening.kind == "curvature":
+            warnings.warn(
+                f"preconditioner='curvature': {idx.size} flattened coordinate(s) of the "
+                f"samples ({shown}) have zero variance or scores that do not fall along "
+                "them (Stein moment v_j <= 0: a chain that did not move, or one not at the "
+                f"posterior), so no Gaussian fits there and the {what} is +inf.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return
         warnings.warn(
             f"preconditioner='sample': {idx.size} flattened coordinate(s) of the samples "
             f"have zero variance ({shown}; a chain that did not move there, or a single "
@@ -336,7 +426,8 @@ def whiten(x_flat: Any, s_flat: Any, preconditioner: Any) -> tuple[tf.Tensor, tf
     Args:
       x_flat: samples ``[n, d]``.
       s_flat: scores ``∇ log π`` at ``x_flat``, ``[n, d]``, same dtype.
-      preconditioner: ``None``, ``"sample"``, ``[d]`` scales or ``[d, d]`` covariance.
+      preconditioner: ``None``, ``"sample"``, ``"curvature"``, ``"auto"``, ``[d]``
+        scales or ``[d, d]`` covariance.
 
     Returns:
       ``(w, s_w)``, each ``[n, d]`` in the inputs' dtype.
@@ -371,9 +462,15 @@ def whiten(x_flat: Any, s_flat: Any, preconditioner: Any) -> tuple[tf.Tensor, tf
     metric = check_preconditioner(preconditioner, x.shape[-1])
     if metric is None:
         return x, s
-    wmap = whitening_map(x, metric)
+    wmap = whitening_map(x, metric, scores=s)
     if tf.executing_eagerly() and bool(wmap.degenerate):
         idx = np.flatnonzero(wmap.zero_variance.numpy()).tolist()
+        if wmap.kind == "curvature":
+            raise ValueError(
+                f"`preconditioner='curvature'`: coordinate(s) {idx[:10]} of `x_flat` have "
+                "zero variance or a Stein moment v_j <= 0, so no Gaussian fits the scores "
+                "there and there is no whitening map."
+            )
         raise ValueError(
             f"`preconditioner='sample'`: coordinate(s) {idx[:10]} of `x_flat` have zero "
             "variance, so the sample covariance is singular and there is no whitening map."

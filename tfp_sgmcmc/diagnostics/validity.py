@@ -42,6 +42,23 @@ is ``χ²_1/n_eff`` (above ``0.95`` with probability about ``0.002`` per coordin
 at ``n_eff = 10``, under ``2·10⁻⁵`` at ``n_eff = 20``); the failures above miss
 them by orders of magnitude. ``docs/diagnostics.md#validity``.
 
+**Many coordinates.** The limits are per coordinate, and a sample is flagged when
+any coordinate crosses one, so with ``d`` coordinates the false alarms add up: at
+``d = 10⁵`` and 5 draws per arm, exact draws are flagged "far from the posterior"
+(some coordinate's one-sidedness passes ``0.95``; ``Beta(½, 2)`` exceeds it with
+probability about ``10⁻³``). For ``n`` independent draws of a Gaussian posterior with diagonal
+covariance the statistics are exactly distributed as
+
+```none
+one-sidedness_j ~ Beta(1/2, (n − 1)/2),      n v_j ~ χ²_{n−1}
+```
+
+so [`familywise_thresholds`][tfp_sgmcmc.diagnostics.validity.familywise_thresholds]
+widens each limit (never narrows it) to the ``α/d`` quantile (Bonferroni), which
+all ``d`` coordinates of exact draws pass together with probability ``≥ 1 − α``.
+A limit past what the statistic can reach (a one-sidedness limit ``≥ 1``) turns
+that check off: with so few draws per coordinate it cannot tell.
+
 #### References
 
 [1]: Charles Stein. A bound for the error in the normal approximation to the
@@ -56,8 +73,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy import stats
 
-__all__ = ["SteinMoments", "sample_validity", "stein_moments"]
+__all__ = ["SteinMoments", "familywise_thresholds", "sample_validity", "stein_moments"]
 
 #: ``v_j`` below this: the coordinate did not move; above its inverse: over-dispersed.
 FROZEN = 0.01
@@ -110,8 +128,49 @@ def stein_moments(samples: Any, scores: Any) -> SteinMoments:
     return SteinMoments(spread, one_sided)
 
 
+def familywise_thresholds(n: int, d: int, alpha: float = 1e-3) -> dict[str, float]:
+    """Limits of `sample_validity` that ``n`` exact draws pass in all ``d`` coordinates
+    at once with probability ``≥ 1 − alpha`` (module docstring, "Many coordinates").
+
+    Each is the default limit or the Bonferroni quantile (level ``alpha/d``) of the
+    statistic's distribution under independent draws of a diagonal Gaussian, whichever
+    is wider: ``frozen = min(0.01, q_{α/d}(χ²_{n−1})/n)``,
+    ``wide = max(100, q_{1−α/d}(χ²_{n−1})/n)``,
+    ``one_sided = max(0.95, q_{1−α/d}(Beta(½, (n−1)/2)))``.
+
+    Args:
+      n: draws (at least 2).
+      d: flattened coordinates (at least 1).
+      alpha: the family-wise false-alarm probability. Default value: ``1e-3``.
+
+    Returns:
+      ``{"frozen": ..., "one_sided": ..., "wide": ...}``, keyword arguments of
+      `sample_validity`.
+
+    Raises:
+      ValueError: ``n < 2``, ``d < 1`` or ``alpha`` outside ``(0, 1)``.
+    """
+    if int(n) < 2:
+        raise ValueError(f"`n` must be >= 2, got {n!r}.")
+    if int(d) < 1:
+        raise ValueError(f"`d` must be >= 1, got {d!r}.")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"`alpha` must lie in (0, 1), got {alpha!r}.")
+    level = alpha / int(d)
+    dof = int(n) - 1
+    return {
+        "frozen": min(FROZEN, float(stats.chi2.ppf(level, dof)) / n),
+        "one_sided": max(ONE_SIDED, float(stats.beta.isf(level, 0.5, dof / 2.0))),
+        "wide": max(1.0 / FROZEN, float(stats.chi2.isf(level, dof)) / n),
+    }
+
+
 def sample_validity(
-    samples: Any, scores: Any, frozen: float = FROZEN, one_sided: float = ONE_SIDED
+    samples: Any,
+    scores: Any,
+    frozen: float = FROZEN,
+    one_sided: float = ONE_SIDED,
+    wide: float | None = None,
 ) -> str:
     """Why ``samples`` cannot be the posterior, or ``""`` (module docstring).
 
@@ -119,9 +178,12 @@ def sample_validity(
       samples: draws ``[n, ...]``, a tensor or a list of parts.
       scores: full-data ``∇ log π`` at ``samples``, of the same shapes.
       frozen: the spread below which a coordinate did not move (and whose inverse
-        is the over-dispersion limit). Default value: ``0.01``.
+        is the over-dispersion limit unless ``wide`` is given). Default value:
+        ``0.01``.
       one_sided: the one-sidedness above which the score points one way.
         Default value: ``0.95``.
+      wide: the spread above which a coordinate is over-dispersed. Default value:
+        ``None`` (``1/frozen``).
 
     Returns:
       ``""`` for a sample that passes, else one sentence starting "not at the
@@ -155,7 +217,7 @@ def sample_validity(
             "by Stein's identity)"
         )
     j = int(np.argmax(m.spread))
-    if m.spread[j] > 1.0 / frozen:
+    if m.spread[j] > (1.0 / frozen if wide is None else wide):
         return (
             f"far from the posterior (coordinate {j} spreads {np.sqrt(m.spread[j]):.3g} "
             "times the posterior's scale, by Stein's identity)"

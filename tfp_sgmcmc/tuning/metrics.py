@@ -15,15 +15,23 @@ metric(samples, trace, estimator) -> float
 [`KSDMetric`][tfp_sgmcmc.tuning.metrics.KSDMetric] (the default) computes the IMQ
 kernel Stein discrepancy ``KSD = √(Σ_{i,j} k_π(θ_i, θ_j)) / m`` (V-statistic,
 ``c = 1``, ``β = −½``) with **full-data** scores at the thinned samples, by
-default in the samples' own metric (``preconditioner="sample"``: the samples
-whitened by their covariance, the scores by its square root, Gorham, Duncan,
-Vollmer & Mackey 2019 [3]; Riabiz et al. 2022 [4]). The MAMBA paper's KSD [1] is
+default (``preconditioner="auto"``) in the samples' own metric up to ``d = 100``
+flattened coordinates (the samples whitened by their covariance, the scores by its
+square root, Gorham, Duncan, Vollmer & Mackey 2019 [3]; Riabiz et al. 2022 [4]) and
+above that, where a few samples per arm have no covariance, in the **curvature
+metric**: per coordinate the scale ``σ_j`` of the diagonal Gaussian whose score
+best fits the full-data scores at the samples, ``σ_j² = Var(θ_j)/v_j`` with
+``v_j = −mean_i (θ_ij − θ̄_j) s_ij`` (score matching, Hyvärinen 2005 [5]), which
+for a Gaussian posterior is its own scale however much or little the sample
+spread; see [`tfp_sgmcmc.diagnostics.metric`][tfp_sgmcmc.diagnostics.metric].
+The MAMBA paper's KSD [1] is
 the unit-metric one (``KSDMetric(preconditioner=None)``, ``metric="ksd_unit"``):
 for a posterior with standard deviation ``σ`` it gives ``n`` exact draws
 ``KSD² ≈ d/(σ²n)`` and a chain frozen at the mode ``KSD² ≈ d``, so for ``σ ≪ 1``
-a chain that never moved wins; in the samples' own metric the value is
-dimensionless and a frozen chain cannot win (a coordinate with zero variance
-gives ``+∞``).
+a chain that never moved wins; in the samples' own or the curvature metric the
+value is dimensionless and a frozen chain cannot win (a coordinate with zero
+variance gives ``+∞``; in the curvature metric a chain frozen near the mode has
+``KSD² ≈ d``, exact draws ``≈ 2d/m``).
 [`FSSDMetric`][tfp_sgmcmc.tuning.metrics.FSSDMetric] is the paper's "FSSD-opt"
 (``fssd_opt(mode="mamba")``: 10
 locations from a Gaussian fit, Adam on ``FSSD²_U``; the value is ``FSSD²_U``,
@@ -46,6 +54,8 @@ it, into ``+∞`` (the arm is pruned).
 [4]: Marina Riabiz, Wilson Ye Chen, Jon Cockayne, Pawel Swietach, Steven A.
      Niederer, Lester Mackey and Chris J. Oates. Optimal thinning of MCMC output.
      _Journal of the Royal Statistical Society Series B_ 84(4), 2022.
+[5]: Aapo Hyvärinen. Estimation of non-normalized statistical models by score
+     matching. _Journal of Machine Learning Research_ 6, 2005.
 """
 
 from __future__ import annotations
@@ -61,12 +71,14 @@ import tensorflow as tf
 from tfp_sgmcmc.data import DatasetData
 from tfp_sgmcmc.diagnostics import fssd_opt, kernel_stein_discrepancy
 from tfp_sgmcmc.diagnostics.metric import (
+    ADAPTIVE_METRICS,
+    SAMPLE_DENSE_MAX_DIM,
     check_preconditioner,
     warn_if_degenerate,
     whitening_map,
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import stein_kernel_matrix
-from tfp_sgmcmc.diagnostics.validity import sample_validity
+from tfp_sgmcmc.diagnostics.validity import familywise_thresholds, sample_validity
 from tfp_sgmcmc.internal.stein_inputs import flatten_samples_and_scores
 from tfp_sgmcmc.internal.util import estimator_data
 
@@ -91,11 +103,19 @@ class DisqualifiedSample(ValueError):
 
 def _check(samples: list[np.ndarray], scores: list[np.ndarray]) -> None:
     """Raise `DisqualifiedSample` for samples that fail
-    [`sample_validity`][tfp_sgmcmc.diagnostics.validity.sample_validity]."""
-    if samples[0].shape[0] < 2:
+    [`sample_validity`][tfp_sgmcmc.diagnostics.validity.sample_validity].
+
+    Above ``SAMPLE_DENSE_MAX_DIM`` flattened coordinates the per-coordinate limits
+    are widened to hold for all coordinates at once
+    ([`familywise_thresholds`][tfp_sgmcmc.diagnostics.validity.familywise_thresholds]):
+    with ``d = 10⁵`` and 5 draws the default limits flag exact draws."""
+    n = samples[0].shape[0]
+    if n < 2:
         return
     finite = all(np.isfinite(a).all() for a in list(samples) + list(scores))
-    reason = sample_validity(samples, scores) if finite else ""
+    d = sum(int(np.prod(a.shape[1:])) for a in samples)
+    limits = familywise_thresholds(n, d) if d > SAMPLE_DENSE_MAX_DIM else {}
+    reason = sample_validity(samples, scores, **limits) if finite else ""
     if reason:
         raise DisqualifiedSample(reason)
 
@@ -194,7 +214,8 @@ class KSDMetric:
     ``KSD = √(Σ_{i,j} k_π(θ_i, θ_j)) / m`` (module docstring), computed in
     float64 from
     [`tfp_sgmcmc.diagnostics.kernel_stein_discrepancy`][tfp_sgmcmc.diagnostics.kernel_stein_discrepancy],
-    by default in the samples' own metric: the flattened samples are whitened,
+    by default (``"auto"``) in the samples' own metric up to ``d = 100``: the
+    flattened samples are whitened,
     ``w = L⁻¹(θ − θ̄)``, and the scores mapped to ``Lᵀ∇ log π``, with ``L Lᵀ`` the
     samples' covariance (the diffusion Stein operator with a constant matrix of
     Gorham, Duncan, Vollmer & Mackey 2019; the sample-covariance preconditioner
@@ -203,7 +224,13 @@ class KSDMetric:
     that did not move (a zero-variance coordinate) scores ``+∞``. With the unit
     metric (``preconditioner=None``, the MAMBA paper's KSD) a posterior of
     standard deviation ``σ ≪ 1`` lets a chain frozen at the mode
-    (``KSD² ≈ d``) beat exact draws (``KSD² ≈ d/(σ²m)``).
+    (``KSD² ≈ d``) beat exact draws (``KSD² ≈ d/(σ²m)``). Above ``d = 100``, where a
+    few samples per arm have no covariance, ``"auto"`` whitens by the curvature
+    metric, ``L = diag(σ)`` with ``σ_j² = Var(θ_j)/v_j``, the diagonal Gaussian fitted
+    to the scores (module docstring): measured in the posterior's scale rather than
+    the sample's own spread, a chain frozen near the mode scores ``KSD² ≈ d`` against
+    ``≈ 2d/m`` for ``m`` exact draws, where the per-coordinate sample standard
+    deviations would rank it first (``≈ d/m``). The cost is ``O(m² d)``.
 
     Args:
       c: IMQ scale (in whitened units when preconditioned). Default value: ``1.``.
@@ -212,16 +239,19 @@ class KSDMetric:
       max_samples: use at most this many (evenly spaced) samples; ``None`` = all.
         Default value: ``None``.
       jit_compile: XLA-compile the full-data scores. Default value: ``True``.
-      preconditioner: the metric ``Σ`` (keyword only): ``"sample"`` (the samples'
-        covariance, dense up to ``d = 100``, per-coordinate above); ``None`` (the
+      preconditioner: the metric ``Σ`` (keyword only): ``"auto"`` (``"sample"`` up
+        to ``d = 100`` flattened coordinates, ``"curvature"`` above); ``"sample"``
+        (the samples' covariance, dense up to ``d = 100``, per-coordinate above);
+        ``"curvature"`` (the diagonal Gaussian fitted to the scores); ``None`` (the
         unit metric of the MAMBA paper); a fixed ``[d]`` array of scales or a
         ``[d, d]`` covariance in the flattened coordinates of the state parts
-        (e.g. an inverse Hessian at the mode). Default value: ``"sample"``.
+        (e.g. an inverse Hessian at the mode). Default value: ``"auto"``.
       check_validity: first disqualify a sample that cannot be the posterior, a
         chain that did not move or one far from the posterior, by Stein's
         identity in the posterior's own scale
         ([`sample_validity`][tfp_sgmcmc.diagnostics.validity.sample_validity]),
-        raising `DisqualifiedSample` with the reason (keyword only). Default
+        raising `DisqualifiedSample` with the reason (keyword only; above ``d =
+        100`` with limits that hold for all coordinates at once). Default
         value: ``True``; ``"ksd_unit"`` (the paper's metric) turns it off.
 
     Raises:
@@ -240,7 +270,7 @@ class KSDMetric:
         max_samples: int | None = None,
         jit_compile: bool = True,
         *,
-        preconditioner: Any = "sample",
+        preconditioner: Any = "auto",
         check_validity: bool = True,
     ) -> None:
         if not -1.0 < beta < 0.0:
@@ -278,7 +308,7 @@ class KSDMetric:
         metric; ``None`` when the sample metric is singular (a zero-variance
         coordinate), whose KSD is ``+∞``."""
         if self._metric is not None:
-            wmap = whitening_map(x, self._metric)
+            wmap = whitening_map(x, self._metric, scores=s)
             if bool(wmap.degenerate):
                 if warn:
                     warn_if_degenerate(wmap, "KSD")
@@ -304,8 +334,8 @@ class KSDMetric:
 
         (Efron & Stein 1981; over contiguous blocks, the blocked jackknife of
         Künsch 1989, which allows for the chain's autocorrelation). With
-        ``preconditioner="sample"`` the metric is a statistic of the samples
-        too, so each ``KSD_(−g)`` re-estimates it from the remaining groups
+        a metric estimated from the samples (``"sample"``, ``"curvature"``,
+        ``"auto"``) each ``KSD_(−g)`` re-estimates it from the remaining groups
         (its Gram matrix is rebuilt, ``G`` more ``O(M²)`` matrices); a
         remaining set with a zero-variance coordinate gives ``se = +∞``. A
         fixed metric, or none, uses the algebra above on the one matrix. Every
@@ -336,7 +366,7 @@ class KSDMetric:
         loo, start = [], 0
         for m in sizes:
             sl = slice(start, start + m)
-            if self._metric == "sample":
+            if isinstance(self._metric, str) and self._metric in ADAPTIVE_METRICS:
                 keep = np.r_[0:start, start + m : big_m]
                 k_rest = self._gram(tf.gather(x, keep), tf.gather(s, keep))
                 if k_rest is None:
@@ -436,7 +466,8 @@ def resolve_metric(metric: Any) -> Metric:
     """A metric from a name, or a callable as is.
 
     * ``"ksd"`` → [`KSDMetric`][tfp_sgmcmc.tuning.metrics.KSDMetric]``()``, the KSD
-      in the samples' own metric (``preconditioner="sample"``);
+      in the samples' own metric up to ``d = 100`` and in the curvature metric above
+      (``preconditioner="auto"``);
     * ``"ksd_unit"`` → ``KSDMetric(preconditioner=None, check_validity=False)``,
       the unit-kernel KSD of the MAMBA paper (Coullon, South & Nemeth), as the
       paper ran it;
