@@ -36,6 +36,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -508,7 +509,8 @@ def main(argv: list[str] | None = None) -> None:
             machine=_machine(),
             names=all_names,
         )
-        work = args.json.parent / (args.json.stem + "_work")
+        # The children's logs and rows in progress.
+        work = Path(tempfile.gettempdir()) / f"{args.json.stem}_work"
         work.mkdir(parents=True, exist_ok=True)
         for name in names:
             previous = None
