@@ -150,9 +150,11 @@ def child(name: str, seed: int, out: Path, nuts: bool, nuts_only: bool = False) 
         _nuts(model, seed, row)
         _write(out, row)
         return
-    post = sg.JointPosterior(model.prior, model.likelihood_fn, model.data, batch_size=32)
     t0 = time.perf_counter()
     try:
+        # As a user would write it; a series posterior has one example (N = 1).
+        post = sg.JointPosterior(model.prior, model.likelihood_fn, model.data,
+                                 batch_size=min(32, model.num_examples))
         res = sg.sample_posterior(post, num_results=1000, num_chains=4, seed=seed,
                                   progress=False)
     except Exception as e:  # noqa: BLE001 -- the table records what a user would see
