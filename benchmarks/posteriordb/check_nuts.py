@@ -195,8 +195,19 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
         h = outer.jacobian(g, z)
         return lp, g, 0.5 * (h + tf.transpose(h))
 
+    no_autodiff_hessian: list[bool] = []  # set once the automatic Hessian has failed
+
     def derivatives(z: tf.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        f, g, h = (t.numpy() for t in autodiff_derivatives(z))
+        try:
+            if no_autodiff_hessian:
+                raise ValueError("known")
+            f, g, h = (t.numpy() for t in autodiff_derivatives(z))
+        except ValueError:
+            # The Jacobian's vectorisation cannot see through a loop in the target (the
+            # ODE models' tf.scan): the Hessian by differences of the gradient instead.
+            no_autodiff_hessian.append(True)
+            f, g = float(value(z)), gradient(z).numpy()
+            h = np.full((g.size, g.size), np.nan)
         if np.all(np.isfinite(g)) and not np.all(np.isfinite(h)):
             h = _difference_hessian(lambda v: gradient(tf.constant(v)).numpy(), z.numpy())
         return f, g, h
