@@ -109,3 +109,24 @@ def test_full_table(tmp_path):
     models = _load("_posteriordb_models", ROOT / "benchmarks" / "posteriordb" / "models.py")
     assert len(rows) == len(models.NAMES)
     assert table.counts(rows)["wrong_and_ok"] == 0
+
+
+def test_markdown_rows_show_nuts_and_time_outs():
+    base = {"family": "regression", "N": 10, "d": 3, "reasons": [], "max_abs_z": 0.05,
+            "sd_ratio_min": 0.95, "sd_ratio_max": 1.1, "accurate": True, "seconds": 12.3,
+            "timings": {"map": 2.0, "sampling": 4.0, "verdict": 0.1}}
+    rows = [
+        {**base, "posterior": "a", "verdict": "ok",
+         "nuts": {"status": "done", "seconds": 40.2, "max_abs_z": 0.03, "sd_ratio_min": 0.97,
+                  "sd_ratio_max": 1.02, "accurate": True, "separate_process": True}},
+        {**base, "posterior": "b", "verdict": "suspect", "reasons": ["a | b"],
+         "nuts": {"status": "timed out", "seconds": 900.0}},
+    ]
+    lines = table.markdown_table(rows).splitlines()
+    assert len(lines) == 4
+    assert lines[2] == (
+        "| a | regression | 10 | 3 | ok | 0.05 | 0.95–1.10 | yes | 12 | mode 2, sample 4 "
+        "| 40 † | 0.03 | 0.97–1.02 | yes |"
+    )
+    # A reason's "|" would split the cell; a NUTS time-out shows its limit.
+    assert "suspect: a / b" in lines[3] and "> 900 (timed out)" in lines[3]
