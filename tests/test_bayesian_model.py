@@ -245,9 +245,9 @@ def test_callbacks_validation_and_errors():
         BayesianModel(_mlp(), "poisson")
     with pytest.raises(ValueError, match="noise_scale"):
         BayesianModel(_mlp(), "categorical", noise_scale=1.0)
-    ds3 = tf.data.Dataset.from_tensor_slices((x, y, np.ones(200))).batch(32)
-    with pytest.raises(ValueError, match="sample weights"):
-        BayesianModel(_mlp()).fit(ds3, verbose=0)
+    ds4 = tf.data.Dataset.from_tensor_slices((x, y, np.ones(200), np.ones(200))).batch(32)
+    with pytest.raises(ValueError, match=r"\(x, y\) pairs or \(x, y, sample_weight\) triples"):
+        BayesianModel(_mlp()).fit(ds4, verbose=0)
 
 
 def test_epochs_zero_samples_around_a_model_trained_already():

@@ -285,3 +285,27 @@ def test_sampler_speed_tables_match_their_json(result, section, monkeypatch):
             if page not in (full, full.split(" (")[0]):
                 problems.append(f"{row[0]}, column {k + 1}: page {page!r}, JSON {full!r}")
     assert table and not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: Keras predict, batched (benchmarks/results/bench_keras_predict.json)
+
+
+def test_keras_predict_table_matches_its_json():
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    runs = _json("benchmarks/results/bench_keras_predict.json")["models"]
+    rows = table_after(text, "| model | draws per call | `predict`, batched")
+    names = {"MLP 784-100-10": "mlp", "convnet": "convnet"}
+    assert [names[r[0]] for r in rows] == list(runs)
+    for row in rows:
+        run = runs[names[row[0]]]
+        sec, ratio = run["seconds"], run["ratios"]
+        assert row[1:] == [
+            str(run["draws_per_call"]),
+            f"{sec['batched']:.3f}",
+            f"{sec['one_draw_per_call']:.3f}",
+            f"{sec['keras_predict_x_draws']:.2f}",
+            f"{sec['keras_predict_once']:.3f}",
+            f"{ratio['keras_x_draws_over_batched']:.1f}",
+            f"{ratio['one_draw_per_call_over_batched']:.2f}",
+        ], row[0]

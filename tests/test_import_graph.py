@@ -221,6 +221,9 @@ def test_the_graph_reads_the_package(graph):
     pmf = f"{PACKAGE}.models.pmf"
     assert f"{PACKAGE}.data" in graph.function_level[pmf]
     assert f"{PACKAGE}.data" not in graph.module_level[pmf]
+    # The Keras bridge is a package: its modules are one node, in the recipes layer.
+    assert f"{PACKAGE}.keras._model" in graph.modules
+    assert node_of(f"{PACKAGE}.keras._model") == f"{PACKAGE}.keras"
     # The package's own __init__ names its submodules under TYPE_CHECKING only.
     assert f"{PACKAGE}.kernels" in graph.type_checking[PACKAGE]
     assert f"{PACKAGE}.kernels" not in graph.module_level[PACKAGE]

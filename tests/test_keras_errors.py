@@ -291,24 +291,78 @@ def test_a_mixed_precision_model_is_sampled_in_float32():
 # converged (too-narrow intervals were returned without a word before).
 # --------------------------------------------------------------------------- #
 @pytest.mark.slow
-def test_learned_noise_intervals_cover_the_held_out_diabetes_data():
+@pytest.mark.parametrize("scale", ["standardised", "raw"])
+def test_learned_noise_intervals_cover_the_held_out_diabetes_data(scale):
+    # Under the defaults the 90% interval covers 85-95% of the held-out points, or the fit
+    # warns that it has not converged. Raw targets (mean 152, sd 77, from features of sd
+    # 0.05) are out of reach of 100 epochs of Adam at 1e-3: the draws fit y worse than its
+    # mean (learned sigma 90 against y's sd 79) and the interval covers 0.97, silently
+    # before; standardised, it covers 0.91 without a warning.
     datasets = pytest.importorskip("sklearn.datasets")
     x, y = datasets.load_diabetes(return_X_y=True)
     idx = np.random.default_rng(0).permutation(len(y))
     train, test = idx[:342], idx[342:]
-    y = (y - y[train].mean()) / y[train].std()
+    if scale == "standardised":
+        y = (y - y[train].mean()) / y[train].std()
     keras.utils.set_random_seed(0)
     model = keras.Sequential(
         [keras.Input((10,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)]
     )
     bayes = BayesianModel(model, "gaussian", jit_compile=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # converged: no warning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         bayes.fit(x[train], y[train], epochs=100, verbose=0)
+    warned = any("has not converged" in str(w.message) for w in caught)
     _, lower, upper = bayes.predict(x[test], interval=0.9)
     covered = np.mean((y[test] >= lower[:, 0]) & (y[test] <= upper[:, 0]))
     # 100 held-out points: the coverage's standard error is 0.03 at 0.9.
-    assert 0.85 <= covered <= 0.95, covered
+    assert (0.85 <= covered <= 0.95) or warned, covered
+    if scale == "standardised":  # power: a converged fit is calibrated and silent
+        assert not warned and 0.85 <= covered <= 0.95, (covered, caught)
+
+
+def test_a_learned_noise_wider_than_the_labels_is_warned():
+    # Raw targets far from the outputs' starting scale: five epochs of Adam at 1e-3 leave
+    # the mean function near zero, the learned noise absorbs y's offset (sigma above y's
+    # own sd), and the interval would cover everything. Standardised, the same data fit
+    # and the draws' sigma is below sd(y), silently.
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(256, 3))
+    y = 300 + 70 * (x @ np.array([0.8, -0.5, 0.33])) + 30 * rng.normal(size=256)
+
+    def line():
+        keras.utils.set_random_seed(0)
+        return keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+
+    raw = BayesianModel(line(), "gaussian", num_draws=20, jit_compile=False)
+    with pytest.warns(UserWarning, match="exceeds the standard deviation of the training labels"):
+        raw.fit(x, y, epochs=5, sample_epochs=20, batch_size=32, verbose=0)
+    assert np.mean(raw.noise_scale_draws) > y.std()
+    standardised = BayesianModel(
+        line(), "gaussian", num_draws=20, learning_rate=0.05, jit_compile=False
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        standardised.fit(
+            x, (y - y.mean()) / y.std(), epochs=20, sample_epochs=20, batch_size=32, verbose=0
+        )
+    assert np.mean(standardised.noise_scale_draws) < 0.6  # the noise: 30 / sd(y) = 0.39
+
+
+def test_draws_far_better_than_the_map_search_are_warned():
+    # One epoch of Adam at 1e-3 stops far from the mode; the sampler goes on descending,
+    # and its draws' loss ends far below the MAP search's (sigma stays under sd(y), so
+    # only this check sees it). The converged fit below in this file is its power check.
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(256, 3))
+    y = x @ np.array([0.8, -0.5, 0.33]) + 0.1 * rng.normal(size=256)
+    y = (y - y.mean()) / y.std()
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    bayes = BayesianModel(model, "gaussian", num_draws=20, jit_compile=False)
+    with pytest.warns(UserWarning, match="far better than the end of the MAP search"):
+        bayes.fit(x, y, epochs=1, sample_epochs=20, batch_size=32, verbose=0)
+    assert np.mean(bayes.noise_scale_draws) < y.std()
 
 
 def test_a_noise_scale_that_has_not_converged_is_warned():

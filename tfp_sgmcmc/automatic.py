@@ -33,13 +33,22 @@ One call runs the whole path a careful user would compose by hand:
    ``ADAPT_MAX_WINDOWS`` windows, stopping at the first that needs no change.
 6. **Sampling.** The chains continue for a burn-in of about five
    autocorrelation times (``10/ε`` steps) and then ``num_results`` draws,
-   thinned by ``⌈1/ε⌉``.
+   thinned by ``⌈1/ε⌉``; then, in chunks continuing the same chains, until
+   the rank-normalised split R̂ is at most 1.01 and the bulk ESS at least 400
+   in every coordinate, whitened and unconstrained (Vehtari et al. 2021), or
+   until the budget (``max_gradient_evaluations`` per chain in this phase,
+   ``max_seconds`` for the call) ends it. ``ended_by`` says which; a budget
+   that ends it with the ESS below 400 or R̂ above 1.05 is a ``suspect`` reason.
 7. **Verdict.** `tfp_sgmcmc.diagnostics.verdict.judge_whitened_draws`:
    ``ok`` / ``suspect`` / ``failed`` with reasons (divergence, runaway,
    frozen chains, split R̂, ESS, the predicted inflation from the step size
-   and the gradient noise), and every problem met on the way (no mode, a
-   saddle, a disqualified grid, a diverged burn-in, several modes; when the
-   chains disagree, the modes they ended in).
+   and the gradient noise); a budget that ended the run short of the targets;
+   the Stein moment check (`tfp_sgmcmc.diagnostics.verdict.stein_moment_check`:
+   ``E[s] = 0`` and ``E[(w − w̄) s] = −1`` under the posterior, read with the
+   full-data score at draws spread over the run, which sees a bias every
+   chain shares); and every problem met on the way (no mode, a saddle, a
+   disqualified grid, a diverged burn-in, several modes; when the chains
+   disagree, the modes they ended in).
 
 The sampler is SGLD, ``w ← w + ε ĝ_w + √(2ε) ξ`` (Welling & Teh 2011), in
 whitened coordinates; ``docs/algorithms.md#sample-posterior``.
@@ -58,6 +67,9 @@ whitened coordinates; ``docs/algorithms.md#sample-posterior``.
      output. _JRSS-B_ 84(4), 2022.
 [5]: Max Welling and Yee Whye Teh. Bayesian learning via stochastic gradient
      Langevin dynamics. In _ICML_, 2011.
+[6]: Aki Vehtari, Andrew Gelman, Daniel Simpson, Bob Carpenter and
+     Paul-Christian Bürkner. Rank-normalization, folding, and localization: an
+     improved R̂ for assessing convergence of MCMC. _Bayesian Analysis_ 16(2), 2021.
 """
 
 from __future__ import annotations
@@ -77,9 +89,13 @@ from tfp_sgmcmc.diagnostics.ksd import kernel_stein_discrepancy
 from tfp_sgmcmc.diagnostics.verdict import (
     FROZEN_SD,
     RHAT_SUSPECT,
+    TARGET_ESS,
+    TARGET_RHAT,
     Verdict,
+    bulk_mixing,
     judge_whitened_draws,
     runaway_threshold,
+    stein_moment_check,
 )
 from tfp_sgmcmc.estimators.adaptation import adapt_whitening, rewhiten
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
@@ -99,7 +115,13 @@ from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, check_int, is_list_like
 from tfp_sgmcmc.kernels.langevin import SGLD
 from tfp_sgmcmc.loop import step_seed as loop_step_seed
 
-__all__ = ["sample_posterior", "PosteriorSamples", "ArmRecord", "DEFAULT_STEP_SIZES"]
+__all__ = [
+    "sample_posterior",
+    "PosteriorSamples",
+    "ArmRecord",
+    "DEFAULT_STEP_SIZES",
+    "DEFAULT_MAX_GRADIENT_EVALUATIONS",
+]
 
 #: Dimensionless step sizes tried (in whitened units; SGLD is stable below 2).
 DEFAULT_STEP_SIZES = (0.15, 0.08, 0.04, 0.02)
@@ -119,6 +141,11 @@ ADAPT_MAX_WINDOWS = 3
 MODE_SEARCH_MAX_DIM = 200
 #: Further over-dispersed starts (prior draws, or 3 Laplace sds out) of that search.
 EXTRA_MODE_STARTS = 3
+#: Default budget of the final sampling (burn-in and draws): gradient evaluations per chain.
+DEFAULT_MAX_GRADIENT_EVALUATIONS = 200_000
+#: Draws per chain whose full-data scores the Stein check reads: this many tuning-metric
+#: batches (one compiled shape).
+_STEIN_BATCHES = 5
 
 
 @dataclasses.dataclass
@@ -164,6 +191,10 @@ class PosteriorSamples:
         searched), ``tuning_sampling``, ``tuning_metric``, ``adaptation``,
         ``sampling``, ``verdict``, ``total``).
       notes: what the automatic choices were, one sentence each.
+      ended_by: what ended the final sampling: convergence (rank-normalised
+        split R̂ ≤ 1.01 and bulk ESS ≥ 400), the budget (with the numbers it
+        left unmet; a ``suspect`` reason too when the ESS is below 400 or R̂
+        above 1.05), or a divergence.
     """
 
     draws: dict[str, np.ndarray]
@@ -181,6 +212,7 @@ class PosteriorSamples:
     laplace: LaplaceApproximation
     timings: dict[str, float]
     notes: list[str]
+    ended_by: str = ""
     _posterior: Any = None
 
     def to_arviz(self, **kwargs: Any) -> Any:
@@ -575,6 +607,108 @@ def _other_modes(
     return modes, own
 
 
+@dataclasses.dataclass
+class _RunLength:
+    """How the final sampling ended: its mixing numbers and which rule stopped it."""
+
+    rhat: float
+    ess: float
+    ended_by: str
+    budget_ended: bool
+
+
+def _run_mixing(runner: _Runner, w: np.ndarray) -> tuple[float, float]:
+    """Rank-normalised split R̂ and bulk ESS, the worst over the whitened coordinates and
+    the parameters' own (unconstrained) coordinates."""
+    rhat_w, ess_w = bulk_mixing(w)
+    dtype = runner.estimator.dtype or tf.float32
+    parts = runner.estimator.unwhiten(tf.constant(w, dtype))
+    z = np.concatenate(
+        [np.reshape(np.asarray(p, np.float64), w.shape[:2] + (-1,)) for p in parts], -1
+    )
+    rhat_z, ess_z = bulk_mixing(z)
+    return max(rhat_w, rhat_z), min(ess_w, ess_z)
+
+
+def _draw_until_long_enough(
+    runner: _Runner,
+    state: np.ndarray,
+    eps: float,
+    seed: int,
+    burn: int,
+    num_results: int,
+    thin: int,
+    max_seconds: float | None,
+    max_gradient_evaluations: int | None,
+    t_start: float,
+) -> tuple[np.ndarray, np.ndarray, _RunLength]:
+    """Burn-in and ``num_results`` draws, then more, in chunks continuing the same chains,
+    until rank-normalised split R̂ ≤ `TARGET_RHAT` and bulk ESS ≥ `TARGET_ESS` in every
+    coordinate, or the budget ends it; the draws after burn-in, their divergence flags
+    and how the run ended.
+
+    Each chunk asks for the draws the ESS so far says are missing (at least half and at
+    most three times the draws so far, a whole number of compiled blocks), cut to what
+    the budget leaves: ``max_gradient_evaluations`` steps per chain in this phase, and
+    ``max_seconds`` since ``t_start`` at the pace measured so far.
+    """
+    t0 = time.perf_counter()
+    w, div = runner(state, eps, (seed, 999), burn + num_results, thin)
+    w, steps, chunk = w[burn:], (burn + num_results) * thin, 0
+    while True:
+        if not np.isfinite(w).all() or div.any():
+            return w, div, _RunLength(math.inf, 0.0, "stopped: the chains diverged", False)
+        rhat, ess = _run_mixing(runner, w)
+        done = f"rank-normalised split R-hat {rhat:.3g}, bulk ESS {ess:.0f}"
+        if rhat <= TARGET_RHAT and ess >= TARGET_ESS:
+            return w, div, _RunLength(rhat, ess, f"converged after {len(w)} draws per chain "
+                                      f"({done})", False)
+        have = len(w)
+        want = have * (1.2 * TARGET_ESS / max(ess, 1.0) - 1.0) if ess < TARGET_ESS else 0.0
+        more = int(min(max(want, have / 2), 3 * have))
+        more = _BLOCK * -(-more // _BLOCK)
+        limits = []
+        if max_gradient_evaluations is not None:
+            limits.append(((max_gradient_evaluations - steps) // thin,
+                           f"{max_gradient_evaluations} gradient evaluations per chain"))
+        if max_seconds is not None:
+            pace = (time.perf_counter() - t0) / max(steps // thin, 1)  # seconds per draw
+            left = max_seconds - (time.perf_counter() - t_start)
+            limits.append((int(left / pace), f"{max_seconds:g} s"))
+        for allowed, what in limits:
+            allowed = _BLOCK * (allowed // _BLOCK)
+            if allowed < _BLOCK:
+                return w, div, _RunLength(rhat, ess, (
+                    f"the budget ({what}) ended the run before it was long enough: after "
+                    f"{len(w)} draws per chain, {done}, where the targets are R-hat <= "
+                    f"{TARGET_RHAT} and ESS >= {TARGET_ESS:.0f}; more draws (a larger "
+                    "`max_gradient_evaluations` or `max_seconds`) or a reparametrisation"
+                ), True)
+            more = min(more, allowed)
+        chunk += 1
+        w_more, div_more = runner(w[-1], eps, (seed, 50_000 + chunk), more, thin)
+        w = np.concatenate([w, w_more])
+        div = np.concatenate([div, div_more])
+        steps += more * thin
+
+
+def _stein_sample(runner: _Runner, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Draws spread evenly over the run and their full-data whitened scores, in batches of
+    the tuning metric's shape (no new compilation)."""
+    t, c, d = w.shape
+    per_chain = max(1, _METRIC_POINTS // c)
+    n = min(t, _STEIN_BATCHES * per_chain)
+    idx = np.unique(np.linspace(0, t - 1, n).round().astype(int))
+    sub = w[idx]
+    dtype = runner.estimator.dtype or tf.float32
+    scores = []
+    for i in range(0, len(idx), per_chain):
+        block = sub[i:i + per_chain]
+        s = runner.scores(tf.constant(block.reshape(-1, d), dtype))
+        scores.append(np.asarray(s, np.float64).reshape(block.shape))
+    return sub, np.concatenate(scores)
+
+
 def _say(progress: bool) -> Callable[[str], None]:
     def say(msg: str) -> None:
         if progress:
@@ -595,6 +729,8 @@ def sample_posterior(
     max_dense_dim: int = 1000,
     tuning_steps: int = 400,
     adapt: bool = True,
+    max_gradient_evaluations: int | None = DEFAULT_MAX_GRADIENT_EVALUATIONS,
+    max_seconds: float | None = None,
     jit_compile: bool = True,
     progress: bool = True,
 ) -> PosteriorSamples:
@@ -603,7 +739,9 @@ def sample_posterior(
     Args:
       posterior: a `tfp_sgmcmc.JointPosterior`, or a gradient estimator with a
         full-data log-density (then ``initial_state`` is required).
-      num_results: draws per chain. Default value: ``1000``.
+      num_results: draws per chain at least; the run goes on, in chunks, until
+        rank-normalised split R̂ ≤ 1.01 and bulk ESS ≥ 400 in every coordinate
+        or the budget ends it (module docstring, step 6). Default value: ``1000``.
       num_chains: independent chains (at least 2, for R̂). Default value: ``4``.
       seed: an int in ``[0, 2**31)``. Default value: ``0``.
       initial_state: a state without chain dimensions where the mode search
@@ -620,6 +758,14 @@ def sample_posterior(
         three times as many). Default value: ``400``.
       adapt: refine the preconditioner from burn-in windows of the chosen
         arm's chains (module docstring, step 5). Default value: ``True``.
+      max_gradient_evaluations: the budget of the final sampling (burn-in and
+        draws) in gradient evaluations per chain, one per step; ``None`` for no
+        limit. ``num_results`` draws are always taken. Default value:
+        `DEFAULT_MAX_GRADIENT_EVALUATIONS`.
+      max_seconds: a budget of the whole call in seconds (draws beyond
+        ``num_results`` stop when the pace so far says the next chunk would
+        exceed it). Default value: ``None`` (no time limit: the gradient
+        budget alone, which gives the same draws on any machine).
       jit_compile: XLA-compile the chains. Default value: ``True``.
       progress: one line per phase on standard error. Default value: ``True``.
 
@@ -634,6 +780,16 @@ def sample_posterior(
     num_chains = check_int(num_chains, "num_chains", 2)
     seed = check_int(seed, "seed", 0)
     tuning_steps = check_int(tuning_steps, "tuning_steps", 20)
+    if max_gradient_evaluations is not None:
+        max_gradient_evaluations = check_int(
+            max_gradient_evaluations, "max_gradient_evaluations", 0
+        )
+    if max_seconds is not None and not (
+        isinstance(max_seconds, (int, float)) and max_seconds >= 0 and math.isfinite(max_seconds)
+    ):
+        raise ValueError(
+            f"`max_seconds` must be a non-negative number or None, got {max_seconds!r}."
+        )
     if seed >= 2**31:
         raise ValueError(f"`seed` must be in [0, 2**31), got {seed}.")
     eps_list = [float(e) for e in step_sizes]
@@ -805,17 +961,31 @@ def sample_posterior(
         state = _adapt(runner, state, best.step_size, seed, thin, notes, say, problems)
     timings["adaptation"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    w, div = runner(state, best.step_size, (seed, 999), burn + num_results, thin)
+    w, div, run = _draw_until_long_enough(
+        runner, state, best.step_size, seed, burn, num_results, thin,
+        max_seconds, max_gradient_evaluations, t_start,
+    )
     timings["sampling"] = time.perf_counter() - t0
-    w = w[burn:]
-    say(f"sampled {num_results} x {num_chains} draws (thinned by {thin}) in "
-        f"{timings['sampling']:.1f} s")
+    say(f"sampled {w.shape[0]} x {num_chains} draws (thinned by {thin}) in "
+        f"{timings['sampling']:.1f} s: {run.ended_by}")
+    notes.append(f"run length: {run.ended_by}")
 
     t0 = time.perf_counter()
     noise = None
     if best.batch_size < num_examples and np.isfinite(w[-1]).all():
         noise = _noise_variance(runner.estimator, w[-1], seed)
     verdict: Verdict = judge_whitened_draws(w, best.step_size, noise)
+    verdict.stats["bulk_rhat"] = run.rhat
+    verdict.stats["bulk_ess"] = run.ess
+    if run.budget_ended and (run.ess < TARGET_ESS or run.rhat > RHAT_SUSPECT):
+        # Short of the targets by more than R-hat's own noise: with ESS >= 400 a
+        # rank-normalised R-hat between 1.01 and 1.05 is left to `ended_by` and the notes.
+        verdict.add("suspect", run.ended_by)
+    if np.isfinite(w).all():
+        stein = stein_moment_check(*_stein_sample(runner, w))
+        verdict.stats.update(stein.stats)
+        for reason in stein.reasons:
+            verdict.add(stein.status, reason)
     for status, reason in problems:
         verdict.add(status, reason)
     rhat = verdict.stats.get("max_rhat", math.nan)
@@ -866,5 +1036,6 @@ def sample_posterior(
         laplace=lap,
         timings=timings,
         notes=notes,
+        ended_by=run.ended_by,
         _posterior=target.posterior,
     )

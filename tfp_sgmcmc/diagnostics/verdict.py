@@ -28,6 +28,12 @@ Vollmer, Zygalakis & Teh 2016), so the predicted sd inflation is
 ``√((1 + r)/(1 − ε/2))`` with ``r = εV/2`` the gradient-noise ratio. It is
 claimed only where the chains mixed (R̂ below 1.05). ``docs/diagnostics.md#verdict``.
 
+Two more checks serve `tfp_sgmcmc.sample_posterior`: `bulk_mixing`, the
+rank-normalised split R̂ and bulk ESS its run length is judged on (Vehtari et
+al. 2021), and `stein_moment_check`, which reads the full-data score at the
+draws (``E[s] = 0``, ``E[(w − w̄) s] = −1`` under the posterior) and so sees a
+bias every chain shares.
+
 #### References
 
 [1]: Andrew Gelman and Donald B. Rubin. Inference from iterative simulation
@@ -51,6 +57,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
+from scipy import special
 
 from tfp_sgmcmc.estimators.whitened import runaway_threshold
 from tfp_sgmcmc.internal.quiet import quiet_real_part_cast
@@ -64,6 +71,12 @@ __all__ = [
     "MIN_ESS",
     "MAX_SD_INFLATION",
     "FROZEN_SD",
+    "TARGET_RHAT",
+    "TARGET_ESS",
+    "STEIN_VARIANCE_TOL",
+    "STEIN_MEAN_TOL",
+    "bulk_mixing",
+    "stein_moment_check",
 ]
 
 #: Split R̂ above which the chains are declared to disagree.
@@ -76,6 +89,16 @@ MIN_ESS = 100.0
 MAX_SD_INFLATION = 1.10
 #: A chain whose median whitened standard deviation is below this did not move.
 FROZEN_SD = 0.05
+#: A run is long enough when its rank-normalised split R̂ is at most this ...
+TARGET_RHAT = 1.01
+#: ... and its bulk ESS at least this, in every coordinate (Vehtari et al. 2021).
+TARGET_ESS = 400.0
+#: The Stein variance check fires when ``-E[(w_j - w̄_j) s_j]`` is off 1 by more than this
+#: (a standard deviation off by about 10%) beyond twice its Monte Carlo error.
+STEIN_VARIANCE_TOL = 0.21
+#: The Stein mean check fires when ``E[s_j]`` is off 0 by more than this (a mean off by
+#: about 0.1 posterior sd) beyond twice its Monte Carlo error.
+STEIN_MEAN_TOL = 0.1
 
 _ORDER = {"ok": 0, "suspect": 1, "failed": 2}
 
@@ -106,10 +129,135 @@ class Verdict:
         return self.status + ": " + "; ".join(self.reasons)
 
 
+def _rank_normal(x: np.ndarray) -> np.ndarray:
+    """Rank-normalised draws ``[T, C, d]``: ranks over all draws of a coordinate, mapped
+    through the normal quantile ``Φ⁻¹((r − 3/8)/(S + 1/4))`` (Vehtari et al. 2021)."""
+    t, c, d = x.shape
+    flat = x.reshape(t * c, d)
+    ranks = flat.argsort(axis=0, kind="stable").argsort(axis=0, kind="stable") + 1.0
+    z = special.ndtri((ranks - 0.375) / (t * c + 0.25))
+    return z.reshape(t, c, d)
+
+
+def _rhat_ess(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Split R̂ and cross-chain ESS per coordinate of ``x`` ``[T, C, d]``."""
+    t = tf.constant(x)
+    rhat = tfp.mcmc.potential_scale_reduction(t, independent_chain_ndims=1, split_chains=True)
+    with quiet_real_part_cast():  # TFP's FFT autocorrelation casts complex to real
+        ess = tfp.mcmc.effective_sample_size(t, cross_chain_dims=1)
+    return rhat.numpy(), ess.numpy()
+
+
+def bulk_mixing(x: Any) -> tuple[float, float]:
+    """The worst rank-normalised split R̂ and the smallest bulk ESS of draws ``[T, C, d]``.
+
+    R̂ is the larger of the rank-normalised and the folded rank-normalised split R̂
+    (the latter sees chains that agree in location but not in spread); the bulk ESS is
+    the cross-chain ESS of the rank-normalised draws (Vehtari et al. 2021). Both are
+    invariant under monotone maps of a coordinate and defined for heavy tails.
+
+    Raises:
+      ValueError: ``x`` is not ``[num_draws >= 4, num_chains >= 2, d]``.
+    """
+    x = np.asarray(x, np.float64)
+    if x.ndim != 3 or x.shape[0] < 4 or x.shape[1] < 2:
+        raise ValueError(
+            f"`x` must be [num_draws >= 4, num_chains >= 2, d], got shape {list(x.shape)}."
+        )
+    if not np.isfinite(x).all():
+        return math.inf, 0.0
+    z = _rank_normal(x)
+    folded = _rank_normal(np.abs(x - np.median(x.reshape(-1, x.shape[-1]), axis=0)))
+    rhat_z, ess_z = _rhat_ess(z)
+    rhat_f, _ = _rhat_ess(folded)
+    rhat = np.fmax(rhat_z, rhat_f)
+    max_rhat = float(np.nanmax(rhat)) if np.isfinite(rhat).any() else math.inf
+    min_ess = float(np.nanmin(ess_z)) if np.isfinite(ess_z).any() else 0.0
+    return max_rhat, min_ess
+
+
+def stein_moment_check(w: Any, scores: Any) -> Verdict:
+    r"""Do the draws agree with the posterior's own score? Two Stein identities per coordinate.
+
+    For a density ``π`` with score ``s = ∇ log π`` (decaying at its tails), integration
+    by parts gives ``E_π[s_j] = 0`` and ``E_π[(w_j − c) s_j] = −1`` for any constant
+    ``c``. On the draws, ``m_j = mean(s_j)`` and ``v_j = −mean((w_j − w̄_j) s_j)``
+    measure how far they are from ``π``: for a unit Gaussian target, draws shifted by
+    ``δ`` give ``m_j = −δ`` and draws of variance ``σ²`` give ``v_j = σ²``. Unlike R̂,
+    the ESS and the Gaussian inflation bound, which read the draws alone, this reads
+    the full-data score at the draws, so a bias shared by every chain (a step too large
+    for a heavy tail, a skewed marginal) shows. ``suspect`` when ``|v_j − 1|`` exceeds
+    `STEIN_VARIANCE_TOL` or ``|m_j|`` exceeds `STEIN_MEAN_TOL` by more than twice the
+    Monte Carlo error (from the cross-chain ESS of each product).
+
+    Args:
+      w: whitened draws ``[T, C, d]`` (a subsample of a run is enough).
+      scores: the full-data whitened scores at ``w``, ``[T, C, d]``.
+
+    Raises:
+      ValueError: the shapes differ or are not ``[T >= 4, C >= 2, d]``.
+    """
+    w = np.asarray(w, np.float64)
+    s = np.asarray(scores, np.float64)
+    if w.shape != s.shape or w.ndim != 3 or w.shape[0] < 4 or w.shape[1] < 2:
+        raise ValueError(
+            "`w` and `scores` must both be [T >= 4, C >= 2, d], got shapes "
+            f"{list(w.shape)} and {list(s.shape)}."
+        )
+    out = Verdict()
+    if not (np.isfinite(w).all() and np.isfinite(s).all()):
+        out.add("suspect", "the Stein check met non-finite draws or scores")
+        return out
+    centred = w - w.reshape(-1, w.shape[-1]).mean(axis=0)
+    products = {"mean": s, "variance": -centred * s}
+    values = {}
+    for key, h in products.items():
+        value = h.reshape(-1, h.shape[-1]).mean(axis=0)
+        sd = h.reshape(-1, h.shape[-1]).std(axis=0, ddof=1)
+        if np.all(sd > 0):
+            _, ess = _rhat_ess(h)
+            ess = np.clip(np.nan_to_num(ess, nan=1.0), 1.0, h.shape[0] * h.shape[1])
+        else:
+            ess = np.full(h.shape[-1], float(h.shape[0] * h.shape[1]))
+        values[key] = (value, sd / np.sqrt(ess))
+    v, v_se = values["variance"]
+    m, m_se = values["mean"]
+    v_excess = np.abs(v - 1.0) - 2.0 * v_se
+    m_excess = np.abs(m) - 2.0 * m_se
+    j = int(np.argmax(np.abs(v - 1.0)))
+    out.stats["stein_variance_worst"] = float(v[j])
+    out.stats["stein_variance_se"] = float(v_se[j])
+    k = int(np.argmax(np.abs(m)))
+    out.stats["stein_mean_worst"] = float(m[k])
+    out.stats["stein_mean_se"] = float(m_se[k])
+    if (v_excess > STEIN_VARIANCE_TOL).any():
+        j = int(np.argmax(v_excess))
+        out.add(
+            "suspect",
+            "the draws disagree with the posterior's score (Stein variance check): in "
+            f"whitened direction {j}, -E[(w - mean) * score] = {v[j]:.3g} "
+            f"(± {v_se[j]:.2g}) where exact draws give 1, so the spread is off by about "
+            f"{100 * abs(math.sqrt(max(v[j], 0.0)) - 1):.0f}% (a step too large for a "
+            "heavy or skewed tail, or gradient noise)",
+        )
+    if (m_excess > STEIN_MEAN_TOL).any():
+        k = int(np.argmax(m_excess))
+        out.add(
+            "suspect",
+            "the draws disagree with the posterior's score (Stein mean check): in "
+            f"whitened direction {k}, E[score] = {m[k]:.3g} (± {m_se[k]:.2g}) where "
+            "exact draws give 0, so the location is off by about "
+            f"{abs(m[k]):.2g} posterior sd",
+        )
+    return out
+
+
 def judge_whitened_draws(
     w: Any,
     step_size: float | None = None,
     noise_variance: np.ndarray | None = None,
+    *,
+    min_ess: float = MIN_ESS,
 ) -> Verdict:
     """The verdict on draws ``w`` ``[num_draws, num_chains, d]`` in whitened coordinates.
 
@@ -120,6 +268,8 @@ def judge_whitened_draws(
       noise_variance: ``V``, the minibatch-gradient variance per whitened
         coordinate (``[d]``), for the bias check. Default value: ``None``
         (discretisation bias only).
+      min_ess: the fewest effective draws of an ``ok`` run. Default value:
+        `MIN_ESS`.
 
     Raises:
       ValueError: ``w`` is not ``[num_draws, num_chains, d]`` with at least 4
@@ -163,15 +313,17 @@ def judge_whitened_draws(
     max_rhat = float(np.nanmax(rhat.numpy()))
     with quiet_real_part_cast():  # TFP's FFT autocorrelation casts complex to real
         ess = tfp.mcmc.effective_sample_size(x, cross_chain_dims=1).numpy()
-    min_ess = float(np.nanmin(ess))
+    min_ess_seen = float(np.nanmin(ess))
     out.stats["max_rhat"] = max_rhat
-    out.stats["min_ess"] = min_ess
+    out.stats["min_ess"] = min_ess_seen
     if not np.isfinite(max_rhat) or max_rhat > RHAT_FAILED:
         out.add("failed", f"the chains disagree (split R-hat {max_rhat:.3g} > {RHAT_FAILED})")
     elif max_rhat > RHAT_SUSPECT:
         out.add("suspect", f"the chains may disagree (split R-hat {max_rhat:.3g})")
-    if not np.isfinite(min_ess) or min_ess < MIN_ESS:
-        out.add("suspect", f"too few effective draws (min ESS {min_ess:.0f} < {MIN_ESS:.0f})")
+    if not np.isfinite(min_ess_seen) or min_ess_seen < min_ess:
+        out.add(
+            "suspect", f"too few effective draws (min ESS {min_ess_seen:.0f} < {min_ess:.0f})"
+        )
     if step_size is not None:
         eps = float(step_size)
         r = 0.0 if noise_variance is None else float(np.max(eps * np.asarray(noise_variance) / 2))
