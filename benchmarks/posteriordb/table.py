@@ -405,6 +405,7 @@ def page(doc: dict[str, Any]) -> str:
             "same process.\n"
         )
     runs = "\n".join(doc.get("runs", []))
+    note = f"\n{doc['note']}\n" if doc.get("note") else ""
     return f"""# posteriordb: every reference posterior, beside NUTS
 
 *Paths under `benchmarks/` and `tests/` on this page are in the source repository (a clone
@@ -450,7 +451,7 @@ of unconstrained parameters. "where" splits `sample_posterior`'s seconds by phas
 search, curvature, other modes, tuning runs, metric, adaptation, sampling, verdict; phases
 under half a second left out); each phase includes its own tracing and XLA compilation.
 NUTS seconds include its tracing and compilation.
-{not_run}{separate}
+{not_run}{separate}{note}
 {TABLE_BEGIN}
 {markdown_table(rows)}
 {TABLE_END}
@@ -475,6 +476,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--render", action="store_true",
                         help="no sampling: write --markdown / --docs from --json")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--note", help="a paragraph about this run, kept in --json and the page")
     parser.add_argument("--no-nuts", action="store_true", help="sample_posterior only")
     parser.add_argument("--sp-timeout", type=float, default=900.0)
     parser.add_argument("--nuts-timeout", type=float, default=900.0)
@@ -530,6 +532,9 @@ def main(argv: list[str] | None = None) -> None:
             args.json.write_text(json.dumps(doc, indent=1) + "\n")
             print(markdown_table([row]).splitlines()[-1], file=sys.stderr, flush=True)
     doc["results"] = _order(rows, doc.get("names", all_names))
+    if args.note is not None:
+        doc["note"] = args.note
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
     if args.markdown:
         args.markdown.write_text(markdown_table(doc["results"]) + "\n")
     if args.docs:
