@@ -526,11 +526,15 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name} ...", file=sys.stderr, flush=True)
             row = _run_child(name, args, work, previous)
             row.setdefault("commit", doc["commit"])
+            row.setdefault("N", int(models.load(name).num_examples))  # a timed-out row
             rows[name] = row
             doc["results"] = _order(rows, all_names)
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(doc, indent=1) + "\n")
             print(markdown_table([row]).splitlines()[-1], file=sys.stderr, flush=True)
+    for name, row in rows.items():
+        if "N" not in row and name in all_names:  # rows of a time-out before N was kept
+            row["N"] = int(models.load(name).num_examples)
     doc["results"] = _order(rows, doc.get("names", all_names))
     if args.note is not None:
         doc["note"] = args.note
