@@ -145,3 +145,70 @@ def test_series_data_are_one_example():
     assert m.num_examples == 1 and x.shape == (1, 200) and y.shape == (1, 200)
     with pytest.raises(ValueError, match="same T"):
         families.pack_series("s", np.arange(3.0), np.arange(4.0), np.float64)
+
+
+odes = _load("_benchmarks_posteriordb_odes", ROOT / "benchmarks" / "posteriordb" / "odes.py")
+
+
+def test_rk4_is_fourth_order():
+    """``y' = -t y``, ``y(0) = 1``: ``y = exp(-t²/2)``; halving the step divides the error
+    by about 2⁴ = 16 (a first-order slip, e.g. k2 and k3 taken at ``t`` instead of
+    ``t + h/2``, gives 2 or 4)."""
+    times = np.array([0.5, 1.0, 2.0])
+    y0 = tf.constant([[1.0], [2.0]], tf.float64)  # two "chains"
+    exact = np.exp(-(times**2) / 2)[None, :, None] * np.array([1.0, 2.0])[:, None, None]
+    errs = []
+    for steps in (4, 8, 16):
+        y = odes.rk4(lambda t, y: -t * y, y0, 0.0, times, steps).numpy()
+        assert y.shape == (2, 3, 1)
+        errs.append(np.abs(y - exact).max())
+    assert errs[2] < 1e-6
+    for coarse, fine in zip(errs, errs[1:]):
+        assert 12 < coarse / fine < 20, errs
+    with pytest.raises(ValueError, match="times"):
+        odes.rk4(lambda t, y: y, y0, 0.0, np.array([1.0, 0.5]), 10)
+
+
+@pytest.mark.parametrize(
+    "name", ["one_comp_mm_elim_abs-one_comp_mm_elim_abs", "hudson_lynx_hare-lotka_volterra"]
+)
+def test_ode_step_is_fine_enough(name):
+    """At the reference means the default RK4 step's solution is within 1e-4 (relative)
+    of one with a step 16 times smaller: under 0.001 of the observation noise's sd (about
+    0.13 and 0.25 on the log scale)."""
+    m = models.load(name)
+    p = {k: tf.constant(v) for k, v in m.reference_values().items()}
+    if name.startswith("one_comp"):
+        d = families.read_data(name)
+        times = np.asarray(d["times"], np.float64)
+
+        def solve(s):
+            return odes.one_comp_solution(p, times, float(d["D"]), float(d["V"]), s)
+
+        default = odes.ONE_COMP_STEPS
+    else:
+        times = m.data[0][0, 1:]
+
+        def solve(s):
+            return odes.lotka_volterra_solution(p, times, s)
+
+        default = odes.LOTKA_VOLTERRA_STEPS
+    coarse = tf.function(lambda: solve(default), autograph=False)().numpy()
+    fine = tf.function(lambda: solve(16 * default), autograph=False)().numpy()
+    gap = np.abs(np.log(coarse) - np.log(fine)).max()
+    assert 1e-12 < gap < 1e-4, gap
+    # Power: a step 10 times the default misses by far more.
+    rough = tf.function(lambda: solve(max(1, default // 10)), autograph=False)().numpy()
+    assert np.abs(np.log(rough) - np.log(fine)).max() > 10 * gap
+
+
+def test_positive_normal_is_stans_truncated_normal():
+    d = odes.PositiveNormal(tf.constant([1.0, 0.05], tf.float64),
+                            tf.constant([0.5, 0.05], tf.float64))
+    x = np.array([0.7, 0.02])
+    expected = stats.norm.logpdf(x, [1.0, 0.05], [0.5, 0.05]) - stats.norm.logsf(
+        0.0, [1.0, 0.05], [0.5, 0.05])
+    np.testing.assert_allclose(d.log_prob(x).numpy(), expected, rtol=1e-10)
+    b = d.experimental_default_event_space_bijector()
+    np.testing.assert_allclose(b.forward(tf.constant([0.3, -2.0], tf.float64)).numpy(),
+                               np.exp([0.3, -2.0]), rtol=1e-12)

@@ -133,7 +133,16 @@ SAME_CODE_AS_A_JOINT_POSTERIOR_CASE = frozenset(
         "sblri-blr",
     }
 )
-JOINT_POSTERIOR_CASES = [n for n in models.NAMES if n not in SAME_CODE_AS_A_JOINT_POSTERIOR_CASE]
+#: The ODE posteriors' ``JointPosterior`` takes tens of seconds to build (traced RK4 loops):
+#: their agreement with it is checked in the slow tier.
+SLOW_JOINT_CASES = frozenset(
+    {"one_comp_mm_elim_abs-one_comp_mm_elim_abs", "hudson_lynx_hare-lotka_volterra"}
+)
+JOINT_POSTERIOR_CASES = [
+    pytest.param(n, marks=pytest.mark.slow) if n in SLOW_JOINT_CASES else n
+    for n in models.NAMES
+    if n not in SAME_CODE_AS_A_JOINT_POSTERIOR_CASE
+]
 
 
 @pytest.fixture(scope="module", params=models.NAMES)

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import json
 import time
 from collections.abc import Callable
@@ -194,8 +195,19 @@ def laplace(target: UnconstrainedTarget, max_iterations: int = 200) -> tuple[tf.
         h = outer.jacobian(g, z)
         return lp, g, 0.5 * (h + tf.transpose(h))
 
+    no_autodiff_hessian: list[bool] = []  # set once the automatic Hessian has failed
+
     def derivatives(z: tf.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        f, g, h = (t.numpy() for t in autodiff_derivatives(z))
+        try:
+            if no_autodiff_hessian:
+                raise ValueError("known")
+            f, g, h = (t.numpy() for t in autodiff_derivatives(z))
+        except ValueError:
+            # The Jacobian's vectorisation cannot see through a loop in the target (the
+            # ODE models' tf.scan): the Hessian by differences of the gradient instead.
+            no_autodiff_hessian.append(True)
+            f, g = float(value(z)), gradient(z).numpy()
+            h = np.full((g.size, g.size), np.nan)
         if np.all(np.isfinite(g)) and not np.all(np.isfinite(h)):
             h = _difference_hessian(lambda v: gradient(tf.constant(v)).numpy(), z.numpy())
         return f, g, h
@@ -297,16 +309,19 @@ def posterior_model(m: Any) -> tfd.JointDistributionCoroutineAutoBatched:
     """``p(θ, y)`` as one joint distribution: the prior's parts, then ``y`` given them.
 
     Pin ``y`` to the observations (``windowed_adaptive_nuts(..., y=y)``) for the posterior.
-    The prior parts must not depend on each other (true of the regressions).
+    A prior part that depends on earlier parts (a callable) is called with them.
     """
     x, y = (tf.constant(a) for a in m.data)
     parts = m.prior.model
-    if not all(isinstance(d, tfd.Distribution) for d in parts.values()):
-        raise ValueError(f"{m.name}: prior parts that depend on others are not supported.")
 
     def generative() -> Any:
         params = {}
         for name, dist in parts.items():
+            if not isinstance(dist, tfd.Distribution):
+                # A part that depends on earlier ones: called with them by argument name,
+                # as `tfd.JointDistributionNamed` calls it.
+                args = inspect.signature(dist).parameters
+                dist = dist(**{a: params[a] for a in args})
             params[name] = yield dist.copy(name=name)
         yield m.likelihood_fn(params, (x, y)).copy(name="y")
 

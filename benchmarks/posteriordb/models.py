@@ -58,6 +58,7 @@ except ImportError:  # run by path: the repository root is not on sys.path
 
 _common = _load_module("posteriordb.common")
 _families = _load_module("posteriordb.families")
+_odes = _load_module("posteriordb.odes")
 
 tfd = tfp.distributions
 FLAT_COEFFICIENT_SCALE = _common.FLAT_COEFFICIENT_SCALE
@@ -629,6 +630,7 @@ BUILDERS: dict[str, Callable[..., Posterior]] = {
 }
 # The hierarchical, Gaussian-process, time-series, hidden-Markov, mixture and ODE posteriors.
 BUILDERS.update(_families.BUILDERS)
+BUILDERS.update(_odes.BUILDERS)
 NAMES: tuple[str, ...] = tuple(BUILDERS)
 
 

@@ -1,0 +1,134 @@
+"""The posteriordb table (``benchmarks/posteriordb/table.py``): its accuracy rule and counts,
+the documentation page against the JSON it was made from, a fast CI subset of the table's
+own code path, and the whole table in the slow tier.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "posteriordb_table.json"
+PAGE = ROOT / "docs" / "posteriordb.md"
+
+
+def _load(module: str, path: Path) -> Any:
+    if module not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module, path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[module] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[module]
+
+
+table = _load("_posteriordb_table", ROOT / "benchmarks" / "posteriordb" / "table.py")
+
+#: Non-regression posteriors of the table that ``sample_posterior`` got right and ``ok``
+#: (minutes on a loaded machine, so in the slow tier; the regressions' fast counterpart is
+#: ``tests/test_posteriordb_sample_posterior.py``).
+SUBSET = ("arK-arK", "gp_pois_regr-gp_regr")
+
+
+def _ref(mean: float, sd: float) -> SimpleNamespace:
+    return SimpleNamespace(mean=mean, sd=sd)
+
+
+def test_accuracy_rule():
+    rng = np.random.default_rng(0)
+    draws = {"a": rng.normal(1.0, 2.0, 40_000), "b": rng.normal(-3.0, 0.5, 40_000)}
+    right = {"a": _ref(1.0, 2.0), "b": _ref(-3.0, 0.5)}
+    out = table.accuracy(draws, right)
+    assert out["accurate"] and out["max_abs_z"] < 0.03
+    assert 0.97 < out["sd_ratio_min"] <= out["sd_ratio_max"] < 1.03
+    # Power: a mean 0.3 sd off, or an sd 30% too small, is not accurate.
+    assert not table.accuracy(draws, {**right, "a": _ref(1.6, 2.0)})["accurate"]
+    shrunk = table.accuracy(draws, {**right, "b": _ref(-3.0, 0.5 / 0.7)})
+    assert not shrunk["accurate"] and shrunk["sd_ratio_min_at"] == "b"
+    # Non-finite draws are never accurate.
+    assert not table.accuracy({**draws, "a": np.full(10, np.nan)}, right)["accurate"]
+
+
+def test_counts_never_call_a_wrong_ok_row_right():
+    rows = [
+        {"posterior": "p1", "verdict": "ok", "accurate": True, "seconds": 5.0,
+         "nuts": {"status": "done", "seconds": 20.0, "accurate": True}},
+        {"posterior": "p2", "verdict": "ok", "accurate": False, "seconds": 5.0,
+         "nuts": {"status": "done", "seconds": 2.0, "accurate": True}},
+        {"posterior": "p3", "verdict": "suspect", "accurate": True, "seconds": 5.0,
+         "nuts": {"status": "timed out", "seconds": 900.0}},
+        {"posterior": "p4", "verdict": "error", "accurate": False, "seconds": 1.0},
+    ]
+    assert table.counts(rows) == {
+        "posteriors": 4, "accurate_and_ok": 1, "flagged": 2, "flagged_but_accurate": 1,
+        "wrong_and_ok": 1, "faster_than_nuts": 2, "nuts_compared": 3, "nuts_accurate": 2,
+    }
+
+
+def test_docs_page_is_the_json():
+    """docs/posteriordb.md is exactly what the table's JSON renders to (rerun
+    ``python -m benchmarks.posteriordb.table --render --docs docs/posteriordb.md`` after
+    a run)."""
+    doc = json.loads(RESULTS.read_text())
+    assert PAGE.read_text() == table.page(doc)
+    # The counts on the page come from the rows.
+    c = table.counts(doc["results"])
+    assert f"accurate and `ok`: **{c['accurate_and_ok']}**" in PAGE.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.statistical
+@pytest.mark.parametrize("name", SUBSET)
+def test_subset(name, tmp_path):
+    """The table's own child run (``sample_posterior`` with its defaults, no NUTS) on a
+    fast posterior: accurate and ``ok``, or flagged; never ``ok`` and wrong."""
+    out = tmp_path / "row.json"
+    table.child(name, 0, out, nuts=False)
+    row = json.loads(out.read_text())
+    assert row["posterior"] == name and row["N"] >= 1 and row["d"] >= 1
+    assert not (row["verdict"] == "ok" and not row["accurate"]), row
+    assert row["accurate"] or row["verdict"] in ("suspect", "failed"), row
+
+
+@pytest.mark.slow
+def test_full_table(tmp_path):
+    """Every posterior, with NUTS beside it: none ``ok`` and wrong."""
+    out = tmp_path / "table.json"
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.posteriordb.table", "--json", str(out)],
+        cwd=ROOT, check=True,
+    )
+    rows = json.loads(out.read_text())["results"]
+    models = _load("_posteriordb_models", ROOT / "benchmarks" / "posteriordb" / "models.py")
+    assert len(rows) == len(models.NAMES)
+    assert table.counts(rows)["wrong_and_ok"] == 0
+
+
+def test_markdown_rows_show_nuts_and_time_outs():
+    base = {"family": "regression", "N": 10, "d": 3, "reasons": [], "max_abs_z": 0.05,
+            "sd_ratio_min": 0.95, "sd_ratio_max": 1.1, "accurate": True, "seconds": 12.3,
+            "timings": {"map": 2.0, "sampling": 4.0, "verdict": 0.1}}
+    rows = [
+        {**base, "posterior": "a", "verdict": "ok",
+         "nuts": {"status": "done", "seconds": 40.2, "max_abs_z": 0.03, "sd_ratio_min": 0.97,
+                  "sd_ratio_max": 1.02, "accurate": True, "separate_process": True}},
+        {**base, "posterior": "b", "verdict": "suspect", "reasons": ["a | b"],
+         "nuts": {"status": "timed out", "seconds": 900.0}},
+    ]
+    lines = table.markdown_table(rows).splitlines()
+    assert len(lines) == 4
+    assert lines[2] == (
+        "| a | regression | 10 | 3 | ok | 0.05 | 0.95–1.10 | yes | 12 | mode 2, sample 4 "
+        "| 40 † | 0.03 | 0.97–1.02 | yes |"
+    )
+    # A reason's "|" would split the cell; a NUTS time-out shows its limit.
+    assert "suspect: a / b" in lines[3] and "> 900 (timed out)" in lines[3]
