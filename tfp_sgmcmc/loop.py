@@ -71,7 +71,7 @@ def chain_seed(seed: Any) -> np.ndarray:
     """A chain's ``int32[2]`` stateless seed from an int in ``[0, 2**31)`` or an int32 pair.
 
     An int ``s`` maps to ``[0, s]`` (the map of every ``seed=int`` of this library,
-    [`int_seed_pair`][tfp_sgmcmc.internal.util.int_seed_pair]): every accepted int gives
+    ``tfp_sgmcmc.internal.util.int_seed_pair``): every accepted int gives
     its own pair, and an int of more than 31 bits, which two int32 words would cut to
     another int's pair, is refused. A pair (list, tuple, array or tensor of two ints) is
     taken as it is when both lie within int32.
