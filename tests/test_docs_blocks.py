@@ -518,7 +518,7 @@ def test_flagged_results_are_found_in_a_pages_output():
     quiet = GradientNoiseReport("SGLD", [], 0.01, 0.01, 0.1, 64).message()
     out = "\n".join([
         "| 1e-07 | inf | far from the posterior (...) |",
-        f"docs/x.md:3: RuntimeWarning: MAMBA's best arm: {noisy}",
+        f"docs/tuning.md:3: RuntimeWarning: MAMBA's best arm: {noisy}",
         "MAMBA: no arm ... Best arm #0 is the first in grid order, not a choice. Change",
         quiet,
     ])
