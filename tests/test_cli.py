@@ -554,7 +554,8 @@ def test_posterior_prints_the_verdict_and_writes_right_draws(model, tmp_path, ca
     assert code == 0, printed
     assert "verdict: ok" in printed and "| mu" in printed
     draws = np.load(out)["mu"]
-    assert draws.shape == (300, 4, 2)
+    # --num-results is the least a run draws: it goes on until R-hat and ESS are met.
+    assert draws.shape[0] >= 300 and draws.shape[1:] == (4, 2)
     # Exact posterior of the model: N(Σx / (n + 1), I / (n + 1)) per coordinate.
     x = np.random.default_rng(0).normal(1.0, 1.0, size=(2000, 2)).astype("float32")
     mean, sd = x.sum(0) / 2001, 1 / np.sqrt(2001)

@@ -145,7 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
         "posterior", help="sample the posterior with every choice made from it, and a verdict"
     )
     _model_args(q, required=True)
-    q.add_argument("--num-results", type=int, default=1000, help="draws per chain (default 1000)")
+    q.add_argument(
+        "--num-results", type=int, default=1000,
+        help="draws per chain at the least; more until R-hat and ESS are met (default 1000)",
+    )
     q.add_argument("--num-chains", type=int, default=4, help="independent chains (default 4)")
     q.add_argument("--seed", type=int, default=0, help="seed in [0, 2**31) (default 0)")
     q.add_argument("--batch-size", type=int, default=None,
@@ -988,7 +991,7 @@ def _cmd_posterior(a: argparse.Namespace) -> int:
     print(f"verdict: {res.verdict}" + "".join(f"\n  - {r}" for r in res.reasons))
     if a.out:
         np.savez(a.out, **{k: np.asarray(v) for k, v in draws.items()})
-        print(f"draws written to {a.out} ({', '.join(names)}; [num_results, num_chains, ...])")
+        print(f"draws written to {a.out} ({', '.join(names)}; [draws, num_chains, ...])")
     if a.json:
         doc = {
             "model": a.model,
