@@ -7,6 +7,10 @@
 * ``TF_CPP_MIN_LOG_LEVEL`` is set before TensorFlow is imported, so C++ log
   lines do not bury the test output.
 
+* ``SLOW_IN_CI``: single tests (or parameter cases) that take the longest and
+  check a property a faster CI test also checks; they run in the slow tier
+  (``pytest -m slow``) so CI keeps its time budget.
+
 Keep this file small and general: sampler-specific helpers live next to the
 tests that use them.
 """
@@ -24,6 +28,49 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 DEFAULT_SEED = 17
+
+#: The slowest cases of the CI tier (10-60 s each on a 2-core machine), each beside a
+#: faster test of the same property that stays in CI (named after the id): marked
+#: ``slow`` at collection, so ``-m slow`` runs them and CI does not.
+SLOW_IN_CI: dict[str, str] = {
+    "tests/estimators/test_transformed.py::test_structured_estimator_through_the_transformed_kernel":
+        "the other transformed-kernel tests of the file",
+    "tests/estimators/test_distributed.py::test_driver_run_under_strategy_reproduces_single_device_run":
+        "test_one_device_strategy_matches_base_and_full_data_is_delegated",
+    "tests/diagnostics/test_fssd.py::test_fssd_equals_bruteforce[4096-gaussian]":
+        "the smaller cases of test_fssd_equals_bruteforce",
+    "tests/diagnostics/test_fssd.py::test_fssd_with_run_time_sample_count_and_one_location":
+        "test_fssd_parts_and_default_bandwidth",
+    "tests/kernels/test_adaptive.py::test_zero_bias_factor_is_the_base_sampler":
+        "test_sample_chain_parts_chains_schedules and the exact-covariance tests",
+    "tests/kernels/test_adaptive.py::test_msgld_stationary_covariance_exact[0.01]":
+        "test_msgld_stationary_covariance_exact[1.0]",
+    "tests/test_data_stream.py::test_chunked_xla_program_follows_the_same_minibatches[fed-xla]":
+        "the [fed-xla-started] case",
+    "tests/test_data_stream.py::test_mamba_tunes_on_a_tf_data_source":
+        "tests/tuning/test_tf_data.py",
+    "tests/test_adaptation.py::test_sample_posterior_adapts_on_a_skewed_posterior":
+        "the other adaptation tests of the file",
+    "tests/diagnostics/test_gradient_noise.py::test_driver_warns_on_the_old_cli_example_settings":
+        "test_ratio_matches_the_exact_minibatch_variance",
+    "tests/diagnostics/test_gradient_noise.py::test_laplace_reference_is_the_ksd_of_exact_samples":
+        "tests/test_laplace_curvature.py",
+    "tests/test_flat_chain.py::test_same_chain_as_tfp_sample_chain_under_xla[sghmc-3]":
+        "the [sghmc-0] case",
+    "tests/test_flat_chain.py::test_same_chain_as_tfp_sample_chain_under_xla[sgld-3]":
+        "the [sgld-0..2] cases",
+    "tests/test_flat_chain.py::test_same_chain_as_tfp_sample_chain_under_xla[sgld-4]":
+        "the [sgld-0..2] cases",
+    "tests/kernels/test_contract.py::test_runs_in_sample_chain_and_sample_fold_under_xla[sghmc-L3-chen-keep]":
+        "the other SGHMC cases of the test",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid in SLOW_IN_CI:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
