@@ -6,33 +6,14 @@ parameters.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 import pytest
 import tensorflow as tf
+from _benchmarks import load_file
 from scipy import stats
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(module: str, path: Path) -> Any:
-    if module not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module, path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[module] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[module]
-
-
-models = _load("_posteriordb_models", ROOT / "benchmarks" / "posteriordb" / "models.py")
-families = _load(
-    "_benchmarks_posteriordb_families", ROOT / "benchmarks" / "posteriordb" / "families.py"
-)
+models = load_file("_posteriordb_models", "benchmarks/posteriordb/models.py")
+families = load_file("_benchmarks_posteriordb_families", "benchmarks/posteriordb/families.py")
 
 
 @pytest.mark.parametrize("low", [None, 0.0])
@@ -147,7 +128,7 @@ def test_series_data_are_one_example():
         families.pack_series("s", np.arange(3.0), np.arange(4.0), np.float64)
 
 
-odes = _load("_benchmarks_posteriordb_odes", ROOT / "benchmarks" / "posteriordb" / "odes.py")
+odes = load_file("_benchmarks_posteriordb_odes", "benchmarks/posteriordb/odes.py")
 
 
 def test_rk4_is_fourth_order():

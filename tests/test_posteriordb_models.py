@@ -8,34 +8,16 @@ minutes; these tests take seconds and catch a transcription that drifted since t
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from _benchmarks import load_file
 
 import tfp_sgmcmc as sg
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_models() -> Any:
-    name = "_posteriordb_models"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, ROOT / "benchmarks" / "posteriordb" / "models.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-models = _load_models()
+models = load_file("_posteriordb_models", "benchmarks/posteriordb/models.py")
 
 
 def _stacked(values: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

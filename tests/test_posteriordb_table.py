@@ -5,33 +5,22 @@ own code path, and the whole table in the slow tier.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
+from _benchmarks import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "posteriordb_table.json"
 PAGE = ROOT / "docs" / "posteriordb.md"
 
 
-def _load(module: str, path: Path) -> Any:
-    if module not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module, path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[module] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[module]
-
-
-table = _load("_posteriordb_table", ROOT / "benchmarks" / "posteriordb" / "table.py")
+table = load_file("_posteriordb_table", "benchmarks/posteriordb/table.py")
 
 #: Non-regression posteriors of the table that ``sample_posterior`` got right and ``ok``
 #: (minutes on a loaded machine, so in the slow tier; the regressions' fast counterpart is
@@ -108,7 +97,7 @@ def test_full_table(tmp_path):
         cwd=ROOT, check=True,
     )
     rows = json.loads(out.read_text())["results"]
-    models = _load("_posteriordb_models", ROOT / "benchmarks" / "posteriordb" / "models.py")
+    models = load_file("_posteriordb_models", "benchmarks/posteriordb/models.py")
     assert len(rows) == len(models.NAMES)
     assert table.counts(rows)["wrong_and_ok"] == 0
 
