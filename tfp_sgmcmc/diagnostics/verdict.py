@@ -95,7 +95,7 @@ TARGET_RHAT = 1.01
 #: ... and its bulk ESS at least this, in every coordinate (Vehtari et al. 2021).
 TARGET_ESS = 400.0
 #: The Stein variance check fires when ``-E[(w_j - w̄_j) s_j]`` is off 1 by more than this
-#: (a standard deviation off by about 10%) beyond twice its Monte Carlo error.
+#: (``1.1² − 1``: a standard deviation off by a tenth) beyond twice its Monte Carlo error.
 STEIN_VARIANCE_TOL = 0.21
 #: The Stein mean check fires when ``E[s_j]`` is off 0 by more than this (a mean off by
 #: about 0.1 posterior sd) beyond twice its Monte Carlo error.
@@ -191,7 +191,7 @@ def stein_moment_check(w: Any, scores: Any) -> Verdict:
     `STEIN_VARIANCE_TOL` or ``|m_j|`` exceeds `STEIN_MEAN_TOL` by more than twice the
     Monte Carlo error (from the cross-chain ESS of each product). The spread ``v_j``
     is `tfp_sgmcmc.diagnostics.validity.stein_moments`'s, whose gross-failure checks
-    use margins of a factor ten; this check resolves about 10%.
+    use margins of a factor ten; this check resolves a tenth of a standard deviation.
 
     Args:
       w: whitened draws ``[T, C, d]`` (a subsample of a run is enough).

@@ -1523,8 +1523,7 @@ class BayesianModel:
 
         Not ``tf.vectorized_map``: its rewrite of Keras's convolution (the bias added
         to a batch of filters' outputs) fails on shapes, and on a CPU its batched
-        convolutions ran 3.5x slower than a loop (a batched matrix product for a dense
-        network gained 10% over the loop)."""
+        convolutions ran slower than the loop."""
         if self._forward_fn is None:
             model = self.model
             kwargs = {"training": False} if self._call_kwargs_ok else {}
