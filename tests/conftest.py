@@ -63,11 +63,59 @@ SLOW_IN_CI: dict[str, str] = {
         "the [sgld-0..2] cases",
     "tests/kernels/test_contract.py::test_runs_in_sample_chain_and_sample_fold_under_xla[sghmc-L3-chen-keep]":
         "the other SGHMC cases of the test",
+    "tests/test_quick_pages.py::test_quick_page_is_regenerated_by_the_current_code[mamba_pmf_study.py]":
+        "the [mamba_tuning_cost.py] case and test_comparison_fails_on_a_changed_page",
+    "tests/test_quick_pages.py::test_quick_page_is_regenerated_by_the_current_code[mamba_logistic_study.py]":
+        "the [mamba_tuning_cost.py] case and test_comparison_fails_on_a_changed_page",
+    "tests/test_quick_pages.py::test_quick_page_is_regenerated_by_the_current_code[mamba_bnn_digits.py]":
+        "the [mamba_tuning_cost.py] case and test_comparison_fails_on_a_changed_page",
+    **{
+        f"tests/test_flat_chain.py::test_same_chain_as_tfp_sample_chain_under_xla[{case}]":
+            "the [sgld-0], [sghmc-0] and [tfp_hmc-0] cases"
+        for case in ("sgld-1", "sgld-2", "sgld-5", "tfp_hmc-1", "tfp_hmc-2", "tfp_hmc-3",
+                     "tfp_hmc-4", "tfp_hmc-5")
+    },
+    **{
+        f"tests/diagnostics/test_reducers.py::test_rbf_median_bandwidth_matches_batch_function[{case}]":
+            "the [wrapped] and [partly-filled-chains] cases"
+        for case in ("wrapped-large", "partly-filled", "wrapped-chains")
+    },
+    "tests/diagnostics/test_reducers.py::test_every_kernel_float32_parts[SGHMC]":
+        "the [SGNHT] case (a momentum kernel) and the SGLD and pSGLD cases",
+    "tests/test_data.py::test_chains_agree_with_and_without_the_packed_copy[sghmc]":
+        "the [csgld] case",
+    "tests/tuning/test_tf_data.py::test_fed_xla_arm_follows_the_same_minibatches[sghmc]":
+        "the [sgld] case",
+    "tests/tuning/test_compile_once.py::test_step_t_draws_the_same_randomness_however_the_steps_are_split[epoch]":
+        "the [random_window] case",
+    "tests/test_one_loop.py::test_chunked_chain_with_any_chunk_size[5]":
+        "the [1] and [24] cases",
+    "tests/test_one_loop.py::test_chunked_chain_with_any_chunk_size[7]":
+        "the [1] and [24] cases",
+    "tests/test_data_stream.py::test_chunked_graph_program_runs_the_step_by_step_chain[sghmc-fed-graph]":
+        "the [sghmc-fed-graph-started] case",
+    "tests/test_posteriordb_sample_posterior.py::test_posteriordb[nes2000-nes]":
+        "the [kidiq-kidscore_interaction] case and tests/test_real_posteriors_sklearn.py",
+    "tests/test_posteriordb_sample_posterior.py::test_posteriordb[sblrc-blr]":
+        "the [kidiq-kidscore_interaction] case and tests/test_real_posteriors_sklearn.py",
+    "tests/test_quiet_start.py::test_example_starts_quietly_and_leaves_the_checkout_clean":
+        "test_cli_run_prints_no_tensorflow_log_line and test_import_prints_nothing",
 }
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    collected = {item.nodeid for item in items}
+    functions = {nodeid.split("[", 1)[0] for nodeid in collected}
+    # A SLOW_IN_CI case whose test was collected but not the case itself is a typo or a
+    # renamed parameter: it would silently stay in CI, so it stops the run.
+    stale = sorted(
+        k for k in SLOW_IN_CI if k not in collected and k.split("[", 1)[0] in functions
+    )
+    if stale:
+        raise pytest.UsageError(
+            "SLOW_IN_CI (tests/conftest.py) names cases that do not exist: " + ", ".join(stale)
+        )
     for item in items:
         if item.nodeid in SLOW_IN_CI:
             item.add_marker(pytest.mark.slow)

@@ -6,7 +6,10 @@ pytest process (that would change the devices every other test sees). This scrip
 computes single-device and ``tf.distribute`` results side by side and prints them as
 one JSON object on the last line of stdout; the assertions live in the test file.
 
-Run by hand: ``python tests/estimators/_distributed_worker.py``.
+Run by hand: ``python tests/estimators/_distributed_worker.py [SECTION ...]``, where a
+section is one of ``estimates``, ``chains``, ``warnings`` (the chains' warnings only),
+``driver`` and ``errors`` (all but ``warnings`` when none is named): the CI
+tier asks only for what its tests read.
 """
 
 from __future__ import annotations
@@ -75,10 +78,12 @@ def estimates(single: Any, dist: Any, calls: int, mode: str) -> dict[str, Any]:
     return out
 
 
-def chain(kernel: tfp.mcmc.TransitionKernel, jit: bool) -> tuple[list[Any], list[str]]:
+def chain(
+    kernel: tfp.mcmc.TransitionKernel, jit: bool, steps: int = STEPS
+) -> tuple[list[Any], list[str]]:
     @tf.function(jit_compile=jit)
     def run(seed: tf.Tensor) -> list[tf.Tensor]:
-        return tfp.mcmc.sample_chain(STEPS, init_state(), kernel=kernel, trace_fn=None, seed=seed)
+        return tfp.mcmc.sample_chain(steps, init_state(), kernel=kernel, trace_fn=None, seed=seed)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
@@ -99,7 +104,10 @@ def error_message(fn: Any) -> list[str] | None:
     return None
 
 
-def main() -> None:
+SECTIONS = ("estimates", "chains", "warnings", "driver", "errors")
+
+
+def main(sections: tuple[str, ...] = SECTIONS) -> None:
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     x, y = make_data()
     result: dict[str, Any] = {
@@ -112,7 +120,23 @@ def main() -> None:
         base = sg.MinibatchEstimator(log_likelihood, data, batch_size, log_prior_fn=log_prior)
         return base, DistributedMinibatchEstimator(base, strategy)
 
-    # Estimates on the same seeds, every InMemoryData scheme, 3 consecutive calls.
+    if "estimates" in sections:
+        run_estimates(result, pair, strategy, x, y)
+    base, dist = pair(sg.InMemoryData((x, y)))
+    if "chains" in sections:
+        run_chains(result, base, dist)
+    elif "warnings" in sections:
+        run_warnings(result, base, dist)
+    if "driver" in sections:
+        run_driver(result, base, dist)
+    if "errors" in sections:
+        run_errors(result, pair, strategy, x, y, dist)
+    sys.stdout.flush()
+    print(json.dumps(result))
+
+
+def run_estimates(result: dict[str, Any], pair: Any, strategy: Any, x: Any, y: Any) -> None:
+    """Estimates on the same seeds, every InMemoryData scheme, 3 consecutive calls."""
     for scheme in ("epoch", "with_replacement", "random_window"):
         base, dist = pair(sg.InMemoryData((x, y), scheme=scheme))
         TRACE_LOG.clear()
@@ -136,8 +160,9 @@ def main() -> None:
     )
     result["estimates"]["dataset"] = estimates(dbase, ddist, 3, "graph")
 
-    # Chains: same kernel, same seed, single-device vs distributed estimator.
-    base, dist = pair(sg.InMemoryData((x, y)))
+
+def run_chains(result: dict[str, Any], base: Any, dist: Any, steps: int = STEPS) -> None:
+    """Chains: same kernel, same seed, single-device vs distributed estimator."""
     result["chains"] = {}
     kernels = {
         "sgld": lambda e: sg.SGLD(e, 1e-3),
@@ -146,8 +171,8 @@ def main() -> None:
     for name, make in kernels.items():
         for jit in (False, True) if name == "sgld" else (False,):
             key = f"{name}_{'xla' if jit else 'graph'}"
-            single, w_single = chain(make(base), jit)
-            distributed, w_dist = chain(make(dist), jit)
+            single, w_single = chain(make(base), jit, steps)
+            distributed, w_dist = chain(make(dist), jit, steps)
             result["chains"][key] = {
                 "single": single,
                 "distributed": distributed,
@@ -155,7 +180,25 @@ def main() -> None:
                 "warnings_distributed": w_dist,
             }
 
-    # The long-run driver (tf.function chunks without XLA) with either estimator.
+
+def run_warnings(result: dict[str, Any], base: Any, dist: Any) -> None:
+    """The chains' warnings alone, from two-step chains (a warning is raised when the step is
+    traced, whatever the number of steps): the distributed estimator under each kernel and
+    mode, and the single-device one under XLA."""
+    result["chains"] = {
+        "sgld_graph": {"warnings_distributed": chain(sg.SGLD(dist, 1e-3), False, 2)[1]},
+        "sghmc_graph": {
+            "warnings_distributed": chain(sg.SGHMC(dist, 1e-3, num_leapfrog_steps=2), False, 2)[1]
+        },
+        "sgld_xla": {
+            "warnings_distributed": chain(sg.SGLD(dist, 1e-3), True, 2)[1],
+            "warnings_single": chain(sg.SGLD(base, 1e-3), True, 2)[1],
+        },
+    }
+
+
+def run_driver(result: dict[str, Any], base: Any, dist: Any) -> None:
+    """The long-run driver (tf.function chunks without XLA) with either estimator."""
     with tempfile.TemporaryDirectory() as tmp:
         draws = {}
         for name, est in (("single", base), ("distributed", dist)):
@@ -166,7 +209,11 @@ def main() -> None:
             draws[name] = [np.asarray(p).tolist() for p in as_list(run.samples())]
         result["driver"] = draws
 
-    # Errors.
+
+def run_errors(
+    result: dict[str, Any], pair: Any, strategy: Any, x: Any, y: Any, dist: Any
+) -> None:
+    """The errors of bad batch sizes and of a nested ``strategy.run``."""
     result["errors"] = {
         "indivisible": error_message(lambda: pair(sg.InMemoryData((x, y)), 41)),
         "with_batch_size": error_message(lambda: dist.with_batch_size(7)),
@@ -177,9 +224,10 @@ def main() -> None:
             )
         ),
     }
-    sys.stdout.flush()
-    print(json.dumps(result))
 
 
 if __name__ == "__main__":
-    main()
+    unknown = sorted(set(sys.argv[1:]) - set(SECTIONS))
+    if unknown:
+        sys.exit(f"unknown sections {unknown}; choose from {SECTIONS}")
+    main(tuple(sys.argv[1:]) or tuple(s for s in SECTIONS if s != "warnings"))

@@ -31,15 +31,27 @@ RTOL = 1e-10
 BATCH = 40  # the worker's batch size
 
 
-@pytest.fixture(scope="module")
-def two_replicas() -> dict[str, Any]:
+def _run_worker(*sections: str) -> dict[str, Any]:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run(
-        [sys.executable, str(WORKER)], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, str(WORKER), *sections],
+        capture_output=True, text=True, env=env, timeout=600,
     )
     if proc.returncode != 0:
         pytest.fail(f"distributed worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def two_replicas() -> dict[str, Any]:
+    """Every section of the worker (about a minute): the slow tier's comparisons."""
+    return _run_worker()
+
+
+@pytest.fixture(scope="module")
+def two_replicas_quick() -> dict[str, Any]:
+    """The worker's warnings and errors only: what the CI tier's tests read."""
+    return _run_worker("warnings", "errors")
 
 
 def _close(actual: Any, desired: Any, rtol: float = RTOL) -> None:
@@ -112,18 +124,29 @@ def _assert_same_moving_traces(single, dist, num_draws: int) -> None:
 
 
 @pytest.mark.subprocess
-def test_warns_under_xla_only(two_replicas):
-    chains = two_replicas["chains"]
+def test_warns_under_xla_only(two_replicas_quick):
+    chains = two_replicas_quick["chains"]
     assert chains["sgld_xla"]["warnings_distributed"]
     assert all("jit_compile" in m for m in chains["sgld_xla"]["warnings_distributed"])
+    for case in ("sgld_graph", "sghmc_graph"):
+        assert chains[case]["warnings_distributed"] == []
+    assert chains["sgld_xla"]["warnings_single"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_chains_in_every_mode_warn_only_when_distributed_under_xla(two_replicas):
+    """The full chains of the comparisons above: none warns but the distributed XLA one."""
+    chains = two_replicas["chains"]
+    assert chains["sgld_xla"]["warnings_distributed"]
     for case in ("sgld_graph", "sghmc_graph"):
         assert chains[case]["warnings_distributed"] == []
     assert all(c["warnings_single"] == [] for c in chains.values())
 
 
 @pytest.mark.subprocess
-def test_bad_batch_sizes_and_nesting_raise(two_replicas):
-    errors = two_replicas["errors"]
+def test_bad_batch_sizes_and_nesting_raise(two_replicas_quick):
+    errors = two_replicas_quick["errors"]
     assert errors["indivisible"][0] == "ValueError" and "`batch_size`" in errors["indivisible"][1]
     assert errors["with_batch_size"][0] == "ValueError"
     assert "`batch_size`" in errors["with_batch_size"][1]
