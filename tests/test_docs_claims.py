@@ -8,6 +8,7 @@ the file it cites, and compares every figure at the precision the page prints.
 
 from __future__ import annotations
 
+import decimal
 import functools
 import json
 import pathlib
@@ -336,21 +337,23 @@ NO_RESULT_FILE = "No committed results file"
 #: figure fails; a figure that gets its source is taken off the list.
 NOT_FOUND_IN_CITED_FILES = {
     "## 10⁶ rows: `sample_posterior` against NUTS {#million-rows}": ("7,070", "400", "11,100"),
-    "## New samplers: SGLD-SVRG, BAOAB, BADODAB, cSGLD, reSGLD (loaded machine)":
-        ("1,247", "17,853", "3,389"),
-    "## SGHMC and cSGLD against BlackJAX, idle": ("7,693",),
     "### The cost of a minibatch draw": ("17.9", "18.9", "10.8", "12.0", "20.3"),
-    "### Where default SGHMC's time goes": (
-        "1,322", "11,287", "1,281", "5,255", "1,726", "6,178", "2,077", "9,005", "3,750",
-        "27,809", "5,249", "5,182", "1.38", "17,900", "14,988", "174,644"),
     "## Row-packed gathers": ("2,781", "-8", "-11", "-21", "236", "201"),
-    "### Ours against the peers, one run": (
-        "6.9", "85.4", "88.4", "119.1", "139.3", "0.72", "0.61", "0.52", "0.74", "1,197", "911",
-        "490"),
+    "### Ours against the peers, one run": ("0.52", "1,197", "911", "490"),
     "## Epoch permutation: Feistel vs `index_shuffle`": (
         "566", "280", "514", "289", "108", "25", "132", "999", "1,008", "1,001", "0.0022",
         "0.0021", "632.3", "632.4", "632.3", "0.18", "0.66", "0.011", "0.97"),
 }  # fmt: skip
+
+
+def _siblings(named: pathlib.Path, tail: str) -> list[pathlib.Path]:
+    """The files that ``...<tail>`` next to ``named`` may mean: ``named``'s stem (without a
+    run number ``_2``) up to where ``tail`` takes over, then ``tail``. Next to ``x.json``,
+    ``..._2.json`` is ``x_2.json``; next to ``x_floor.json``, ``..._floor_2.json`` is
+    ``x_floor_2.json``."""
+    stem = re.sub(r"_\d+$", "", named.stem)
+    cuts = [k for k in range(len(stem) + 1) if tail.startswith(stem[k:])]
+    return [named.with_name(stem[:k] + tail) for k in cuts]
 
 
 def page_sections(text: str) -> list[tuple[str, str, list[pathlib.Path]]]:
@@ -369,8 +372,8 @@ def page_sections(text: str) -> list[tuple[str, str, list[pathlib.Path]]]:
             if full or bare:
                 paths = [ROOT / full if full else RESULTS / bare]
             else:
-                paths = [p.with_name(re.sub(r"_\d+$", "", p.stem) + tail) for p in named]
-            files += [p for p in paths if p.exists() and p not in files]
+                paths = [q for p in named for q in _siblings(p, tail)]
+            files += [p for p in dict.fromkeys(paths) if p.exists() and p not in files]
         if head.startswith("## "):
             parent = files
         else:
@@ -397,9 +400,14 @@ def _printed_forms(files: tuple[pathlib.Path, ...], decimals: int) -> frozenset[
     """Every way a number of ``files`` prints with ``decimals`` decimals."""
     values = {v for p in files for v in _leaves(json.loads(p.read_text(encoding="utf-8")))}
     forms = set()
+    step = decimal.Decimal(1).scaleb(-decimals)
     for v in values:
         for s in _SCALES:
-            forms.update((f"{v * s:,.{decimals}f}", f"{v * s:.{decimals}f}"))
+            # Python rounds a stored half to even (1246.5 prints 1,246); a page may round it up.
+            up = (decimal.Decimal(repr(v)) * decimal.Decimal(repr(s))).quantize(
+                step, decimal.ROUND_HALF_UP
+            )
+            forms.update((f"{v * s:,.{decimals}f}", f"{v * s:.{decimals}f}", f"{up:,f}", f"{up:f}"))
     return frozenset(forms)
 
 
