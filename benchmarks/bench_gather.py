@@ -17,7 +17,8 @@ measures the draw and the three ways one might hide it:
     releases the GIL while a program runs), against two calls back to back.
     ``concurrency_speedup`` is (time of two calls in sequence) / (time of the
     two calls overlapped): 2.0 if the second core doubled the gather rate,
-    1.0 if the two gathers only share the same memory bandwidth.
+    1.0 if the two gathers only share the same memory bandwidth. ``ns_per_row``
+    is the overlapped time over the rows both calls gathered.
 ``numpy_take``
     NumPy ``take`` of the same number of rows of the packed copy on one core,
     a fresh set of uniform random rows per draw, unsorted and sorted (does
@@ -322,9 +323,10 @@ def _measure(data: sg.InMemoryData, n: int, draws: int, repeats: int,
 
         t_one = _time(lambda: sync(draw(tf.constant([1, 2]))), repeats)
         group["draw"] = {"seconds_per_call": t_one, "ns_per_row": t_one / (draws * n) * 1e9}
-        group["draw_two_threads"] = _two_threads(
-            lambda r: sync(draw(tf.constant([r, 3]))), repeats
-        )
+        two = _two_threads(lambda r: sync(draw(tf.constant([r, 3]))), repeats)
+        # Both programs' rows over the overlapped wall time: the pair's cost per row.
+        two["ns_per_row"] = two["two_overlapped_s"] / (2 * draws * n) * 1e9
+        group["draw_two_threads"] = two
 
     if want("c_loop"):
         log(f"[n={n}] the same gather in plain C")
