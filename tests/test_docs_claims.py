@@ -314,6 +314,46 @@ def test_keras_predict_table_matches_its_json():
 
 
 # ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: the cost of a minibatch draw (benchmarks/results/bench_gather*.json)
+
+#: The draw table's rows: how each prints from a ``bench_gather.py`` group.
+GATHER_ROWS = {
+    "our draw, one thread (ns per row)": lambda g: f"{g['draw']['ns_per_row']:.1f}",
+    "the same program on two threads at once (ns per row, both together)":
+        lambda g: f"{_two_thread_ns_per_row([{'groups': [g]}])[0]:.1f}",
+    "NumPy `take`, fresh random rows, one core (ns per row)":
+        lambda g: f"{g['numpy_take']['random_ns_per_row']:.1f}",
+    "NumPy `take`, the same rows sorted (ns per row)":
+        lambda g: f"{g['numpy_take']['sorted_ns_per_row']:.1f}",
+    "SGLD-like loop, batch drawn in its step (steps/s)":
+        lambda g: f"{g['prefetch']['inline_steps_per_s']:,.0f}",
+    "the same loop with the batch carried one step ahead (÷ drawn in its step)":
+        lambda g: f"{g['prefetch']['carried_over_inline']:.2f}",
+}  # fmt: skip
+
+
+def test_gather_table_matches_its_json():
+    """Each cell of the draw table is ``run 1 / run 2`` of its column's files, at 1% (the
+    first group) or 0.1% (the second)."""
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    rows = table_after(text, "| | 1%, before | 1%, after |")
+    runs = {
+        when: [_json(f"benchmarks/results/bench_gather{tail}.json")["groups"] for tail in tails]
+        for when, tails in (("before", ("_before_fix", "_before_fix_2")), ("after", ("", "_2")))
+    }
+    columns = [("before", 0), ("after", 0), ("before", 1), ("after", 1)]
+    assert [r[0] for r in rows] == list(GATHER_ROWS)
+    problems = []
+    for row in rows:
+        cell = GATHER_ROWS[row[0]]
+        for page, (when, group) in zip(row[1:], columns):
+            want = " / ".join(cell(run[group]) for run in runs[when])
+            if page != want:
+                problems.append(f"{row[0]} ({when}, group {group}): page {page!r}, JSON {want!r}")
+    assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
 # docs/benchmarks.md: every table figure, against the result files its section cites
 
 RESULTS = ROOT / "benchmarks" / "results"
