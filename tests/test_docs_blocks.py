@@ -59,7 +59,7 @@ PAGE_TIMEOUT_S = 600
 # must lose its mark). Keep this empty whenever possible.
 KNOWN_FAILURES: dict[str, str] = {}
 
-#: Pages whose examples are real runs of 35-80 s on a 2-core machine (MAMBA tunings, long
+#: Pages whose examples are real runs of 15-80 s on a 2-core machine (MAMBA tunings, long
 #: driver runs, Keras fits): they run in the slow tier (``pytest -m slow``), which runs every
 #: page, so CI keeps its time budget. The README and the cheaper pages run in CI; the
 #: library calls these pages make are each tested in CI by the tests named here.
@@ -71,6 +71,10 @@ SLOW_PAGES: dict[str, str] = {
     "docs/tuning.md": "tests/tuning/",
     "docs/driver.md": "tests/test_driver.py, tests/test_flat_chain.py, tests/test_one_loop.py",
     "docs/scale_out.md": "tests/estimators/test_distributed.py, tests/tuning/test_executors.py",
+    "docs/sample_posterior.md": "tests/test_sample_posterior*.py, "
+    "tests/test_real_posteriors_sklearn.py",
+    "docs/diagnostics.md": "tests/diagnostics/",
+    "docs/models.md": "tests/test_models.py, tests/test_pmf_bnn_models.py",
 }
 
 #: The library's warnings about its own results (a tuner's pick, a run's gradient noise),
