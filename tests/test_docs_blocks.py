@@ -90,9 +90,13 @@ UNFLAGGED_PAGES = (
     "docs/scale_out.md",
     "docs/tuning.md",
 )
-#: Of those, pages that show such a warning on purpose, each with the sentence of the page
-#: that explains it (none today).
-WARNINGS_EXPLAINED: dict[str, str] = {}
+#: Of those, pages that may show such a warning, each with the sentence of the page that
+#: explains it.
+WARNINGS_EXPLAINED: dict[str, str] = {
+    # Batches of half the rows put the pick near the gradient-noise check's threshold: one
+    # run's pick passes it, another's (other weights from `fit`) warns of a 1.1-1.2 inflation.
+    "docs/keras.md": "may warn of an inflation of the posterior variance by up to about 1.2",
+}
 
 
 def flagged_results(output: str) -> list[str]:
