@@ -3,8 +3,10 @@
 Step ``t`` of a chain takes ``stateless_fold_in(seed, t)`` in every entry point
 (``tfp_sgmcmc.loop``), so ``sg.sample_chain``, the driver's ``ChunkedChain`` with any
 chunk size, the streamed driver ``sample`` interrupted and resumed, a tuner arm's first
-round and the final draws from a tuner's compiled program (``ArmRunner.sample``) all return
-one chain. The programs differ (burn-in split off or not, thinning, what
+round, the final draws from a tuner's compiled program (``ArmRunner.sample``) and
+``sg.sample_posterior``'s final chains (run in several calls) all return one chain.
+``BayesianModel`` is not among them yet: its ``fit`` runs a loop of its own over
+host-fed blocks of minibatches. The programs differ (burn-in split off or not, thinning, what
 they record), so XLA may fuse a step's arithmetic differently in each: the chains are
 compared to a rounding tolerance, and a changed seed (the power check) must miss it by far.
 """
@@ -28,12 +30,12 @@ NUM, BURNIN, THIN = 24, 6, 2  # draw r: the state after BURNIN + (r + 1)·THIN s
 TOL = dict(rtol=1e-5, atol=1e-6)
 
 
-def _estimator(scheme: str = "epoch") -> sg.MinibatchEstimator:
+def _estimator(scheme: str = "epoch", batch: int = BATCH) -> sg.MinibatchEstimator:
     rng = np.random.default_rng(4)
     x = rng.normal(size=(N, D)).astype(np.float32)
     y = (rng.uniform(size=N) < 1.0 / (1.0 + np.exp(-x @ np.ones(D)))).astype(np.float32)
     return sg.MinibatchEstimator(
-        log_likelihood, sg.InMemoryData((x, y), scheme=scheme), BATCH, log_prior
+        log_likelihood, sg.InMemoryData((x, y), scheme=scheme), batch, log_prior
     )
 
 
@@ -195,3 +197,31 @@ def test_one_program_serves_every_seed_and_first_step():
     first = chunks.run_chunk(program, init, results, {}, 1, 0).draws
     again = chunks.run_chunk(program, init, results, {}, 1, 8).draws
     assert not np.allclose(first, again)  # the first step reaches the seeds
+
+
+def test_sample_posterior_draws_are_the_loops_chain():
+    """``sample_posterior``'s final chains, run in several calls (its first draws, then
+    the chunks that lengthen the run), are ``sample_chain``'s chain for its kernel, its
+    ``init_state`` and its seed; another seed is another chain (the power check)."""
+    res = sg.sample_posterior(
+        _estimator(batch=N), 8, num_chains=2, seed=SEED, initial_state=tf.zeros([D]),
+        step_sizes=[0.1], adapt=False, tuning_steps=20, max_gradient_evaluations=1500,
+        progress=False,
+    )
+    thin = res.num_steps_between_results
+    assert len(res.whitened) > 8  # the run was lengthened: more than one call
+
+    @tf.function(jit_compile=True, autograph=False)
+    def run(seed):
+        return sg.sample_chain(
+            len(res.whitened),
+            tf.constant(res.init_state),
+            kernel=res.kernel,
+            seed=seed,
+            num_burnin_steps=res.num_burnin_steps + thin - 1,
+            num_steps_between_results=thin - 1,
+        )
+
+    np.testing.assert_allclose(run(tf.constant(chain_seed(SEED))), res.whitened, **TOL)
+    other = run(tf.constant(chain_seed(SEED + 1))).numpy()
+    assert np.abs(other - res.whitened).max() > 1e3 * TOL["atol"]

@@ -13,8 +13,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.automatic import _adapt, _Runner
+from tfp_sgmcmc.automatic import _adapt, _Chain, _Runner
 from tfp_sgmcmc.estimators.laplace import find_mode, local_modes
+from tfp_sgmcmc.loop import chain_seed
 
 tfd = tfp.distributions
 
@@ -111,7 +112,7 @@ def test_a_diverged_burn_in_reaches_the_verdict(scale):
     notes: list[str] = []
     problems: list[tuple[str, str]] = []
     state = np.random.default_rng(0).standard_normal([4, d])
-    _adapt(runner, state, 0.15, 0, 1, notes, lambda _m: None, problems)
+    _adapt(runner, _Chain(state, chain_seed(0)), 0.15, 1, notes, lambda _m: None, problems)
     if scale == 1.0:
         # Power check: the right map does not diverge and adds nothing.
         assert not problems, problems

@@ -15,7 +15,7 @@ import tensorflow as tf
 from scipy import stats
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.automatic import _draw_until_long_enough, _Runner
+from tfp_sgmcmc.automatic import _Chain, _draw_until_long_enough, _Runner
 from tfp_sgmcmc.diagnostics.verdict import (
     TARGET_ESS,
     TARGET_RHAT,
@@ -23,6 +23,7 @@ from tfp_sgmcmc.diagnostics.verdict import (
     judge_whitened_draws,
     stein_moment_check,
 )
+from tfp_sgmcmc.loop import chain_seed
 
 
 def _slow_gaussian_runner() -> _Runner:
@@ -46,14 +47,16 @@ def runner() -> _Runner:
     return _slow_gaussian_runner()
 
 
-def _start() -> np.ndarray:
-    return np.random.default_rng(0).standard_normal([4, 2]) * [np.sqrt(5.0), 1.0]
+def _start() -> _Chain:
+    """Four chains from an over-dispersed start, seed ``[0, 0]``."""
+    state = np.random.default_rng(0).standard_normal([4, 2]) * [np.sqrt(5.0), 1.0]
+    return _Chain(state, chain_seed(0))
 
 
 def test_the_run_goes_on_until_rhat_and_ess_meet_their_targets(runner):
     eps, thin = 0.15, 7
     w, div, run = _draw_until_long_enough(
-        runner, _start(), eps, 0, 10, 100, thin, None, None, 0.0
+        runner, _start(), eps, 10, 100, thin, None, None, 0.0
     )
     # 100 draws have a bulk ESS far below 400 in the slow coordinate (power check:
     # the fixed-length run of before would have stopped there) ...
@@ -74,7 +77,7 @@ def test_the_run_goes_on_until_rhat_and_ess_meet_their_targets(runner):
 def test_the_budget_ends_a_run_and_says_so(runner):
     thin = 7
     w, _, run = _draw_until_long_enough(
-        runner, _start(), 0.15, 0, 10, 200, thin, None, (10 + 200) * thin + 10, 0.0
+        runner, _start(), 0.15, 10, 200, thin, None, (10 + 200) * thin + 10, 0.0
     )
     # The budget left no room for another chunk: exactly the draws asked for.
     assert len(w) == 200
@@ -127,7 +130,7 @@ def test_a_time_budget_ends_a_run_and_says_so(runner):
     import time
 
     w, _, run = _draw_until_long_enough(
-        runner, _start(), 0.15, 0, 10, 100, 7, 1.0, None, time.perf_counter() - 100.0
+        runner, _start(), 0.15, 10, 100, 7, 1.0, None, time.perf_counter() - 100.0
     )
     assert len(w) == 100 and run.budget_ended and "(1 s)" in run.ended_by, run
 

@@ -111,9 +111,9 @@ from tfp_sgmcmc.estimators.laplace import (
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
 from tfp_sgmcmc.estimators.whitened import WhitenedEstimator
-from tfp_sgmcmc.internal.util import RNG_ALG, as_parts, check_int, is_list_like
+from tfp_sgmcmc.internal.util import as_parts, check_int, is_list_like
 from tfp_sgmcmc.kernels.langevin import SGLD
-from tfp_sgmcmc.loop import step_seed as loop_step_seed
+from tfp_sgmcmc.loop import chain_seed, run_steps
 
 __all__ = [
     "sample_posterior",
@@ -184,6 +184,13 @@ class PosteriorSamples:
       step_size: the chosen ``ε`` (whitened units).
       batch_size: the chosen minibatch size.
       num_steps_between_results: the thinning.
+      num_burnin_steps: the final chains' burn-in, in steps.
+      init_state: the whitened states ``[num_chains, d]`` the final chains started
+        from. The draws are those of the library's loop for ``kernel``, this start and
+        ``seed``: ``sample_chain(len(whitened), init_state, kernel=kernel, seed=seed,
+        num_burnin_steps=num_burnin_steps + num_steps_between_results - 1,
+        num_steps_between_results=num_steps_between_results - 1)`` (up to XLA's
+        rounding) gives ``whitened`` again, and a longer call continues it.
       tuning: one `ArmRecord` per arm tried.
       mode: the mode search's result.
       laplace: the Laplace approximation at the mode.
@@ -207,6 +214,8 @@ class PosteriorSamples:
     step_size: float
     batch_size: int
     num_steps_between_results: int
+    num_burnin_steps: int
+    init_state: np.ndarray
     tuning: list[ArmRecord]
     mode: ModeResult
     laplace: LaplaceApproximation
@@ -373,46 +382,53 @@ def _batch_candidates(num_examples: int, batch_size: Any) -> tuple[list[int], st
 
 
 # -- the compiled chain ------------------------------------------------------------ #
-class _Runner:
-    """SGLD on one whitened estimator, compiled once.
+@dataclasses.dataclass
+class _Chain:
+    """Chains in progress, continued call after call as one chain under the library's seed
+    rule: step ``t`` (counted from the chain's start) takes ``fold_in(seed, t)``.
 
-    ε, the seed and the thinning are runtime tensors; the number of results per call
-    is fixed (`_BLOCK`), since the length of a trace is a compile-time constant under
-    XLA, and longer runs are several calls continuing one another.
+    Attributes:
+      state: the whitened states ``[num_chains, d]`` (the estimator's dtype).
+      seed: the chain seed, ``int32[2]``.
+      results: the kernel results at ``state``; ``None`` bootstraps them at the next call
+        (a new start, or a map that changed under the state).
+      steps: the steps taken, the index of the next one.
+    """
+
+    state: np.ndarray
+    seed: np.ndarray
+    results: Any = None
+    steps: int = 0
+
+
+class _Runner:
+    """SGLD on one whitened estimator in the library's loop (`run_steps`), compiled once.
+
+    ε, the chain seed, the first step's index and the thinning are runtime tensors; the
+    number of results per call is fixed (`_BLOCK`), since the length of a trace is a
+    compile-time constant under XLA, and longer runs are several calls continuing one
+    another. A chain is the same however its steps are split into calls, and the same as
+    `sample_chain` gives for the kernel, start and seed (`tests/test_one_loop.py`).
     """
 
     def __init__(self, estimator: WhitenedEstimator, jit_compile: bool) -> None:
         self.estimator = estimator
+        self.dtype = estimator.dtype or tf.float32
+
+        @tf.function  # once per chain: not worth an XLA compilation
+        def start(w0, eps):
+            return SGLD(estimator, step_size=eps).bootstrap_results(w0)
 
         @tf.function(jit_compile=jit_compile)
-        def run(w0, eps, seed, thin):
-            kernel = SGLD(estimator, step_size=eps)
-            # The first minibatch of each call comes from the call's seed (the default
-            # bootstrap seed would reuse one batch at the start of every block).
-            first, seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2, alg=RNG_ALG))
-            results = kernel.bootstrap_results(w0, seed=first)
-            # Step t's seed is the library's rule, fold_in(seed, t) with Philox: a chain
-            # does not depend on how its steps are split into results, and draws the
-            # same bits eagerly, in a graph and under XLA.
-            def step(t, w, res, diverged):
-                step_seed = loop_step_seed(seed, t)
-                w, res = kernel.one_step(w, res, seed=step_seed)
-                return t + 1, w, res, tf.logical_or(diverged, res.diverged)
-
-            def result(i, w, res, diverged, draws):
-                _, w, res, diverged = tf.while_loop(
-                    lambda t, *_: t < (i + 1) * thin, step, (i * thin, w, res, diverged)
-                )
-                return i + 1, w, res, diverged, draws.write(i, w)
-
-            none = tf.zeros(tf.shape(w0)[:-1], tf.bool)
-            draws = tf.TensorArray(w0.dtype, size=_BLOCK, element_shape=w0.shape)
-            _, _, _, diverged, draws = tf.while_loop(
-                lambda i, *_: i < _BLOCK, result, (0, w0, results, none, draws)
+        def run(w0, results, eps, seed, first_step, thin, num_results):
+            out = run_steps(
+                SGLD(estimator, step_size=eps), w0, results, num_results * thin, seed,
+                first_step=first_step, thin=thin, num_slots=_BLOCK,
+                stop_on_divergence=True,
             )
-            return draws.stack(), diverged
+            return out.draws, out.state, out.kernel_results, out.num_steps, out.diverged
 
-        self._run = run
+        self._start, self._run = start, run
 
         @tf.function(jit_compile=jit_compile)
         def scores(w):
@@ -421,45 +437,67 @@ class _Runner:
         self.scores = scores
 
     def __call__(
-        self, w0: np.ndarray, eps: float, seed: Sequence[int], num_results: int, thin: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``num_results`` draws ``[T, C, d]`` (every ``thin``-th step) and the divergence flags."""
-        dtype = self.estimator.dtype or tf.float32
-        draws, flags = [], []
-        w = tf.constant(w0, dtype)
-        for block in range(-(-num_results // _BLOCK)):
-            out, diverged = self._run(
-                w,
-                tf.constant(eps, dtype),
-                tf.constant([seed[0], (seed[1] * 10_007 + block) % 2**31], tf.int32),
-                tf.constant(thin, tf.int32),
+        self, chain: _Chain, eps: float, num_results: int, thin: int
+    ) -> tuple[np.ndarray, bool]:
+        """``num_results`` more draws ``[T, C, d]`` of ``chain`` (every ``thin``-th step),
+        and whether a step diverged; ``chain`` moves on to the last step run.
+
+        A chain that diverges (non-finite, or beyond the kernel's runaway radius) stops
+        there: its draws from then on are NaN and ``chain.state`` is where it stopped.
+        """
+        eps_t = tf.constant(eps, self.dtype)
+        w = tf.constant(chain.state, self.dtype)
+        results = self._start(w, eps_t) if chain.results is None else chain.results
+        draws, diverged = [], False
+        for start in range(0, num_results, _BLOCK):
+            # The last call may fill only part of its slots: the chain runs exactly the
+            # steps of its draws, so the next call continues it where they end.
+            size = min(_BLOCK, num_results - start)
+            out, w, results, n, div = self._run(
+                w, results, eps_t, tf.constant(chain.seed, tf.int32),
+                tf.constant(chain.steps, tf.int32), tf.constant(thin, tf.int32),
+                tf.constant(size, tf.int32),
             )
-            w = out[-1]
-            draws.append(np.asarray(out, np.float64))
-            flags.append(np.broadcast_to(np.asarray(diverged), out.shape[:-1]))
-            if not np.isfinite(draws[-1]).all():
-                break  # a diverged chain: nothing after it is worth the time
-        return np.concatenate(draws)[:num_results], np.concatenate(flags)[:num_results]
+            chain.steps += int(n)
+            block = np.array(out, np.float64)[:size]
+            if bool(div):
+                block[int(n) // thin:] = np.nan  # slots the stopped loop never wrote
+                draws.append(block)
+                diverged = True
+                break
+            draws.append(block)
+        chain.state, chain.results = np.asarray(w), results
+        out = np.concatenate(draws)[:num_results]
+        if len(out) < num_results:
+            out = np.concatenate([out, np.full((num_results - len(out),) + out.shape[1:], np.nan)])
+        return out, diverged
 
 
 def _stein(runner: _Runner, w: np.ndarray) -> float:
     """KSD (IMQ, unit scale) of whitened draws with their full-data whitened scores."""
-    dtype = runner.estimator.dtype or tf.float32
     x = tf.constant(w, tf.float64)
-    s = tf.cast(runner.scores(tf.constant(w, dtype)), tf.float64)
+    s = tf.cast(runner.scores(tf.constant(w, runner.dtype)), tf.float64)
     if not bool(tf.reduce_all(tf.math.is_finite(s))):
         return math.inf
     return float(kernel_stein_discrepancy(samples=x, scores=s))
 
 
-def _disqualify(w: np.ndarray, diverged: np.ndarray, start_sd: float) -> str:
-    """Why an arm's draws ``[T, C, d]`` cannot be right, or ``""``."""
-    if not np.isfinite(w).all():
-        return "diverged (non-finite state, score or log-density)"
-    r2 = np.einsum("tcd,tcd->tc", w, w)
+def _disqualify(w: np.ndarray, diverged: bool, stop: np.ndarray, start_sd: float) -> str:
+    """Why an arm's draws ``[T, C, d]`` cannot be right, or ``""``; ``stop`` is where its
+    chains are after the last step run (where they stopped when ``diverged``)."""
     q = runaway_threshold(w.shape[-1])
-    if (r2 > q).any() or diverged.any():
+    if diverged or not np.isfinite(w).all():
+        if not np.isfinite(stop).all():
+            return "diverged (non-finite state, score or log-density)"
         # The kernel flags every step (not only the kept ones) beyond the same radius.
+        r = math.sqrt(float(np.einsum("cd,cd->c", stop, stop).max()))
+        return (
+            "left the posterior (beyond the runaway radius "
+            f"{math.sqrt(q):.3g} Laplace scales from the mode; radius {r:.3g} "
+            "where the chains stopped)"
+        )
+    r2 = np.einsum("tcd,tcd->tc", w, w)
+    if (r2 > q).any():
         return (
             "left the posterior (beyond the runaway radius "
             f"{math.sqrt(q):.3g} Laplace scales from the mode; "
@@ -491,24 +529,25 @@ def _noise_variance(
 
 def _adapt(
     runner: _Runner,
-    state: np.ndarray,
+    chain: _Chain,
     eps: float,
-    seed: int,
     thin: int,
     notes: list[str],
     say: Callable[[str], None],
     problems: list[tuple[str, str]],
 ) -> np.ndarray:
-    """Burn-in windows that refine ``runner``'s map in place; the chains' new states.
+    """Burn-in windows of ``chain`` that refine ``runner``'s map in place; the chains' new
+    states (in the final map's coordinates).
 
     A window that diverged adds a ``suspect`` reason to ``problems``: the chosen step
     met a region steeper (or a tail heavier) than either map, which the final draws'
     checks may not see again.
     """
     previous: tuple[np.ndarray, np.ndarray] | None = None  # (scale, state) before a change
+    state = chain.state
     for k in range(ADAPT_MAX_WINDOWS + 1):
-        w, div = runner(state, eps, (seed, 900 + k), ADAPT_WINDOW, thin)
-        if not np.isfinite(w).all() or div.any():
+        w, div = runner(chain, eps, ADAPT_WINDOW, thin)
+        if div or not np.isfinite(w).all():
             if previous is not None:
                 # The refined map made the chains diverge (a steep side the step
                 # cannot take): go back to the last map that worked.
@@ -535,7 +574,7 @@ def _adapt(
                 "which the final draws may not have explored",
             ))
             return state
-        state = w[-1]
+        state = chain.state
         if k == ADAPT_MAX_WINDOWS:
             return state  # the last window only checked the last change
         before = runner.estimator.scale
@@ -549,7 +588,10 @@ def _adapt(
             say(msg)
             return state
         previous = (before, state)
-        state = rewhiten(state, step)
+        # The chains go on from the same points in the new coordinates; their kernel
+        # results (gradients in the old ones) are bootstrapped again.
+        state = rewhiten(state, step).astype(state.dtype)
+        chain.state, chain.results = state, None
         msg = (f"preconditioner adapted in burn-in window {k + 1}: the draws' shrunk "
                f"variances were {lo:.2f}..{hi:.2f} of the fit's "
                f"(n_eff {step.effective_draws:.0f})")
@@ -632,20 +674,19 @@ def _run_mixing(runner: _Runner, w: np.ndarray) -> tuple[float, float]:
 
 def _draw_until_long_enough(
     runner: _Runner,
-    state: np.ndarray,
+    chain: _Chain,
     eps: float,
-    seed: int,
     burn: int,
     num_results: int,
     thin: int,
     max_seconds: float | None,
     max_gradient_evaluations: int | None,
     t_start: float,
-) -> tuple[np.ndarray, np.ndarray, _RunLength]:
-    """Burn-in and ``num_results`` draws, then more, in chunks continuing the same chains,
-    until rank-normalised split R̂ ≤ `TARGET_RHAT` and bulk ESS ≥ `TARGET_ESS` in every
-    coordinate, or the budget ends it; the draws after burn-in, their divergence flags
-    and how the run ended.
+) -> tuple[np.ndarray, bool, _RunLength]:
+    """Burn-in and ``num_results`` draws of ``chain``, then more, in chunks continuing the
+    same chains, until rank-normalised split R̂ ≤ `TARGET_RHAT` and bulk ESS ≥
+    `TARGET_ESS` in every coordinate, or the budget ends it; the draws after burn-in,
+    whether a step diverged and how the run ended.
 
     Each chunk asks for the draws the ESS so far says are missing (at least half and at
     most three times the draws so far, a whole number of compiled blocks), cut to what
@@ -653,10 +694,10 @@ def _draw_until_long_enough(
     ``max_seconds`` since ``t_start`` at the pace measured so far.
     """
     t0 = time.perf_counter()
-    w, div = runner(state, eps, (seed, 999), burn + num_results, thin)
-    w, steps, chunk = w[burn:], (burn + num_results) * thin, 0
+    w, div = runner(chain, eps, burn + num_results, thin)
+    w, steps = w[burn:], (burn + num_results) * thin
     while True:
-        if not np.isfinite(w).all() or div.any():
+        if div or not np.isfinite(w).all():
             return w, div, _RunLength(math.inf, 0.0, "stopped: the chains diverged", False)
         rhat, ess = _run_mixing(runner, w)
         done = f"rank-normalised split R-hat {rhat:.3g}, bulk ESS {ess:.0f}"
@@ -685,10 +726,8 @@ def _draw_until_long_enough(
                     "`max_gradient_evaluations` or `max_seconds`) or a reparametrisation"
                 ), True)
             more = min(more, allowed)
-        chunk += 1
-        w_more, div_more = runner(w[-1], eps, (seed, 50_000 + chunk), more, thin)
+        w_more, div = runner(chain, eps, more, thin)
         w = np.concatenate([w, w_more])
-        div = np.concatenate([div, div_more])
         steps += more * thin
 
 
@@ -887,8 +926,11 @@ def sample_posterior(
 
     rng = np.random.default_rng(seed)
     w_start = rng.standard_normal([num_chains, d])
+    w_start = w_start.astype(runners[sizes[0]].dtype.as_numpy_dtype)
     arms: list[ArmRecord] = []
-    states: dict[int, np.ndarray] = {}
+    # Arm j's chains: seed (seed, j), as the library tuner's arms (`ArmRunner`); its
+    # second round continues the first round's chain.
+    chains: dict[int, _Chain] = {}
     t_sample = t_metric = 0.0
     alive: list[ArmRecord] = []
     per_chain = max(1, _METRIC_POINTS // num_chains)
@@ -908,27 +950,27 @@ def sample_posterior(
                 "direction (a heavy tail or a steep wall) that the final draws may not show",
             ))
         tried = [ArmRecord(e, n) for n in sizes for e in grid]
+        chains.update({
+            id(a): _Chain(w_start, chain_seed([seed, len(arms) + j]))
+            for j, a in enumerate(tried)
+        })
         arms += tried
-        states.update({id(a): w_start for a in tried})
         alive = list(tried)
         # Successive halving: two rounds, the best third goes on with three times the steps.
-        for rnd, factor in enumerate((1, 3)):
-            for k, arm in enumerate(alive):
+        for factor in (1, 3):
+            for arm in alive:
                 steps = max(50, tuning_steps * factor * sizes[0] // arm.batch_size)
                 # The same number of results per arm, so one compiled program serves all.
                 thin = max(1, steps // per_chain)
                 t0 = time.perf_counter()
-                w, div = runners[arm.batch_size](
-                    states[id(arm)], arm.step_size,
-                    (seed, 10_000 * attempt + 1000 * rnd + k), per_chain, thin,
-                )
+                chain = chains[id(arm)]
+                w, div = runners[arm.batch_size](chain, arm.step_size, per_chain, thin)
                 t_sample += time.perf_counter() - t0
                 arm.rounds += 1
-                arm.reason = _disqualify(w, div, 1.0)
+                arm.reason = _disqualify(w, div, chain.state, 1.0)
                 if arm.reason:
                     arm.ksd = math.inf
                     continue
-                states[id(arm)] = w[-1]
                 t0 = time.perf_counter()
                 arm.ksd = _stein(runners[arm.batch_size], w.reshape(-1, d))
                 t_metric += time.perf_counter() - t0
@@ -955,14 +997,18 @@ def sample_posterior(
     runner = runners[best.batch_size]
     thin = max(1, math.ceil(1.0 / best.step_size))
     burn = max(1, math.ceil(10.0 / best.step_size / thin))
-    state = states[id(best)]
+    state = chains[id(best)].state
     t0 = time.perf_counter()
     if adapt:
-        state = _adapt(runner, state, best.step_size, seed, thin, notes, say, problems)
+        # The adaptation windows are a chain of their own, numbered after the arms.
+        warm = _Chain(state, chain_seed([seed, len(arms)]))
+        state = _adapt(runner, warm, best.step_size, thin, notes, say, problems)
     timings["adaptation"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    # The final chains: `sample_chain(kernel, state, seed=seed)`'s, burn-in included.
+    final = _Chain(state, chain_seed(seed))
     w, div, run = _draw_until_long_enough(
-        runner, state, best.step_size, seed, burn, num_results, thin,
+        runner, final, best.step_size, burn, num_results, thin,
         max_seconds, max_gradient_evaluations, t_start,
     )
     timings["sampling"] = time.perf_counter() - t0
@@ -1006,7 +1052,7 @@ def sample_posterior(
                               f"(log density {m.log_prob:.6g})")
             verdict.add("failed", "several modes: the chains end in different modes, "
                         + "; ".join(groups))
-    if div.any():
+    if div:
         verdict.add(
             "failed",
             "the sampler reported diverged steps (non-finite, or beyond the runaway "
@@ -1031,6 +1077,8 @@ def sample_posterior(
         step_size=best.step_size,
         batch_size=best.batch_size,
         num_steps_between_results=thin,
+        num_burnin_steps=burn * thin,
+        init_state=state,
         tuning=arms,
         mode=mode,
         laplace=lap,

@@ -6,7 +6,8 @@ Every entry point that runs a kernel for many steps runs
 ([`sample`][tfp_sgmcmc.driver.sample] and [`ChunkedChain`][tfp_sgmcmc.driver.ChunkedChain]),
 the tuner's arms ([`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner]) and the final draws
 of a tuning result, in the program that ran its best arm
-([`TuningResult.sample`][tfp_sgmcmc.tuning.results.TuningResult.sample]), and Adam in
+([`TuningResult.sample`][tfp_sgmcmc.tuning.results.TuningResult.sample]), the chains of
+[`sample_posterior`][tfp_sgmcmc.automatic.sample_posterior], and Adam in
 [`find_map`][tfp_sgmcmc.estimators.find_map].
 It imports nothing of the library but ``tfp_sgmcmc.internal``, so every layer above it
 (estimators, kernels, driver, tuner) can import it: the layer order is in
