@@ -14,6 +14,7 @@ import json
 import pathlib
 import re
 import tomllib
+from collections.abc import Callable
 
 import pytest
 
@@ -46,6 +47,14 @@ def _err(x: float) -> str:
 
 def _ratio(lo: float, hi: float) -> str:
     return f"{lo:.2f}–{hi:.2f}"
+
+
+def half_up(value: float | decimal.Decimal, decimals: int) -> str:
+    """``value`` with thousands separators and ``decimals`` decimals, a half rounded up, as the
+    page prints a stored figure (Python's own format rounds a stored ``1246.5`` to even,
+    ``1,246``)."""
+    exact = value if isinstance(value, decimal.Decimal) else decimal.Decimal(repr(value))
+    return f"{exact.quantize(decimal.Decimal(1).scaleb(-decimals), decimal.ROUND_HALF_UP):,f}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,14 +485,12 @@ def _printed_forms(
     values = {v for d in docs for v in _leaves(d)}
     values.update(DERIVED[derived](docs) if derived else ())
     forms = set()
-    step = decimal.Decimal(1).scaleb(-decimals)
     for v in values:
         for s in _SCALES:
             # Python rounds a stored half to even (1246.5 prints 1,246); a page may round it up.
-            up = (decimal.Decimal(repr(v)) * decimal.Decimal(repr(s))).quantize(
-                step, decimal.ROUND_HALF_UP
-            )
-            forms.update((f"{v * s:,.{decimals}f}", f"{v * s:.{decimals}f}", f"{up:,f}", f"{up:f}"))
+            up = half_up(decimal.Decimal(repr(v)) * decimal.Decimal(repr(s)), decimals)
+            forms.update((f"{v * s:,.{decimals}f}", f"{v * s:.{decimals}f}", up,
+                          up.replace(",", "")))  # fmt: skip
     return frozenset(forms)
 
 
@@ -572,3 +579,277 @@ def test_a_planted_wrong_figure_is_found():
     # A table without a result file and without the marked command is named too.
     bare = text.replace(NO_RESULT_FILE, "No file", 1)
     assert any("no result file cited" in p for p in claims_problems(bare))
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: the samplers against BlackJAX (``bench_samplers.py --peer-command``)
+
+
+#: A cell of a JSON-backed table: its text from one parsed result file and one batch size, or
+#: None where the file has no such figure.
+CellFn = Callable[[dict, int], "str | None"]
+
+
+def _results(doc: dict, n: int) -> dict:
+    return next(g["results"] for g in doc["groups"] if g["batch_size"] == n)
+
+
+def _peer_run(doc: dict, n: int, sampler: str) -> dict | None:
+    runs = doc.get("peer_run", {}).get("runs", [])
+    return next((r for r in runs if r["sampler"] == sampler and r["batch"] == n), None)
+
+
+def _over_peer(doc: dict, n: int, ours: str) -> float | None:
+    """Ours over the peer's samples/s, unrounded (the file's ``ratio_ours_over_peer`` is
+    rounded to three decimals, and rounding it again to two can differ in the last digit)."""
+    pairs = doc.get("peer_run", {}).get("pairs", [])
+    pair = next((p for p in pairs if p["batch_size"] == n and p["ours"] == ours), None)
+    if pair is None:
+        return None
+    return _results(doc, n)[ours]["steps_per_s"] / _peer_run(doc, n, pair["peer"])["samples_per_s"]
+
+
+def ours(config: str, ratio: bool = True) -> CellFn:
+    """Our samples/s of ``config``, with its ratio to the peer in brackets where the file pairs
+    it with one (``ratio=False``: the figure alone)."""
+
+    def cell(doc: dict, n: int) -> str | None:
+        run = _results(doc, n).get(config)
+        if run is None:
+            return None
+        over = _over_peer(doc, n, config) if ratio else None
+        figure = half_up(run["steps_per_s"], 0)
+        return figure if over is None else f"{figure} ({half_up(over, 2)})"
+
+    return cell
+
+
+def peer(sampler: str) -> CellFn:
+    """The peer's samples/s of ``sampler`` in the same run."""
+
+    def cell(doc: dict, n: int) -> str | None:
+        run = _peer_run(doc, n, sampler)
+        return None if run is None else half_up(run["samples_per_s"], 0)
+
+    return cell
+
+
+def over_peer(config: str) -> CellFn:
+    """Ours over the peer's samples/s of ``config`` in the same run."""
+
+    def cell(doc: dict, n: int) -> str | None:
+        over = _over_peer(doc, n, config)
+        return None if over is None else half_up(over, 2)
+
+    return cell
+
+
+#: Rows of the samples/s tables that pair a run's configurations with BlackJAX's.
+PEER_TABLE_ROWS = {
+    "BlackJAX 1.7.1 `sghmc`, L = 5 (one draw per sample)": peer("sghmc_L5"),
+    "BlackJAX 1.7.1 `sghmc`, L = 5": peer("sghmc_L5"),
+    "BlackJAX `csgld`": peer("csgld"),
+    "BlackJAX `sgld`": peer("sgld"),
+    "ours, the five draws of a default sample alone": ours("sghmc_L5_draws_only"),
+    "NumPy `take`, the same five draws, one core": ours("sghmc_L5_draws_numpy_take"),
+    "ours, SGHMC default (one draw per leapfrog step)": ours("sghmc_L5"),
+    "ours, SGHMC default (a batch per leapfrog step)": ours("sghmc_L5"),
+    "ours, SGHMC default": ours("sghmc_L5"),
+    "ours, SGHMC default, `sg.sample_chain`": ours("sghmc_L5"),
+    "ours, SGHMC default, `tfp.mcmc.sample_chain`": ours("sghmc_L5_tfp_loop"),
+    "ours, SGHMC `minibatch_per_trajectory=True`": ours("sghmc_L5_traj"),
+    "ours, cSGLD": ours("csgld"),
+    "ours, SGLD": ours("sgld"),
+    "ours, gradient alone (evaluations/s)": ours("gradient_floor", ratio=False),
+}
+
+#: Rows of the tables with ours, BlackJAX's and their ratio at 1% / 0.1% in one cell each.
+PEER_SUMMARY_ROWS = {
+    label: [ours(config, ratio=False), peer(sampler), over_peer(config)]
+    for label, config, sampler in (
+        ("SGLD", "sgld", "sgld"),
+        ("cSGLD", "csgld", "csgld"),
+        ("SGHMC, L = 5, one batch per leapfrog step (default)", "sghmc_L5", "sghmc_L5"),
+        ("SGHMC, L = 5, one batch per trajectory (BlackJAX's scheme)", "sghmc_L5_traj",
+         "sghmc_L5"),
+        ("SGHMC, L = 5, one batch per trajectory", "sghmc_L5_traj", "sghmc_L5"),
+    )
+}  # fmt: skip
+
+#: The batch sizes of the logistic-regression workload: 1% and 0.1% of N = 10⁶.
+_SIZES = (10_000, 1_000)
+#: A column: the (result file, batch size) of each figure of its cells.
+Column = tuple[tuple[str, int], ...]
+
+
+def _file_major(*names: str) -> list[Column]:
+    """Columns of one figure each: each file at 1%, then at 0.1%, file after file."""
+    return [((name, n),) for name in names for n in _SIZES]
+
+
+def _size_major(*names: str) -> list[Column]:
+    """Columns of one figure each: every file at 1%, then every file at 0.1%."""
+    return [((name, n),) for n in _SIZES for name in names]
+
+
+def _summary(name: str) -> list[Column]:
+    """Three columns (ours, the peer's, the ratio), each ``1% / 0.1%`` of one file."""
+    return [tuple((name, n) for n in _SIZES)] * 3
+
+
+#: The JSON-backed tables that the section-wide check alone would let through: an id, then
+#: (text just before the table, its header's start, its columns, its rows). A column is the
+#: (result file, batch size) of each figure of its cells, joined by `` / ``; a row is its
+#: label's cell, or one cell per column.
+JSON_TABLES = {
+    "new samplers, samples/s": (
+        "bench_new_samplers_loaded.json", "| sampler | 1% | 0.1% |",
+        _file_major("bench_new_samplers_loaded"),
+        {"SGLD": ours("sgld", ratio=False),
+         "SGLD-SVRG (update_rate 1000)": ours("sgld_svrg", ratio=False),
+         "BAOAB": ours("baoab", ratio=False),
+         "BADODAB": ours("badodab", ratio=False),
+         "cSGLD (512 partitions)": ours("csgld", ratio=False),
+         "reSGLD, K = 2 (per cold sample)": ours("resgld_K2", ratio=False),
+         "SGHMC, L = 5": ours("sghmc_L5", ratio=False)},
+    ),
+    "new samplers, ours/BlackJAX": (
+        "Against BlackJAX 1.7.1 in the same run (ours/peer)", "| sampler | 1% | 0.1% |",
+        _file_major("bench_new_samplers_loaded"),
+        {"cSGLD": over_peer("csgld"),
+         "SGHMC, L = 5 (ours: one batch per leapfrog step)": over_peer("sghmc_L5"),
+         "SGLD": over_peer("sgld")},
+    ),
+    "idle, tfp.mcmc.sample_chain": (
+        "`benchmarks/results/bench_sghmc_csgld_vs_blackjax_idle.json`)",
+        "| sampler | ours 1% / 0.1%", _summary("bench_sghmc_csgld_vs_blackjax_idle"),
+        PEER_SUMMARY_ROWS,
+    ),
+    "after the change, loaded": (
+        "**After the change, loaded**", "| sampler | ours 1% / 0.1%",
+        _summary("bench_sghmc_csgld_vs_blackjax_loaded"), PEER_SUMMARY_ROWS,
+    ),
+    "idle, second machine kind": (
+        "**Idle run on a second machine kind**", "| sampler | ours 1% / 0.1%",
+        _summary("bench_sghmc_csgld_vs_blackjax_idle_epyc"), PEER_SUMMARY_ROWS,
+    ),
+    "idle, runs 2 and 3": (
+        "Two more idle runs on 2026-11-26", "| sampler | ours/BlackJAX, run 2",
+        [tuple((name, n) for n in _SIZES) for name in ("bench_csgld_vs_blackjax_idle_epyc_2",
+                                                       "bench_sghmc_csgld_vs_blackjax_idle_epyc_3")],
+        {"cSGLD": over_peer("csgld"), "SGHMC, default": over_peer("sghmc_L5"),
+         "SGHMC, one batch per trajectory": over_peer("sghmc_L5_traj")},
+    ),
+    "draws alone": (
+        "**The draws alone, a floor for the default SGHMC.**", "| samples/s (ours/BlackJAX)",
+        _file_major("bench_sghmc_draw_floor_vs_blackjax", "bench_sghmc_draw_floor_vs_blackjax_2"),
+        PEER_TABLE_ROWS,
+    ),
+    "indices first": (
+        "### SGHMC, cSGLD and SGLD against BlackJAX, after the change",
+        "| samples/s (ours/BlackJAX)",
+        # Run 3 ran at 0.1% only.
+        [col for col in _size_major("bench_sghmc_csgld_vs_blackjax_indices_first",
+                                    "bench_sghmc_csgld_vs_blackjax_indices_first_2",
+                                    "bench_sghmc_csgld_vs_blackjax_indices_first_3")
+         if col != (("bench_sghmc_csgld_vs_blackjax_indices_first_3", 10_000),)],
+        PEER_TABLE_ROWS,
+    ),
+    "cache lines": (
+        "### Rows on cache lines", "| samples/s (ours/BlackJAX)",
+        _size_major("bench_sghmc_csgld_vs_blackjax_cache_lines",
+                    "bench_sghmc_csgld_vs_blackjax_cache_lines_2"),
+        PEER_TABLE_ROWS,
+    ),
+    "c floor": (
+        "### Where default SGHMC's time goes", "| samples/s (ours/BlackJAX)",
+        _size_major("bench_sghmc_csgld_vs_blackjax_c_floor",
+                    "bench_sghmc_csgld_vs_blackjax_c_floor_2"),
+        PEER_TABLE_ROWS,
+    ),
+    "flat loop": (
+        "**Default SGHMC and cSGLD against BlackJAX, through the flat loop.**",
+        "| samples/s | 1%, run 1",
+        _size_major("bench_sghmc_csgld_vs_blackjax_flat_loop",
+                    "bench_sghmc_csgld_vs_blackjax_flat_loop_2",
+                    "bench_sghmc_csgld_vs_blackjax_flat_loop_3"),
+        PEER_TABLE_ROWS,
+    ),
+    "packed, loaded": (
+        "**One run against BlackJAX, loaded**", "| sampler | ours 1% / 0.1%",
+        _summary("bench_sghmc_csgld_vs_blackjax_packed_loaded"), PEER_SUMMARY_ROWS,
+    ),
+    "packed, falling load": (
+        "A second run, started as the load fell", "| sampler | ours 1% / 0.1%",
+        _summary("bench_sghmc_csgld_vs_blackjax_packed_falling_load"), PEER_SUMMARY_ROWS,
+    ),
+    "packed, moderate load": (
+        "A third run, with both libraries under the same moderate load",
+        "| sampler | ours 1% / 0.1%",
+        _summary("bench_sghmc_csgld_vs_blackjax_packed_load2"), PEER_SUMMARY_ROWS,
+    ),
+}  # fmt: skip
+
+
+def json_table_problems(text: str, table: str) -> list[str]:
+    """Every cell of ``JSON_TABLES[table]`` in ``text`` that its result files do not print
+    as: page and file side by side. Bold and the slow-state mark ``*`` are not figures."""
+    anchor, header, columns, rows = JSON_TABLES[table]
+    docs = {name: _json(f"benchmarks/results/{name}.json") for col in columns for name, _ in col}
+    body = table_after(text[text.index(anchor) :], header)
+    problems = [] if body else [f"{table}: no rows"]
+    for line in body:
+        label, cells = line[0], _cells("|".join(line[1:]).replace("*", ""))
+        spec = rows.get(label)
+        if spec is None:
+            problems.append(f"{table}: row {label!r} has no source")
+            continue
+        fns = spec if isinstance(spec, list) else [spec] * len(columns)
+        for k, (page, fn, col) in enumerate(zip(cells, fns, columns, strict=True)):
+            parts = [fn(docs[name], n) for name, n in col]
+            want = "–" if all(p is None for p in parts) else " / ".join(p or "–" for p in parts)
+            if page != want:
+                problems.append(f"{table}, {label}, column {k + 1}: page {page!r}, JSON {want!r}")
+    return problems
+
+
+@pytest.mark.parametrize("table", list(JSON_TABLES))
+def test_json_table_matches_its_result_files(table):
+    problems = json_table_problems(BENCHMARKS_MD.read_text(encoding="utf-8"), table)
+    assert not problems, "\n".join(problems)
+
+
+def plant_in_table(text: str, table: str) -> tuple[str, str]:
+    """``text`` with the last digit of the first figure of ``JSON_TABLES[table]``'s first row
+    changed by one, and that row's label."""
+    anchor, header, _, _ = JSON_TABLES[table]
+    start = text.index(anchor)
+    lines = text[start:].splitlines(keepends=True)
+    row = next(k for k, ln in enumerate(lines) if ln.startswith(header)) + 2
+    cells = lines[row].split("|")
+    j = next(j for j in range(2, len(cells)) if re.search(r"\d", cells[j]))
+    cells[j] = re.sub(r"(\d)(?![\d,.])", lambda m: str((int(m[1]) + 1) % 10), cells[j], count=1)
+    lines[row] = "|".join(cells)
+    return text[:start] + "".join(lines), cells[1].strip()
+
+
+@pytest.mark.parametrize("table", list(JSON_TABLES))
+def test_a_planted_wrong_cell_is_found_in_its_table(table):
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    planted, label = plant_in_table(text, table)
+    assert planted != text
+    problems = json_table_problems(planted, table)
+    assert len(problems) == 1 and f", {label}, " in problems[0], problems
+
+
+def test_a_one_digit_edit_of_the_baoab_figure_is_found():
+    """``1,247 -> 1,248``: 1,248 prints a number of another of the section's files (the
+    section-wide check lets it through); its own table's cell is the file's 1246.5."""
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    planted = text.replace("| BAOAB | 1,247 |", "| BAOAB | 1,248 |")
+    assert planted != text
+    assert json_table_problems(planted, "new samplers, samples/s") == [
+        "new samplers, samples/s, BAOAB, column 1: page '1,248', JSON '1,247'"
+    ]
+    unknown = text.replace("| BAOAB | 1,247 |", "| BAOAB, L = 3 | 1,247 |")
+    assert any("no source" in p for p in json_table_problems(unknown, "new samplers, samples/s"))
