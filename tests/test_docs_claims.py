@@ -15,6 +15,7 @@ import pathlib
 import re
 import tomllib
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -585,9 +586,28 @@ def test_a_planted_wrong_figure_is_found():
 # docs/benchmarks.md: the samplers against BlackJAX (``bench_samplers.py --peer-command``)
 
 
-#: A cell of a JSON-backed table: its text from one parsed result file and one batch size, or
-#: None where the file has no such figure.
-CellFn = Callable[[dict, int], "str | None"]
+#: How a page prints a stored figure with some decimals. A stored half (``1246.5``, or a
+#: ratio stored as ``1.045``) is a tie the stored figure cannot settle, and the page rounds it
+#: up or as Python's format does (to the nearest binary value: ``1,246``, ``1.04``).
+Fmt = Callable[[float, int], str]
+ROUNDINGS: tuple[Fmt, ...] = (half_up, lambda value, decimals: f"{value:,.{decimals}f}")
+#: A cell of a JSON-backed table: its text from one parsed result file and its column's key
+#: (a batch size, a group), printed with one of :data:`ROUNDINGS`; None where the file has no
+#: such figure.
+CellFn = Callable[[dict, Any, Fmt], "str | None"]
+
+
+def fig(get: Callable[[dict, Any], float | None], decimals: int | None, suffix: str = "") -> CellFn:
+    """The figure ``get(doc, key)`` with ``decimals`` decimals (None: as stored), or no figure
+    where it is None."""
+
+    def cell(doc: dict, key: Any, fmt: Fmt) -> str | None:
+        value = get(doc, key)
+        if value is None:
+            return None
+        return (repr(value) if decimals is None else fmt(value, decimals)) + suffix
+
+    return cell
 
 
 def _results(doc: dict, n: int) -> dict:
@@ -612,36 +632,24 @@ def _over_peer(doc: dict, n: int, ours: str) -> float | None:
 def ours(config: str, ratio: bool = True) -> CellFn:
     """Our samples/s of ``config``, with its ratio to the peer in brackets where the file pairs
     it with one (``ratio=False``: the figure alone)."""
+    steps = fig(lambda doc, n: _results(doc, n).get(config, {}).get("steps_per_s"), 0)
+    over = fig(lambda doc, n: _over_peer(doc, n, config), 2)
 
-    def cell(doc: dict, n: int) -> str | None:
-        run = _results(doc, n).get(config)
-        if run is None:
-            return None
-        over = _over_peer(doc, n, config) if ratio else None
-        figure = half_up(run["steps_per_s"], 0)
-        return figure if over is None else f"{figure} ({half_up(over, 2)})"
+    def cell(doc: dict, n: int, fmt: Fmt) -> str | None:
+        figure, bracket = steps(doc, n, fmt), over(doc, n, fmt) if ratio else None
+        return figure if bracket is None else f"{figure} ({bracket})"
 
     return cell
 
 
 def peer(sampler: str) -> CellFn:
     """The peer's samples/s of ``sampler`` in the same run."""
-
-    def cell(doc: dict, n: int) -> str | None:
-        run = _peer_run(doc, n, sampler)
-        return None if run is None else half_up(run["samples_per_s"], 0)
-
-    return cell
+    return fig(lambda doc, n: (_peer_run(doc, n, sampler) or {}).get("samples_per_s"), 0)
 
 
 def over_peer(config: str) -> CellFn:
     """Ours over the peer's samples/s of ``config`` in the same run."""
-
-    def cell(doc: dict, n: int) -> str | None:
-        over = _over_peer(doc, n, config)
-        return None if over is None else half_up(over, 2)
-
-    return cell
+    return fig(lambda doc, n: _over_peer(doc, n, config), 2)
 
 
 #: Rows of the samples/s tables that pair a run's configurations with BlackJAX's.
@@ -697,10 +705,193 @@ def _summary(name: str) -> list[Column]:
     return [tuple((name, n) for n in _SIZES)] * 3
 
 
+def in_file(name: str, cell: CellFn) -> CellFn:
+    """``cell`` read from result file ``name`` instead of its column's file."""
+    return lambda doc, key, fmt: cell(_json(f"benchmarks/results/{name}.json"), key, fmt)
+
+
+def _at(cell: CellFn, key: Any, doc: dict, _: Any, fmt: Fmt) -> str | None:
+    return cell(doc, key, fmt)
+
+
+def at(key: Any, cells: list[CellFn]) -> list[CellFn]:
+    """``cells`` read at their row's own key (a configuration and batch size, a run), not at
+    their column's."""
+    return [functools.partial(_at, cell, key) for cell in cells]
+
+
+def _no_figure(doc: dict, key: Any, fmt: Fmt) -> None:
+    """A cell the file has no figure for (an empty or ``–`` cell)."""
+
+
+def _group(doc: dict, **where: Any) -> dict:
+    """The first of ``doc``'s groups whose fields are ``where``."""
+    return next(g for g in doc["groups"] if all(g.get(k) == v for k, v in where.items()))
+
+
+def stat(config: str, field: str, decimals: int, scheme: str, n: int) -> CellFn:
+    """``field`` of ``config`` in the ``bench_samplers.py`` group of ``scheme`` at ``n``."""
+    return fig(lambda doc, _: _group(doc, scheme=scheme, batch_size=n)["results"]
+               .get(config, {}).get(field), decimals)  # fmt: skip
+
+
+def sgld_vs_hand_rows(bare: bool) -> dict[str, list[CellFn]]:
+    """The rows ``scheme | n`` of an SGLD-against-(a) table: with the bare kernel (c), or with
+    the gradient floor (b) and the load at the end of the group."""
+    rows = {}
+    for scheme in ("with_replacement", "epoch", "random_window"):
+        for n in _SIZES:
+            ours_ = [stat("sgld", "steps_per_s", 0, scheme, n),
+                     stat("hand_sgld", "steps_per_s", 0, scheme, n)]  # fmt: skip
+            if bare:
+                rest = [stat("sample_chain_bare", "steps_per_s", 0, scheme, n),
+                        stat("sgld", "ratio_to_hand_sgld", 2, scheme, n),
+                        stat("sample_chain_bare", "ratio_to_hand_sgld", 2, scheme, n),
+                        stat("sgld", "ratio_to_sample_chain_bare", 2, scheme, n)]  # fmt: skip
+            else:
+                load = fig(lambda doc, _, s=scheme, n=n: _group(doc, scheme=s, batch_size=n)
+                           ["load_average_end_of_group"][0], None)  # fmt: skip
+                rest = [stat("gradient_floor", "steps_per_s", 0, scheme, n),
+                        stat("sgld", "ratio_to_hand_sgld", 2, scheme, n),
+                        stat("sgld", "ratio_to_gradient_floor", 3, scheme, n), load]  # fmt: skip
+            rows[f"{scheme} | {n:,}"] = ours_ + rest
+    return rows
+
+
+def best_of_idle(config: str) -> CellFn:
+    """Our idle samples/s of ``config`` at 1% / 0.1% with the best scheme (``random_window``),
+    then with ``with_replacement`` in brackets."""
+    cells = {s: [stat(config, "steps_per_s", 0, s, n) for n in _SIZES]
+             for s in ("random_window", "with_replacement")}  # fmt: skip
+
+    def cell(doc: dict, key: Any, fmt: Fmt) -> str:
+        best, rows = ([c(doc, key, fmt) for c in cells[s]] for s in cells)
+        return f"{' / '.join(best)} ({' / '.join(rows)})"
+
+    return cell
+
+
+def quoted(label: str, peer_name: str) -> CellFn:
+    """A quoted peer's samples/s at 1% / 0.1%, as the file records them."""
+
+    def cell(doc: dict, key: Any, fmt: Fmt) -> str:
+        one, tenth = doc["peers_quoted_samples_per_s_1pct_0.1pct"][peer_name]
+        return f"{label} {fmt(one, 0)} / {fmt(tenth, 0)}"
+
+    return cell
+
+
+def tf_data(field: str, arm: str, decimals: int) -> CellFn:
+    """``bench_tf_data.py --mamba``: ``field`` (steps/s or a ratio) of ``arm`` at a batch."""
+    return fig(lambda doc, n: _group(doc, batch_size=n)[field][arm], decimals)
+
+
+def loop_ratio(loop: str) -> CellFn:
+    """``bench_loops.py``: ``loop``'s steps/s over the flat loop's, in the group ``key``."""
+    return fig(lambda doc, key: _loop_group(doc, key)["results"].get(loop, {})
+               .get("ratio_to_flat"), 2)  # fmt: skip
+
+
+def _loop_group(doc: dict, key: tuple[str, int, int]) -> dict:
+    kernel, n, thin = key
+    return next((g for g in doc["groups"]
+                 if (g["kernel"], g["batch_size"], g["thin"]) == key), {"results": {}})  # fmt: skip
+
+
+def _loop_columns(name: str, kernels: tuple[str, ...]) -> list[Column]:
+    return [((name, (k, n, thin)),) for thin in (1, 5) for k in kernels for n in _SIZES]
+
+
+def vs_peers(field: str, decimals: int, threads: str = "default") -> CellFn:
+    """``bench_vs_peers.py``: ``field`` of the summary row ``(config, batch)`` of our run on
+    the default thread pool or one intra-op thread; a ``..._rounds`` ratio prints its median
+    and, in brackets, the rounds' range."""
+
+    def get(doc: dict, key: tuple[str, int]) -> dict:
+        config, n = key
+        return next(r for r in doc["summary"] if (r["config"], r["batch"]) == key
+                    and r["ours"] == f"current_threads_{threads}")  # fmt: skip
+
+    def cell(doc: dict, key: tuple[str, int], fmt: Fmt) -> str | None:
+        row = get(doc, key)
+        if field.endswith("_rounds"):
+            rounds = row[field]
+            median = row[field.replace("_rounds", "_median")]
+            return f"{fmt(median, decimals)} ({fmt(min(rounds), 2)}–{fmt(max(rounds), 2)})"
+        return None if field not in row else fmt(row[field], decimals)
+
+    return cell
+
+
+VS_PEERS_CELLS = [
+    vs_peers("ours_samples_per_s_median", 0),
+    vs_peers("ours_samples_per_s_median", 0, "1"),
+    vs_peers("sgmcmcjax_samples_per_s_median", 0),
+    vs_peers("blackjax_samples_per_s_median", 0),
+    vs_peers("ratio_to_faster_peer_rounds", 2),
+    vs_peers("ratio_to_faster_peer_rounds", 2, "1"),
+]
+VS_PEERS_ROWS = (("SGLD", "sgld"), ("SGLD-CV", "sgld_cv"), ("SGNHT", "sgnht"),
+                 ("SGHMC, L = 5, a batch per trajectory", "sghmc_L5_traj"))  # fmt: skip
+
+
+def profile(part: str, field: str, decimals: int, threads: int) -> CellFn:
+    """``bench_vs_peers.py --profile``: ``field`` of ``part`` with ``threads`` intra-op
+    threads (0: the default pool)."""
+    return fig(lambda doc, _: next(r for r in doc["runs"] if r["intra_op_threads"] == threads)
+               [part][field], decimals)  # fmt: skip
+
+
+def budget(field: str, decimals: int | None) -> CellFn:
+    """``bench_mamba_budget.py``: ``field`` of the run ``(sampler, T)``; the deviation with its
+    sign and a percent sign."""
+
+    def get(doc: dict, key: tuple[str, float]) -> float:
+        return next(r for r in doc["runs"] if (r["sampler"], r["budget_s"]) == key)[field]
+
+    if field != "deviation_pct":
+        return fig(get, decimals)
+    return lambda doc, key, fmt: (
+        ("+" if get(doc, key) >= 0 else "−") + fmt(abs(get(doc, key)), decimals) + "%"
+    )
+
+
+BUDGET_CELLS = [
+    budget("sampling_s", 2),
+    budget("deviation_pct", 2),
+    budget("honesty_non_diverged", 4),
+    budget("diverged_arm_rounds", 0),
+    budget("compile_s", 1),
+    budget("metric_s", 1),
+]
+
+
+def mnist(config: str, decimals: int = 1, over: str = "") -> CellFn:
+    """``bench_mnist_bnn.py``: the steps/s of ``config``, or with ``over`` its ratio to that
+    peer (empty where the file has none)."""
+    if over:
+        return fig(lambda doc, _: doc["ratios"].get(f"{config}/{over}"), 2)
+    return fig(lambda doc, _: next(r for r in doc["runs"] if r["config"] == config)
+               ["steps_per_s"], decimals)  # fmt: skip
+
+
+def mnist_part(section: str, field: str, part: str) -> CellFn:
+    """``bench_mnist_bnn.py --profile-only`` / ``--noise-order``: CPU or wall ms per step."""
+    return fig(lambda doc, _: doc[section][field][part], 2)
+
+
+def permutation(path: str, decimals: int, scale: float = 1, suffix: str = "") -> CellFn:
+    """``bench_permutation.py``: the figure at ``map/field`` (times to ms with ``scale``)."""
+    mapping, field = path.split("/")
+    return fig(lambda doc, _: None if field not in doc[mapping] else doc[mapping][field] * scale,
+               decimals, suffix)  # fmt: skip
+
+
 #: The JSON-backed tables that the section-wide check alone would let through: an id, then
-#: (text just before the table, its header's start, its columns, its rows). A column is the
-#: (result file, batch size) of each figure of its cells, joined by `` / ``; a row is its
-#: label's cell, or one cell per column.
+#: (text just before the table, its header's start, its columns, its rows[, how many cells
+#: make a row's label]). A column is the (result file, key: a batch size, a group) of each
+#: figure of its cells, joined by `` / ``; a row is its label's cell, one cell per column, or
+#: None for a row of words without figures.
 JSON_TABLES = {
     "new samplers, samples/s": (
         "bench_new_samplers_loaded.json", "| sampler | 1% | 0.1% |",
@@ -735,8 +926,9 @@ JSON_TABLES = {
     ),
     "idle, runs 2 and 3": (
         "Two more idle runs on 2026-11-26", "| sampler | ours/BlackJAX, run 2",
-        [tuple((name, n) for n in _SIZES) for name in ("bench_csgld_vs_blackjax_idle_epyc_2",
-                                                       "bench_sghmc_csgld_vs_blackjax_idle_epyc_3")],
+        [tuple((name, n) for n in _SIZES)
+         for name in ("bench_csgld_vs_blackjax_idle_epyc_2",
+                      "bench_sghmc_csgld_vs_blackjax_idle_epyc_3")],
         {"cSGLD": over_peer("csgld"), "SGHMC, default": over_peer("sghmc_L5"),
          "SGHMC, one batch per trajectory": over_peer("sghmc_L5_traj")},
     ),
@@ -788,28 +980,234 @@ JSON_TABLES = {
         "| sampler | ours 1% / 0.1%",
         _summary("bench_sghmc_csgld_vs_blackjax_packed_load2"), PEER_SUMMARY_ROWS,
     ),
+    "SGLD against (a), idle": (
+        "bench_sgld_vs_hand_idle.json`,", "| scheme | n | SGLD (ours) | (a) hand |",
+        [(("bench_sgld_vs_hand_idle", None),)] * 6, sgld_vs_hand_rows(bare=True), 2,
+    ),
+    "SGLD against (a), loaded": (
+        "`benchmarks/results/bench_sgld_vs_hand.json`, 9 rounds",
+        "| scheme | n | SGLD (ours) | (a) hand SGLD |",
+        [(("bench_sgld_vs_hand", None),)] * 6, sgld_vs_hand_rows(bare=False), 2,
+    ),
+    "against the peers, idle": (
+        "## Against the peers, idle", "| sampler | ours 1% / 0.1% | faster peer",
+        [(("bench_samplers_idle", None),)] * 2,
+        {"SGLD": [best_of_idle("sgld"), quoted("SGMCMCJax", "sgmcmcjax_sgld")],
+         "SGLD-CV": [best_of_idle("sgld_cv"), quoted("SGMCMCJax", "sgmcmcjax_sgld_cv")],
+         "SGHMC (L = 5)": [best_of_idle("sghmc_L5"), quoted("BlackJAX", "blackjax_sghmc_L5")],
+         "SGNHT": [best_of_idle("sgnht"), quoted("BlackJAX", "blackjax_sgnht")]},
+    ),
+    **{
+        f"MAMBA arms on tf.data, {name}": (
+            anchor, "| steps/s (batch) | 1% (n = 10,000)", _file_major(name),
+            {"`InMemoryData`, default `\"epoch\"` scheme, XLA":
+                 tf_data("steps_per_second", "in_memory", 0),
+             "`InMemoryData`, `\"random_window\"` scheme, XLA":
+                 tf_data("steps_per_second", "in_memory_random_window", 0),
+             "`DatasetData`, fed XLA calls (305 / 2000 steps per block)":
+                 tf_data("steps_per_second", "tf_data_chunked", 0),
+             "`DatasetData`, step by step in a graph (`jit_compile=False`)":
+                 tf_data("steps_per_second", "tf_data_graph", 0),
+             "ratio fed XLA / `\"random_window\"`":
+                 tf_data("ratio", "tf_data_chunked/in_memory_random_window", 2),
+             "ratio fed XLA / `\"epoch\"`": tf_data("ratio", "tf_data_chunked/in_memory", 2),
+             "ratio step by step / `\"epoch\"`": tf_data("ratio", "tf_data_graph/in_memory", 2)},
+        )
+        for name, anchor in (("bench_tf_data_mamba_idle_epyc", "**Idle run** (AMD EPYC"),
+                             ("bench_tf_data_mamba", "**Loaded runs.**"))
+    },
+    "full-data scores": (
+        "**Full-data scores.**", "| one 64-sample block", [(("bench_tf_data_mamba", None),)],
+        {label: fig(lambda doc, _, k=k: doc["full_data_score_block"][k]["seconds_per_block"], 2)
+         for label, k in (
+             ("`InMemoryData`, XLA", "in_memory"),
+             ("`DatasetData`, full data kept in memory (the default when they fit "
+              "`full_cache_bytes`), XLA", "kept"),
+             ("`DatasetData`, `full_dataset` re-read in a graph (`full_cache_bytes=0`)",
+              "streamed"))},
+    ),
+    "the draw against a C loop": (
+        "`benchmarks/results/bench_gather_c_floor.json`, a slow-memory", "| ns per gathered row",
+        _file_major("bench_gather_c_floor"),
+        {"ours, `\"epoch\"` draw in XLA (indices, gather, read)": [
+             fig(lambda doc, n: _group(doc, batch_size=n)["draw"]["ns_per_row"], 1),
+             fig(lambda doc, n: _group(doc, batch_size=n)["draw"]["ns_per_row"], 1,
+                 " (slow state)")],
+         **{label: fig(lambda doc, n, k=k: _group(doc, batch_size=n)["c_loop"][k], 1)
+            for label, k in (
+                ("C, one thread", "threads_1_prefetch_0_ns_per_row"),
+                ("C, two threads", "threads_2_prefetch_0_ns_per_row"),
+                ("C, two threads, software prefetch 16 rows ahead",
+                 "threads_2_prefetch_16_ns_per_row"))}},
+    ),
+    "one flat loop": (
+        "## One flat loop", "| steps/s, ratio to one flat loop",
+        _loop_columns("bench_loops", ("sgld", "sghmc_L5")),
+        {"flat `tf.while_loop` over steps (reference)": fig(
+             lambda doc, key: _loop_group(doc, key)["results"]["flat"]["ratio_to_flat"], 0),
+         "the same, returning the last kernel results": in_file(
+             "bench_loops_results", loop_ratio("flat_with_results")),
+         "the same, each step inside an inner loop whose trip count (1) is a tensor":
+             loop_ratio("nested_dynamic"),
+         "the same, inner trip count the constant 1": loop_ratio("nested_static"),
+         "`tfp.mcmc.sample_chain`": loop_ratio("tfp_sample_chain"),
+         "`tfp.experimental.mcmc.sample_fold`": loop_ratio("tfp_sample_fold"),
+         "`tfp_sgmcmc.sample_chain`": loop_ratio("sg_sample_chain")},
+    ),
+    "one loop for every entry point": (
+        "**One loop for every entry point.**", "| ratio to one flat loop",
+        _loop_columns("bench_loops_one_loop", ("sgld", "sghmc_L5")),
+        {"`sg.sample_chain` (the one loop, default seed rule)": loop_ratio("sg_sample_chain"),
+         "`sg.sample_chain(seed_rule=\"tfp\")` (the flat loop before)":
+             loop_ratio("sg_sample_chain_tfp"),
+         "a driver chunk (the one loop, returning the kernel results)":
+             loop_ratio("driver_chunk"),
+         "`tfp.experimental.mcmc.sample_fold` (the driver's chunks before)":
+             loop_ratio("tfp_sample_fold")},
+    ),
+    "per-step overhead, both batches": (
+        "`benchmarks/results/bench_vs_peers_loaded.json`", "| sampler | batch | ours, default",
+        [(("bench_vs_peers_loaded", None),)] * 6,
+        {f"{label} | {n:,}": at((config, n), VS_PEERS_CELLS)
+         for label, config in VS_PEERS_ROWS for n in (1_000, 10_000)},
+        2,
+    ),
+    "per-step overhead, 1%": (
+        "`benchmarks/results/bench_vs_peers_loaded_1pct.json`", "| sampler, n = 10,000 |",
+        [(("bench_vs_peers_loaded_1pct", None),)] * 6,
+        {label: at((config, 10_000), VS_PEERS_CELLS) for label, config in VS_PEERS_ROWS},
+    ),
+    "where a step's time goes": (
+        "`benchmarks/results/bench_vs_peers_profile_loaded.json`", "| n = 1,000, median of 7",
+        [(("bench_vs_peers_profile_loaded", None),)] * 4,
+        {label: [profile(part, "cpu_us_per_step_median", 1, 0),
+                 profile(part, "cpu_us_per_step_median", 1, 1),
+                 profile(part, "samples_per_s_median", 0, 0),
+                 profile(part, "samples_per_s_median", 0, 1)]
+         for label, part in (("SGLD", "sgld"), ("SGLD-CV", "sgld_cv"), ("SGNHT", "sgnht"),
+                             ("the minibatch draw alone", "draw_alone"),
+                             ("the minibatch gradient alone", "gradient_floor"))},
+    ),
+    "MAMBA budget honesty": (
+        "## MAMBA budget honesty", "| sampler | T s |", [(("bench_mamba_budget", None),)] * 6,
+        {f"{label} | {t:g}": at((sampler, t), BUDGET_CELLS)
+         for label, sampler in (("SGLD", "SGLD"), ("SGHMC (L = 5)", "SGHMC"),
+                                ("SGNHT", "SGNHT"))
+         for t in (10.0, 20.0)},
+        2,
+    ),
+    "MNIST BNN, where the time went": (
+        "### Where the time went", "| piece of an SGLD step",
+        [(("bench_mnist_bnn_profile", None),)],
+        {"the noise, TensorFlow's stateless Philox normals (what the kernels drew before)":
+             mnist_part("profile", "cpu_ms_per_step_median", "noise_philox"),
+         "the noise, the kernels' Threefry normals now":
+             mnist_part("profile", "cpu_ms_per_step_median", "noise_threefry"),
+         "the minibatch gather (600 × 784 rows) and the gradient":
+             mnist_part("profile", "cpu_ms_per_step_median", "minibatch_gradient")},
+    ),
+    **{
+        f"MNIST BNN, {name}": (
+            f"`benchmarks/results/{name}.json`", "| | steps/s | ours / SGMCMCJax",
+            [((name, None),)] * 3,
+            {"ours, plain TF (`random_window`)": [
+                 mnist("plain_tf:random_window"),
+                 mnist("plain_tf:random_window", over="sgmcmcjax"),
+                 mnist("plain_tf:random_window", over="blackjax")],
+             "ours, Keras 3 (`KerasPosterior`)": [
+                 mnist("keras:random_window"),
+                 mnist("keras:random_window", over="sgmcmcjax"),
+                 mnist("keras:random_window", over="blackjax")],
+             "SGMCMCJax 0.2.13": [mnist("sgmcmcjax"), _no_figure, _no_figure],
+             "BlackJAX 1.7.1": [mnist("blackjax"), _no_figure, _no_figure]},
+        )
+        for name in ("bench_mnist_bnn_vs_peers_idle", "bench_mnist_bnn_vs_peers_idle_epyc")
+    },
+    "MNIST BNN, where the noise is drawn": (
+        "`benchmarks/results/bench_mnist_bnn_noise_order.json`", "| loop | wall ms",
+        [(("bench_mnist_bnn_noise_order", None),)] * 2,
+        {label: [mnist_part("noise_order", "wall_ms_per_step_median", part),
+                 mnist_part("noise_order", "cpu_ms_per_step_median", part)]
+         for label, part in (
+             ("no noise (`θ + ε/2 ∇` only)", "no_noise"),
+             ("noise drawn in the update that follows the previous backward pass (the kernels' "
+              "order)", "noise_after_gradient"),
+             ("the same noise drawn at the top of the step, before the forward pass, used after "
+              "the backward pass", "noise_before_gradient"))},
+    ),
+    "MNIST BNN, noise drawn ahead": (
+        "**With `prefetch_noise=True`, idle", "| | run 1 | run 2 |",
+        [(("bench_mnist_bnn_vs_peers_idle_epyc_prefetch", None),),
+         (("bench_mnist_bnn_vs_peers_idle_epyc_prefetch_2", None),)]
+        + [(("bench_mnist_bnn_vs_peers_idle_epyc_prefetch", None),
+            ("bench_mnist_bnn_vs_peers_idle_epyc_prefetch_2", None))] * 2,
+        {label: [mnist(config), mnist(config), mnist(config, over="sgmcmcjax"),
+                 mnist(config, over="blackjax")]
+         for label, config in (
+             ("ours, plain TF, `prefetch_noise=True`", "plain_tf:random_window:prefetch"),
+             ("ours, Keras 3, `prefetch_noise=True`", "keras:random_window:prefetch"),
+             ("ours, plain TF, default", "plain_tf:random_window"),
+             ("ours, Keras 3, default", "keras:random_window"))}
+        | {"SGMCMCJax 0.2.13": [mnist("sgmcmcjax")] * 2 + [_no_figure] * 2,
+           "BlackJAX 1.7.1": [mnist("blackjax")] * 2 + [_no_figure] * 2},
+    ),
+    "epoch permutation": (
+        "## Epoch permutation: Feistel vs `index_shuffle`", "| | Feistel | `index_shuffle` |",
+        [(("bench_permutation", None),)] * 2,
+        {"compiles under XLA (CPU)": None,
+         "bijection of `[0, 10^6)`, seeds differ": None,
+         "χ² p-value of the first 1% batch over 50 seeds, 100 bins": [
+             permutation("feistel/uniformity_chi2_p", 3),
+             permutation("index_shuffle/uniformity_chi2_p", 2)],
+         "1% batch (10⁴), XLA": [
+             permutation("feistel/seconds_per_batch_0.01_xla", 2, 1e3, " ms"), _no_figure],
+         "0.1% batch (10³), XLA": [
+             permutation("feistel/seconds_per_batch_0.001_xla", 3, 1e3, " ms"), _no_figure],
+         "1% batch, plain graph": [
+             permutation("feistel/seconds_per_batch_0.01_graph", 1, 1e3, " ms"),
+             permutation("index_shuffle/seconds_per_batch_0.01_graph", 2, 1e3, " ms")],
+         "0.1% batch, plain graph": [
+             permutation("feistel/seconds_per_batch_0.001_graph", 2, 1e3, " ms"),
+             permutation("index_shuffle/seconds_per_batch_0.001_graph", 2, 1e3, " ms")]},
+    ),
 }  # fmt: skip
 
 
 def json_table_problems(text: str, table: str) -> list[str]:
     """Every cell of ``JSON_TABLES[table]`` in ``text`` that its result files do not print
-    as: page and file side by side. Bold and the slow-state mark ``*`` are not figures."""
-    anchor, header, columns, rows = JSON_TABLES[table]
+    as (in either of :data:`ROUNDINGS`): page and file side by side. Bold and the slow-state
+    mark ``*`` are not figures."""
+    anchor, header, columns, rows, *label_cells = JSON_TABLES[table]
+    first = label_cells[0] if label_cells else 1
     docs = {name: _json(f"benchmarks/results/{name}.json") for col in columns for name, _ in col}
     body = table_after(text[text.index(anchor) :], header)
     problems = [] if body else [f"{table}: no rows"]
     for line in body:
-        label, cells = line[0], _cells("|".join(line[1:]).replace("*", ""))
-        spec = rows.get(label)
-        if spec is None:
+        label = " | ".join(line[:first]).replace("*", "")
+        cells = _cells("|".join(line[first:]).replace("*", "").replace("—", "–"))
+        cells += ["–"] * (len(columns) - len(cells))  # empty cells at the end of the row
+        if label not in rows:
             problems.append(f"{table}: row {label!r} has no source")
             continue
+        spec = rows[label]
+        if spec is None:  # a row of words: it may not carry a figure
+            if any(_FIGURE.search(c) for c in cells):
+                problems.append(f"{table}, {label}: a figure in a row without a source")
+            continue
         fns = spec if isinstance(spec, list) else [spec] * len(columns)
-        for k, (page, fn, col) in enumerate(zip(cells, fns, columns, strict=True)):
-            parts = [fn(docs[name], n) for name, n in col]
-            want = "–" if all(p is None for p in parts) else " / ".join(p or "–" for p in parts)
-            if page != want:
-                problems.append(f"{table}, {label}, column {k + 1}: page {page!r}, JSON {want!r}")
+        if len(cells) != len(columns):
+            problems.append(f"{table}, {label}: {len(cells)} cells, {len(columns)} columns")
+            continue
+        for k, (page, fn, col) in enumerate(zip(cells, fns, columns)):
+            wants = []
+            for fmt in ROUNDINGS:
+                parts = [fn(docs[name], key, fmt) for name, key in col]
+                none = all(p is None for p in parts)
+                wants.append("–" if none else " / ".join(p or "–" for p in parts))
+            if page not in wants:
+                problems.append(
+                    f"{table}, {label}, column {k + 1}: page {page!r}, JSON {wants[0]!r}"
+                )
     return problems
 
 
@@ -821,16 +1219,20 @@ def test_json_table_matches_its_result_files(table):
 
 def plant_in_table(text: str, table: str) -> tuple[str, str]:
     """``text`` with the last digit of the first figure of ``JSON_TABLES[table]``'s first row
-    changed by one, and that row's label."""
-    anchor, header, _, _ = JSON_TABLES[table]
+    with figures changed by five (more than the two roundings of a tie differ), and that
+    row's label."""
+    anchor, header, _, rows, *label_cells = JSON_TABLES[table]
+    first = 1 + (label_cells[0] if label_cells else 1)  # the first cell after the label
     start = text.index(anchor)
     lines = text[start:].splitlines(keepends=True)
     row = next(k for k, ln in enumerate(lines) if ln.startswith(header)) + 2
+    while rows.get(" | ".join(c.strip() for c in lines[row].split("|")[1:first])) is None:
+        row += 1  # a row of words
     cells = lines[row].split("|")
-    j = next(j for j in range(2, len(cells)) if re.search(r"\d", cells[j]))
-    cells[j] = re.sub(r"(\d)(?![\d,.])", lambda m: str((int(m[1]) + 1) % 10), cells[j], count=1)
+    j = next(j for j in range(first, len(cells)) if re.search(r"\d", cells[j]))
+    cells[j] = re.sub(r"(\d)(?![\d,.])", lambda m: str((int(m[1]) + 5) % 10), cells[j], count=1)
     lines[row] = "|".join(cells)
-    return text[:start] + "".join(lines), cells[1].strip()
+    return text[:start] + "".join(lines), " | ".join(c.strip() for c in cells[1:first])
 
 
 @pytest.mark.parametrize("table", list(JSON_TABLES))
