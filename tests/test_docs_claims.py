@@ -271,21 +271,22 @@ def _label(label: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "result, section",
+    "result, section, header",
     [
-        ("bench_samplers_idle.json", "## Idle run"),
-        ("bench_samplers.json", "### All samplers (full run"),
+        ("bench_samplers_idle.json", "## Idle run", "| samples/s |"),
+        ("bench_samplers.json", "### All samplers (full run", "| samples/s |"),
+        ("bench_samplers.json", "### Against the peers, loaded", "| sampler | ours n="),
     ],
 )
-def test_sampler_speed_tables_match_their_json(result, section, monkeypatch):
+def test_sampler_speed_tables_match_their_json(result, section, header, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     bench = pytest.importorskip("bench_samplers")
     rendered = bench.render_markdown(_json(f"benchmarks/results/{result}"))
     want = {_label(r[0]): [c if c else "–" for c in r[1:]]
-            for r in table_after(rendered, "| samples/s |")}  # fmt: skip
+            for r in table_after(rendered, header)}  # fmt: skip
     text = BENCHMARKS_MD.read_text(encoding="utf-8")
     body = text[text.index(section) :]
-    table = table_after(body, "| samples/s |")
+    table = table_after(body, header)
     problems = []
     for row in table:
         label, cells = _label(row[0]), [c if c else "–" for c in row[1:]]
@@ -866,13 +867,73 @@ BUDGET_CELLS = [
 ]
 
 
+def _mnist_run(doc: dict, config: str) -> dict:
+    """A configuration's run of ``bench_mnist_bnn.py``; the file of the run before the
+    Threefry noise keeps the steps/s of all four side by side."""
+    if "runs" not in doc:
+        return {"steps_per_s": doc["steps_per_s"][config]}
+    return next(r for r in doc["runs"] if r["config"] == config)
+
+
 def mnist(config: str, decimals: int = 1, over: str = "") -> CellFn:
     """``bench_mnist_bnn.py``: the steps/s of ``config``, or with ``over`` its ratio to that
-    peer (empty where the file has none)."""
+    peer's."""
     if over:
-        return fig(lambda doc, _: doc["ratios"].get(f"{config}/{over}"), 2)
-    return fig(lambda doc, _: next(r for r in doc["runs"] if r["config"] == config)
-               ["steps_per_s"], decimals)  # fmt: skip
+        return fig(lambda doc, _: _mnist_run(doc, config)["steps_per_s"]
+                   / _mnist_run(doc, over)["steps_per_s"], 2)  # fmt: skip
+    return fig(lambda doc, _: _mnist_run(doc, config)["steps_per_s"], decimals)
+
+
+def mnist_cpu(config: str) -> CellFn:
+    """``bench_mnist_bnn.py``: our CPU-seconds per 1,000 steps (median), where recorded."""
+    return fig(lambda doc, _: _mnist_run(doc, config).get("cpu_s_per_1000_steps_median"), 1)
+
+
+def joined(*cells: CellFn, sep: str = ", ") -> CellFn:
+    """Several figures in one cell (None where the file has none of them)."""
+
+    def cell(doc: dict, key: Any, fmt: Fmt) -> str | None:
+        parts = [c(doc, key, fmt) for c in cells]
+        return None if all(p is None for p in parts) else sep.join(p or "–" for p in parts)
+
+    return cell
+
+
+def mask(law: str, column: str, why: bool = False) -> CellFn:
+    """``bench_masks.py``: one column of a law's row: whether each sampler compiles under XLA
+    (the TFP one with its time per draw where the page gives it, the hand-written one with
+    the op XLA lacks), whether the two give the same draws (the same z-scores: the same
+    numbers), their time ratio, their optimized HLO sizes. ``why``: the op XLA lacks."""
+
+    def cell(doc: dict, key: Any, fmt: Fmt) -> str | None:
+        hand, tfp, row = doc[law]["handwritten"], doc[law]["tfp"], doc[law]
+        if column == "hand":
+            if hand["xla_supported"]:
+                return "yes"
+            return "no" + "".join(f" (`{op}` has no XLA kernel on CPU)"
+                                  for op in hand["xla_error_ops"] if why)  # fmt: skip
+        if column == "tfp":
+            per_draw = (
+                row.get("seconds_per_draw_tfp") if "tfp_over_handwritten" not in row else None
+            )
+            return ("yes" if tfp["xla_supported"] else "no") + (
+                "" if per_draw is None else f" ({fmt(per_draw * 1e3, 1)} ms per draw)"
+            )
+        if column == "same":
+            same = "mean_z" in hand and (hand["mean_z"], hand["var_z"]) == (
+                tfp["mean_z"],
+                tfp["var_z"],
+            )
+            return "yes, bit for bit" if same else None
+        if column == "ratio":
+            return (
+                None if "tfp_over_handwritten" not in row else fmt(row["tfp_over_handwritten"], 2)
+            )
+        return " / ".join(
+            str(s["hlo_instructions"]) if "hlo_instructions" in s else "–" for s in (hand, tfp)
+        )
+
+    return cell
 
 
 def mnist_part(section: str, field: str, part: str) -> CellFn:
@@ -890,8 +951,8 @@ def permutation(path: str, decimals: int, scale: float = 1, suffix: str = "") ->
 #: The JSON-backed tables that the section-wide check alone would let through: an id, then
 #: (text just before the table, its header's start, its columns, its rows[, how many cells
 #: make a row's label]). A column is the (result file, key: a batch size, a group) of each
-#: figure of its cells, joined by `` / ``; a row is its label's cell, one cell per column, or
-#: None for a row of words without figures.
+#: figure of its cells, joined by `` / ``; a row is its label's cell, one cell per column,
+#: None for a row of words without figures, or why the file does not hold the row's figures.
 JSON_TABLES = {
     "new samplers, samples/s": (
         "bench_new_samplers_loaded.json", "| sampler | 1% | 0.1% |",
@@ -1151,6 +1212,35 @@ JSON_TABLES = {
         | {"SGMCMCJax 0.2.13": [mnist("sgmcmcjax")] * 2 + [_no_figure] * 2,
            "BlackJAX 1.7.1": [mnist("blackjax")] * 2 + [_no_figure] * 2},
     ),
+    "MNIST BNN, ours against the peers, one run": (
+        "### Ours against the peers, one run", "| | before (Philox noise)",
+        [((name, None),) for name in ("bench_mnist_bnn_before_noise_fix",
+                                      "bench_mnist_bnn_vs_peers_loaded",
+                                      "bench_mnist_bnn_vs_peers_loaded_2")],
+        {"when (2026-11-23, UTC), order": "clock times, from the runs' logs",
+         "load average": "the load over each run, read off its log by hand",
+         "ours, plain TF (`random_window`)": mnist("plain_tf:random_window"),
+         "ours, Keras 3 (`KerasPosterior`)": mnist("keras:random_window"),
+         "SGMCMCJax 0.2.13 (jax 0.7.2)": mnist("sgmcmcjax"),
+         "BlackJAX 1.7.1 (jax 0.10.2)": mnist("blackjax"),
+         "plain TF / SGMCMCJax": mnist("plain_tf:random_window", over="sgmcmcjax"),
+         "plain TF / BlackJAX": mnist("plain_tf:random_window", over="blackjax"),
+         "Keras / SGMCMCJax, / BlackJAX": joined(mnist("keras:random_window", over="sgmcmcjax"),
+                                                 mnist("keras:random_window", over="blackjax")),
+         "CPU-seconds per 1,000 steps: ours plain TF, Keras": joined(
+             mnist_cpu("plain_tf:random_window"), mnist_cpu("keras:random_window")),
+         "the same, SGMCMCJax, BlackJAX (estimated)":
+             "estimated from the peers' foreign CPU time, as the text below says"},
+    ),
+    "mask draws": (
+        "## Mask draws: hand-written vs TFP distributions", "| law | hand-written under XLA",
+        [(("bench_masks", None),)] * 5,
+        {label: [mask(law, c, why) for c in ("hand", "tfp", "same", "ratio", "hlo")]
+         for label, law, why in (("Bernoulli(0.3)", "bernoulli_0.3", False),
+                                 ("U[0, 1]", "uniform", False),
+                                 ("Beta(2, 5)", "beta_2_5", True),
+                                 ("Beta(½, ½)", "beta_0.5_0.5", False))},
+    ),
     "epoch permutation": (
         "## Epoch permutation: Feistel vs `index_shuffle`", "| | Feistel | `index_shuffle` |",
         [(("bench_permutation", None),)] * 2,
@@ -1184,12 +1274,14 @@ def json_table_problems(text: str, table: str) -> list[str]:
     problems = [] if body else [f"{table}: no rows"]
     for line in body:
         label = " | ".join(line[:first]).replace("*", "")
-        cells = _cells("|".join(line[first:]).replace("*", "").replace("—", "–"))
+        cells = [c.replace("*", "").replace("—", "–") or "–" for c in line[first:]]
         cells += ["–"] * (len(columns) - len(cells))  # empty cells at the end of the row
         if label not in rows:
             problems.append(f"{table}: row {label!r} has no source")
             continue
         spec = rows[label]
+        if isinstance(spec, str):  # figures the file does not hold: the reason
+            continue
         if spec is None:  # a row of words: it may not carry a figure
             if any(_FIGURE.search(c) for c in cells):
                 problems.append(f"{table}, {label}: a figure in a row without a source")
@@ -1226,8 +1318,9 @@ def plant_in_table(text: str, table: str) -> tuple[str, str]:
     start = text.index(anchor)
     lines = text[start:].splitlines(keepends=True)
     row = next(k for k, ln in enumerate(lines) if ln.startswith(header)) + 2
-    while rows.get(" | ".join(c.strip() for c in lines[row].split("|")[1:first])) is None:
-        row += 1  # a row of words
+    while not isinstance(rows.get(" | ".join(c.strip() for c in lines[row].split("|")[1:first])),
+                         (list, Callable)):  # fmt: skip
+        row += 1  # a row of words, or of figures the file does not hold
     cells = lines[row].split("|")
     j = next(j for j in range(first, len(cells)) if re.search(r"\d", cells[j]))
     cells[j] = re.sub(r"(\d)(?![\d,.])", lambda m: str((int(m[1]) + 5) % 10), cells[j], count=1)
