@@ -608,7 +608,8 @@ def test_a_planted_wrong_figure_is_found():
 
 
 # ---------------------------------------------------------------------------------------------
-# docs/benchmarks.md: the samplers against BlackJAX (``bench_samplers.py --peer-command``)
+# docs/benchmarks.md: the other tables that have a result file, cell by cell (the samplers
+# against BlackJAX, tf.data, the loops, MAMBA, the MNIST BNN, the permutation, the masks)
 
 
 #: How a page prints a stored figure with some decimals. A stored half (``1246.5``, or a
