@@ -13,9 +13,12 @@ compared to a rounding tolerance, and a changed seed (the power check) must miss
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning as tu
@@ -225,3 +228,34 @@ def test_sample_posterior_draws_are_the_loops_chain():
     np.testing.assert_allclose(run(tf.constant(chain_seed(SEED))), res.whitened, **TOL)
     other = run(tf.constant(chain_seed(SEED + 1))).numpy()
     assert np.abs(other - res.whitened).max() > 1e3 * TOL["atol"]
+
+
+class _CountingKernel(tfp.mcmc.TransitionKernel):
+    """``x ← x + 1``; the step that reaches ``x = 5`` alone flags ``diverged``."""
+
+    is_calibrated = True
+
+    def one_step(self, current_state, previous_kernel_results, seed=None):
+        x = current_state + 1.0
+        return x, _Flag(tf.equal(x, 5.0))
+
+    def bootstrap_results(self, init_state):
+        return _Flag(tf.constant(False))
+
+
+class _Flag(NamedTuple):
+    diverged: tf.Tensor
+
+
+@pytest.mark.parametrize("mode", ["none", "track", "stop"])
+def test_a_divergence_between_kept_steps_is_tracked_or_stops_the_loop(mode):
+    """Thinned by 4, the kept states are x = 4, 8, 12: the flag at x = 5 is on a step no
+    trace records. ``track_divergence`` reports it and runs on; ``stop_on_divergence``
+    stops after it; with neither the loop cannot know (the power check)."""
+    out = run_steps(
+        _CountingKernel(), tf.constant(0.0), _Flag(tf.constant(False)), 12, None, thin=4,
+        track_divergence=mode == "track", stop_on_divergence=mode == "stop",
+    )
+    steps = 5 if mode == "stop" else 12
+    assert int(out.num_steps) == steps and bool(out.diverged) == (mode != "none")
+    np.testing.assert_array_equal(out.draws.numpy()[: steps // 4], [4.0, 8.0, 12.0][: steps // 4])

@@ -424,7 +424,7 @@ class _Runner:
             out = run_steps(
                 SGLD(estimator, step_size=eps), w0, results, num_results * thin, seed,
                 first_step=first_step, thin=thin, num_slots=_BLOCK,
-                stop_on_divergence=True,
+                track_divergence=True,
             )
             return out.draws, out.state, out.kernel_results, out.num_steps, out.diverged
 
@@ -440,10 +440,11 @@ class _Runner:
         self, chain: _Chain, eps: float, num_results: int, thin: int
     ) -> tuple[np.ndarray, bool]:
         """``num_results`` more draws ``[T, C, d]`` of ``chain`` (every ``thin``-th step),
-        and whether a step diverged; ``chain`` moves on to the last step run.
+        and whether a step diverged (non-finite, or beyond the kernel's runaway radius,
+        kept or not); ``chain`` moves on to the last step run.
 
-        A chain that diverges (non-finite, or beyond the kernel's runaway radius) stops
-        there: its draws from then on are NaN and ``chain.state`` is where it stopped.
+        Draws that turned non-finite end the call early (nothing after them is worth
+        the time): then ``T < num_results``.
         """
         eps_t = tf.constant(eps, self.dtype)
         w = tf.constant(chain.state, self.dtype)
@@ -459,18 +460,12 @@ class _Runner:
                 tf.constant(size, tf.int32),
             )
             chain.steps += int(n)
-            block = np.array(out, np.float64)[:size]
-            if bool(div):
-                block[int(n) // thin:] = np.nan  # slots the stopped loop never wrote
-                draws.append(block)
-                diverged = True
+            draws.append(np.asarray(out, np.float64)[:size])
+            diverged = diverged or bool(div)
+            if not np.isfinite(draws[-1]).all():
                 break
-            draws.append(block)
         chain.state, chain.results = np.asarray(w), results
-        out = np.concatenate(draws)[:num_results]
-        if len(out) < num_results:
-            out = np.concatenate([out, np.full((num_results - len(out),) + out.shape[1:], np.nan)])
-        return out, diverged
+        return np.concatenate(draws), diverged
 
 
 def _stein(runner: _Runner, w: np.ndarray) -> float:
@@ -482,22 +477,14 @@ def _stein(runner: _Runner, w: np.ndarray) -> float:
     return float(kernel_stein_discrepancy(samples=x, scores=s))
 
 
-def _disqualify(w: np.ndarray, diverged: bool, stop: np.ndarray, start_sd: float) -> str:
-    """Why an arm's draws ``[T, C, d]`` cannot be right, or ``""``; ``stop`` is where its
-    chains are after the last step run (where they stopped when ``diverged``)."""
-    q = runaway_threshold(w.shape[-1])
-    if diverged or not np.isfinite(w).all():
-        if not np.isfinite(stop).all():
-            return "diverged (non-finite state, score or log-density)"
-        # The kernel flags every step (not only the kept ones) beyond the same radius.
-        r = math.sqrt(float(np.einsum("cd,cd->c", stop, stop).max()))
-        return (
-            "left the posterior (beyond the runaway radius "
-            f"{math.sqrt(q):.3g} Laplace scales from the mode; radius {r:.3g} "
-            "where the chains stopped)"
-        )
+def _disqualify(w: np.ndarray, diverged: bool, start_sd: float) -> str:
+    """Why an arm's draws ``[T, C, d]`` cannot be right, or ``""``."""
+    if not np.isfinite(w).all():
+        return "diverged (non-finite state, score or log-density)"
     r2 = np.einsum("tcd,tcd->tc", w, w)
-    if (r2 > q).any():
+    q = runaway_threshold(w.shape[-1])
+    if (r2 > q).any() or diverged:
+        # The kernel flags every step (not only the kept ones) beyond the same radius.
         return (
             "left the posterior (beyond the runaway radius "
             f"{math.sqrt(q):.3g} Laplace scales from the mode; "
@@ -967,7 +954,7 @@ def sample_posterior(
                 w, div = runners[arm.batch_size](chain, arm.step_size, per_chain, thin)
                 t_sample += time.perf_counter() - t0
                 arm.rounds += 1
-                arm.reason = _disqualify(w, div, chain.state, 1.0)
+                arm.reason = _disqualify(w, div, 1.0)
                 if arm.reason:
                     arm.ksd = math.inf
                     continue

@@ -110,7 +110,9 @@ class LoopResult(NamedTuple):
       reducer_state: the reducers' states after the last kept step (as given without).
       num_steps: ``int32``, the steps run (fewer than asked when the chain diverged and
         ``stop_on_divergence``).
-      diverged: ``bool``, the loop stopped on a divergence.
+      diverged: ``bool``, some step's kernel results flagged ``diverged`` (any chain):
+        the loop stopped there with ``stop_on_divergence``, or ran on with
+        ``track_divergence``; ``False`` with neither.
       seed: the carried seed after the loop (the ``"tfp"`` rule's remainder; the chain
         seed under ``"fold_in"``; ``None`` unseeded).
     """
@@ -148,6 +150,7 @@ def run_steps(
     reducer: Any = None,
     reducer_state: Any = None,
     stop_on_divergence: bool = False,
+    track_divergence: bool = False,
     parallel_iterations: int = 10,
 ) -> LoopResult:
     """Runs ``num_steps`` steps of ``kernel`` in one flat ``tf.while_loop``.
@@ -186,6 +189,9 @@ def run_steps(
       reducer_state: its state before the first step. Default value: ``None``.
       stop_on_divergence: stop after the first step whose kernel results flag
         ``diverged`` (any chain). Default value: ``False``.
+      track_divergence: run every step, and say in ``LoopResult.diverged`` whether
+        any flagged ``diverged`` (a flag a thinned trace would miss between its kept
+        steps). Default value: ``False``.
       parallel_iterations: passed to ``tf.while_loop``. Default value: ``10``.
 
     Returns:
@@ -268,8 +274,9 @@ def run_steps(
                 )
             else:
                 rstate = _reduce(reducer, state, results, rstate)
-        if stop_on_divergence:
-            diverged = tf.reduce_any(results_field(results, "diverged"))
+        if stop_on_divergence or track_divergence:
+            flagged = tf.reduce_any(results_field(results, "diverged"))
+            diverged = tf.logical_or(diverged, flagged) if track_divergence else flagged
         return i + 1, carry, state, results, arrays, rstate, diverged
 
     def cond(i, *rest):
