@@ -11,7 +11,7 @@ medians (after / before).
 
 ```bash
 git worktree add /tmp/before <commit>      # or: git archive <commit> | tar -x -C /tmp/before
-python -m benchmarks.bench_before_after --before /tmp/before \\
+python -m benchmarks.bench_before_after --before /tmp/before --before-label <commit> \\
     --posteriors kidiq-kidscore_momhs earnings-earn_height --repeats 2 --json out.json
 ```
 """
@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="a checkout of the earlier code (its repository root)")
     parser.add_argument("--after", type=Path, default=HERE,
                         help="a checkout of the later code (default: this one)")
+    parser.add_argument("--before-label", default="before",
+                        help="what the earlier checkout is (a commit), kept in the JSON")
+    parser.add_argument("--after-label", default="after", help="the same for the later one")
     parser.add_argument("--posteriors", nargs="+", required=True)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         rows.append(row)
     doc = json.dumps({
-        "before": str(sides["before"]), "after": str(sides["after"]),
+        "before": args.before_label, "after": args.after_label,
         "seed": args.seed, "repeats": args.repeats, "results": rows,
     }, indent=2)
     print(doc)

@@ -415,8 +415,8 @@ class _Runner:
         self.estimator = estimator
         self.dtype = estimator.dtype or tf.float32
 
-        @tf.function  # once per chain: not worth an XLA compilation
         def start(w0, eps):
+            # Eagerly: once per chain, where a trace would cost more than the step.
             return SGLD(estimator, step_size=eps).bootstrap_results(w0)
 
         @tf.function(jit_compile=jit_compile)
