@@ -48,6 +48,7 @@ import tensorflow_probability as tfp  # noqa: E402
 from _common import dump_json, environment, load_average, log, make_data, median, timed_call  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
+from tfp_sgmcmc.data.in_memory import SCHEMES  # noqa: E402
 from tfp_sgmcmc.estimators.distributed import DistributedMinibatchEstimator  # noqa: E402
 
 warnings.filterwarnings("ignore", message=".*not calibrated.*")
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--num-examples", type=int, default=None, help="N (default 1,000,000)")
     p.add_argument("--dim", type=int, default=10)
     p.add_argument("--batch-fractions", type=float, nargs="+", default=[0.01, 0.1])
-    p.add_argument("--scheme", default="epoch", choices=list(sg.data.SCHEMES))
+    p.add_argument("--scheme", default="epoch", choices=list(SCHEMES))
     p.add_argument(
         "--steps", type=int, default=None,
         help="steps per timed call at a 1%% batch (scaled down for larger batches)",

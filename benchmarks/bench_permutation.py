@@ -31,7 +31,7 @@ import tensorflow as tf
 from _common import dump_json, environment, load_average, log, median, sync
 from scipy import stats
 
-from tfp_sgmcmc.data import feistel_permutation
+from tfp_sgmcmc.data.permutation import feistel_permutation
 
 
 def index_shuffle(pos: tf.Tensor, num_items: int, seed: tf.Tensor) -> tf.Tensor:

@@ -16,7 +16,7 @@ CPU. For every minibatch scheme of :class:`tfp_sgmcmc.InMemoryData`
 * (a) ``hand_sgld``: the same SGLD written by hand as one fused
   ``tf.while_loop`` in one jit-compiled function, drawing its minibatches with
   the same scheme (its own code: uniform indices + gather, a Feistel
-  permutation per epoch via :func:`tfp_sgmcmc.data.feistel_permutation`, or a
+  permutation per epoch via :func:`tfp_sgmcmc.data.permutation.feistel_permutation`, or a
   uniform window of a once-shuffled copy) and its noise from philox;
 * (b) ``gradient_floor``: the minibatch gradient alone, on a fixed batch, in
   the same kind of loop (θ ← θ + ε∇, so nothing can be hoisted out of it);
@@ -60,7 +60,7 @@ import tensorflow_probability as tfp  # noqa: E402
 from _common import dump_json, environment, load_average, log, make_data, median, timed_call  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
-from tfp_sgmcmc.data import feistel_permutation  # noqa: E402
+from tfp_sgmcmc.data.permutation import feistel_permutation  # noqa: E402
 
 PRIOR_VARIANCE = 10.0
 SCHEMES = ("with_replacement", "epoch", "random_window")

@@ -8,7 +8,7 @@ examples, d = 10, prior N(0, 10 I), float32, one chain, CPU) at 1% (10,000) and
   scheme, and ``"random_window"``, the fastest), ``K`` steps of
   ``tfp.experimental.mcmc.sample_fold`` per ``tf.function(jit_compile=True)`` call;
 * ``tf_data_chunked``: the same SGLD on a :class:`tfp_sgmcmc.DatasetData` fed by a
-  :class:`tfp_sgmcmc.data.StreamFeeder`: the same ``K``-step program, XLA
+  :class:`tfp_sgmcmc.data.stream.StreamFeeder`: the same ``K``-step program, XLA
   compiled, reading ``K`` batches pulled (and prefetched) from the pipeline. The
   feeder starts the stream of stacked blocks before the bootstrap reads the first
   batch, as ``sg.sample`` does, so every chunk starts one batch into a block and
@@ -72,7 +72,7 @@ from _common import dump_json, environment, load_average, log, make_data, median
 
 import tfp_sgmcmc as sg  # noqa: E402
 from tfp_sgmcmc import tuning as tu  # noqa: E402
-from tfp_sgmcmc.data import StreamFeeder, stream_feeder  # noqa: E402
+from tfp_sgmcmc.data.stream import StreamFeeder, stream_feeder  # noqa: E402
 from tfp_sgmcmc.tuning.metrics import FullDataScorer  # noqa: E402
 from tfp_sgmcmc.tuning.runner import ArmRunner  # noqa: E402
 

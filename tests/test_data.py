@@ -9,7 +9,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.data import feistel_permutation, feistel_radices
+from tfp_sgmcmc.data.base import BatchState
+from tfp_sgmcmc.data.in_memory import SCHEMES
+from tfp_sgmcmc.data.permutation import feistel_permutation, feistel_radices
 
 
 def _rows(n):
@@ -203,7 +205,7 @@ def test_random_window_copy_is_built_once_outside_a_traced_program():
     assert batch[0].shape[0] == 5
 
 
-@pytest.mark.parametrize("scheme", sg.data.SCHEMES)
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_same_seed_same_batch_and_full_batch(scheme):
     data = sg.InMemoryData(_rows(20), scheme=scheme)
     data.prepare(5)
@@ -217,7 +219,7 @@ def test_same_seed_same_batch_and_full_batch(scheme):
     np.testing.assert_array_equal(_indices(full), np.arange(20))
 
 
-@pytest.mark.parametrize("scheme", sg.data.SCHEMES)
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_sample_batch_compiles_with_xla(scheme):
     data = sg.InMemoryData(_rows(50), scheme=scheme)
     data.prepare(10)
@@ -253,7 +255,7 @@ def test_epoch_batches_are_the_documented_rows_in_every_mode(mode, big_n, pack_r
         for _ in range(3):
             (xb, ib), st = data.sample_batch(n, st, seed)
             out.append((xb, ib))
-        chains = sg.data.BatchState(tf.broadcast_to(st.epoch_seed, [2, 2]), tf.constant([1, 2]))
+        chains = BatchState(tf.broadcast_to(st.epoch_seed, [2, 2]), tf.constant([1, 2]))
         (xc, ic), _ = data.sample_chain_batches(n, chains, seed)
         return out, st.epoch_seed, (xc, ic), chains.epoch_seed
 
@@ -361,7 +363,7 @@ def test_packed_rows_give_bit_identical_batches(scheme, big_n, float_dtype):
         same(a, b)
         np.testing.assert_array_equal(st_a.position.numpy(), st_b.position.numpy())
         st = st_a
-    chains = sg.data.BatchState(tf.zeros([3, 2], tf.int32), tf.constant([0, 4, 9]))
+    chains = BatchState(tf.zeros([3, 2], tf.int32), tf.constant([0, 4, 9]))
     for k in range(3):
         a, chains_a = packed.sample_chain_batches(n, chains, tf.constant([k, 9]))
         b, _ = plain.sample_chain_batches(n, chains, tf.constant([k, 9]))

@@ -18,8 +18,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.data import BlockReader, StreamFeeder, stream_feeder
+from tfp_sgmcmc.data.blocks import BlockReader
 from tfp_sgmcmc.data.dataset import counting_draws
+from tfp_sgmcmc.data.stream import StreamFeeder, stream_feeder
 from tfp_sgmcmc.driver import sample
 
 N, BATCH = 120, 10

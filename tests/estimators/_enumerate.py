@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.data import BatchState, DataSource
+from tfp_sgmcmc.data import DataSource
+from tfp_sgmcmc.data.base import BatchState
 
 __all__ = ["N", "EnumeratedBatches", "linear_gaussian_model", "with_replacement_tuples", "subsets"]
 

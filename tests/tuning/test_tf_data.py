@@ -20,7 +20,7 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning as tu
-from tfp_sgmcmc.data import BlockReader
+from tfp_sgmcmc.data.blocks import BlockReader
 from tfp_sgmcmc.tuning import runner as runner_module
 from tfp_sgmcmc.tuning.runner import ArmRunner
 

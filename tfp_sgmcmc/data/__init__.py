@@ -17,7 +17,7 @@ Two sources share one small protocol
       permutation of the rows in ``⌊N/n⌋`` consecutive batches (the remainder
       rows of that permutation are skipped, like ``drop_remainder``). The
       permutation is a keyed pseudo-random bijection of ``[0, N)`` evaluated on
-      the fly ([`feistel_permutation`][tfp_sgmcmc.data.feistel_permutation]: a
+      the fly ([`feistel_permutation`][tfp_sgmcmc.data.permutation.feistel_permutation]: a
       4-round Feistel network with cycle walking), so the scheme's state is
       just ``(epoch seed, batch position)`` -- two scalars. Keeping an explicit
       N-vector permutation in the kernel results would make
@@ -65,11 +65,11 @@ Two sources share one small protocol
 
   A chunk of ``s`` sampler steps needs ``K = s · c`` minibatches, ``c`` being
   the number of minibatches one step draws (1 for SGLD, ``L`` for SGHMC with
-  ``L`` leapfrog steps). A [`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder]
-  (made by [`stream_feeder`][tfp_sgmcmc.data.stream_feeder]; the driver makes
+  ``L`` leapfrog steps). A [`StreamFeeder`][tfp_sgmcmc.data.stream.StreamFeeder]
+  (made by [`stream_feeder`][tfp_sgmcmc.data.stream.stream_feeder]; the driver makes
   one by itself) finds every ``DatasetData`` a kernel reads and its ``c`` by
   tracing one step, has each source read its stream in prefetched blocks of
-  ``K`` stacked batches ([`BlockReader`][tfp_sgmcmc.data.BlockReader]), and
+  ``K`` stacked batches ([`BlockReader`][tfp_sgmcmc.data.blocks.BlockReader]), and
   passes the blocks that hold a chunk's batches to the compiled chunk program
   as arguments; inside, every minibatch draw reads the next unread batch. The
   ``k``-th minibatch drawn is the dataset's ``k``-th batch, exactly as when the
@@ -79,7 +79,7 @@ Two sources share one small protocol
   a data-dependent number of minibatches per step is refused, never fed the
   wrong batches. The tuner's arm programs, which stop early on divergence,
   read the current prefetched block and consume only the batches they read
-  (``steps_run`` of [`StreamFeeder.compile`][tfp_sgmcmc.data.StreamFeeder.compile]).
+  (``steps_run`` of [`StreamFeeder.compile`][tfp_sgmcmc.data.stream.StreamFeeder.compile]).
   Memory: the blocks the running chunk reads (two when it starts inside a
   block) plus one prefetched block. See ``docs/estimators.md``, "Out-of-core
   data at in-memory speed", for a pipeline that keeps up and the measured
@@ -92,25 +92,12 @@ chunked stream), ``blocks`` (the block reader) and ``stream`` (the feeder).
 
 from __future__ import annotations
 
-from tfp_sgmcmc.data.base import BatchState, DataSource
-from tfp_sgmcmc.data.blocks import BlockReader
-from tfp_sgmcmc.data.dataset import FULL_CACHE_BYTES, DatasetData
-from tfp_sgmcmc.data.in_memory import SCHEMES, InMemoryData
-from tfp_sgmcmc.data.permutation import feistel_permutation, feistel_radices
-from tfp_sgmcmc.data.stream import CHUNK_BYTES_WARNING, FedProgram, StreamFeeder, stream_feeder
+from tfp_sgmcmc.data.base import DataSource
+from tfp_sgmcmc.data.dataset import DatasetData
+from tfp_sgmcmc.data.in_memory import InMemoryData
 
 __all__ = [
-    "BatchState",
     "InMemoryData",
     "DatasetData",
     "DataSource",
-    "SCHEMES",
-    "FULL_CACHE_BYTES",
-    "feistel_permutation",
-    "feistel_radices",
-    "BlockReader",
-    "FedProgram",
-    "StreamFeeder",
-    "stream_feeder",
-    "CHUNK_BYTES_WARNING",
 ]

@@ -2,8 +2,8 @@
 
 A compiled chunk of sampler steps reads its minibatches from blocks of stacked
 batches passed to it as arguments (see
-[`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder]); a
-[`BlockReader`][tfp_sgmcmc.data.BlockReader] prepares those blocks from a
+[`StreamFeeder`][tfp_sgmcmc.data.stream.StreamFeeder]); a
+[`BlockReader`][tfp_sgmcmc.data.blocks.BlockReader] prepares those blocks from a
 source's iterator in a background thread while the current chunk runs.
 """
 
@@ -30,7 +30,7 @@ class BlockReader:
     releases the GIL while the ops run). The iterator is the source's own, so
     the stream continues exactly where earlier reads stopped (a new iterator
     would restart it, with a new order if the dataset reshuffles).
-    [`take`][tfp_sgmcmc.data.BlockReader.take] returns any number of
+    [`take`][tfp_sgmcmc.data.blocks.BlockReader.take] returns any number of
     batches in stream order (whole blocks without a copy).
 
     With ``stacked=True`` the iterator yields whole blocks ``[block, n, ...]``
@@ -138,7 +138,7 @@ class BlockReader:
         ...`` of the blocks laid end to end (one block when they lie in the
         head block, more when they run past its end, e.g. after single reads
         left the stream between block boundaries). Blocks not yet read are
-        fetched. [`consume`][tfp_sgmcmc.data.BlockReader.consume]
+        fetched. [`consume`][tfp_sgmcmc.data.blocks.BlockReader.consume]
         then moves past the batches a program read.
         """
         need = check_int(need, "need", 1)
@@ -154,7 +154,7 @@ class BlockReader:
 
     def consume(self, m: int) -> None:
         """Move past the next ``m`` batches of a
-        [`span`][tfp_sgmcmc.data.BlockReader.span] (dropping the blocks read to
+        [`span`][tfp_sgmcmc.data.blocks.BlockReader.span] (dropping the blocks read to
         their end)."""
         m = check_int(m, "m", 0)
         while m:
@@ -173,7 +173,7 @@ class BlockReader:
 
         Nothing is consumed: a program reads batches ``offset, offset + 1, ...``
         of ``block`` (always ``[block, n, ...]``, so one compiled shape serves
-        every call) and then [`advance`][tfp_sgmcmc.data.BlockReader.advance]
+        every call) and then [`advance`][tfp_sgmcmc.data.blocks.BlockReader.advance]
         moves past the ones it read, however many that was. ``block`` is the
         prefetched block itself (no copy) while it still holds ``need``
         unread batches; otherwise its unread tail and the next batches are
@@ -198,7 +198,7 @@ class BlockReader:
 
     def advance(self, m: int) -> None:
         """Consume ``m`` batches of the last
-        [`window`][tfp_sgmcmc.data.BlockReader.window]."""
+        [`window`][tfp_sgmcmc.data.blocks.BlockReader.window]."""
         m = check_int(m, "m", 0)
         size = int(self._segments[0][0].shape[0]) if self._segments else 0
         if self._offset + m > size:

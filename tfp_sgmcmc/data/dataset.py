@@ -129,7 +129,7 @@ class DatasetData(DataSource):
 
     * **Chunked, compiled** (what [`sample`][tfp_sgmcmc.driver.sampler.sample]
       does with ``jit_compile=True``): a
-      [`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder] reads the source
+      [`StreamFeeder`][tfp_sgmcmc.data.stream.StreamFeeder] reads the source
       in prefetched blocks of ``K`` stacked batches (a ``dataset.batch(K)``
       stream, when it starts before the source's first read, as the driver
       starts it), and the ``K`` steps of a chunk read theirs inside one
@@ -295,7 +295,7 @@ class DatasetData(DataSource):
     def start_chunks(self, block_batches: int) -> None:
         """Switch to chunked reads in prefetched blocks of ``block_batches`` batches.
 
-        Called by a [`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder]; a no-op
+        Called by a [`StreamFeeder`][tfp_sgmcmc.data.stream.StreamFeeder]; a no-op
         once the source is chunked. Started before any other read, the stream
         is a ``dataset.batch(block_batches)`` stream whose blocks ``tf.data``
         stacks itself; started after, it continues the iterator already read
@@ -344,7 +344,7 @@ class DatasetData(DataSource):
         of ``blocks`` laid end to end, by a gather whose index XLA takes at
         run time; on entry the program resets the read cursor (see
         ``batches_fed``). Used by a
-        [`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder] program around the
+        [`StreamFeeder`][tfp_sgmcmc.data.stream.StreamFeeder] program around the
         chunk function.
 
         Args:

@@ -54,7 +54,7 @@ def feistel_permutation(
     r"""A keyed pseudo-random permutation of ``[0, num_items)`` applied to ``x``.
 
     A 4-round Feistel network on the mixed-radix domain ``Z_a × Z_b``
-    ([`feistel_radices`][tfp_sgmcmc.data.feistel_radices], ``a b ≥ N``) with
+    ([`feistel_radices`][tfp_sgmcmc.data.permutation.feistel_radices], ``a b ≥ N``) with
     modular addition (Black & Rogaway 2002, the generalised Feistel of their
     §5): writing ``x = \ell b + r``, the rounds alternate
 

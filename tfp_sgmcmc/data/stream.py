@@ -1,7 +1,7 @@
 """Compiled sampling from ``tf.data``: feed an XLA program ``K`` minibatches at a time.
 
 A ``tf.data`` iterator has no XLA kernel, so this module keeps it outside the
-compiled program: a [`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder] passes a
+compiled program: a [`StreamFeeder`][tfp_sgmcmc.data.stream.StreamFeeder] passes a
 chunk program the prefetched blocks of stacked batches its ``K`` minibatch
 draws read, and checks afterwards that exactly ``K`` were read. The overview
 is in [`tfp_sgmcmc.data`][tfp_sgmcmc.data]; the design and the measured
@@ -57,7 +57,7 @@ class StreamFeeder:
     traced ``kernel.one_step`` (not run) finds the
     [`DatasetData`][tfp_sgmcmc.data.DatasetData] sources it reads and how many
     minibatches ``c`` each gives a step. Then
-    [`compile`][tfp_sgmcmc.data.StreamFeeder.compile] turns a chunk
+    [`compile`][tfp_sgmcmc.data.stream.StreamFeeder.compile] turns a chunk
     function of ``s`` steps into a callable that pulls each source's next
     ``K = s · c`` batches (prefetched) and runs the chunk as one
     ``tf.function(jit_compile=True)`` program reading them. See the module
@@ -66,14 +66,14 @@ class StreamFeeder:
     Example (SGLD on a seeded, cached, batch-shuffled pipeline; 4 chunks of 25
     steps, each one XLA program). The feeder is built before the bootstrap
     reads the first batch, so the chunks read blocks that ``tf.data`` stacks
-    (see [`start`][tfp_sgmcmc.data.StreamFeeder.start]):
+    (see [`start`][tfp_sgmcmc.data.stream.StreamFeeder.start]):
 
     ```python
     import numpy as np
     import tensorflow as tf
     import tensorflow_probability as tfp
     import tfp_sgmcmc as sg
-    from tfp_sgmcmc.data import stream_feeder
+    from tfp_sgmcmc.data.stream import stream_feeder
 
     x = np.random.default_rng(0).normal(1.0, 1.0, 1000).astype(np.float32)
     ds = (tf.data.Dataset.from_tensor_slices(x).batch(50, drop_remainder=True).cache()
@@ -149,7 +149,7 @@ class StreamFeeder:
         competes with the running chunk program for the cores and feeds it
         more slowly (``docs/estimators.md``). Sources already streaming keep
         their stream;
-        [`compile`][tfp_sgmcmc.data.StreamFeeder.compile] starts the
+        [`compile`][tfp_sgmcmc.data.stream.StreamFeeder.compile] starts the
         streams of sources that have none.
 
         Raises:
@@ -180,7 +180,7 @@ class StreamFeeder:
         were read.
 
         With ``steps_run``, ``fn`` may instead run any number ``k`` of steps
-        up to [`steps_available`][tfp_sgmcmc.data.StreamFeeder.steps_available]
+        up to [`steps_available`][tfp_sgmcmc.data.stream.StreamFeeder.steps_available]
         (e.g. a loop with a step-count argument that stops early on
         divergence, as the tuner's arm programs): each call is given the
         source's current prefetched block (one shape for every call, so XLA
@@ -198,7 +198,7 @@ class StreamFeeder:
             Default value: ``None`` (exactly ``num_steps``).
 
         Returns:
-          a [`FedProgram`][tfp_sgmcmc.data.FedProgram]
+          a [`FedProgram`][tfp_sgmcmc.data.stream.FedProgram]
           ``fed(*args) -> fn(*args)``.
 
         Raises:
@@ -207,7 +207,7 @@ class StreamFeeder:
 
         Warns:
           RuntimeWarning: a source was read before its stream started (see
-            [`start`][tfp_sgmcmc.data.StreamFeeder.start]).
+            [`start`][tfp_sgmcmc.data.stream.StreamFeeder.start]).
         """
         if not callable(fn):
             raise ValueError("`fn` must be callable.")
@@ -256,7 +256,7 @@ class StreamFeeder:
         The unread batches of each source's current block, divided by its
         draws per step (a block with fewer than one step's batches left is
         first merged with the next one, see
-        [`BlockReader.window`][tfp_sgmcmc.data.BlockReader.window]).
+        [`BlockReader.window`][tfp_sgmcmc.data.blocks.BlockReader.window]).
 
         Raises:
           RuntimeError: no program was compiled yet (no block exists).
@@ -273,7 +273,7 @@ class StreamFeeder:
 
 class FedProgram:
     """A chunk program fed from prefetched blocks (made by
-    [`StreamFeeder.compile`][tfp_sgmcmc.data.StreamFeeder.compile]).
+    [`StreamFeeder.compile`][tfp_sgmcmc.data.stream.StreamFeeder.compile]).
 
     ``fed(*args)`` runs one chunk. ``program`` is the ``tf.function`` every
     call runs, as ``program(feeds, offsets, *args) -> (outputs, reads)``
@@ -333,7 +333,7 @@ class FedProgram:
 
 
 def stream_feeder(kernel: Any, state: Any, kernel_results: Any = None) -> StreamFeeder | None:
-    """A [`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder] if ``kernel`` reads ``tf.data``.
+    """A [`StreamFeeder`][tfp_sgmcmc.data.stream.StreamFeeder] if ``kernel`` reads ``tf.data``.
 
     Returns ``None`` (without tracing anything when no ``DatasetData`` exists)
     for kernels whose data are all in memory: their programs need no feeding.

@@ -217,7 +217,7 @@ def compile_chunk(
       trace_fn: ``(state, kernel_results) -> nest``; ``None`` traces nothing.
         Default value: ``None``.
       jit_compile: compile with XLA. Default value: ``True``.
-      feeder: a [`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder] when the
+      feeder: a [`StreamFeeder`][tfp_sgmcmc.data.stream.StreamFeeder] when the
         kernel reads a ``tf.data`` source: each call then takes the chunk's
         minibatches from it. Default value: ``None``.
 

@@ -74,9 +74,9 @@ import numpy as np
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from tfp_sgmcmc.data import stream_feeder
 from tfp_sgmcmc.data.dataset import dataset_sources_exist
 from tfp_sgmcmc.data.stream import count_draws as count_stream_draws
+from tfp_sgmcmc.data.stream import stream_feeder
 from tfp_sgmcmc.driver.checkpoint import (
     CHECKPOINT_FILE,
     Checkpoint,

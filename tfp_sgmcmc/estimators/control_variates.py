@@ -34,7 +34,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfp_sgmcmc.data import BatchState
+from tfp_sgmcmc.data.base import BatchState
 from tfp_sgmcmc.estimators.base import GradientEstimate, WrappingEstimator, value_and_gradient_parts
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.internal.util import AttributeView, as_parts, check_finite_tensor, restructure

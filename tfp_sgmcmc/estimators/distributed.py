@@ -62,7 +62,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfp_sgmcmc.data import BatchState
+from tfp_sgmcmc.data.base import BatchState
 from tfp_sgmcmc.estimators.base import (
     GradientEstimate,
     WrappingEstimator,

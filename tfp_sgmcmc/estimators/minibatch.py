@@ -44,7 +44,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.data import BatchState, DataSource, InMemoryData
+from tfp_sgmcmc.data import DataSource, InMemoryData
+from tfp_sgmcmc.data.base import BatchState
 from tfp_sgmcmc.estimators.base import (
     GradientEstimate,
     GradientEstimator,

@@ -35,7 +35,7 @@ the arm's last θ after ``t`` steps, bootstraps it from the seed
 ([`DatasetData`][tfp_sgmcmc.data.DatasetData]) has no XLA kernel: under
 ``jit_compile`` its batches are stacked into prefetched blocks of at most
 ``FEED_BLOCK_BYTES`` by a
-[`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder], a call runs at most the
+[`StreamFeeder`][tfp_sgmcmc.data.stream.StreamFeeder], a call runs at most the
 steps its block holds, and consumes exactly the batches it read (the
 step-by-step order; docs/tuning.md, "Tuning on tf.data").
 """
@@ -52,7 +52,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.data import stream_feeder
+from tfp_sgmcmc.data.stream import stream_feeder
 from tfp_sgmcmc.internal.util import as_parts, check_int, get_outermost, restructure
 from tfp_sgmcmc.kernels.base import BOOTSTRAP_SEED
 from tfp_sgmcmc.loop import chain_seed, run_steps, step_seed
@@ -252,7 +252,7 @@ class _Program:
         """Feed the chunk program its ``tf.data`` minibatches, if ``kernel`` reads any.
 
         A [`DatasetData`][tfp_sgmcmc.data.DatasetData] iterator has no XLA
-        kernel: a [`StreamFeeder`][tfp_sgmcmc.data.StreamFeeder] pulls
+        kernel: a [`StreamFeeder`][tfp_sgmcmc.data.stream.StreamFeeder] pulls
         the batches into prefetched blocks of at most ``FEED_BLOCK_BYTES`` and
         every chunk call reads the block it is given (one compiled shape) for
         as many steps as it runs, consuming exactly those batches: the arm
