@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfp_sgmcmc.diagnostics import fssd, fssd_features, fssd_opt
+from tfp_sgmcmc.diagnostics import fssd, fssd_opt
+from tfp_sgmcmc.diagnostics.fssd import fssd_features
 
 from ._reference import fssd_ref, fssd_tau_ref
 

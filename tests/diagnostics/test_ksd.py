@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfp_sgmcmc.diagnostics import (
-    kernel_stein_discrepancy,
+from tfp_sgmcmc.diagnostics import kernel_stein_discrepancy
+from tfp_sgmcmc.diagnostics.stein_kernels import (
+    median_heuristic,
     stein_kernel_diagonal,
     stein_kernel_matrix,
 )
-from tfp_sgmcmc.diagnostics.stein_kernels import median_heuristic
 
 from ._reference import ksd_ref, stein_matrix_ref
 

@@ -8,14 +8,13 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.diagnostics import (
-    calibration_errors,
     effective_sample_size,
     expected_calibration_error,
     integrated_autocorrelation_time,
     maximum_calibration_error,
-    model_averaged_probabilities,
     relative_std_error,
 )
+from tfp_sgmcmc.diagnostics.calibration import calibration_errors, model_averaged_probabilities
 
 
 def _ar1(rng, n, m, a):
@@ -193,7 +192,8 @@ def test_metric_bad_inputs():
 
 
 def test_predictive_metrics_by_hand():
-    from tfp_sgmcmc.diagnostics import calibration_errors, predictive_metrics
+    from tfp_sgmcmc.diagnostics import predictive_metrics
+    from tfp_sgmcmc.diagnostics.calibration import calibration_errors
 
     probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.0, 1.0]])
     labels = np.array([0, 1, 1, 0])

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfp_sgmcmc.diagnostics import fssd, kernel_stein_discrepancy, whiten
+from tfp_sgmcmc.diagnostics import fssd, kernel_stein_discrepancy
 from tfp_sgmcmc.diagnostics.ksd import BlockedKSD
-from tfp_sgmcmc.diagnostics.metric import SAMPLE_DENSE_MAX_DIM, check_preconditioner
+from tfp_sgmcmc.diagnostics.metric import SAMPLE_DENSE_MAX_DIM, check_preconditioner, whiten
 
 D = 3
 SIGMAS = [1e-3, 1e-2, 1.0, 1e2, 1e3]

@@ -8,13 +8,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.diagnostics import (
-    FSSDReducer,
-    KSDReducer,
-    fssd,
-    get_innermost_score,
-    kernel_stein_discrepancy,
-)
+from tfp_sgmcmc.diagnostics import FSSDReducer, KSDReducer, fssd, kernel_stein_discrepancy
+from tfp_sgmcmc.diagnostics.reducers import get_innermost_score
 
 tfem = tfp.experimental.mcmc
 
@@ -235,7 +230,7 @@ def test_rbf_median_bandwidth_matches_batch_function(capacity, steps, chain_ndim
     # Power: the zero rows (the old behaviour) give another bandwidth and another value.
     if steps < capacity and not chain_ndims:
         padded = np.concatenate([kept, np.zeros((capacity - steps, 3))])
-        from tfp_sgmcmc.diagnostics import median_heuristic
+        from tfp_sgmcmc.diagnostics.stein_kernels import median_heuristic
 
         wrong_h = float(median_heuristic(padded))
         wrong = kernel_stein_discrepancy(kept, -kept, kernel="rbf", bandwidth=wrong_h).numpy()

@@ -160,7 +160,7 @@ def gradient_noise_ratio(
     state each time, seeds split from ``seed``), takes the per-parameter sample
     variance ``V`` of the estimated score, and returns ``r = c · V`` with the
     kernel's coefficient ``c`` from
-    [`noise_ratio_coefficient`][tfp_sgmcmc.diagnostics.noise_ratio_coefficient].
+    [`noise_ratio_coefficient`][tfp_sgmcmc.diagnostics.gradient_noise.noise_ratio_coefficient].
 
     Args:
       kernel: an SGLD, SGHMC or SGNHT kernel (any estimator, control variates

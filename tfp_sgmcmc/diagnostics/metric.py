@@ -441,7 +441,8 @@ def whiten(x_flat: Any, s_flat: Any, preconditioner: Any) -> tuple[tf.Tensor, tf
 
     ```python
     import numpy as np
-    from tfp_sgmcmc.diagnostics import kernel_stein_discrepancy, whiten
+    from tfp_sgmcmc.diagnostics import kernel_stein_discrepancy
+    from tfp_sgmcmc.diagnostics.metric import whiten
 
     rng = np.random.default_rng(0)
     cov = np.array([[4e-4, 1e-4], [1e-4, 1e-4]])

@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.diagnostics import model_averaged_probabilities
-from tfp_sgmcmc.diagnostics.calibration import predictive_metrics
+from tfp_sgmcmc.diagnostics.calibration import model_averaged_probabilities, predictive_metrics
 from tfp_sgmcmc.keras._inputs import as_inputs, class_ids, num_rows
 from tfp_sgmcmc.keras._posterior import KerasPosterior
 

@@ -265,7 +265,7 @@ class MnistBNN(TrainSplitMixin):
         """Accuracy, log-loss, ECE and MCE of the model-averaged predictive on the test set.
 
         ``p̄ = (1/S) Σ_s β(θ_s, x)`` (Bayesian model average); ECE/MCE from
-        `tfp_sgmcmc.diagnostics.calibration_errors` with ``num_bins``
+        `tfp_sgmcmc.diagnostics.calibration.calibration_errors` with ``num_bins``
         equal-width bins, or the authors' binning (``paper_compatible``).
         """
         samples = [np.asarray(p) for p in samples]
