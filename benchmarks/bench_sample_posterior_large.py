@@ -94,7 +94,8 @@ class Regression:
 def _library_laplace(post: Any, target: Any) -> tuple[tf.Tensor, tf.Tensor]:
     """The mode and Laplace Cholesky factor in ``target``'s flat order (``prior.model``'s),
     from the library's `find_mode` and `laplace_approximation` on ``post``."""
-    from tfp_sgmcmc.estimators import find_mode, laplace_approximation
+    from tfp_sgmcmc.estimators import laplace_approximation
+    from tfp_sgmcmc.estimators.laplace import find_mode
 
     origin = [tf.zeros_like(p) for p in post.initial_state(seed=0)]
     mode = find_mode(post.estimator, [origin], post.num_examples).position

@@ -15,8 +15,8 @@ from tfp_sgmcmc.estimators import (
     MaskDistribution,
     StructuredDropoutEstimator,
     UniformMask,
-    partition_fully_factorized,
 )
+from tfp_sgmcmc.estimators.partitions import partition_fully_factorized
 
 MASKS = [
     (BernoulliMask(0.3), stats.bernoulli(0.3)),

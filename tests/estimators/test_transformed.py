@@ -285,7 +285,8 @@ def test_bad_input():
 
 def test_structured_estimator_through_the_transformed_kernel():
     """S-SGMCMC's estimator (history in the model's space) under a per-part bijector."""
-    from tfp_sgmcmc.estimators import StructuredEstimator, partition_by_part
+    from tfp_sgmcmc.estimators import StructuredEstimator
+    from tfp_sgmcmc.estimators.partitions import partition_by_part
 
     y = _data()
 
