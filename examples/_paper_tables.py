@@ -32,7 +32,8 @@ from _cli import positive_float, positive_int
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning
-from tfp_sgmcmc.tuning.baselines import run_fixed
+from tfp_sgmcmc.tuning.arms import arm_label
+from tfp_sgmcmc.tuning.baselines import heuristic_arm, run_fixed
 from tfp_sgmcmc.tuning.budget import steps_for
 from tfp_sgmcmc.tuning.runner import gradient_cost_per_step
 
@@ -150,7 +151,7 @@ def tune_three_ways(
         ),
         "Heuristic": run_fixed(
             "heuristic",
-            [tuning.heuristic_arm(num_train, 10 if cls is sg.SGHMC else None)],
+            [heuristic_arm(num_train, 10 if cls is sg.SGHMC else None)],
             theta_map,
             budget_per_arm=tuning.steps(1),
             metric=grid_metric,
@@ -161,7 +162,7 @@ def tune_three_ways(
     }
     evaluations: dict[str, Any] = {}
     for method, result in results.items():
-        label = tuning.arm_label(result.best_arm)
+        label = arm_label(result.best_arm)
         if label not in evaluations:
             thin = 10
             if eval_samples is not None and eval_budget.deterministic:

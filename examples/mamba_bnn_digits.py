@@ -44,7 +44,8 @@ import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning
 from tfp_sgmcmc.keras import posterior_predictive_metrics
 from tfp_sgmcmc.models.bnn_digits import bnn_digits
-from tfp_sgmcmc.tuning.baselines import run_fixed
+from tfp_sgmcmc.tuning.arms import arm_label
+from tfp_sgmcmc.tuning.baselines import heuristic_arm, run_fixed
 
 #: Per-example likelihood gradients per second of SGLD on this network at a 10% batch
 #: (135 rows) on a 2-core CPU, rounded (about 4,000 steps/s): converts the paper-style
@@ -117,7 +118,7 @@ def main() -> None:
         ),
         "Heuristic": run_fixed(
             "heuristic",
-            [tuning.heuristic_arm(n)],
+            [heuristic_arm(n)],
             theta0,
             budget_per_arm=tuning.steps(1),
             metric="ksd_unit",
@@ -149,9 +150,9 @@ def main() -> None:
             }
         else:
             m = posterior_predictive_metrics(post, ev.samples, prob.x_test, prob.y_test)
-        rows.append((method, tuning.arm_label(r.best_arm), rec.metric, m, rec.steps))
+        rows.append((method, arm_label(r.best_arm), rec.metric, m, rec.steps))
         print(
-            f"{method:10s} {tuning.arm_label(r.best_arm):45s} KSD {rec.metric:.4g} "
+            f"{method:10s} {arm_label(r.best_arm):45s} KSD {rec.metric:.4g} "
             f"acc {m['accuracy']:.4f} ECE {m['ece']:.4f} MCE {m['mce']:.4f} steps {rec.steps}",
             flush=True,
         )

@@ -59,7 +59,8 @@ from _paper_tables import (
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning
 from tfp_sgmcmc.models.logistic_regression import logistic_regression
-from tfp_sgmcmc.tuning.baselines import run_fixed
+from tfp_sgmcmc.tuning.arms import arm_label
+from tfp_sgmcmc.tuning.baselines import heuristic_arm, run_fixed
 
 #: Per-example likelihood gradients per second of SGLD on this model at a 1% batch
 #: (8,000 rows) on an idle 2-core CPU, rounded: the rate at which the paper's time budgets
@@ -151,7 +152,7 @@ def main() -> None:
         res["Grid"] = tuning.grid_search(
             grid_arms, start, budget_per_arm=bud["grid"], metric=logloss, **common
         )
-        h_arm = tuning.heuristic_arm(big_n, 10 if cls is sg.SGHMC else None)
+        h_arm = heuristic_arm(big_n, 10 if cls is sg.SGHMC else None)
         res["Heuristic"] = run_fixed(
             "heuristic", [h_arm], theta_map, budget_per_arm=tuning.steps(1), metric=ksd, **common
         )
@@ -173,7 +174,7 @@ def main() -> None:
             # An arm's evaluation is a property of the arm (same seed, same budget): two
             # methods that chose the same arm share one evaluation run, so their
             # numbers differ only where their choices do.
-            key = tuning.arm_label(r.best_arm)
+            key = arm_label(r.best_arm)
             if key not in by_arm:
                 by_arm[key] = run_fixed(
                     "eval",
@@ -204,7 +205,7 @@ def main() -> None:
                 (
                     name,
                     method,
-                    tuning.arm_label(r.best_arm),
+                    arm_label(r.best_arm),
                     rec.metric,
                     xi,
                     acc,
@@ -214,7 +215,7 @@ def main() -> None:
                 )
             )
             print(
-                f"{name:9s} {method:11s} {tuning.arm_label(r.best_arm):55s} "
+                f"{name:9s} {method:11s} {arm_label(r.best_arm):55s} "
                 f"KSD {rec.metric:10.4g}  xi {100 * xi:8.1f}%  acc {acc:.4f}  "
                 f"samples {rec.steps}",
                 flush=True,

@@ -52,6 +52,8 @@ import tensorflow as tf
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning
 from tfp_sgmcmc.models.logistic_regression import logistic_regression
+from tfp_sgmcmc.tuning.arms import arm_label
+from tfp_sgmcmc.tuning.budget import per_arm_budgets
 
 KERNELS = {
     "SGLD": (sg.SGLD, {}),
@@ -175,7 +177,7 @@ def main() -> None:
         check_validity=False,
     )
     # Algorithm 1's survivor runs R = Σ_i r_i; every grid arm gets the same R.
-    r_total = sum(tuning.per_arm_budgets(len(arms), 3, make_budget(budget)))
+    r_total = sum(per_arm_budgets(len(arms), 3, make_budget(budget)))
     rows = []
     for name in samplers:
         cls, kw = KERNELS[name.split("-")[0]]
@@ -193,7 +195,7 @@ def main() -> None:
         table = {r.arm_index: (r.metric, r.metric_se) for r in grid.records}
         best = table[grid.best_index]
         print(
-            f"{name}: grid best {tuning.arm_label(grid.best_arm)} KSD {best[0]:.4g} ± "
+            f"{name}: grid best {arm_label(grid.best_arm)} KSD {best[0]:.4g} ± "
             f"{best[1]:.2g} ({grid.total_sampling_seconds:.1f} s sampling)",
             flush=True,
         )
@@ -220,11 +222,11 @@ def main() -> None:
                     "seed": s,
                     "variant": variant,
                     "chains": chains,
-                    "arm": tuning.arm_label(m.best_arm),
+                    "arm": arm_label(m.best_arm),
                     "mamba_ksd": m.best_metric,
                     "grid_ksd": chosen[0],
                     "grid_se": chosen[1],
-                    "best_arm": tuning.arm_label(grid.best_arm),
+                    "best_arm": arm_label(grid.best_arm),
                     "best_ksd": best[0],
                     "best_se": best[1],
                     "ratio": chosen[0] / best[0],
@@ -388,7 +390,7 @@ def run_sghmc(args) -> None:
     kw = {k: v for k, v in kw.items() if k != "num_leapfrog_steps"}  # an axis of the grid
     factory = tuning.KernelSpec(cls, base, **kw)
     # Grid search: every arm runs R = Σ_i r_i (what MAMBA's survivor gets) over C chains.
-    r_total = sum(tuning.per_arm_budgets(len(arms), 3, make_budget(budget)))
+    r_total = sum(per_arm_budgets(len(arms), 3, make_budget(budget)))
     w0 = time.perf_counter()
     grid = tuning.grid_search(
         arms, theta_map, factory, budget_per_arm=make_budget(r_total), metric=ksd,
@@ -401,7 +403,7 @@ def run_sghmc(args) -> None:
     table = {r.arm_index: (r.metric, r.metric_se) for r in grid.records}
     best = table[grid.best_index]
     print(
-        f"grid: best {tuning.arm_label(grid.best_arm)} KSD {best[0]:.4g} ± {best[1]:.2g}; "
+        f"grid: best {arm_label(grid.best_arm)} KSD {best[0]:.4g} ± {best[1]:.2g}; "
         f"{grid.budget_used:.3g} {args.unit}, {grid_wall:.1f} s wall",
         flush=True,
     )
@@ -435,7 +437,7 @@ def run_sghmc(args) -> None:
             row["ok"] = success(chosen, best, 1.0 / row["speedup"])
             rows.append(row)
             print(
-                f"seed {s} [{variant}]: {tuning.arm_label(m.best_arm)} -> grid KSD "
+                f"seed {s} [{variant}]: {arm_label(m.best_arm)} -> grid KSD "
                 f"{chosen[0]:.4g} ± {chosen[1]:.2g} (ratio {row['ratio']:.2f}, z {row['z']:.1f}); "
                 f"grid/MAMBA: {row['speedup']:.2f} in {args.unit}, {row['wall_speedup']:.2f} "
                 "in sampling + KSD seconds",

@@ -31,6 +31,7 @@ import tensorflow as tf
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning
 from tfp_sgmcmc.models.logistic_regression import logistic_regression
+from tfp_sgmcmc.tuning.arms import arm_label
 
 
 def main() -> None:
@@ -90,7 +91,7 @@ def main() -> None:
     )
     samples = np.asarray(result.best_samples)
     extra = [
-        f"  chosen arm: {tuning.arm_label(result.best_arm)}",
+        f"  chosen arm: {arm_label(result.best_arm)}",
         f"  test accuracy of its last-round samples: {problem.predictive_accuracy(samples):.4f}",
     ]
     gt = problem.ground_truth()

@@ -47,6 +47,7 @@ from _paper_tables import LoadSampler
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning
 from tfp_sgmcmc.models.logistic_regression import log_likelihood, log_prior, logistic_regression
+from tfp_sgmcmc.tuning.arms import arm_label
 from tfp_sgmcmc.tuning.baselines import run_fixed
 from tfp_sgmcmc.tuning.metrics import FullDataScorer
 
@@ -163,7 +164,7 @@ def run_arms(args: Any) -> tuple[list[dict], dict[str, Any]]:
         row["seconds"] = time.perf_counter() - t0
         rows.append(row)
         print(
-            f"{tuning.arm_label(arm)}: n = {n}, "
+            f"{arm_label(arm)}: n = {n}, "
             + ("diverged" if row["diverged"] else
                f"KSD full {row['full_unit']:.4g} stoch {row['stoch_unit']:.4g} (unit); "
                f"full {row['full_sample']:.4g} stoch {row['stoch_sample']:.4g} (sample)")
@@ -285,8 +286,8 @@ def page(rows, info, args, env, load, wall, figure) -> list[str]:
         lines.append(
             f"| {m} | {s['rho']:.3f} | "
             + " | ".join(f"{s['per_batch'][f]:.3f}" for f in fr)
-            + f" | {tuning.arm_label(s['best_full']['arm'])} | "
-            f"{tuning.arm_label(s['best_stoch']['arm'])} | {'yes' if s['same'] else 'no'} | "
+            + f" | {arm_label(s['best_full']['arm'])} | "
+            f"{arm_label(s['best_stoch']['arm'])} | {'yes' if s['same'] else 'no'} | "
             f"{s['rank_of_stoch_pick']} of {s['arms']} | {s['ratio']:.3g} |"
         )
     lines += [

@@ -24,15 +24,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.driver import (
-    RunDirectoryError,
-    RunExistsError,
-    chunk_plan,
-    chunk_seed,
-    open_run,
-    sample,
-)
+from tfp_sgmcmc.driver import RunDirectoryError, RunExistsError, open_run, sample
 from tfp_sgmcmc.driver.checkpoint import read_checkpoint
+from tfp_sgmcmc.driver.chunks import chunk_plan, chunk_seed
 
 # A Gaussian target N(0, I_d) with noisy gradients, 4 chains.
 TARGET_SRC = textwrap.dedent(

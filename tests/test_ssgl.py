@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso, SSGLLatents
+from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso
+from tfp_sgmcmc.priors.ssgl import SSGLLatents
 from tfp_sgmcmc.schedules import (
     ConstantStepSize,
     GeometricAnnealing,

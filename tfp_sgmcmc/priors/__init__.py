@@ -9,13 +9,10 @@
   [`StochasticApproximation`][tfp_sgmcmc.kernels.stochastic_approximation.StochasticApproximation]).
 """
 
-from tfp_sgmcmc.priors.estimator import SSGLEstimator, SSGLEstimatorState
-from tfp_sgmcmc.priors.ssgl import SIGMA_FORMS, SpikeAndSlabGroupLasso, SSGLLatents
+from tfp_sgmcmc.priors.estimator import SSGLEstimator
+from tfp_sgmcmc.priors.ssgl import SpikeAndSlabGroupLasso
 
 __all__ = [
     "SpikeAndSlabGroupLasso",
-    "SSGLLatents",
     "SSGLEstimator",
-    "SSGLEstimatorState",
-    "SIGMA_FORMS",
 ]

@@ -13,27 +13,12 @@ sampled is an [`ArmSampling`][tfp_sgmcmc.tuning.arms.ArmSampling]. (Keras models
 imports Keras.)
 """
 
-from tfp_sgmcmc.tuning.arms import ArmSampling, KernelSpec, arm_label, grid, log10_grid
-from tfp_sgmcmc.tuning.baselines import grid_search, heuristic, heuristic_arm
-from tfp_sgmcmc.tuning.budget import (
-    Budget,
-    gradient_evaluations,
-    num_rounds,
-    per_arm_budgets,
-    round_sizes,
-    seconds,
-    steps,
-)
-from tfp_sgmcmc.tuning.executors import (
-    ArmPool,
-    ArmRun,
-    Executor,
-    SequentialExecutor,
-    TuningJob,
-    TuningProblem,
-)
+from tfp_sgmcmc.tuning.arms import ArmSampling, KernelSpec, grid, log10_grid
+from tfp_sgmcmc.tuning.baselines import grid_search, heuristic
+from tfp_sgmcmc.tuning.budget import Budget, gradient_evaluations, seconds, steps
+from tfp_sgmcmc.tuning.executors import Executor, SequentialExecutor, TuningProblem
 from tfp_sgmcmc.tuning.mamba import MAMBA
-from tfp_sgmcmc.tuning.metrics import FSSDMetric, FullDataScorer, FunctionMetric, KSDMetric
+from tfp_sgmcmc.tuning.metrics import FSSDMetric, FunctionMetric, KSDMetric
 
 # Imports Ray only when a RayExecutor is built (optional extra `tfp-sgmcmc[ray]`).
 from tfp_sgmcmc.tuning.ray_backend import RayExecutor
@@ -47,26 +32,17 @@ __all__ = [
     "Executor",
     "SequentialExecutor",
     "RayExecutor",
-    "ArmPool",
-    "ArmRun",
-    "TuningJob",
     "grid_search",
     "heuristic",
-    "heuristic_arm",
     "Budget",
     "seconds",
     "steps",
     "gradient_evaluations",
-    "num_rounds",
-    "round_sizes",
-    "per_arm_budgets",
     "grid",
     "log10_grid",
-    "arm_label",
     "KSDMetric",
     "FSSDMetric",
     "FunctionMetric",
-    "FullDataScorer",
     "TuningResult",
     "RoundRecord",
 ]
