@@ -15,6 +15,7 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import tuning as tu
+from tfp_sgmcmc.tuning.budget import per_arm_budgets
 from tfp_sgmcmc.tuning.executors import ArmPool, evaluate_metric
 from tfp_sgmcmc.tuning.metrics import resolve_metric
 from tfp_sgmcmc.tuning.runner import ArmRunner
@@ -45,7 +46,7 @@ def successive_halving_by_hand(arms, budget, eta, seed):
     metric = resolve_metric("ksd")
     survivors = list(range(len(arms)))
     rows = []
-    per_arm = tu.per_arm_budgets(len(arms), eta, budget)
+    per_arm = per_arm_budgets(len(arms), eta, budget)
     for i, r_i in enumerate(per_arm):
         scores = {}
         for j in survivors:
