@@ -51,6 +51,7 @@ from tfp_sgmcmc.estimators.base import (
     value_and_gradient_parts,
 )
 from tfp_sgmcmc.internal import random as rng
+from tfp_sgmcmc.internal.autograph import autograph_context, call_user
 from tfp_sgmcmc.internal.util import (
     AttributeView,
     as_parts,
@@ -266,6 +267,8 @@ class MinibatchEstimator(GradientEstimator):
         full_data_chunk_size = check_int(full_data_chunk_size, "full_data_chunk_size", 1)
         self._log_likelihood_fn = log_likelihood_fn
         self._log_prior_fn = log_prior_fn
+        # Whether AutoGraph converts them while traced (internal.autograph.call_user).
+        self._autograph = autograph_context()
         self._data = data
         self._batch_size = int(batch_size)
         self._chunk = int(full_data_chunk_size)
@@ -386,7 +389,9 @@ class MinibatchEstimator(GradientEstimator):
         state = args[0]
         batch = args[1] if len(args) > 1 else None
         try:
-            value = fn(*args)
+            # Through AutoGraph while traced: the library's programs are traced
+            # without it, the user's function may still branch on tensors.
+            value = call_user(fn, self._autograph, *args)
         except _MODEL_ERRORS as e:
             if _named(e):
                 raise
@@ -781,6 +786,7 @@ class NoisyGradientEstimator(GradientEstimator):
             raise ValueError("`target_log_prob_fn` must be callable.")
         check_positive(noise_scale, "noise_scale", allow_zero=True)
         self._fn = target_log_prob_fn
+        self._autograph = autograph_context()  # see MinibatchEstimator
         self._noise_scale = noise_scale
 
     @property
@@ -795,8 +801,11 @@ class NoisyGradientEstimator(GradientEstimator):
         del state
         return ()
 
+    def _target(self, state: Any) -> tf.Tensor:
+        return call_user(self._fn, self._autograph, state)  # converted while traced
+
     def _estimate(self, state: Any, estimator_state: tuple, seed: tf.Tensor):
-        value, grads = value_and_gradient_parts(self._fn, state)
+        value, grads = value_and_gradient_parts(self._target, state)
         # The library's split and normals: the same draws eagerly, in graphs and under
         # XLA (tfp_sgmcmc/internal/random.py).
         seeds = rng.split_seed(seed, len(grads))
@@ -807,6 +816,6 @@ class NoisyGradientEstimator(GradientEstimator):
         return GradientEstimate(value, noisy), estimator_state
 
     def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
-        value, grads = value_and_gradient_parts(self._fn, state)
+        value, grads = value_and_gradient_parts(self._target, state)
         return GradientEstimate(value, grads)
 
