@@ -589,7 +589,7 @@ def laplace_approximation(
 
 
 def _hessian_fn(
-    flat_grad: Callable[[tf.Tensor], tf.Tensor], autograph: bool
+    flat_grad: Callable[[tf.Tensor], tf.Tensor], autograph: bool = True
 ) -> Callable[[tf.Tensor], tf.Tensor]:
     """``x -> ∇² log π(x)`` by reverse-mode differentiation of the full-data score,
     traced once (``autograph``: `needs_autograph` of the estimator)."""
@@ -609,7 +609,7 @@ def _hessian_fn(
 
 
 def _hessian(
-    flat_grad: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor, autograph: bool
+    flat_grad: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor, autograph: bool = True
 ) -> np.ndarray:
     """``∇² log π(x)`` as a float64 array."""
     return np.asarray(_hessian_fn(flat_grad, autograph)(x), np.float64)
@@ -620,7 +620,7 @@ def _hutchinson_diagonal(
     x: tf.Tensor,
     num_probes: int,
     seed: int,
-    autograph: bool,
+    autograph: bool = True,
 ) -> np.ndarray:
     """``diag(−∇² log π) ≈ mean_v v ⊙ (−∇² log π) v`` with Rademacher ``v``."""
 
