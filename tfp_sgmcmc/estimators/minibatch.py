@@ -231,6 +231,13 @@ class MinibatchEstimator(GradientEstimator):
         ``False`` (one batch shared by all chains: cheaper, and enough for a
         single chain).
 
+    Both functions may use Python control flow on tensors (``if tf.reduce_sum(x) > 0:``):
+    inside a compiled program they are converted by AutoGraph (``tf.autograph``) where
+    the estimator calls them, as ``tf.function`` converts the functions it calls; the
+    library's own code is traced without AutoGraph. A function given while AutoGraph is
+    off (``tf.autograph.experimental.do_not_convert``, or built inside
+    ``tf.function(autograph=False)``) runs as written. Eagerly they run as written.
+
     Raises:
       ValueError: ``batch_size`` outside ``[1, N]`` or not an int; a non-callable
         ``log_likelihood_fn``/``log_prior_fn``; ``independent_chains`` not a
