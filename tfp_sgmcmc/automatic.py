@@ -416,13 +416,12 @@ class _Runner:
         self.estimator = estimator
         self.dtype = estimator.dtype or tf.float32
 
-        ag = needs_autograph(estimator)  # the user's functions are converted where called
-
-        @tf.function(autograph=ag)  # once per chain: not worth an XLA compilation
+        # autograph: the user's functions are converted where called (internal.autograph).
+        @tf.function(autograph=needs_autograph(estimator))  # once per chain: no XLA
         def start(w0, eps):
             return SGLD(estimator, step_size=eps).bootstrap_results(w0)
 
-        @tf.function(jit_compile=jit_compile, autograph=ag)
+        @tf.function(jit_compile=jit_compile, autograph=needs_autograph(estimator))
         def run(w0, results, eps, seed, first_step, thin, num_results):
             out = run_steps(
                 SGLD(estimator, step_size=eps), w0, results, num_results * thin, seed,
@@ -433,7 +432,7 @@ class _Runner:
 
         self._start, self._run = start, run
 
-        @tf.function(jit_compile=jit_compile, autograph=ag)
+        @tf.function(jit_compile=jit_compile, autograph=needs_autograph(estimator))
         def scores(w):
             return estimator.full_log_prob_and_gradient(w).grads_target_log_prob[0]
 
