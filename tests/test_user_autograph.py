@@ -18,6 +18,7 @@ from tfp_sgmcmc.automatic import _Chain, _Runner
 from tfp_sgmcmc.driver import sample
 from tfp_sgmcmc.internal.autograph import needs_autograph
 from tfp_sgmcmc.loop import chain_seed
+from tfp_sgmcmc.schedules import PolynomialDecay, StepSizeSchedule
 
 # Rows with mean 1: a minibatch's mean falls on either side of 1, so both branches run.
 DATA = np.random.default_rng(0).normal(1.0, 1.0, (200, 2))
@@ -138,6 +139,19 @@ def test_autograph_is_kept_on_where_a_users_class_is_reached():
     assert needs_autograph(sg.SGLD(white, 0.1))
     assert not needs_autograph(sg.SGLD(library, 0.1))
     assert not needs_autograph(sg.ControlVariateEstimator(library, [tf.zeros([2], tf.float64)]))
+    assert not needs_autograph(sg.SGLD(library, PolynomialDecay(0.1, 1.0, 0.55)))
+    assert needs_autograph(sg.SGLD(library, _BranchySchedule()))
+
+
+class _BranchySchedule(StepSizeSchedule):
+    """A user's schedule: a Python `if` on the step tensor."""
+
+    def __call__(self, step, dtype):
+        if step < 10:
+            eps = tf.constant(0.1, dtype)
+        else:
+            eps = tf.constant(0.01, dtype)
+        return eps
 
 
 @pytest.mark.slow  # AutoGraph converts the library's code: seconds (the fast check above)

@@ -52,16 +52,31 @@ def call_user(fn: Callable[..., Any], context: Any, *args: Any, **kwargs: Any) -
     return tf.__internal__.autograph.tf_convert(fn, context)(*args, **kwargs)
 
 
-def _is_library(obj: Any) -> bool:
-    module = getattr(type(obj), "__module__", "") or ""
-    return (module + ".").startswith(_LIBRARY_PREFIXES)
+def _in(cls: type, prefixes: tuple[str, ...]) -> bool:
+    return ((getattr(cls, "__module__", "") or "") + ".").startswith(prefixes)
 
 
-def needs_autograph(*objects: Any) -> bool:
+def _users_class(obj: Any) -> bool:
+    """``obj``'s class is the user's and the library calls its methods: a subclass of
+    one of the library's classes (an estimator, a schedule, a data source), a TFP
+    kernel, or an object with an estimator's full-data method."""
+    cls = type(obj)
+    if _in(cls, _LIBRARY_PREFIXES):
+        return False
+    return (
+        any(_in(base, ("tfp_sgmcmc.",)) for base in cls.__mro__[1:])
+        or isinstance(obj, tfp.mcmc.TransitionKernel)
+        or callable(getattr(cls, "full_log_prob_and_gradient", None))
+    )
+
+
+def needs_autograph(*objects: Any, max_items: int = 1000) -> bool:
     """Whether a program built on ``objects`` (estimators, kernels, possibly wrapped
-    one in another) reaches an estimator or kernel class defined outside the library,
-    whose methods may rely on AutoGraph; ``False`` when all are the library's (or
-    TFP's) own, which call the user's functions through `call_user`."""
+    one in another) reaches a class of the user's (`_users_class`) whose methods may
+    rely on AutoGraph; ``False`` when every one is the library's (or TFP's) own, which
+    call the user's functions through `call_user`. The search goes through the
+    attributes of the library's objects (and of TFP kernels, their ``parameters``) and
+    through lists, tuples and dicts of at most ``max_items`` items."""
     seen: set[int] = set()
     stack = list(objects)
     while stack:
@@ -69,26 +84,16 @@ def needs_autograph(*objects: Any) -> bool:
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        if isinstance(obj, (list, tuple)):
-            stack.extend(obj)
+        if isinstance(obj, (list, tuple, dict)):
+            if len(obj) <= max_items:
+                stack.extend(obj.values() if isinstance(obj, dict) else obj)
             continue
-        if isinstance(obj, dict):
-            stack.extend(obj.values())
-            continue
-        if not _is_model_object(obj):
-            continue
-        if not _is_library(obj):
+        if _users_class(obj):
             return True
-        stack.extend(getattr(obj, "__dict__", {}).values())
-        params = getattr(obj, "parameters", None)  # a TFP kernel keeps its inner ones here
-        if isinstance(params, dict):
-            stack.extend(params.values())
+        cls = type(obj)
+        if _in(cls, ("tfp_sgmcmc.",)) or isinstance(obj, tfp.mcmc.TransitionKernel):
+            stack.extend(getattr(obj, "__dict__", {}).values())
+            params = getattr(obj, "parameters", None)  # a TFP kernel's inner kernels
+            if isinstance(params, dict):
+                stack.extend(params.values())
     return False
-
-
-def _is_model_object(obj: Any) -> bool:
-    # A gradient estimator is recognised by its full-data method (the estimators'
-    # package sits above this one and is not imported here).
-    return isinstance(obj, tfp.mcmc.TransitionKernel) or callable(
-        getattr(type(obj), "full_log_prob_and_gradient", None)
-    )
