@@ -170,3 +170,19 @@ def test_eager_calls_run_the_function_as_written(fn):
         tf.zeros([1, 2], tf.float64)
     )
     np.testing.assert_allclose(got.target_log_prob, ref.target_log_prob, rtol=1e-12)
+
+
+def test_functions_given_while_autograph_is_off_run_as_written():
+    @tf.autograph.experimental.do_not_convert
+    def build():
+        return _estimator(branchy_log_lik, branchy_log_prior)
+
+    est = build()
+    state = tf.zeros([1, 2], tf.float64)
+    # Copies keep the status the functions were given with, not the copy's.
+    for e in (est, est.with_batch_size(5), est.with_independent_chains()):
+        with pytest.raises(ValueError, match="`log_likelihood_fn` failed"):
+            tf.function(e.full_log_prob_and_gradient, autograph=False)(state)
+    converted = _estimator(branchy_log_lik, branchy_log_prior)
+    got = tf.function(converted.full_log_prob_and_gradient, autograph=False)(state)
+    assert np.isfinite(got.target_log_prob.numpy()).all()

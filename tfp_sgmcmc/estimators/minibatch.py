@@ -310,25 +310,35 @@ class MinibatchEstimator(GradientEstimator):
 
     def with_batch_size(self, batch_size: int) -> MinibatchEstimator:
         """The same model and data with another batch size."""
-        return MinibatchEstimator(
-            self._log_likelihood_fn,
-            self._data,
-            batch_size,
-            log_prior_fn=self._log_prior_fn,
-            full_data_chunk_size=self._chunk,
-            independent_chains=self._independent,
+        return self._same_autograph(
+            MinibatchEstimator(
+                self._log_likelihood_fn,
+                self._data,
+                batch_size,
+                log_prior_fn=self._log_prior_fn,
+                full_data_chunk_size=self._chunk,
+                independent_chains=self._independent,
+            )
         )
 
     def with_independent_chains(self, independent_chains: bool = True) -> MinibatchEstimator:
         """The same model, data and batch size with per-chain (or shared) minibatches."""
-        return MinibatchEstimator(
-            self._log_likelihood_fn,
-            self._data,
-            self._batch_size,
-            log_prior_fn=self._log_prior_fn,
-            full_data_chunk_size=self._chunk,
-            independent_chains=independent_chains,
+        return self._same_autograph(
+            MinibatchEstimator(
+                self._log_likelihood_fn,
+                self._data,
+                self._batch_size,
+                log_prior_fn=self._log_prior_fn,
+                full_data_chunk_size=self._chunk,
+                independent_chains=independent_chains,
+            )
         )
+
+    def _same_autograph(self, other: MinibatchEstimator) -> MinibatchEstimator:
+        """``other``, converting the functions as this estimator does (AutoGraph's status
+        where the functions were given, not where the copy is made)."""
+        other._autograph = self._autograph
+        return other
 
     # -- pieces reused by wrappers (control variates, structured energies) -- #
     def log_prior(self, state: Any) -> tf.Tensor:
