@@ -39,6 +39,10 @@ One call runs the whole path a careful user would compose by hand:
    until the budget (``max_gradient_evaluations`` per chain in this phase,
    ``max_seconds`` for the call) ends it. ``ended_by`` says which; a budget
    that ends it with the ESS below 400 or R̂ above 1.05 is a ``suspect`` reason.
+   Every chain here (the tuning arms, the burn-in windows and the final chains)
+   runs in the library's loop, `tfp_sgmcmc.loop.run_steps`, under its seed rule:
+   the final draws are ``sg.sample_chain``'s for ``kernel``, ``init_state`` and
+   ``seed`` (`PosteriorSamples`), however many chunks lengthened the run.
 7. **Verdict.** `tfp_sgmcmc.diagnostics.verdict.judge_whitened_draws`:
    ``ok`` / ``suspect`` / ``failed`` with reasons (divergence, runaway,
    frozen chains, split R̂, ESS, the predicted inflation from the step size
