@@ -1373,3 +1373,55 @@ def test_a_one_digit_edit_of_the_baoab_figure_is_found():
     ]
     unknown = text.replace("| BAOAB | 1,247 |", "| BAOAB, L = 3 | 1,247 |")
     assert any("no source" in p for p in json_table_problems(unknown, "new samplers, samples/s"))
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: sample_posterior before and after (bench_before_after_sample_posterior.json)
+
+BEFORE_AFTER_HEADER = "| posterior | before (s, median) | after (s, median) |"
+
+
+def before_after_problems(text: str) -> list[str]:
+    """Every cell of the before/after table that its JSON does not print."""
+    doc = _json("benchmarks/results/bench_before_after_sample_posterior.json")
+    runs = {r["posterior"]: r for r in doc["results"]}
+    problems = []
+    rows = table_after(text, BEFORE_AFTER_HEADER)
+    if sorted(row[0] for row in rows) != sorted(runs):
+        problems.append(f"rows {[row[0] for row in rows]} against {sorted(runs)}")
+    for row in rows:
+        r = runs.get(row[0])
+        if r is None:
+            continue
+        b, a = r["before"], r["after"]
+        phase = {
+            key: f"{half_up(b['phases'][key], 1)} → {half_up(a['phases'][key], 1)}"
+            for key in ("seconds_tuning_sampling", "seconds_map")
+        }
+        statuses = b["verdict"] + a["verdict"]
+        want = [
+            half_up(b["median_seconds"], 1),
+            half_up(a["median_seconds"], 1),
+            half_up(r["ratio_after_over_before"], 2),
+            phase["seconds_tuning_sampling"],
+            phase["seconds_map"],
+            f"{half_up(max(b['max_mean_error']), 3)} / {half_up(max(a['max_mean_error']), 3)}",
+            f"{statuses[0]} × {len(statuses)}" if len(set(statuses)) == 1 else "mixed",
+        ]
+        for column, (page, json_cell) in enumerate(zip(row[1:], want), 1):
+            if page != json_cell:
+                problems.append(f"{row[0]}, column {column}: page {page!r}, JSON {json_cell!r}")
+    return problems
+
+
+def test_before_after_table_matches_its_json():
+    assert not before_after_problems(BENCHMARKS_MD.read_text(encoding="utf-8"))
+
+
+def test_a_planted_before_after_figure_is_found():
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    row = next(r for r in text.splitlines() if r.startswith("| earnings-logearn_height | 19.8 |"))
+    planted = text.replace(row, row.replace("| 19.8 |", "| 19.9 |", 1), 1)
+    assert before_after_problems(planted) == [
+        "earnings-logearn_height, column 1: page '19.9', JSON '19.8'"
+    ]

@@ -39,6 +39,10 @@ One call runs the whole path a careful user would compose by hand:
    until the budget (``max_gradient_evaluations`` per chain in this phase,
    ``max_seconds`` for the call) ends it. ``ended_by`` says which; a budget
    that ends it with the ESS below 400 or R̂ above 1.05 is a ``suspect`` reason.
+   Every chain here (the tuning arms, the burn-in windows and the final chains)
+   runs in the library's loop, `tfp_sgmcmc.loop.run_steps`, under its seed rule:
+   the final draws are ``sg.sample_chain``'s for ``kernel``, ``init_state`` and
+   ``seed`` (`PosteriorSamples`), however many chunks lengthened the run.
 7. **Verdict.** `tfp_sgmcmc.diagnostics.verdict.judge_whitened_draws`:
    ``ok`` / ``suspect`` / ``failed`` with reasons (divergence, runaway,
    frozen chains, split R̂, ESS, the predicted inflation from the step size
@@ -111,6 +115,7 @@ from tfp_sgmcmc.estimators.laplace import (
 from tfp_sgmcmc.estimators.minibatch import MinibatchEstimator
 from tfp_sgmcmc.estimators.transformed import TransformedEstimator
 from tfp_sgmcmc.estimators.whitened import WhitenedEstimator
+from tfp_sgmcmc.internal.autograph import needs_autograph
 from tfp_sgmcmc.internal.util import as_parts, check_int, is_list_like
 from tfp_sgmcmc.kernels.langevin import SGLD
 from tfp_sgmcmc.loop import chain_seed, run_steps
@@ -419,7 +424,7 @@ class _Runner:
             # Eagerly: once per chain, where a trace would cost more than the step.
             return SGLD(estimator, step_size=eps).bootstrap_results(w0)
 
-        @tf.function(jit_compile=jit_compile)
+        @tf.function(jit_compile=jit_compile, autograph=needs_autograph(estimator))
         def run(w0, results, eps, seed, first_step, thin, num_results):
             out = run_steps(
                 SGLD(estimator, step_size=eps), w0, results, num_results * thin, seed,
@@ -430,7 +435,7 @@ class _Runner:
 
         self._start, self._run = start, run
 
-        @tf.function(jit_compile=jit_compile)
+        @tf.function(jit_compile=jit_compile, autograph=needs_autograph(estimator))
         def scores(w):
             return estimator.full_log_prob_and_gradient(w).grads_target_log_prob[0]
 
@@ -503,7 +508,7 @@ def _noise_variance(
     dtype = estimator.dtype or tf.float32
     state = tf.constant(w, dtype)
 
-    @tf.function
+    @tf.function(autograph=needs_autograph(estimator))
     def probe(s: tf.Tensor) -> tf.Tensor:
         est, _ = estimator(state, estimator.bootstrap(state), s)
         return est.grads_target_log_prob[0]

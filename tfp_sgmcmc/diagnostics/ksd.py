@@ -351,6 +351,7 @@ def _ksd_blocked(
 
 
 _COMPILED = {
-    True: tf.function(_ksd_blocked, jit_compile=True, reduce_retracing=True),
-    False: tf.function(_ksd_blocked, reduce_retracing=True),
+    # No user code runs here and the loops are tf.while_loop: no AutoGraph needed.
+    True: tf.function(_ksd_blocked, jit_compile=True, reduce_retracing=True, autograph=False),
+    False: tf.function(_ksd_blocked, reduce_retracing=True, autograph=False),
 }

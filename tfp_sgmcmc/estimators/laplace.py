@@ -50,6 +50,7 @@ import tensorflow as tf
 
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator, WrappingEstimator
 from tfp_sgmcmc.estimators.map import find_map
+from tfp_sgmcmc.internal.autograph import needs_autograph
 from tfp_sgmcmc.internal.util import as_parts
 
 __all__ = [
@@ -189,11 +190,13 @@ class _Searcher:
     def __init__(self, estimator: GradientEstimator, like: Sequence[tf.Tensor]) -> None:
         self.shapes = [tuple(p.shape) for p in like]
         self.flat_grad, self.unflatten = _flat_fns(estimator, like)
-        self.hessian = _hessian_fn(self.flat_grad)
-        self.grad = tf.function(self.flat_grad)
+        ag = needs_autograph(estimator)  # the user's functions are converted where called
+        self.hessian = _hessian_fn(self.flat_grad, ag)
+        self.grad = tf.function(self.flat_grad, autograph=ag)
         unflatten = self.unflatten
         self.value = tf.function(
-            lambda v: estimator.full_log_prob_and_gradient(unflatten(v)).target_log_prob
+            lambda v: estimator.full_log_prob_and_gradient(unflatten(v)).target_log_prob,
+            autograph=ag,
         )
 
     def fits(self, parts: Sequence[tf.Tensor]) -> bool:
@@ -503,7 +506,7 @@ def _adam_full(
     flat_grad, unflatten = _flat_fns(estimator, parts)
     x0 = tf.concat([tf.reshape(p, [-1]) for p in parts], 0)
 
-    @tf.function
+    @tf.function(autograph=needs_autograph(estimator))
     def run(x: tf.Tensor) -> tf.Tensor:
         b1, b2, eps = 0.9, 0.999, 1e-8
         m = tf.zeros_like(x)
@@ -551,7 +554,7 @@ def laplace_approximation(
     d = int(x.shape[0])
     notes: list[str] = []
     if d <= max_dense_dim:
-        a = -_hessian(flat_grad, x)
+        a = -_hessian(flat_grad, x, needs_autograph(estimator))
         a = 0.5 * (a + a.T)
         if not np.all(np.isfinite(a)):
             raise ValueError("the curvature (Hessian of log π) is not finite at the mode.")
@@ -572,7 +575,7 @@ def laplace_approximation(
                 f"({measured} found; the others floored; a flat or saddle direction)"
             )
         return LaplaceApproximation(parts, a, scale, lam_max, True, notes)
-    diag = _hutchinson_diagonal(flat_grad, x, num_probes, seed)
+    diag = _hutchinson_diagonal(flat_grad, x, num_probes, seed, needs_autograph(estimator))
     if not np.all(np.isfinite(diag)):
         raise ValueError("the curvature (Hessian of log π) is not finite at the mode.")
     top = max(float(np.max(diag)), np.finfo(np.float64).tiny)
@@ -585,11 +588,13 @@ def laplace_approximation(
     return LaplaceApproximation(parts, diag, 1.0 / np.sqrt(diag), top, False, notes)
 
 
-def _hessian_fn(flat_grad: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[tf.Tensor], tf.Tensor]:
+def _hessian_fn(
+    flat_grad: Callable[[tf.Tensor], tf.Tensor], autograph: bool = True
+) -> Callable[[tf.Tensor], tf.Tensor]:
     """``x -> ∇² log π(x)`` by reverse-mode differentiation of the full-data score,
-    traced once."""
+    traced once (``autograph``: `needs_autograph` of the estimator)."""
 
-    @tf.function
+    @tf.function(autograph=autograph)
     def jac(x: tf.Tensor) -> tf.Tensor:
         # persistent=True is load-bearing: with a non-persistent outer tape inside
         # tf.function, the score from `tfp.math.value_and_gradient` is differentiated
@@ -603,17 +608,23 @@ def _hessian_fn(flat_grad: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[tf.Ten
     return jac
 
 
-def _hessian(flat_grad: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor) -> np.ndarray:
+def _hessian(
+    flat_grad: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor, autograph: bool = True
+) -> np.ndarray:
     """``∇² log π(x)`` as a float64 array."""
-    return np.asarray(_hessian_fn(flat_grad)(x), np.float64)
+    return np.asarray(_hessian_fn(flat_grad, autograph)(x), np.float64)
 
 
 def _hutchinson_diagonal(
-    flat_grad: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor, num_probes: int, seed: int
+    flat_grad: Callable[[tf.Tensor], tf.Tensor],
+    x: tf.Tensor,
+    num_probes: int,
+    seed: int,
+    autograph: bool = True,
 ) -> np.ndarray:
     """``diag(−∇² log π) ≈ mean_v v ⊙ (−∇² log π) v`` with Rademacher ``v``."""
 
-    @tf.function
+    @tf.function(autograph=autograph)
     def hvp(x: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
         # persistent=True: see `_hessian_fn` (a non-persistent tape gets lgamma/lbeta
         # second derivatives wrong under tf.function).

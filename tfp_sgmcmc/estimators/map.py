@@ -36,6 +36,7 @@ import tensorflow_probability as tfp
 from tfp_sgmcmc.data.dataset import dataset_sources_exist, traced_draws
 from tfp_sgmcmc.estimators.base import GradientEstimator
 from tfp_sgmcmc.internal.adam import AdamState, adam_ascent_step, adam_init
+from tfp_sgmcmc.internal.autograph import needs_autograph
 from tfp_sgmcmc.internal.util import (
     as_parts,
     check_int,
@@ -174,7 +175,7 @@ def find_map(
     if method == "lbfgs":
 
         def build_objective() -> Any:
-            @tf.function
+            @tf.function(autograph=needs_autograph(estimator))  # see internal.autograph
             def value_and_grad(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
                 est = estimator.full_log_prob_and_gradient(restructure(unflatten(x), initial_state))
                 g = tf.concat([tf.reshape(g, [-1]) for g in est.grads_target_log_prob], 0)
@@ -220,7 +221,10 @@ def find_map(
 
     def build_adam() -> Any:
         # A tf.data iterator has no XLA kernel: an estimator reading one runs as a graph.
-        @tf.function(jit_compile=not _reads_stream(estimator, initial_state))
+        @tf.function(
+            jit_compile=not _reads_stream(estimator, initial_state),
+            autograph=needs_autograph(estimator),
+        )
         def run(x0: list, seed: tf.Tensor, lr: tf.Tensor, num_steps: tf.Tensor) -> list:
             kernel = _AdamAscent(estimator, initial_state, lr)
             out = run_steps(kernel, x0, kernel.bootstrap_results(x0), num_steps, seed, record=False)

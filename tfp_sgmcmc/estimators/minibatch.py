@@ -52,6 +52,7 @@ from tfp_sgmcmc.estimators.base import (
     value_and_gradient_parts,
 )
 from tfp_sgmcmc.internal import random as rng
+from tfp_sgmcmc.internal.autograph import autograph_context, call_user
 from tfp_sgmcmc.internal.util import (
     AttributeView,
     as_parts,
@@ -231,6 +232,13 @@ class MinibatchEstimator(GradientEstimator):
         ``False`` (one batch shared by all chains: cheaper, and enough for a
         single chain).
 
+    Both functions may use Python control flow on tensors (``if tf.reduce_sum(x) > 0:``):
+    inside a compiled program they are converted by AutoGraph (``tf.autograph``) where
+    the estimator calls them, as ``tf.function`` converts the functions it calls; the
+    library's own code is traced without AutoGraph. A function given while AutoGraph is
+    off (``tf.autograph.experimental.do_not_convert``, or built inside
+    ``tf.function(autograph=False)``) runs as written. Eagerly they run as written.
+
     Raises:
       ValueError: ``batch_size`` outside ``[1, N]`` or not an int; a non-callable
         ``log_likelihood_fn``/``log_prior_fn``; ``independent_chains`` not a
@@ -267,6 +275,8 @@ class MinibatchEstimator(GradientEstimator):
         full_data_chunk_size = check_int(full_data_chunk_size, "full_data_chunk_size", 1)
         self._log_likelihood_fn = log_likelihood_fn
         self._log_prior_fn = log_prior_fn
+        # Whether AutoGraph converts them while traced (internal.autograph.call_user).
+        self._autograph = autograph_context()
         self._data = data
         self._batch_size = int(batch_size)
         self._chunk = int(full_data_chunk_size)
@@ -301,25 +311,35 @@ class MinibatchEstimator(GradientEstimator):
 
     def with_batch_size(self, batch_size: int) -> MinibatchEstimator:
         """The same model and data with another batch size."""
-        return MinibatchEstimator(
-            self._log_likelihood_fn,
-            self._data,
-            batch_size,
-            log_prior_fn=self._log_prior_fn,
-            full_data_chunk_size=self._chunk,
-            independent_chains=self._independent,
+        return self._same_autograph(
+            MinibatchEstimator(
+                self._log_likelihood_fn,
+                self._data,
+                batch_size,
+                log_prior_fn=self._log_prior_fn,
+                full_data_chunk_size=self._chunk,
+                independent_chains=self._independent,
+            )
         )
 
     def with_independent_chains(self, independent_chains: bool = True) -> MinibatchEstimator:
         """The same model, data and batch size with per-chain (or shared) minibatches."""
-        return MinibatchEstimator(
-            self._log_likelihood_fn,
-            self._data,
-            self._batch_size,
-            log_prior_fn=self._log_prior_fn,
-            full_data_chunk_size=self._chunk,
-            independent_chains=independent_chains,
+        return self._same_autograph(
+            MinibatchEstimator(
+                self._log_likelihood_fn,
+                self._data,
+                self._batch_size,
+                log_prior_fn=self._log_prior_fn,
+                full_data_chunk_size=self._chunk,
+                independent_chains=independent_chains,
+            )
         )
+
+    def _same_autograph(self, other: MinibatchEstimator) -> MinibatchEstimator:
+        """``other``, converting the functions as this estimator does (AutoGraph's status
+        where the functions were given, not where the copy is made)."""
+        other._autograph = self._autograph
+        return other
 
     # -- pieces reused by wrappers (control variates, structured energies) -- #
     def log_prior(self, state: Any) -> tf.Tensor:
@@ -387,7 +407,9 @@ class MinibatchEstimator(GradientEstimator):
         state = args[0]
         batch = args[1] if len(args) > 1 else None
         try:
-            value = fn(*args)
+            # Through AutoGraph while traced: the library's programs are traced
+            # without it, the user's function may still branch on tensors.
+            value = call_user(fn, self._autograph, *args)
         except _MODEL_ERRORS as e:
             if _named(e):
                 raise
@@ -782,6 +804,7 @@ class NoisyGradientEstimator(GradientEstimator):
             raise ValueError("`target_log_prob_fn` must be callable.")
         check_positive(noise_scale, "noise_scale", allow_zero=True)
         self._fn = target_log_prob_fn
+        self._autograph = autograph_context()  # see MinibatchEstimator
         self._noise_scale = noise_scale
 
     @property
@@ -796,8 +819,11 @@ class NoisyGradientEstimator(GradientEstimator):
         del state
         return ()
 
+    def _target(self, state: Any) -> tf.Tensor:
+        return call_user(self._fn, self._autograph, state)  # converted while traced
+
     def _estimate(self, state: Any, estimator_state: tuple, seed: tf.Tensor):
-        value, grads = value_and_gradient_parts(self._fn, state)
+        value, grads = value_and_gradient_parts(self._target, state)
         # The library's split and normals: the same draws eagerly, in graphs and under
         # XLA (tfp_sgmcmc/internal/random.py).
         seeds = rng.split_seed(seed, len(grads))
@@ -808,6 +834,6 @@ class NoisyGradientEstimator(GradientEstimator):
         return GradientEstimate(value, noisy), estimator_state
 
     def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
-        value, grads = value_and_gradient_parts(self._fn, state)
+        value, grads = value_and_gradient_parts(self._target, state)
         return GradientEstimate(value, grads)
 

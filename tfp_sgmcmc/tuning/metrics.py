@@ -79,6 +79,7 @@ from tfp_sgmcmc.diagnostics.metric import (
 )
 from tfp_sgmcmc.diagnostics.stein_kernels import stein_kernel_matrix
 from tfp_sgmcmc.diagnostics.validity import familywise_thresholds, sample_validity
+from tfp_sgmcmc.internal.autograph import needs_autograph
 from tfp_sgmcmc.internal.stein_inputs import flatten_samples_and_scores
 from tfp_sgmcmc.internal.util import estimator_data
 
@@ -157,10 +158,13 @@ class FullDataScorer:
             ).grads_target_log_prob
 
         self._score = score
+        self._autograph = needs_autograph(estimator)  # see tfp_sgmcmc.internal.autograph
         # XLA fuses the pass over the N rows, and full-data scores are most of
         # MAMBA's metric time (measured: docs/benchmarks.md, "Full-data scores:
         # XLA against a graph").
-        self._fn = tf.function(score, jit_compile=self.jit_compile, reduce_retracing=True)
+        self._fn = tf.function(
+            score, jit_compile=self.jit_compile, reduce_retracing=True, autograph=self._autograph
+        )
 
     def _call_fn(self, blk: list[tf.Tensor], single: bool) -> list[tf.Tensor]:
         try:
@@ -176,7 +180,7 @@ class FullDataScorer:
                 stacklevel=3,
             )
             self.jit_compile = False
-            self._fn = tf.function(self._score, reduce_retracing=True)
+            self._fn = tf.function(self._score, reduce_retracing=True, autograph=self._autograph)
             return self._fn(blk, single)
 
     def __call__(self, samples: list[np.ndarray], single_part: bool | None = None) -> list:

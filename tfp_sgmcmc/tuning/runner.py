@@ -53,6 +53,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.data.stream import stream_feeder
+from tfp_sgmcmc.internal.autograph import autograph_context, call_user, needs_autograph
 from tfp_sgmcmc.internal.util import as_parts, check_int, get_outermost, restructure
 from tfp_sgmcmc.kernels.base import BOOTSTRAP_SEED
 from tfp_sgmcmc.loop import chain_seed, run_steps, step_seed
@@ -187,7 +188,11 @@ class _Program:
         thin: int,
         capacity: int,
         jit_compile: bool,
+        autograph: tuple[bool, Any],
     ) -> None:
+        # ``autograph``: whether the programs need AutoGraph, and the status `make_kernel`
+        # is called with (see tfp_sgmcmc.internal.autograph).
+        ag, user_ag = autograph
         self.make_kernel = make_kernel
         self.like = like
         self.thin = thin
@@ -201,7 +206,8 @@ class _Program:
         self._feeder_checked = False
 
         def build(scalars: dict[str, tf.Tensor]) -> Any:
-            return make_kernel(**static_arm, **scalars)
+            # The user's factory, converted by AutoGraph as before (internal.autograph).
+            return call_user(make_kernel, user_ag, **static_arm, **scalars)
 
         def init_fn(parts, seed, scalars):
             kernel = build(scalars)
@@ -242,8 +248,10 @@ class _Program:
         # The bootstrap is one gradient evaluation: graph mode is enough, and compiling
         # it with XLA costs more than it saves when large data is captured
         # (random_window copies).
-        self.init_fn = tf.function(init_fn, reduce_retracing=True)
-        self.chunk_fn = tf.function(chunk_fn, jit_compile=jit_compile, reduce_retracing=True)
+        self.init_fn = tf.function(init_fn, reduce_retracing=True, autograph=ag)
+        self.chunk_fn = tf.function(
+            chunk_fn, jit_compile=jit_compile, reduce_retracing=True, autograph=ag
+        )
         self._chunk_py = chunk_fn
 
     def attach_feeder(
@@ -389,6 +397,9 @@ class ArmRunner:
             # budget, as C repeats would.
             self.costs.append(gradient_cost_per_step(kernel) * int(chains_per_arm))
         self.reference_estimator = _estimator_of(self.kernels[0])
+        # The programs are traced without AutoGraph unless a kernel or estimator class of
+        # the user's may need it; `make_kernel` itself is converted where it is called.
+        self._autograph = (needs_autograph(*self.kernels), autograph_context())
         if self.chains_per_arm > 1:
             for i, kernel in enumerate(self.kernels):
                 est = _estimator_of(kernel)
@@ -430,6 +441,7 @@ class ArmRunner:
                 self.thin,
                 self.capacity,
                 self.jit_compile,
+                self._autograph,
             )
         tensors = {k: tf.constant(v, self.dtype) for k, v in scalars.items()}
         return self._programs[key], tensors, key
