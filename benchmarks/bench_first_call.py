@@ -111,7 +111,6 @@ def main() -> None:
         print(json.dumps(_child(args.child)))
         return
 
-    sys.path.insert(0, _REPO)
     from benchmarks._common import dump_json, environment, load_average, log, median
 
     env = dict(os.environ, PYTHONPATH=_REPO, TF_CPP_MIN_LOG_LEVEL="2")
