@@ -16,37 +16,20 @@ checkpoints, and one named error per fault (a second writer, damaged rows, a ful
 ``docs/faults.md``.
 """
 
-from tfp_sgmcmc.driver import flat, memory
+from tfp_sgmcmc.driver import flat, memory, sampler
 from tfp_sgmcmc.driver.flat import *  # noqa: F403  (the names in flat.__all__)
 from tfp_sgmcmc.driver.memory import *  # noqa: F403  (the names in memory.__all__)
 from tfp_sgmcmc.driver.model import ModelSpec, load_model
-from tfp_sgmcmc.driver.sampler import (
-    MAX_RUN_STEPS,
-    RunDirectoryError,
-    RunExistsError,
-    RunLockedError,
-    RunMismatchError,
-    RunStorageError,
-    SamplingRun,
-    StoreDamagedError,
-    open_run,
-    sample,
-)
+from tfp_sgmcmc.driver.sampler import *  # noqa: F403  (the names in sampler.__all__)
 
-# The runs' entry points and errors; the chunk arithmetic (``chunk_seed``, ``chunk_plan``)
-# and the run directory's file layout (``CONFIG_FILE``, ``RUN_FILES``, ``TRACED_FIELDS``)
-# stay public in ``tfp_sgmcmc.driver.sampler`` only.
+#: The chunk arithmetic and the run directory's file layout: public in
+#: ``tfp_sgmcmc.driver.sampler`` only, not in this namespace's ``__all__``.
+_SAMPLER_ONLY = ("chunk_seed", "chunk_plan", "CONFIG_FILE", "RUN_FILES", "TRACED_FIELDS")
+
+# One list of names per module (the runs' entry points and errors are sampler's), not a
+# second copy of it here.
 __all__ = [
-    "sample",
-    "SamplingRun",
-    "open_run",
-    "RunDirectoryError",
-    "RunExistsError",
-    "RunLockedError",
-    "StoreDamagedError",
-    "RunMismatchError",
-    "RunStorageError",
-    "MAX_RUN_STEPS",
+    *(name for name in sampler.__all__ if name not in _SAMPLER_ONLY),
     *memory.__all__,
     *flat.__all__,
     "ModelSpec",
