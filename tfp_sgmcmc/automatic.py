@@ -420,8 +420,10 @@ class _Runner:
         self.estimator = estimator
         self.dtype = estimator.dtype or tf.float32
 
+        # Traced (not eager): an eager bootstrap would run the estimator's
+        # `tf.vectorized_map`, which traces a new function at every call.
+        @tf.function(autograph=needs_autograph(estimator))  # once per chain: no XLA
         def start(w0, eps):
-            # Eagerly: once per chain, where a trace would cost more than the step.
             return SGLD(estimator, step_size=eps).bootstrap_results(w0)
 
         @tf.function(jit_compile=jit_compile, autograph=needs_autograph(estimator))
