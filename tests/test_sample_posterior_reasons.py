@@ -101,13 +101,17 @@ def _gaussian(d: int) -> sg.MinibatchEstimator:
     return sg.MinibatchEstimator(log_lik, np.zeros([1, 1]), 1, log_prior_fn=log_prior)
 
 
+@pytest.mark.parametrize("flag_steps", [True, False])
 @pytest.mark.parametrize("scale", [10.0, 1.0])
-def test_a_diverged_burn_in_reaches_the_verdict(scale):
-    """A burn-in window that diverges is a ``suspect`` reason, not only a note."""
+def test_a_diverged_burn_in_reaches_the_verdict(scale, flag_steps):
+    """A burn-in window that diverges is a ``suspect`` reason, not only a note; also when
+    the kernel does not flag the runaway radius (as in `sample_posterior`), where the
+    window's draws are judged by their log-density."""
     d = 2
     est = _gaussian(d)
     # A map ten times too wide: whitened curvature 100, so ε = 0.15 is unstable.
-    white = sg.WhitenedEstimator(est, [tf.zeros([d], tf.float64)], scale * np.eye(d))
+    white = sg.WhitenedEstimator(
+        est, [tf.zeros([d], tf.float64)], scale * np.eye(d), flag_runaway_steps=flag_steps)
     runner = _Runner(white, jit_compile=False)
     notes: list[str] = []
     problems: list[tuple[str, str]] = []

@@ -7,7 +7,12 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.diagnostics.verdict import judge_whitened_draws, runaway_threshold
+from tfp_sgmcmc.diagnostics.verdict import (
+    MAX_RUNAWAY_PROBES,
+    judge_whitened_draws,
+    runaway_draws,
+    runaway_threshold,
+)
 from tfp_sgmcmc.estimators.laplace import find_mode, laplace_approximation
 
 
@@ -67,6 +72,65 @@ def test_diverged_means_left_the_posterior_with_a_whitened_estimator():
     z = white.unwhiten(w)
     plain = sg.SGLD(est, step_size=1e-12).bootstrap_results(z)
     assert not np.any(plain.diverged)
+    # Built with flag_runaway_steps=False (as sample_posterior builds it), the kernel
+    # flags no finite state, at any batch size; its draws are judged afterwards.
+    quiet = sg.WhitenedEstimator(est, centre, np.linalg.cholesky(COV), flag_runaway_steps=False)
+    for e in (quiet, quiet.with_batch_size(1)):
+        assert e.left_posterior(w) is None
+        assert not np.any(sg.SGLD(e, step_size=1e-12).bootstrap_results(w).diverged)
+
+
+def _draws_with_one_far(radius: float, d: int = 3) -> np.ndarray:
+    w = np.random.default_rng(4).standard_normal([200, 4, d])
+    w[150, 1] = 0.0
+    w[150, 1, 0] = radius
+    return w
+
+
+def test_a_far_draw_left_the_posterior_only_where_its_density_fell_as_the_laplace_fits():
+    """Beyond the radius √q, a draw left the posterior when log π fell there by more than
+    q/2 (as under the Laplace fit, Δ = ‖w‖²/2), and not where the tail is heavier."""
+    d = 3
+    q = runaway_threshold(d)
+    w = _draws_with_one_far(1.5 * np.sqrt(q), d)
+    gaussian = lambda x: 0.5 * np.sum(x**2, -1)  # noqa: E731 - the Laplace fit's Δ
+    exponential = lambda x: np.sqrt(np.sum(x**2, -1))  # noqa: E731 - a heavier tail
+    nan = lambda x: np.full(len(x), np.nan)  # noqa: E731 - log π not finite there
+    seen = []
+
+    def recording(x):
+        seen.append(len(x))
+        return exponential(x)
+
+    r = runaway_draws(w, recording)
+    assert seen == [1]  # only the draw beyond the radius is evaluated
+    assert not r.away.any() and r.beyond == 1 and r.spared == 1
+    assert r.max_spared_drop == pytest.approx(1.5 * np.sqrt(q))
+    for drop in (gaussian, nan, None):  # power: the Laplace tail, no density, radius only
+        r = runaway_draws(w, drop)
+        np.testing.assert_array_equal(r.away, [False, True, False, False])
+    v = judge_whitened_draws(w, log_density_drop=exponential)
+    assert not any("left the posterior" in r for r in v.reasons), v
+    assert v.stats["tail_draws_beyond_radius"] == 1
+    v = judge_whitened_draws(w, log_density_drop=gaussian)
+    assert v.status == "failed"
+    assert any("left the posterior" in r and "below the mode" in r for r in v.reasons), v
+    # Inside the radius nothing is evaluated, whatever the density says.
+    inside = _draws_with_one_far(0.9 * np.sqrt(q), d)
+    assert not runaway_draws(inside, lambda x: np.full(len(x), np.inf)).away.any()
+
+
+def test_draws_beyond_the_probe_limit_count_by_their_chain():
+    """Past `MAX_RUNAWAY_PROBES` draws beyond the radius, the farthest are evaluated; a
+    chain none of whose far draws was evaluated counts as left."""
+    d = 2
+    q = runaway_threshold(d)
+    w = np.zeros([MAX_RUNAWAY_PROBES + 10, 2, d])
+    w[:, 0, 0] = 2.0 * np.sqrt(q)   # chain 0: far draws, all evaluated first (farther)
+    w[:10, 1, 0] = 1.1 * np.sqrt(q)  # chain 1: far draws, none evaluated
+    r = runaway_draws(w, lambda x: np.sqrt(np.sum(x**2, -1)))
+    np.testing.assert_array_equal(r.away, [False, True])
+    assert r.spared == MAX_RUNAWAY_PROBES
 
 
 def test_whitened_estimator_names_bad_scales():

@@ -44,8 +44,11 @@ One call runs the whole path a careful user would compose by hand:
    the final draws are ``sg.sample_chain``'s for ``kernel``, ``init_state`` and
    ``seed`` (`PosteriorSamples`), however many chunks lengthened the run.
 7. **Verdict.** `tfp_sgmcmc.diagnostics.verdict.judge_whitened_draws`:
-   ``ok`` / ``suspect`` / ``failed`` with reasons (divergence, runaway,
-   frozen chains, split R̂, ESS, the predicted inflation from the step size
+   ``ok`` / ``suspect`` / ``failed`` with reasons (divergence; runaway, a draw
+   beyond the radius ``‖w‖² > q`` where the full-data log-density has also
+   fallen by more than ``q/2``, as the Laplace fit's would, so that a long run
+   of a tail heavier than the fit's is not taken for one; frozen chains, split
+   R̂, ESS, the predicted inflation from the step size
    and the gradient noise); a budget that ended the run short of the targets;
    the Stein moment check (`tfp_sgmcmc.diagnostics.verdict.stein_moment_check`:
    ``E[s] = 0`` and ``E[(w − w̄) s] = −1`` under the posterior, read with the
@@ -95,10 +98,11 @@ from tfp_sgmcmc.diagnostics.verdict import (
     RHAT_SUSPECT,
     TARGET_ESS,
     TARGET_RHAT,
+    RunawayDraws,
     Verdict,
     bulk_mixing,
     judge_whitened_draws,
-    runaway_threshold,
+    runaway_draws,
     stein_moment_check,
 )
 from tfp_sgmcmc.estimators.adaptation import adapt_whitening, rewhiten
@@ -137,6 +141,9 @@ _METRIC_POINTS = 200
 #: Results per compiled call. XLA needs the trace's length at compile time, so every
 #: call returns this many (a longer run is several calls): one program per batch size.
 _BLOCK = 50
+#: Rows per compiled call of the full-data log-density that judges draws beyond the
+#: runaway radius (one program whatever their number).
+_DROP_BATCH = 64
 #: Draws (thinned as the final ones) per burn-in adaptation window.
 ADAPT_WINDOW = 200
 #: At most this many adaptation windows.
@@ -441,14 +448,39 @@ class _Runner:
         def scores(w):
             return estimator.full_log_prob_and_gradient(w).grads_target_log_prob[0]
 
-        self.scores = scores
+        @tf.function(jit_compile=jit_compile, autograph=needs_autograph(estimator))
+        def log_prob(w):
+            return estimator.full_log_prob_and_gradient(w).target_log_prob
+
+        self.scores, self._log_prob = scores, log_prob
+
+    def log_density_drop(self, w: np.ndarray) -> np.ndarray:
+        """``log π_w(0) − log π_w(w)`` on the full data for rows ``w`` ``[k, d]``, in
+        compiled batches of `_DROP_BATCH` rows (one program, whatever ``k``); the mode's
+        value is computed with them, since the map may have changed since the last call."""
+        rows = np.concatenate([np.zeros([1, w.shape[-1]]), np.asarray(w, np.float64)])
+        pad = -len(rows) % _DROP_BATCH
+        rows = np.concatenate([rows, np.zeros([pad, rows.shape[-1]])])
+        lp = np.concatenate([
+            np.asarray(self._log_prob(tf.constant(rows[i:i + _DROP_BATCH], self.dtype)),
+                       np.float64)
+            for i in range(0, len(rows), _DROP_BATCH)
+        ])
+        return lp[0] - lp[1:len(w) + 1]
+
+    def runaway(self, w: np.ndarray) -> RunawayDraws:
+        """Which chains of the draws ``w`` ``[T, C, d]`` left the posterior: beyond the
+        runaway radius, where the full-data log-density has fallen as far as the Laplace
+        fit's would (`runaway_draws`)."""
+        return runaway_draws(w, self.log_density_drop)
 
     def __call__(
         self, chain: _Chain, eps: float, num_results: int, thin: int
     ) -> tuple[np.ndarray, bool]:
         """``num_results`` more draws ``[T, C, d]`` of ``chain`` (every ``thin``-th step),
-        and whether a step diverged (non-finite, or beyond the kernel's runaway radius,
-        kept or not); ``chain`` moves on to the last step run.
+        and whether a step diverged (a non-finite state, score or log-density, kept or
+        not: the map's kernel does not flag the runaway radius, `runaway` judges the
+        draws); ``chain`` moves on to the last step run.
 
         Draws that turned non-finite end the call early (nothing after them is worth
         the time): then ``T < num_results``.
@@ -484,18 +516,17 @@ def _stein(runner: _Runner, w: np.ndarray) -> float:
     return float(kernel_stein_discrepancy(samples=x, scores=s))
 
 
-def _disqualify(w: np.ndarray, diverged: bool, start_sd: float) -> str:
+def _disqualify(w: np.ndarray, diverged: bool, start_sd: float, runner: _Runner) -> str:
     """Why an arm's draws ``[T, C, d]`` cannot be right, or ``""``."""
-    if not np.isfinite(w).all():
+    if diverged or not np.isfinite(w).all():
         return "diverged (non-finite state, score or log-density)"
-    r2 = np.einsum("tcd,tcd->tc", w, w)
-    q = runaway_threshold(w.shape[-1])
-    if (r2 > q).any() or diverged:
-        # The kernel flags every step (not only the kept ones) beyond the same radius.
+    away = runner.runaway(w)
+    if away.away.any():
         return (
             "left the posterior (beyond the runaway radius "
-            f"{math.sqrt(q):.3g} Laplace scales from the mode; "
-            f"largest kept radius {math.sqrt(r2.max()):.3g})"
+            f"{math.sqrt(away.threshold):.3g} Laplace scales from the mode, where log π "
+            f"fell more than the Laplace fit's; largest kept radius "
+            f"{math.sqrt(away.max_radius2):.3g})"
         )
     sd = np.median(w.std(axis=0), axis=-1)
     if (sd < FROZEN_SD * start_sd).any():
@@ -541,7 +572,7 @@ def _adapt(
     state = chain.state
     for k in range(ADAPT_MAX_WINDOWS + 1):
         w, div = runner(chain, eps, ADAPT_WINDOW, thin)
-        if div or not np.isfinite(w).all():
+        if div or not np.isfinite(w).all() or runner.runaway(w).away.any():
             if previous is not None:
                 # The refined map made the chains diverge (a steep side the step
                 # cannot take): go back to the last map that worked.
@@ -691,7 +722,7 @@ def _draw_until_long_enough(
     w, div = runner(chain, eps, burn + num_results, thin)
     w, steps = w[burn:], (burn + num_results) * thin
     while True:
-        if div or not np.isfinite(w).all():
+        if div or not np.isfinite(w).all() or runner.runaway(w).away.any():
             return w, div, _RunLength(math.inf, 0.0, "stopped: the chains diverged", False)
         rhat, ess = _run_mixing(runner, w)
         done = f"rank-normalised split R-hat {rhat:.3g}, bulk ESS {ess:.0f}"
@@ -914,7 +945,11 @@ def sample_posterior(
     runners: dict[int, _Runner] = {}
     for n in sizes:
         est, how = _minibatch_estimator(target.estimator, mode.position, n, num_examples)
-        runners[n] = _Runner(WhitenedEstimator(est, mode.position, lap.scale), jit_compile)
+        # Steps beyond the runaway radius are not flagged by the kernel: a long run of a
+        # tail heavier than the Laplace fit's reaches it; `_Runner.runaway` judges the draws
+        # there by their log-density instead.
+        whitened = WhitenedEstimator(est, mode.position, lap.scale, flag_runaway_steps=False)
+        runners[n] = _Runner(whitened, jit_compile)
     notes.append(f"gradients: {how}")
     d = runners[sizes[0]].estimator.dimension
 
@@ -961,7 +996,7 @@ def sample_posterior(
                 w, div = runners[arm.batch_size](chain, arm.step_size, per_chain, thin)
                 t_sample += time.perf_counter() - t0
                 arm.rounds += 1
-                arm.reason = _disqualify(w, div, 1.0)
+                arm.reason = _disqualify(w, div, 1.0, runners[arm.batch_size])
                 if arm.reason:
                     arm.ksd = math.inf
                     continue
@@ -1014,7 +1049,15 @@ def sample_posterior(
     noise = None
     if best.batch_size < num_examples and np.isfinite(w[-1]).all():
         noise = _noise_variance(runner.estimator, w[-1], seed)
-    verdict: Verdict = judge_whitened_draws(w, best.step_size, noise)
+    verdict: Verdict = judge_whitened_draws(
+        w, best.step_size, noise, log_density_drop=runner.log_density_drop)
+    tail = int(verdict.stats.get("tail_draws_beyond_radius", 0))
+    if tail:
+        msg = (f"{tail} draw(s) lie beyond the runaway radius where the log-density is "
+               "still above the Laplace fit's: the posterior's tail is heavier than its "
+               "Laplace fit there (kept as draws)")
+        notes.append(msg)
+        say(msg)
     verdict.stats["bulk_rhat"] = run.rhat
     verdict.stats["bulk_ess"] = run.ess
     if run.budget_ended and (run.ess < TARGET_ESS or run.rhat > RHAT_SUSPECT):
@@ -1049,8 +1092,8 @@ def sample_posterior(
     if div:
         verdict.add(
             "failed",
-            "the sampler reported diverged steps (non-finite, or beyond the runaway "
-            "radius from the mode)",
+            "the sampler reported diverged steps (a non-finite state, score or "
+            "log-density)",
         )
     timings["verdict"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start

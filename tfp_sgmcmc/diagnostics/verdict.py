@@ -6,7 +6,7 @@ verdict is the worst of them, and every check that fires adds a reason:
 | check | fails when | verdict |
 |---|---|---|
 | non-finite draws | any state is NaN/Inf | failed |
-| left the posterior | a draw is many posterior scales from the mode (``‖w‖² > q``) | failed |
+| left the posterior | a draw far from the mode: ``‖w‖² > q`` (and ``Δ > q/2``) | failed |
 | did not move | a chain's draws have (almost) no spread in the posterior's scale | failed |
 | chains disagree | split R̂ (``tfp.mcmc.potential_scale_reduction``) ``> 1.1`` | failed |
 | | split R̂ ``> 1.05`` | suspect |
@@ -18,8 +18,20 @@ Laplace approximation at the mode ``m`` has unit scale in every direction,
 so the thresholds are dimensionless. "Left the posterior" compares
 ``‖w‖²`` with ``q = 16 χ²_d(1 − 10⁻⁶)``: a Gaussian posterior puts a draw there
 with probability far below ``10⁻⁶``, a heavier-tailed one rarely, a runaway
-chain always. "Did not move" is a chain whose median whitened standard
-deviation is below ``0.05``.
+chain always. Where the full-data log-density is at hand (``log_density_drop``),
+a draw beyond the radius counts only if the density there has also fallen as
+far as the Laplace fit's would:
+
+```none
+left the posterior  ⇔  ‖w‖² > q  and  Δ(w) = log π_w(0) − log π_w(w) > q / 2
+```
+
+(under the Laplace fit ``Δ = ‖w‖²/2``). A chain that runs away (a step too
+large for a stiff direction) grows without bound and its ``Δ`` with the square
+of the radius; a draw in a tail heavier than the Laplace fit's (the log of a
+hierarchical scale, which decays exponentially) reaches the radius in a long
+run with ``Δ`` far below ``q / 2``, and is a draw of the posterior. "Did not
+move" is a chain whose median whitened standard deviation is below ``0.05``.
 
 The bias check is the stationary variance of SGLD, ``θ ← θ + ε ĝ + √(2ε) ξ``,
 on a unit Gaussian with gradient noise of variance ``V`` per coordinate:
@@ -52,6 +64,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -78,6 +91,9 @@ __all__ = [
     "STEIN_MEAN_TOL",
     "bulk_mixing",
     "stein_moment_check",
+    "runaway_draws",
+    "RunawayDraws",
+    "MAX_RUNAWAY_PROBES",
 ]
 
 #: Split R̂ above which the chains are declared to disagree.
@@ -101,7 +117,86 @@ STEIN_VARIANCE_TOL = 0.21
 #: about 0.1 posterior sd) beyond twice its Monte Carlo error.
 STEIN_MEAN_TOL = 0.1
 
+#: At most this many draws beyond the runaway radius (the farthest first) have their
+#: log-density evaluated (each costs a full-data pass).
+MAX_RUNAWAY_PROBES = 256
+
 _ORDER = {"ok": 0, "suspect": 1, "failed": 2}
+
+
+@dataclasses.dataclass
+class RunawayDraws:
+    """Which chains left the posterior, judged by `runaway_draws`.
+
+    Attributes:
+      away: ``bool[num_chains]``, the chains with a draw that left the posterior.
+      max_radius2: the largest ``‖w‖²`` of any draw.
+      threshold: ``q``, `runaway_threshold` of the dimension.
+      beyond: how many draws lie beyond the radius (``‖w‖² > q``).
+      spared: how many of those were evaluated and found in the posterior's tail
+        (``Δ ≤ q / 2``), so left in.
+      max_spared_drop: the largest ``Δ`` among the spared draws (``nan`` if none).
+      worst_drop: the largest ``Δ`` among the draws that left (``inf`` where the
+        log-density was not finite, ``nan`` if none was evaluated).
+    """
+
+    away: np.ndarray
+    max_radius2: float
+    threshold: float
+    beyond: int = 0
+    spared: int = 0
+    max_spared_drop: float = math.nan
+    worst_drop: float = math.nan
+
+
+def runaway_draws(
+    w: Any, log_density_drop: Callable[[np.ndarray], np.ndarray] | None = None
+) -> RunawayDraws:
+    """The chains of ``w`` ``[num_draws, num_chains, d]`` (whitened, finite) that left the
+    posterior: a draw beyond the radius, ``‖w‖² > q = runaway_threshold(d)``, and, given
+    ``log_density_drop``, ``Δ(w) = log π_w(0) − log π_w(w) > q / 2`` there too (module
+    docstring). ``docs/diagnostics.md#verdict``.
+
+    Args:
+      w: the whitened draws.
+      log_density_drop: ``[k, d] -> [k]``, ``Δ`` of each row (full data); non-finite
+        values count as a drop without bound. It is called on the `MAX_RUNAWAY_PROBES`
+        farthest draws beyond the radius; if more lie beyond it, the others count as
+        left when any evaluated draw of their chain left or when none of their chain's
+        was evaluated. Default value: ``None`` (the radius alone decides).
+
+    Returns:
+      A `RunawayDraws`.
+    """
+    w = np.asarray(w, np.float64)
+    d = w.shape[-1]
+    q = runaway_threshold(d)
+    radius2 = np.einsum("tcd,tcd->tc", w, w)
+    out = RunawayDraws(away=(radius2 > q).any(axis=0), max_radius2=float(radius2.max()),
+                       threshold=q, beyond=int((radius2 > q).sum()))  # fmt: skip
+    if log_density_drop is None or not out.beyond:
+        return out
+    far_t, far_c = np.nonzero(radius2 > q)
+    order = np.argsort(-radius2[far_t, far_c], kind="stable")[:MAX_RUNAWAY_PROBES]
+    probe_t, probe_c = far_t[order], far_c[order]
+    drops = np.asarray(log_density_drop(w[probe_t, probe_c]), np.float64).reshape(-1)
+    drops = np.where(np.isfinite(drops), drops, math.inf)
+    left = drops > q / 2
+    away = np.zeros(w.shape[1], bool)
+    away[probe_c[left]] = True
+    # Draws beyond the radius that were not evaluated: their chain counts as left unless
+    # every one of its evaluated draws was spared (the farthest were evaluated first).
+    evaluated = np.zeros_like(radius2, bool)
+    evaluated[probe_t, probe_c] = True
+    unevaluated = (radius2 > q) & ~evaluated
+    probed_chains = np.zeros(w.shape[1], bool)
+    probed_chains[probe_c] = True
+    away |= unevaluated.any(axis=0) & ~probed_chains
+    out.away = away
+    out.spared = int((~left).sum())
+    out.max_spared_drop = float(drops[~left].max()) if (~left).any() else math.nan
+    out.worst_drop = float(drops[left].max()) if left.any() else math.nan
+    return out
 
 
 @dataclasses.dataclass
@@ -266,6 +361,7 @@ def judge_whitened_draws(
     noise_variance: np.ndarray | None = None,
     *,
     min_ess: float = MIN_ESS,
+    log_density_drop: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Verdict:
     """The verdict on draws ``w`` ``[num_draws, num_chains, d]`` in whitened coordinates.
 
@@ -278,6 +374,10 @@ def judge_whitened_draws(
         (discretisation bias only).
       min_ess: the fewest effective draws of an ``ok`` run. Default value:
         `MIN_ESS`.
+      log_density_drop: ``[k, d] -> [k]``, the full-data ``log π_w(0) − log π_w(w)`` of
+        draws; given, a draw beyond the runaway radius left the posterior only where
+        this exceeds ``q / 2`` (`runaway_draws`). Default value: ``None`` (the radius
+        alone).
 
     Raises:
       ValueError: ``w`` is not ``[num_draws, num_chains, d]`` with at least 4
@@ -296,16 +396,21 @@ def judge_whitened_draws(
     if not finite.all():
         out.add("failed", f"{int(c - finite.sum())} of {c} chains have non-finite draws")
         return out
-    radius2 = np.einsum("tcd,tcd->tc", w, w)
-    q = runaway_threshold(d)
-    out.stats["max_whitened_radius2"] = float(radius2.max())
-    away = (radius2 > q).any(axis=0)
-    if away.any():
+    runaway = runaway_draws(w, log_density_drop)
+    q = runaway.threshold
+    out.stats["max_whitened_radius2"] = runaway.max_radius2
+    out.stats["tail_draws_beyond_radius"] = float(runaway.spared)
+    if runaway.away.any():
+        where = ""
+        if math.isfinite(runaway.worst_drop):
+            where = f", where log π is {runaway.worst_drop:.3g} below the mode"
+        elif runaway.worst_drop == math.inf:
+            where = ", where log π is not finite"
         out.add(
             "failed",
-            f"{int(away.sum())} of {c} chains left the posterior (a draw "
-            f"{math.sqrt(radius2.max()):.3g} Laplace scales from the mode, beyond "
-            f"{math.sqrt(q):.3g})",
+            f"{int(runaway.away.sum())} of {c} chains left the posterior (a draw "
+            f"{math.sqrt(runaway.max_radius2):.3g} Laplace scales from the mode, beyond "
+            f"{math.sqrt(q):.3g}{where})",
         )
     chain_sd = np.median(w.std(axis=0), axis=-1)
     out.stats["min_chain_sd"] = float(chain_sd.min())

@@ -83,13 +83,27 @@ class WhitenedEstimator(ChangeOfVariablesEstimator):
       scale: ``L``: a ``[d]`` vector of positive scales (diagonal
         preconditioner) or a ``[d, d]`` lower-triangular matrix, ``d`` the
         total size of ``centre``'s parts (flattened in order, row-major).
+      flag_runaway_steps: whether `left_posterior` reports states beyond
+        `runaway_threshold` (``‖w‖² > q``), so that kernels mark those steps
+        ``diverged``. Default value: ``True``. `tfp_sgmcmc.sample_posterior`
+        turns it off and judges its kept draws by their log-density instead
+        (`judge_whitened_draws`'s ``log_density_drop``): a posterior whose tail
+        is heavier than its Laplace fit reaches the radius in a long run
+        without having left the posterior.
 
     Raises:
       ValueError: ``scale`` has the wrong shape, a non-positive or non-finite
         entry on its diagonal, or ``centre`` is not finite.
     """
 
-    def __init__(self, estimator: GradientEstimator, centre: Any, scale: Any) -> None:
+    def __init__(
+        self,
+        estimator: GradientEstimator,
+        centre: Any,
+        scale: Any,
+        *,
+        flag_runaway_steps: bool = True,
+    ) -> None:
         super().__init__(estimator)
         parts = [tf.convert_to_tensor(p) for p in as_parts(centre)]
         dtype = parts[0].dtype
@@ -118,6 +132,7 @@ class WhitenedEstimator(ChangeOfVariablesEstimator):
         self._m64 = m
         self._log_det = float(np.sum(np.log(diag)))
         self._runaway = runaway_threshold(d)
+        self._flag_runaway_steps = bool(flag_runaway_steps)
         self.gradient_evaluations_per_call = estimator.gradient_evaluations_per_call
 
     @property
@@ -213,7 +228,8 @@ class WhitenedEstimator(ChangeOfVariablesEstimator):
     def with_batch_size(self, batch_size: int) -> WhitenedEstimator:
         """The same preconditioner around the inner estimator at another batch size."""
         return WhitenedEstimator(
-            self._base.with_batch_size(batch_size), self._flat_to_parts(self._m), self._scale64
+            self._base.with_batch_size(batch_size), self._flat_to_parts(self._m), self._scale64,
+            flag_runaway_steps=self._flag_runaway_steps,
         )
 
     # -- protocol ------------------------------------------------------------ #
@@ -237,8 +253,11 @@ class WhitenedEstimator(ChangeOfVariablesEstimator):
     def bootstrap(self, state: Any) -> Any:
         return self._base.bootstrap(self.unwhiten(as_parts(state)[0]))
 
-    def left_posterior(self, state: Any) -> tf.Tensor:
-        """Per chain: ``‖w‖² > runaway_threshold(d)``, a state the posterior has no mass at."""
+    def left_posterior(self, state: Any) -> tf.Tensor | None:
+        """Per chain: ``‖w‖² > runaway_threshold(d)``, a state the posterior has no mass at;
+        ``None`` (no check) when built with ``flag_runaway_steps=False``."""
+        if not self._flag_runaway_steps:
+            return None
         w = as_parts(state)[0]
         radius2 = tf.reduce_sum(tf.square(w), axis=-1)
         return radius2 > tf.constant(self._runaway, radius2.dtype)
