@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 import zipfile
 
 import numpy as np
@@ -197,7 +198,7 @@ def test_a_damaged_checkpoint_and_a_zero_length_store_are_refused_untouched(tmp_
     """Resuming on a zero-length samples.h5 made h5py write an empty store over it before
     the resume was refused; a checkpoint's flipped byte is caught by its digest."""
     from tfp_sgmcmc.driver import StoreDamagedError
-    from tfp_sgmcmc.driver.checkpoint import _DIGEST, read_checkpoint
+    from tfp_sgmcmc.driver.checkpoint import _DIGEST, _FORMAT, _with_file_digest, read_checkpoint
 
     run_dir = tmp_path / "run"
     ref = _run(run_dir).samples()
@@ -210,7 +211,7 @@ def test_a_damaged_checkpoint_and_a_zero_length_store_are_refused_untouched(tmp_
         assert store.stat().st_size == 0  # left as it is
     store.write_bytes(saved)
     # The checkpoint: one flipped bit of the chain state, in a zip whose own CRC-32 was
-    # recomputed (as a bad copy would), so only our digest can catch it.
+    # recomputed (as a bad copy would): the whole-file digest is then missing.
     ckpt = run_dir / "checkpoint.npz"
     good = ckpt.read_bytes()
     state = read_checkpoint(str(run_dir)).state[0]
@@ -219,19 +220,28 @@ def test_a_damaged_checkpoint_and_a_zero_length_store_are_refused_untouched(tmp_
     raw = bytearray(members["state/0.npy"])
     raw[raw.find(state.tobytes())] ^= 0x01
     members["state/0.npy"] = bytes(raw)
-    with zipfile.ZipFile(ckpt, "w") as z:
-        for n, b in members.items():
-            z.writestr(n, b)
+
+    def rezip(entries: dict[str, bytes]) -> bytes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            for n, b in entries.items():
+                z.writestr(n, b)
+        return buf.getvalue()
+
+    ckpt.write_bytes(rezip(members))
+    for case in (lambda: _run(run_dir, resume=True), lambda: open_run(str(run_dir))):
+        with pytest.raises(RunDirectoryError, match="whole-file SHA-256 checksum is missing"):
+            case()
+    # With the whole-file digest recomputed too, the entries' digest still catches it.
+    ckpt.write_bytes(_with_file_digest(rezip(members)))
     for case in (lambda: _run(run_dir, resume=True), lambda: open_run(str(run_dir))):
         with pytest.raises(RunDirectoryError, match="fails its SHA-256 checksum"):
             case()
-    # A checkpoint from before the digest: read with a warning, and resumed to the same
-    # chain (its next checkpoint has a digest).
+    # A checkpoint from before the digests: read with a warning, and resumed to the same
+    # chain (its next checkpoint has both digests).
     with zipfile.ZipFile(io.BytesIO(good)) as z:
-        old = {n: z.read(n) for n in z.namelist() if n != f"{_DIGEST}.npy"}
-    with zipfile.ZipFile(ckpt, "w") as z:
-        for n, b in old.items():
-            z.writestr(n, b)
+        old = {n: z.read(n) for n in z.namelist() if n not in (f"{_DIGEST}.npy", f"{_FORMAT}.npy")}
+    ckpt.write_bytes(rezip(old))
     with pytest.warns(UserWarning, match="has no checksum"):
         np.testing.assert_array_equal(open_run(str(run_dir)).samples(), ref)
     with pytest.warns(UserWarning, match="has no checksum"):
@@ -459,3 +469,65 @@ def test_a_file_system_without_locks_runs_unguarded_with_a_warning(tmp_path, mon
         lock = RunLock(str(tmp_path)).acquire()
     assert not lock.held and not (tmp_path / LOCK_FILE).exists()
     lock.release()
+
+
+def _tiny_checkpoint():
+    from tfp_sgmcmc.driver.checkpoint import Checkpoint
+
+    rng = np.random.default_rng(0)
+    return Checkpoint(
+        config={"run_id": "0" * 32, "kernel": "SGLD"}, chunk_index=3, num_written=30,
+        next_seed=np.array([1, 2], np.int32), state=[rng.standard_normal([2, 3])],
+        kernel_results=[None, rng.standard_normal([2]), np.array([False, True])],
+        reducer_states=[], chunk_digests=rng.integers(0, 255, [3, 1, 32]).astype(np.uint8),
+        reductions_digest=None,
+    )
+
+
+def _flips_read_without_error(path) -> tuple[int, list[int], list[str]]:
+    """Flip each byte of ``path`` in turn and read it: ``(bytes, positions that read
+    without an error, errors other than ValueError)``."""
+    from tfp_sgmcmc.driver.checkpoint import read_checkpoint
+
+    good = path.read_bytes()
+    silent, raw = [], []
+    for pos in range(len(good)):
+        bad = bytearray(good)
+        bad[pos] ^= 0xFF
+        path.write_bytes(bytes(bad))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                read_checkpoint(str(path.parent))
+        except ValueError:
+            continue
+        except Exception as e:  # noqa: BLE001 - any other type is what the test looks for
+            raw.append(f"{pos}: {type(e).__name__}: {e}")
+            continue
+        silent.append(pos)
+    path.write_bytes(good)
+    return len(good), silent, raw
+
+
+def test_every_flipped_byte_of_a_checkpoint_is_refused_by_name(tmp_path):
+    """A checkpoint's entries' digest does not see the zip container's own fields (time
+    stamps, a local header's copy of a size); the whole-file digest in the archive's
+    comment does, so a changed byte anywhere in the file is refused with a ValueError
+    (the driver's ``RunDirectoryError``). Power check: the same entries written as a plain
+    ``np.savez`` archive (a checkpoint from before the whole-file digest) read some flipped
+    bytes without an error, and those only."""
+    from tfp_sgmcmc.driver.checkpoint import CHECKPOINT_FILE, write_checkpoint
+
+    write_checkpoint(str(tmp_path), _tiny_checkpoint())
+    size, silent, raw = _flips_read_without_error(tmp_path / CHECKPOINT_FILE)
+    assert size > 3000 and silent == [] and raw == [], (silent[:10], raw[:5])
+
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    with zipfile.ZipFile(tmp_path / CHECKPOINT_FILE) as z:
+        entries = {n: z.read(n) for n in z.namelist() if n not in ("format.npy", "sha256.npy")}
+    with zipfile.ZipFile(legacy / CHECKPOINT_FILE, "w") as z:
+        for n, b in entries.items():
+            z.writestr(n, b)
+    _, silent, raw = _flips_read_without_error(legacy / CHECKPOINT_FILE)
+    assert silent and raw == [], raw[:5]

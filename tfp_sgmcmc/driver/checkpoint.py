@@ -31,13 +31,22 @@ and bytes), checked by every read: open, resume and ``tfp-sgmcmc diagnose``. (Th
 container's CRC-32 covers each member's bytes too; the digest also covers which
 members there are.) A checkpoint written before the digest was added is read with a
 warning, and the next checkpoint of a resumed run adds one.
+
+The entries' digest does not see the zip container's own fields (a member's time stamp,
+a header's copy of a size), which a reader ignores, so a changed byte there would read as
+an intact checkpoint. Every byte is covered by a second digest: the archive's comment,
+the last bytes of the file, is ``sha256:`` and the hex SHA-256 of every byte before those
+64 hex digits (``format`` 2, an entry the entries' digest covers, says the file has it).
+So a changed byte anywhere in the file is refused by name, wherever it falls.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import struct
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -50,6 +59,43 @@ __all__ = ["Checkpoint", "CHECKPOINT_FILE", "write_checkpoint", "read_checkpoint
 CHECKPOINT_FILE = "checkpoint.npz"
 _GROUPS = ("state", "kernel_results", "reducer_states")
 _DIGEST = "sha256"
+#: The entry that gives the file's format: 2 has the whole-file digest in its comment.
+_FORMAT = "format"
+_FILE_DIGEST_FORMAT = 2
+#: The archive's comment: this prefix, then the whole-file digest (64 hex digits).
+_COMMENT_PREFIX = b"sha256:"
+_HEX_DIGITS = 64
+
+
+def _file_digest(body: bytes) -> bytes:
+    """The hex SHA-256 of ``body``, the file's bytes before the digest's 64 digits."""
+    return hashlib.sha256(body).hexdigest().encode()
+
+
+def _with_file_digest(npz: bytes) -> bytes:
+    """``npz`` (an archive without a comment) with the comment ``sha256:<digest>`` of every
+    byte before the digest's digits. The comment is the end of a zip file, after the
+    end-of-central-directory record that gives its length, so the digest covers that
+    record, the central directory and every member."""
+    buf = io.BytesIO(npz)
+    with zipfile.ZipFile(buf, "a") as z:
+        z.comment = _COMMENT_PREFIX + b"0" * _HEX_DIGITS
+    body = buf.getvalue()[:-_HEX_DIGITS]
+    return body + _file_digest(body)
+
+
+def _has_file_digest(raw: bytes) -> bool:
+    """Whether ``raw`` ends as a file with the whole-file digest does."""
+    tail = raw[-(len(_COMMENT_PREFIX) + _HEX_DIGITS):]
+    return tail.startswith(_COMMENT_PREFIX) and all(
+        c in b"0123456789abcdef" for c in tail[len(_COMMENT_PREFIX):])
+
+
+def _file_digest_problem(raw: bytes) -> str:
+    """Why ``raw`` fails its whole-file digest, or ``""`` (``raw`` has one)."""
+    if _file_digest(raw[:-_HEX_DIGITS]) != raw[-_HEX_DIGITS:]:
+        return "its bytes fail their whole-file SHA-256 checksum"
+    return ""
 
 
 class _ChecksumError(ValueError):
@@ -130,12 +176,16 @@ def write_checkpoint(run_dir: str, ckpt: Checkpoint) -> None:
         arrays["chunk_digests"] = np.asarray(ckpt.chunk_digests, np.uint8)
     if ckpt.reductions_digest is not None:
         arrays["reductions_digest"] = np.asarray(ckpt.reductions_digest, np.uint8)
+    arrays[_FORMAT] = np.asarray(_FILE_DIGEST_FORMAT, np.int64)
     arrays[_DIGEST] = np.asarray(_digest(arrays))
+    npz = io.BytesIO()
+    np.savez(npz, **arrays)
+    raw = _with_file_digest(npz.getvalue())
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     tmp = path + ".tmp"
     try:
         with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+            f.write(raw)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -162,8 +212,32 @@ def read_checkpoint(run_dir: str) -> Checkpoint:
     if not os.path.exists(path):
         raise FileNotFoundError(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with open(path, "rb") as f:
+            raw = f.read()
+        # The whole-file digest first, before the container is parsed: a changed byte
+        # anywhere (also in the zip's own fields, which the entries' digest does not see
+        # and a zip reader may choke on) is refused by name.
+        signed = _has_file_digest(raw)
+        if signed and _file_digest_problem(raw):
+            raise _ChecksumError(
+                f"{_file_digest_problem(raw)} (damaged on disk), so the chain state it holds "
+                "cannot be trusted; restore it from a copy or start the run again "
+                "(overwrite=True)"
+            )
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
+        if _FORMAT in data and int(data[_FORMAT]) >= _FILE_DIGEST_FORMAT:
+            if not signed:
+                raise _ChecksumError(
+                    "its whole-file SHA-256 checksum is missing from the end of the file "
+                    "(damaged on disk); restore it from a copy or start the run again "
+                    "(overwrite=True)"
+                )
+            if _DIGEST not in data:
+                raise _ChecksumError(
+                    f"its entry {_DIGEST!r} is missing (damaged on disk); restore it from a "
+                    "copy or start the run again (overwrite=True)"
+                )
         if _DIGEST not in data:
             # Accepted, not refused: refusing would strand every run written before the
             # digest; the next checkpoint written adds one.
@@ -194,5 +268,8 @@ def read_checkpoint(run_dir: str) -> Checkpoint:
         )
     except _ChecksumError as e:
         raise ValueError(f"{path}: {e}") from None
-    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile,
+            NotImplementedError, struct.error, OverflowError) as e:
+        # NotImplementedError and struct.error: what zipfile raises on some damaged
+        # headers of a file without the whole-file digest (an older checkpoint).
         raise ValueError(f"{path} is unreadable or incomplete ({type(e).__name__}: {e})") from e
