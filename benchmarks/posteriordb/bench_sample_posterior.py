@@ -48,7 +48,9 @@ def run_one(name: str, dtype: Any, seed: int, nuts: str | None) -> dict[str, Any
     import tfp_sgmcmc as sg
 
     model = models.load(name, dtype=dtype)
-    post = sg.JointPosterior(model.prior, model.likelihood_fn, model.data, batch_size=32)
+    # Batches of 32, or the full data where it has fewer rows (eight schools: 8).
+    batch = min(32, model.num_examples)
+    post = sg.JointPosterior(model.prior, model.likelihood_fn, model.data, batch_size=batch)
     t0 = time.perf_counter()
     res = sg.sample_posterior(post, num_results=1000, num_chains=4, seed=seed)
     wall = time.perf_counter() - t0
