@@ -1421,3 +1421,52 @@ def test_a_planted_before_after_figure_is_found():
     assert before_after_problems(planted) == [
         "earnings-logearn_height, column 1: page '19.9', JSON '19.8'"
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/faults.md: the full fault trial's table and counts (benchmarks/results/fault_trial.json)
+
+FAULTS_MD = ROOT / "docs" / "faults.md"
+
+
+def faults_table_problems(text: str) -> list[str]:
+    """Every row of the trial's table, and its counts, that the trial's JSON does not print
+    (the rows as ``benchmarks/fault_trial.py`` writes them, ``|`` escaped)."""
+    doc = _json("benchmarks/results/fault_trial.json")
+    want = [
+        f"| `{r['scenario']}` | {r['fault']} | **{r['outcome']}** | "
+        f"{r['detail'].replace('|', chr(92) + '|')} | {r['message'].replace('|', chr(92) + '|')} |"
+        for r in doc["scenarios"]
+    ]
+    start = text.index("| scenario | fault | outcome | what happened | message |")
+    page = []
+    for line in text[start:].splitlines()[2:]:
+        if not line.startswith("| `"):
+            break
+        page.append(line)
+    problems = [f"row {i}: page {p!r}, JSON {w!r}" for i, (p, w) in enumerate(zip(page, want))
+                if p != w]  # fmt: skip
+    if len(page) != len(want):
+        problems.append(f"{len(page)} rows on the page, {len(want)} in the JSON")
+    c = doc["counts"]
+    counts = (f"**{c['clear']} clear, {c['ok']} ok, {c['traceback']} tracebacks, "
+              f"{c['silent']} silent, {c['unclear']} unclear, {c['skipped']} skipped.**")
+    if counts not in " ".join(text.split()):
+        problems.append(f"counts {counts!r} not on the page")
+    return problems
+
+
+def test_faults_table_matches_the_trials_json():
+    doc = _json("benchmarks/results/fault_trial.json")
+    assert doc["counts"]["silent"] == 0 and doc["counts"]["traceback"] == 0
+    assert not faults_table_problems(FAULTS_MD.read_text(encoding="utf-8"))
+
+
+def test_a_planted_faults_row_is_found():
+    text = FAULTS_MD.read_text(encoding="utf-8")
+    row = next(ln for ln in text.splitlines() if ln.startswith("| `swapped_chunks_diagnose`"))
+    planted = text.replace(row, row.replace("| **clear** |", "| **ok** |"), 1)
+    assert planted != text
+    problems = faults_table_problems(planted)
+    assert len(problems) == 1 and problems[0].startswith("row 0:"), problems
+    assert faults_table_problems(text.replace("**36 clear", "**35 clear", 1))
