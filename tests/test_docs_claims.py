@@ -1470,3 +1470,57 @@ def test_a_planted_faults_row_is_found():
     problems = faults_table_problems(planted)
     assert len(problems) == 1 and problems[0].startswith("row 0:"), problems
     assert faults_table_problems(text.replace("**36 clear", "**35 clear", 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: the runaway rule over six seeds (bench_verdict_seeds_eight_schools.json)
+
+SEEDS_HEADER = "| seed | verdict before | verdict after |"
+
+
+def verdict_seeds_problems(text: str) -> list[str]:
+    """Every cell, reason and count of the seeds section that its JSON does not print."""
+    doc = _json("benchmarks/results/bench_verdict_seeds_eight_schools.json")
+    runs = {str(r["seed"]): r for r in doc["results"]}
+    rows = table_after(text, SEEDS_HEADER)
+    problems = []
+    if [row[0] for row in rows] != list(runs):
+        problems.append(f"rows {[row[0] for row in rows]} against seeds {list(runs)}")
+    for row in rows:
+        r = runs.get(row[0])
+        if r is None:
+            continue
+        b, a = r["before"], r["after"]
+        want = [b["verdict"], a["verdict"],
+                f"{_err(b['max_mean_error'])} / {_err(a['max_mean_error'])}",
+                _ratio(a["sd_ratio_min"], a["sd_ratio_max"])]  # fmt: skip
+        for column, (page, json_cell) in enumerate(zip(row[1:], want), 1):
+            if page != json_cell:
+                problems.append(
+                    f"seed {row[0]}, column {column}: page {page!r}, JSON {json_cell!r}")
+    flat = " ".join(text.split())
+    for r in doc["results"]:
+        for why in r["before"]["reasons"]:
+            if f'seed {r["seed"]}, before: "{why}"' not in flat:
+                problems.append(f"seed {r['seed']}: reason {why!r} not quoted")
+    s = doc["summary"]
+    counts = (f"Before: `ok` at {s['before']['ok']} of {len(runs)} seeds; after: `ok` at "
+              f"{s['after']['ok']} of {len(runs)}.")
+    if counts not in flat:
+        problems.append(f"counts {counts!r} not on the page")
+    return problems
+
+
+def test_verdict_seeds_table_matches_its_json():
+    doc = _json("benchmarks/results/bench_verdict_seeds_eight_schools.json")
+    assert doc["summary"]["after"]["ok_but_wrong"] == 0
+    assert not verdict_seeds_problems(BENCHMARKS_MD.read_text(encoding="utf-8"))
+
+
+def test_a_planted_verdict_seeds_cell_is_found():
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    row = next(r for r in text.splitlines() if r.startswith("| 2 | failed | ok |"))
+    planted = text.replace(row, row.replace("| failed | ok |", "| ok | ok |"), 1)
+    assert verdict_seeds_problems(planted) == [
+        "seed 2, column 1: page 'ok', JSON 'failed'"
+    ]
