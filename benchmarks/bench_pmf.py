@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
         n = prob.batch_size_from_fraction(frac)
         est = prob.estimator(n)
         m = sg.find_map(est, init, method="adam", num_steps=200).position
-        cv = sg.ControlVariateEstimator(est, m)
+        cv = prob.control_variate_estimator(m, n)  # control variates in θ, as SGLD-CV runs
         for name, kernel in (
             ("SGLD", sg.SGLD(est, step_size=1e-5)),
             ("SGLD-CV", sg.SGLD(cv, step_size=1e-5)),

@@ -598,9 +598,12 @@ def test_a_planted_wrong_figure_is_found():
     assert planted != text
     problems = claims_problems(planted)
     assert len(problems) == 1 and "Real posteriors" in problems[0], problems
-    # A table without a result file and without the marked command is named too.
-    bare = text.replace(NO_RESULT_FILE, "No file", 1)
-    assert any("no result file cited" in p for p in claims_problems(bare))
+    # A table without a result file and without the marked command is named too (every
+    # section now cites its files: the PMF section's citations are taken out).
+    assert NO_RESULT_FILE not in text
+    bare = text.replace("benchmarks/results/bench_pmf.json", "its printed output")
+    assert any(p.startswith("## PMF: ") and "no result file cited" in p
+               for p in claims_problems(bare)), claims_problems(bare)
 
 
 # ---------------------------------------------------------------------------------------------
