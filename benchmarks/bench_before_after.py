@@ -53,8 +53,8 @@ def run_once(tree: Path, posterior: str, seed: int) -> dict[str, Any]:
         return json.loads(out.read_text())["results"][0]
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_checkout_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--before``, ``--after`` and their labels: the two checkouts a comparison runs."""
     parser.add_argument("--before", type=Path, required=True,
                         help="a checkout of the earlier code (its repository root)")
     parser.add_argument("--after", type=Path, default=HERE,
@@ -62,6 +62,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--before-label", default="before",
                         help="what the earlier checkout is (a commit), kept in the JSON")
     parser.add_argument("--after-label", default="after", help="the same for the later one")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_checkout_arguments(parser)
     parser.add_argument("--posteriors", nargs="+", required=True)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parents[1]
+from benchmarks.bench_before_after import HERE, add_checkout_arguments
 
 #: A child's program: this checkout's ``benchmarks`` folder (a namespace package, bound by
 #: path so that the other checkout's copy cannot shadow it), and the library of the
@@ -67,12 +67,7 @@ KEPT = ("verdict", "reasons", "accurate", "max_mean_error", "sd_ratio_min", "sd_
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, required=True,
-                        help="a checkout of the earlier code (its repository root)")
-    parser.add_argument("--after", type=Path, default=HERE,
-                        help="a checkout of the later code (default: this one)")
-    parser.add_argument("--before-label", default="before")
-    parser.add_argument("--after-label", default="after")
+    add_checkout_arguments(parser)
     parser.add_argument("--posterior", required=True)
     parser.add_argument("--seeds", type=int, nargs="+", required=True)
     parser.add_argument("--json", help="also write the JSON document here")

@@ -1380,6 +1380,24 @@ def test_a_one_digit_edit_of_the_baoab_figure_is_found():
 BEFORE_AFTER_HEADER = "| posterior | before (s, median) | after (s, median) |"
 
 
+def _cell_problems(
+    rows: list[list[str]], runs: dict[str, dict], want: Callable[[dict], list[str]],
+    name: Callable[[str], str],
+) -> list[str]:
+    """Each cell of ``rows`` that ``want(run)`` does not print, ``run`` being the JSON run
+    its row's first cell names (rows naming none are left to the caller's row check)."""
+    problems = []
+    for row in rows:
+        r = runs.get(row[0])
+        if r is None:
+            continue
+        for column, (page, json_cell) in enumerate(zip(row[1:], want(r)), 1):
+            if page != json_cell:
+                problems.append(
+                    f"{name(row[0])}, column {column}: page {page!r}, JSON {json_cell!r}")
+    return problems
+
+
 def before_after_problems(text: str) -> list[str]:
     """Every cell of the before/after table that its JSON does not print."""
     doc = _json("benchmarks/results/bench_before_after_sample_posterior.json")
@@ -1388,17 +1406,15 @@ def before_after_problems(text: str) -> list[str]:
     rows = table_after(text, BEFORE_AFTER_HEADER)
     if sorted(row[0] for row in rows) != sorted(runs):
         problems.append(f"rows {[row[0] for row in rows]} against {sorted(runs)}")
-    for row in rows:
-        r = runs.get(row[0])
-        if r is None:
-            continue
+
+    def want(r: dict) -> list[str]:
         b, a = r["before"], r["after"]
         phase = {
             key: f"{half_up(b['phases'][key], 1)} → {half_up(a['phases'][key], 1)}"
             for key in ("seconds_tuning_sampling", "seconds_map")
         }
         statuses = b["verdict"] + a["verdict"]
-        want = [
+        return [
             half_up(b["median_seconds"], 1),
             half_up(a["median_seconds"], 1),
             half_up(r["ratio_after_over_before"], 2),
@@ -1407,10 +1423,8 @@ def before_after_problems(text: str) -> list[str]:
             f"{half_up(max(b['max_mean_error']), 3)} / {half_up(max(a['max_mean_error']), 3)}",
             f"{statuses[0]} × {len(statuses)}" if len(set(statuses)) == 1 else "mixed",
         ]
-        for column, (page, json_cell) in enumerate(zip(row[1:], want), 1):
-            if page != json_cell:
-                problems.append(f"{row[0]}, column {column}: page {page!r}, JSON {json_cell!r}")
-    return problems
+
+    return problems + _cell_problems(rows, runs, want, lambda key: key)
 
 
 def test_before_after_table_matches_its_json():
@@ -1489,18 +1503,14 @@ def verdict_seeds_problems(text: str) -> list[str]:
     problems = []
     if [row[0] for row in rows] != list(runs):
         problems.append(f"rows {[row[0] for row in rows]} against seeds {list(runs)}")
-    for row in rows:
-        r = runs.get(row[0])
-        if r is None:
-            continue
+
+    def want(r: dict) -> list[str]:
         b, a = r["before"], r["after"]
-        want = [b["verdict"], a["verdict"],
+        return [b["verdict"], a["verdict"],
                 f"{_err(b['max_mean_error'])} / {_err(a['max_mean_error'])}",
                 _ratio(a["sd_ratio_min"], a["sd_ratio_max"])]  # fmt: skip
-        for column, (page, json_cell) in enumerate(zip(row[1:], want), 1):
-            if page != json_cell:
-                problems.append(
-                    f"seed {row[0]}, column {column}: page {page!r}, JSON {json_cell!r}")
+
+    problems += _cell_problems(rows, runs, want, lambda key: f"seed {key}")
     flat = " ".join(text.split())
     for r in doc["results"]:
         for why in r["before"]["reasons"]:

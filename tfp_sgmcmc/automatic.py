@@ -721,8 +721,9 @@ def _draw_until_long_enough(
     t0 = time.perf_counter()
     w, div = runner(chain, eps, burn + num_results, thin)
     w, steps = w[burn:], (burn + num_results) * thin
+    new = w  # the draws not judged yet: each chunk is judged once, when it arrives
     while True:
-        if div or not np.isfinite(w).all() or runner.runaway(w).away.any():
+        if div or not np.isfinite(new).all() or runner.runaway(new).away.any():
             return w, div, _RunLength(math.inf, 0.0, "stopped: the chains diverged", False)
         rhat, ess = _run_mixing(runner, w)
         done = f"rank-normalised split R-hat {rhat:.3g}, bulk ESS {ess:.0f}"
@@ -751,8 +752,8 @@ def _draw_until_long_enough(
                     "`max_gradient_evaluations` or `max_seconds`) or a reparametrisation"
                 ), True)
             more = min(more, allowed)
-        w_more, div = runner(chain, eps, more, thin)
-        w = np.concatenate([w, w_more])
+        new, div = runner(chain, eps, more, thin)
+        w = np.concatenate([w, new])
         steps += more * thin
 
 

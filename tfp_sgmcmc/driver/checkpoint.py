@@ -218,11 +218,11 @@ def read_checkpoint(run_dir: str) -> Checkpoint:
         # anywhere (also in the zip's own fields, which the entries' digest does not see
         # and a zip reader may choke on) is refused by name.
         signed = _has_file_digest(raw)
-        if signed and _file_digest_problem(raw):
+        problem = _file_digest_problem(raw) if signed else ""
+        if problem:
             raise _ChecksumError(
-                f"{_file_digest_problem(raw)} (damaged on disk), so the chain state it holds "
-                "cannot be trusted; restore it from a copy or start the run again "
-                "(overwrite=True)"
+                f"{problem} (damaged on disk), so the chain state it holds cannot be "
+                "trusted; restore it from a copy or start the run again (overwrite=True)"
             )
         with np.load(io.BytesIO(raw), allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
