@@ -4,7 +4,8 @@ Step ``t`` of a chain takes ``stateless_fold_in(seed, t)`` in every entry point
 (``tfp_sgmcmc.loop``), so ``sg.sample_chain``, the driver's ``ChunkedChain`` with any
 chunk size, the streamed driver ``sample`` interrupted and resumed, a tuner arm's first
 round, the final draws from a tuner's compiled program (``ArmRunner.sample``) and
-``sg.sample_posterior``'s final chains (run in several calls) all return one chain.
+``sg.sample_posterior``'s final chains (run in several calls; SGLD's, or MALA's at full
+batches) all return one chain.
 ``BayesianModel`` is not among them yet: its ``fit`` runs a loop of its own over
 host-fed blocks of minibatches. The programs differ (burn-in split off or not, thinning, what
 they record), so XLA may fuse a step's arithmetic differently in each: the chains are
@@ -202,15 +203,19 @@ def test_one_program_serves_every_seed_and_first_step():
     assert not np.allclose(first, again)  # the first step reaches the seeds
 
 
-def test_sample_posterior_draws_are_the_loops_chain():
+@pytest.mark.parametrize("metropolis_adjust", [True, False], ids=["mala", "sgld"])
+def test_sample_posterior_draws_are_the_loops_chain(metropolis_adjust):
     """``sample_posterior``'s final chains, run in several calls (its first draws, then
-    the chunks that lengthen the run), are ``sample_chain``'s chain for its kernel, its
-    ``init_state`` and its seed; another seed is another chain (the power check)."""
+    the chunks that lengthen the run), are ``sample_chain``'s chain for its kernel (MALA
+    at full batches, or SGLD), its ``init_state`` and its seed; another seed is another
+    chain (the power check)."""
     res = sg.sample_posterior(
         _estimator(batch=N), 8, num_chains=2, seed=SEED, initial_state=tf.zeros([D]),
         step_sizes=[0.1], adapt=False, tuning_steps=20, max_gradient_evaluations=1500,
-        progress=False,
+        metropolis_adjust=metropolis_adjust, progress=False,
     )
+    kind = "MetropolisAdjustedLangevinAlgorithm" if metropolis_adjust else "SGLD"
+    assert type(res.kernel).__name__ == kind
     thin = res.num_steps_between_results
     assert len(res.whitened) > 8  # the run was lengthened: more than one call
 

@@ -39,8 +39,15 @@ One call runs the whole path a careful user would compose by hand:
    until the budget (``max_gradient_evaluations`` per chain in this phase,
    ``max_seconds`` for the call) ends it. ``ended_by`` says which; a budget
    that ends it with the ESS below 400 or R̂ above 1.05 is a ``suspect`` reason.
-   Every chain here (the tuning arms, the burn-in windows and the final chains)
-   runs in the library's loop, `tfp_sgmcmc.loop.run_steps`, under its seed rule:
+   When every step uses the full data (the chosen batch is all of it) the final
+   chains are MALA (Roberts & Tweedie 1996): SGLD's proposal ``w + ε ∇ log π_w +
+   √(2ε) ξ`` accepted with the Metropolis–Hastings probability, through
+   ``tfp.mcmc.MetropolisAdjustedLangevinAlgorithm`` on the full-data whitened density
+   (``metropolis_adjust``). A full gradient costs the same either way, and the test
+   removes SGLD's discretisation bias, which a skewed or curved posterior makes far
+   larger than the Gaussian prediction (a shifted mean at any tuned ε); minibatch
+   steps stay SGLD's. Every chain here (the tuning arms, the burn-in windows and the
+   final chains) runs in the library's loop, `tfp_sgmcmc.loop.run_steps`, under its seed rule:
    the final draws are ``sg.sample_chain``'s for ``kernel``, ``init_state`` and
    ``seed`` (`PosteriorSamples`), however many chunks lengthened the run.
 7. **Verdict.** `tfp_sgmcmc.diagnostics.verdict.judge_whitened_draws`:
@@ -49,7 +56,7 @@ One call runs the whole path a careful user would compose by hand:
    fallen by more than ``q/2``, as the Laplace fit's would, so that a long run
    of a tail heavier than the fit's is not taken for one; frozen chains, split
    R̂, ESS, the predicted inflation from the step size
-   and the gradient noise); a budget that ended the run short of the targets;
+   and the gradient noise, for SGLD's draws); a budget that ended the run short of the targets;
    the Stein moment check (`tfp_sgmcmc.diagnostics.verdict.stein_moment_check`:
    ``E[s] = 0`` and ``E[(w − w̄) s] = −1`` under the posterior, read with the
    full-data score at draws spread over the run, which sees a bias every
@@ -58,7 +65,8 @@ One call runs the whole path a careful user would compose by hand:
    disagree, the modes they ended in).
 
 The sampler is SGLD, ``w ← w + ε ĝ_w + √(2ε) ξ`` (Welling & Teh 2011), in
-whitened coordinates; ``docs/algorithms.md#sample-posterior``.
+whitened coordinates, with a Metropolis–Hastings test on the final draws when the
+gradients are full-data (MALA); ``docs/algorithms.md#sample-posterior``.
 
 #### References
 
@@ -77,6 +85,8 @@ whitened coordinates; ``docs/algorithms.md#sample-posterior``.
 [6]: Aki Vehtari, Andrew Gelman, Daniel Simpson, Bob Carpenter and
      Paul-Christian Bürkner. Rank-normalization, folding, and localization: an
      improved R̂ for assessing convergence of MCMC. _Bayesian Analysis_ 16(2), 2021.
+[7]: Gareth O. Roberts and Richard L. Tweedie. Exponential convergence of Langevin
+     distributions and their discrete approximations. _Bernoulli_ 2(4), 1996.
 """
 
 from __future__ import annotations
@@ -90,6 +100,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 from tfp_sgmcmc.data import InMemoryData
 from tfp_sgmcmc.diagnostics.ksd import kernel_stein_discrepancy
@@ -414,7 +425,9 @@ class _Chain:
 
 
 class _Runner:
-    """SGLD on one whitened estimator in the library's loop (`run_steps`), compiled once.
+    """The chains on one whitened estimator in the library's loop (`run_steps`), compiled
+    once per kernel: SGLD (the tuning arms and the burn-in windows), and, for the final
+    draws when every step uses the full data, MALA (`_mala`).
 
     ε, the chain seed, the first step's index and the thinning are runtime tensors; the
     number of results per call is fixed (`_BLOCK`), since the length of a trace is a
@@ -426,33 +439,47 @@ class _Runner:
     def __init__(self, estimator: WhitenedEstimator, jit_compile: bool) -> None:
         self.estimator = estimator
         self.dtype = estimator.dtype or tf.float32
+        graph = needs_autograph(estimator)
+        self._programs: dict[bool, tuple[Any, Any]] = {}
 
-        # Traced (not eager): an eager bootstrap would run the estimator's
-        # `tf.vectorized_map`, which traces a new function at every call.
-        @tf.function(autograph=needs_autograph(estimator))  # once per chain: no XLA
-        def start(w0, eps):
-            return SGLD(estimator, step_size=eps).bootstrap_results(w0)
+        for metropolis in (False, True):
+            def kernel(eps: tf.Tensor, metropolis: bool = metropolis) -> Any:
+                return _mala(estimator, eps) if metropolis else SGLD(estimator, step_size=eps)
 
-        @tf.function(jit_compile=jit_compile, autograph=needs_autograph(estimator))
-        def run(w0, results, eps, seed, first_step, thin, num_results):
-            out = run_steps(
-                SGLD(estimator, step_size=eps), w0, results, num_results * thin, seed,
-                first_step=first_step, thin=thin, num_slots=_BLOCK,
-                track_divergence=True,
-            )
-            return out.draws, out.state, out.kernel_results, out.num_steps, out.diverged
+            # Traced (not eager): an eager bootstrap would run the estimator's
+            # `tf.vectorized_map`, which traces a new function at every call.
+            @tf.function(autograph=graph)  # once per chain: no XLA
+            def start(w0, eps, kernel=kernel):
+                return kernel(eps).bootstrap_results(w0)
 
-        self._start, self._run = start, run
+            @tf.function(jit_compile=jit_compile, autograph=graph)
+            def run(w0, results, eps, seed, first_step, thin, num_results,
+                    kernel=kernel, metropolis=metropolis):
+                # MALA's step cannot diverge (a non-finite proposal is rejected); its
+                # trace is the acceptance probability at each kept step.
+                out = run_steps(
+                    kernel(eps), w0, results, num_results * thin, seed,
+                    first_step=first_step, thin=thin, num_slots=_BLOCK,
+                    track_divergence=not metropolis,
+                    trace_fn=_acceptance if metropolis else None,
+                )
+                trace = out.trace if metropolis else tf.ones([_BLOCK, tf.shape(w0)[0]], w0.dtype)
+                return out.draws, out.state, out.kernel_results, out.num_steps, out.diverged, trace
 
-        @tf.function(jit_compile=jit_compile, autograph=needs_autograph(estimator))
+            # Built lazily by tf.function: a kernel never run is never compiled.
+            self._programs[metropolis] = (start, run)
+
+        @tf.function(jit_compile=jit_compile, autograph=graph)
         def scores(w):
             return estimator.full_log_prob_and_gradient(w).grads_target_log_prob[0]
 
-        @tf.function(jit_compile=jit_compile, autograph=needs_autograph(estimator))
+        @tf.function(jit_compile=jit_compile, autograph=graph)
         def log_prob(w):
             return estimator.full_log_prob_and_gradient(w).target_log_prob
 
         self.scores, self._log_prob = scores, log_prob
+        #: The acceptance probabilities at the MALA draws of the last call ``[T, C]``.
+        self.acceptance = np.zeros([0, 0])
 
     def log_density_drop(self, w: np.ndarray) -> np.ndarray:
         """``log π_w(0) − log π_w(w)`` on the full data for rows ``w`` ``[k, d]``, in
@@ -475,36 +502,59 @@ class _Runner:
         return runaway_draws(w, self.log_density_drop)
 
     def __call__(
-        self, chain: _Chain, eps: float, num_results: int, thin: int
+        self, chain: _Chain, eps: float, num_results: int, thin: int, metropolis: bool = False
     ) -> tuple[np.ndarray, bool]:
         """``num_results`` more draws ``[T, C, d]`` of ``chain`` (every ``thin``-th step),
         and whether a step diverged (a non-finite state, score or log-density, kept or
         not: the map's kernel does not flag the runaway radius, `runaway` judges the
-        draws); ``chain`` moves on to the last step run.
+        draws); ``chain`` moves on to the last step run. ``metropolis``: MALA's steps
+        (`_mala`) instead of SGLD's, and `acceptance` holds their acceptance
+        probabilities.
 
         Draws that turned non-finite end the call early (nothing after them is worth
         the time): then ``T < num_results``.
         """
+        start_fn, run_fn = self._programs[metropolis]
         eps_t = tf.constant(eps, self.dtype)
         w = tf.constant(chain.state, self.dtype)
-        results = self._start(w, eps_t) if chain.results is None else chain.results
-        draws, diverged = [], False
+        results = start_fn(w, eps_t) if chain.results is None else chain.results
+        draws, accept, diverged = [], [], False
         for start in range(0, num_results, _BLOCK):
             # The last call may fill only part of its slots: the chain runs exactly the
             # steps of its draws, so the next call continues it where they end.
             size = min(_BLOCK, num_results - start)
-            out, w, results, n, div = self._run(
+            out, w, results, n, div, acc = run_fn(
                 w, results, eps_t, tf.constant(chain.seed, tf.int32),
                 tf.constant(chain.steps, tf.int32), tf.constant(thin, tf.int32),
                 tf.constant(size, tf.int32),
             )
             chain.steps += int(n)
             draws.append(np.asarray(out, np.float64)[:size])
+            accept.append(np.asarray(acc, np.float64)[:size])
             diverged = diverged or bool(div)
             if not np.isfinite(draws[-1]).all():
                 break
         chain.state, chain.results = np.asarray(w), results
+        self.acceptance = np.concatenate(accept)
         return np.concatenate(draws), diverged
+
+
+def _mala(estimator: WhitenedEstimator, eps: tf.Tensor) -> tfp.mcmc.TransitionKernel:
+    """MALA on the full-data whitened density with SGLD's proposal at step ``ε``:
+    ``w' = w + ε ∇ log π_w(w) + √(2ε) ξ``, TFP's step ``h = 2ε`` (its proposal is
+    ``w + (h/2) ∇ + √h ξ``), accepted with the Metropolis–Hastings probability (Roberts &
+    Tweedie 1996), so that the draws carry no discretisation bias."""
+    return tfp.mcmc.MetropolisAdjustedLangevinAlgorithm(
+        estimator.full_log_prob_fn(), step_size=2.0 * eps
+    )
+
+
+def _acceptance(state: tf.Tensor, results: Any) -> tf.Tensor:
+    """MALA's acceptance probability ``min(1, exp(log_accept_ratio))`` of the step."""
+    del state
+    r = results.log_accept_ratio
+    r = tf.where(tf.math.is_nan(r), tf.constant(-math.inf, r.dtype), r)  # a rejected NaN
+    return tf.exp(tf.minimum(r, 0.0))
 
 
 def _stein(runner: _Runner, w: np.ndarray) -> float:
@@ -707,7 +757,8 @@ def _draw_until_long_enough(
     max_seconds: float | None,
     max_gradient_evaluations: int | None,
     t_start: float,
-) -> tuple[np.ndarray, bool, _RunLength]:
+    metropolis: bool = False,
+) -> tuple[np.ndarray, bool, _RunLength, np.ndarray]:
     """Burn-in and ``num_results`` draws of ``chain``, then more, in chunks continuing the
     same chains, until rank-normalised split R̂ ≤ `TARGET_RHAT` and bulk ESS ≥
     `TARGET_ESS` in every coordinate, or the budget ends it; the draws after burn-in,
@@ -716,20 +767,24 @@ def _draw_until_long_enough(
     Each chunk asks for the draws the ESS so far says are missing (at least half and at
     most three times the draws so far, a whole number of compiled blocks), cut to what
     the budget leaves: ``max_gradient_evaluations`` steps per chain in this phase, and
-    ``max_seconds`` since ``t_start`` at the pace measured so far.
+    ``max_seconds`` since ``t_start`` at the pace measured so far. ``metropolis``: MALA's
+    steps (`_Runner`); the last item returned is then the acceptance probabilities at the
+    draws ``[T, C]``.
     """
     t0 = time.perf_counter()
-    w, div = runner(chain, eps, burn + num_results, thin)
+    w, div = runner(chain, eps, burn + num_results, thin, metropolis)
+    accept = runner.acceptance[burn:]
     w, steps = w[burn:], (burn + num_results) * thin
     new = w  # the draws not judged yet: each chunk is judged once, when it arrives
     while True:
         if div or not np.isfinite(new).all() or runner.runaway(new).away.any():
-            return w, div, _RunLength(math.inf, 0.0, "stopped: the chains diverged", False)
+            return w, div, _RunLength(
+                math.inf, 0.0, "stopped: the chains diverged", False), accept
         rhat, ess = _run_mixing(runner, w)
         done = f"rank-normalised split R-hat {rhat:.3g}, bulk ESS {ess:.0f}"
         if rhat <= TARGET_RHAT and ess >= TARGET_ESS:
             return w, div, _RunLength(rhat, ess, f"converged after {len(w)} draws per chain "
-                                      f"({done})", False)
+                                      f"({done})", False), accept
         have = len(w)
         want = have * (1.2 * TARGET_ESS / max(ess, 1.0) - 1.0) if ess < TARGET_ESS else 0.0
         more = int(min(max(want, have / 2), 3 * have))
@@ -750,10 +805,11 @@ def _draw_until_long_enough(
                     f"{len(w)} draws per chain, {done}, where the targets are R-hat <= "
                     f"{TARGET_RHAT} and ESS >= {TARGET_ESS:.0f}; more draws (a larger "
                     "`max_gradient_evaluations` or `max_seconds`) or a reparametrisation"
-                ), True)
+                ), True), accept
             more = min(more, allowed)
-        new, div = runner(chain, eps, more, thin)
+        new, div = runner(chain, eps, more, thin, metropolis)
         w = np.concatenate([w, new])
+        accept = np.concatenate([accept, runner.acceptance])
         steps += more * thin
 
 
@@ -796,6 +852,7 @@ def sample_posterior(
     adapt: bool = True,
     max_gradient_evaluations: int | None = DEFAULT_MAX_GRADIENT_EVALUATIONS,
     max_seconds: float | None = None,
+    metropolis_adjust: bool = True,
     jit_compile: bool = True,
     progress: bool = True,
 ) -> PosteriorSamples:
@@ -831,6 +888,10 @@ def sample_posterior(
         ``num_results`` stop when the pace so far says the next chunk would
         exceed it). Default value: ``None`` (no time limit: the gradient
         budget alone, which gives the same draws on any machine).
+      metropolis_adjust: when the chosen batch is the full data, draw the final
+        chains by MALA (SGLD's proposal with a Metropolis–Hastings test, module
+        docstring, step 6), which has no discretisation bias; ``False`` keeps SGLD.
+        Minibatch steps are always SGLD's. Default value: ``True``.
       jit_compile: XLA-compile the chains. Default value: ``True``.
       progress: one line per phase on standard error. Default value: ``True``.
 
@@ -857,6 +918,10 @@ def sample_posterior(
         )
     if seed >= 2**31:
         raise ValueError(f"`seed` must be in [0, 2**31), got {seed}.")
+    if not isinstance(metropolis_adjust, bool):
+        raise ValueError(
+            f"`metropolis_adjust` must be True or False, got {metropolis_adjust!r}."
+        )
     eps_list = [float(e) for e in step_sizes]
     if not eps_list or any(not (0.0 < e < 2.0) or not math.isfinite(e) for e in eps_list):
         raise ValueError(
@@ -1035,23 +1100,36 @@ def sample_posterior(
         state = _adapt(runner, warm, best.step_size, thin, notes, say, problems)
     timings["adaptation"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    # Full-data steps cost no more with a Metropolis test, which removes SGLD's
+    # discretisation bias (a skewed or curved posterior shifts SGLD's draws at any ε).
+    exact = metropolis_adjust and best.batch_size >= num_examples
     # The final chains: `sample_chain(kernel, state, seed=seed)`'s, burn-in included.
     final = _Chain(state, chain_seed(seed))
-    w, div, run = _draw_until_long_enough(
+    w, div, run, accept = _draw_until_long_enough(
         runner, final, best.step_size, burn, num_results, thin,
-        max_seconds, max_gradient_evaluations, t_start,
+        max_seconds, max_gradient_evaluations, t_start, metropolis=exact,
     )
     timings["sampling"] = time.perf_counter() - t0
-    say(f"sampled {w.shape[0]} x {num_chains} draws (thinned by {thin}) in "
+    how = "MALA" if exact else "SGLD"
+    say(f"sampled {w.shape[0]} x {num_chains} draws by {how} (thinned by {thin}) in "
         f"{timings['sampling']:.1f} s: {run.ended_by}")
     notes.append(f"run length: {run.ended_by}")
+    if exact:
+        rate = float(np.mean(accept)) if accept.size else math.nan
+        msg = (f"final draws by MALA (Metropolis-adjusted, no discretisation bias) at the "
+               f"tuned step: mean acceptance probability {rate:.3f}")
+        notes.append(msg)
+        say(msg)
 
     t0 = time.perf_counter()
     noise = None
     if best.batch_size < num_examples and np.isfinite(w[-1]).all():
         noise = _noise_variance(runner.estimator, w[-1], seed)
+    # MALA's draws have no step-size bias to predict: the bias check is SGLD's alone.
     verdict: Verdict = judge_whitened_draws(
-        w, best.step_size, noise, log_density_drop=runner.log_density_drop)
+        w, None if exact else best.step_size, noise, log_density_drop=runner.log_density_drop)
+    if exact:
+        verdict.stats["mala_acceptance"] = float(np.mean(accept)) if accept.size else math.nan
     tail = int(verdict.stats.get("tail_draws_beyond_radius", 0))
     if tail:
         msg = (f"{tail} draw(s) lie beyond the runaway radius where the log-density is "
@@ -1111,7 +1189,8 @@ def sample_posterior(
         verdict=verdict.status,
         reasons=list(verdict.reasons),
         diagnostics=dict(verdict.stats),
-        kernel=SGLD(runner.estimator, step_size=best.step_size),
+        kernel=(_mala(runner.estimator, tf.constant(best.step_size, dtype)) if exact
+                else SGLD(runner.estimator, step_size=best.step_size)),
         step_size=best.step_size,
         batch_size=best.batch_size,
         num_steps_between_results=thin,

@@ -125,6 +125,34 @@ class GradientEstimator(abc.ABC):
         """``state -> ∇ log π(state)`` computed on the full data (a list of parts)."""
         return lambda state: self.full_log_prob_and_gradient(state).grads_target_log_prob
 
+    def full_log_prob_fn(self) -> Callable[..., tf.Tensor]:
+        """``log π`` on the full data as a ``target_log_prob_fn`` for TFP's exact kernels
+        (``tfp.mcmc.MetropolisAdjustedLangevinAlgorithm``, ``HamiltonianMonteCarlo``,
+        ``NoUTurnSampler``): called with the state's parts as TFP calls it, and
+        differentiated by `full_log_prob_and_gradient`'s own score, so that the value and
+        the gradient a step needs cost one full-data evaluation (a gradient taken through
+        the value would run the estimator's score computation again)."""
+
+        def log_prob(*parts: tf.Tensor) -> tf.Tensor:
+            @tf.custom_gradient
+            def value(*p: tf.Tensor) -> Any:
+                est = self.full_log_prob_and_gradient(p[0] if len(p) == 1 else list(p))
+                lp = est.target_log_prob
+
+                def grad(dy: tf.Tensor) -> list[tf.Tensor]:
+                    # dy has the chains' batch shape; each part adds its event dimensions.
+                    out = []
+                    for g in est.grads_target_log_prob:
+                        extra = tf.ones([tf.rank(g) - tf.rank(dy)], tf.int32)
+                        out.append(tf.reshape(dy, tf.concat([tf.shape(dy), extra], 0)) * g)
+                    return out
+
+                return lp, grad
+
+            return value(*parts)
+
+        return log_prob
+
     def validate_state(self, state: Any, arg_name: str = "init_state") -> None:
         """Raise ``ValueError`` naming ``arg_name`` for a state the estimator cannot use:
         ``None``, a part that is not a tensor, an empty list, parts that are not floating
