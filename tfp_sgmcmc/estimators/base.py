@@ -54,14 +54,20 @@ def value_and_gradient_parts(
     ``fn`` receives ``state`` in the caller's structure (tensor or list). The
     gradient of a batch of values (one per chain) is the gradient of their
     sum, which is each chain's own gradient because chains share no
-    parameters.
+    parameters. Each gradient is the partial derivative in that part, the others
+    held fixed, in eager and graph mode alike, whatever computed the parts.
     """
     parts = as_parts(state)
 
     def f(*p: tf.Tensor) -> tf.Tensor:
         return fn(restructure(list(p), state))
 
-    value, grads = tfp.math.value_and_gradient(f, parts)
+    # A tape, in graph mode too: TFP's default there is `tf.gradients`, which follows
+    # every path of the graph from a part, including one through another part computed
+    # from it (a bijector's dependent support, `Uniform(0, 1 - a)`: `b = (1 - a) σ(z_b)`
+    # enters `f` as a part of its own), and returns a total derivative where the score
+    # is the partial one. Eager mode always used a tape, so graph and eager disagreed.
+    value, grads = tfp.math.value_and_gradient(f, parts, use_gradient_tape=True)
     grads = list(grads)
     for i, (g, p) in enumerate(zip(grads, parts)):
         if g is None:
