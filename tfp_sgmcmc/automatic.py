@@ -732,6 +732,8 @@ class _RunLength:
     ess: float
     ended_by: str
     budget_ended: bool
+    #: MALA's mean acceptance probability over the draws (NaN for SGLD's).
+    acceptance: float = math.nan
 
 
 def _run_mixing(runner: _Runner, w: np.ndarray) -> tuple[float, float]:
@@ -758,7 +760,7 @@ def _draw_until_long_enough(
     max_gradient_evaluations: int | None,
     t_start: float,
     metropolis: bool = False,
-) -> tuple[np.ndarray, bool, _RunLength, np.ndarray]:
+) -> tuple[np.ndarray, bool, _RunLength]:
     """Burn-in and ``num_results`` draws of ``chain``, then more, in chunks continuing the
     same chains, until rank-normalised split R̂ ≤ `TARGET_RHAT` and bulk ESS ≥
     `TARGET_ESS` in every coordinate, or the budget ends it; the draws after burn-in,
@@ -768,9 +770,11 @@ def _draw_until_long_enough(
     most three times the draws so far, a whole number of compiled blocks), cut to what
     the budget leaves: ``max_gradient_evaluations`` steps per chain in this phase, and
     ``max_seconds`` since ``t_start`` at the pace measured so far. ``metropolis``: MALA's
-    steps (`_Runner`); the last item returned is then the acceptance probabilities at the
-    draws ``[T, C]``.
+    steps (`_Runner`), whose mean acceptance probability the run length then holds.
     """
+    def rate(a: np.ndarray) -> float:
+        return float(np.mean(a)) if metropolis and a.size else math.nan
+
     t0 = time.perf_counter()
     w, div = runner(chain, eps, burn + num_results, thin, metropolis)
     accept = runner.acceptance[burn:]
@@ -779,12 +783,12 @@ def _draw_until_long_enough(
     while True:
         if div or not np.isfinite(new).all() or runner.runaway(new).away.any():
             return w, div, _RunLength(
-                math.inf, 0.0, "stopped: the chains diverged", False), accept
+                math.inf, 0.0, "stopped: the chains diverged", False, rate(accept))
         rhat, ess = _run_mixing(runner, w)
         done = f"rank-normalised split R-hat {rhat:.3g}, bulk ESS {ess:.0f}"
         if rhat <= TARGET_RHAT and ess >= TARGET_ESS:
             return w, div, _RunLength(rhat, ess, f"converged after {len(w)} draws per chain "
-                                      f"({done})", False), accept
+                                      f"({done})", False, rate(accept))
         have = len(w)
         want = have * (1.2 * TARGET_ESS / max(ess, 1.0) - 1.0) if ess < TARGET_ESS else 0.0
         more = int(min(max(want, have / 2), 3 * have))
@@ -805,7 +809,7 @@ def _draw_until_long_enough(
                     f"{len(w)} draws per chain, {done}, where the targets are R-hat <= "
                     f"{TARGET_RHAT} and ESS >= {TARGET_ESS:.0f}; more draws (a larger "
                     "`max_gradient_evaluations` or `max_seconds`) or a reparametrisation"
-                ), True), accept
+                ), True, rate(accept))
             more = min(more, allowed)
         new, div = runner(chain, eps, more, thin, metropolis)
         w = np.concatenate([w, new])
@@ -1105,7 +1109,7 @@ def sample_posterior(
     exact = metropolis_adjust and best.batch_size >= num_examples
     # The final chains: `sample_chain(kernel, state, seed=seed)`'s, burn-in included.
     final = _Chain(state, chain_seed(seed))
-    w, div, run, accept = _draw_until_long_enough(
+    w, div, run = _draw_until_long_enough(
         runner, final, best.step_size, burn, num_results, thin,
         max_seconds, max_gradient_evaluations, t_start, metropolis=exact,
     )
@@ -1115,9 +1119,8 @@ def sample_posterior(
         f"{timings['sampling']:.1f} s: {run.ended_by}")
     notes.append(f"run length: {run.ended_by}")
     if exact:
-        rate = float(np.mean(accept)) if accept.size else math.nan
         msg = (f"final draws by MALA (Metropolis-adjusted, no discretisation bias) at the "
-               f"tuned step: mean acceptance probability {rate:.3f}")
+               f"tuned step: mean acceptance probability {run.acceptance:.3f}")
         notes.append(msg)
         say(msg)
 
@@ -1129,7 +1132,7 @@ def sample_posterior(
     verdict: Verdict = judge_whitened_draws(
         w, None if exact else best.step_size, noise, log_density_drop=runner.log_density_drop)
     if exact:
-        verdict.stats["mala_acceptance"] = float(np.mean(accept)) if accept.size else math.nan
+        verdict.stats["mala_acceptance"] = run.acceptance
     tail = int(verdict.stats.get("tail_draws_beyond_radius", 0))
     if tail:
         msg = (f"{tail} draw(s) lie beyond the runaway radius where the log-density is "
