@@ -1114,8 +1114,7 @@ def sample_posterior(
         max_seconds, max_gradient_evaluations, t_start, metropolis=exact,
     )
     timings["sampling"] = time.perf_counter() - t0
-    how = "MALA" if exact else "SGLD"
-    say(f"sampled {w.shape[0]} x {num_chains} draws by {how} (thinned by {thin}) in "
+    say(f"sampled {w.shape[0]} x {num_chains} draws (thinned by {thin}) in "
         f"{timings['sampling']:.1f} s: {run.ended_by}")
     notes.append(f"run length: {run.ended_by}")
     if exact:
