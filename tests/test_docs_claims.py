@@ -1493,13 +1493,21 @@ def test_a_planted_faults_row_is_found():
 # docs/benchmarks.md: the runaway rule over six seeds (bench_verdict_seeds_eight_schools.json)
 
 SEEDS_HEADER = "| seed | verdict before | verdict after |"
+#: The sections of seeds before and after a change: their JSON and their table's header.
+SEEDS_SECTIONS = {
+    "eight_schools": ("benchmarks/results/bench_verdict_seeds_eight_schools.json",
+                      SEEDS_HEADER),
+    "garch": ("benchmarks/results/bench_verdict_seeds_garch.json",
+              "| GARCH seed | verdict before | verdict after |"),
+}
 
 
-def verdict_seeds_problems(text: str) -> list[str]:
-    """Every cell, reason and count of the seeds section that its JSON does not print."""
-    doc = _json("benchmarks/results/bench_verdict_seeds_eight_schools.json")
+def verdict_seeds_problems(text: str, section: str = "eight_schools") -> list[str]:
+    """Every cell, reason and count of a seeds section that its JSON does not print."""
+    path, header = SEEDS_SECTIONS[section]
+    doc = _json(path)
     runs = {str(r["seed"]): r for r in doc["results"]}
-    rows = table_after(text, SEEDS_HEADER)
+    rows = table_after(text, header)
     problems = []
     if [row[0] for row in rows] != list(runs):
         problems.append(f"rows {[row[0] for row in rows]} against seeds {list(runs)}")
@@ -1524,10 +1532,11 @@ def verdict_seeds_problems(text: str) -> list[str]:
     return problems
 
 
-def test_verdict_seeds_table_matches_its_json():
-    doc = _json("benchmarks/results/bench_verdict_seeds_eight_schools.json")
+@pytest.mark.parametrize("section", sorted(SEEDS_SECTIONS))
+def test_verdict_seeds_table_matches_its_json(section):
+    doc = _json(SEEDS_SECTIONS[section][0])
     assert doc["summary"]["after"]["ok_but_wrong"] == 0
-    assert not verdict_seeds_problems(BENCHMARKS_MD.read_text(encoding="utf-8"))
+    assert not verdict_seeds_problems(BENCHMARKS_MD.read_text(encoding="utf-8"), section)
 
 
 def test_a_planted_verdict_seeds_cell_is_found():
