@@ -8,7 +8,10 @@ One call runs the whole path a careful user would compose by hand:
    when everything fails. Searches that run away with the log density still
    rising end the search ("no mode found": an unbounded density). Up to
    ``MODE_SEARCH_MAX_DIM`` coordinates, Newton searches from over-dispersed
-   starts then look for other modes (`tfp_sgmcmc.estimators.laplace.local_modes`).
+   starts then look for other modes (`tfp_sgmcmc.estimators.laplace.local_modes`);
+   when the one of highest density holds more Laplace mass, ``log π(m) + ½ log det
+   Σ``, than the first by more than ``MODE_SWITCH_NATS``, the chains start there
+   (the verdict still names every mode).
 2. **Curvature.** `tfp_sgmcmc.estimators.laplace.laplace_approximation`: the
    Hessian there (dense up to ``max_dense_dim`` coordinates, its Hutchinson
    diagonal above), giving the Laplace covariance ``Σ = L Lᵀ``.
@@ -164,6 +167,9 @@ ADAPT_MAX_WINDOWS = 3
 MODE_SEARCH_MAX_DIM = 200
 #: Further over-dispersed starts (prior draws, or 3 Laplace sds out) of that search.
 EXTRA_MODE_STARTS = 3
+#: The chains move to another mode found when its Laplace mass exceeds their mode's by
+#: more than this many nats (a factor e).
+MODE_SWITCH_NATS = 1.0
 #: Default budget of the final sampling (burn-in and draws): gradient evaluations per chain.
 DEFAULT_MAX_GRADIENT_EVALUATIONS = 200_000
 #: Draws per chain whose full-data scores the Stein check reads: this many tuning-metric
@@ -724,6 +730,39 @@ def _other_modes(
     return modes, own
 
 
+def _log_laplace_mass(lap: LaplaceApproximation, log_prob: float) -> float:
+    """``log π(m) + ½ log det Σ``: the log of a mode's Laplace mass, up to a constant
+    shared by every mode of one posterior."""
+    diag = np.diag(lap.scale) if lap.dense else np.asarray(lap.scale)
+    return float(log_prob + np.sum(np.log(np.abs(diag))))
+
+
+def _heavier_mode(
+    target: _Target,
+    modes: list[LocalMode],
+    own: int,
+    lap: LaplaceApproximation,
+    max_dense_dim: int,
+) -> tuple[int, LaplaceApproximation, float] | None:
+    """The mode (its index, Laplace fit and gain in log mass) whose Laplace mass exceeds
+    that of the chains' mode ``own`` by more than `MODE_SWITCH_NATS`, the largest such;
+    ``None`` when the chains' mode holds the most. Only the mode of highest density is
+    fitted (one Hessian): a mode can outweigh it only by being far wider, which the
+    searches' own widths rarely show at this cost."""
+    if own < 0:
+        return None
+    k = max(range(len(modes)), key=lambda j: modes[j].log_prob)
+    if k == own or modes[k].log_prob <= modes[own].log_prob + MODE_SWITCH_NATS:
+        return None
+    lap_k = laplace_approximation(target.estimator, modes[k].position,
+                                  max_dense_dim=max_dense_dim)
+    if not np.all(np.isfinite(lap_k.scale)):
+        return None
+    gain = (_log_laplace_mass(lap_k, modes[k].log_prob)
+            - _log_laplace_mass(lap, modes[own].log_prob))
+    return (k, lap_k, gain) if gain > MODE_SWITCH_NATS else None
+
+
 @dataclasses.dataclass
 class _RunLength:
     """How the final sampling ended: its mixing numbers and which rule stopped it."""
@@ -993,6 +1032,17 @@ def sample_posterior(
         modes, own = _other_modes(target, mode, lap, seed, say)
         timings["other_modes"] = time.perf_counter() - t0
         if len(modes) > 1:
+            heavier = _heavier_mode(target, modes, own, lap, max_dense_dim)
+            if heavier is not None:
+                k, lap_k, gain = heavier
+                msg = (f"the chains start at the mode with the most Laplace mass instead "
+                       f"(log density {modes[k].log_prob:.6g}, log mass {gain:.3g} above that "
+                       f"of the mode the search found first)")
+                say(msg)
+                notes.append(msg)
+                mode = mode._replace(position=modes[k].position, log_prob=modes[k].log_prob,
+                                     method=mode.method + ", then the heaviest local mode")
+                lap, own = lap_k, k
             where = []
             for k, m in enumerate(modes):
                 rest = [o.position for o in modes if o is not m]
