@@ -4,7 +4,8 @@ The mode search keeps the first converged point of its starts; the searches for 
 modes may find one that holds far more of the posterior (posteriordb's Lotka–Volterra
 ODE: a mode 40 nats higher). `_heavier_mode` compares their Laplace masses,
 ``log π(m) + ½ log det Σ``, so that a narrow spike of high density does not win over
-a wide mode of more mass. On a mixture of two Gaussians the masses are the weights.
+a wide mode of more mass. A mode of negligible mass (`_other_modes_negligible`) is named
+in the notes, not the verdict. On a mixture of two Gaussians the masses are the weights.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.automatic import _heavier_mode
+from tfp_sgmcmc.automatic import _heavier_mode, _other_modes_negligible
 from tfp_sgmcmc.estimators.laplace import LocalMode, laplace_approximation
 
 
@@ -62,3 +63,16 @@ def test_the_chains_move_to_the_heaviest_mode_only(weights, own, moves):
     assert k == 1 - own
     assert gain == pytest.approx(np.log(weights[2] / weights[0]), abs=0.05)
     np.testing.assert_allclose(np.asarray(lap.scale).ravel(), [weights[3]], rtol=0.05)
+
+
+@pytest.mark.parametrize(
+    "weights, negligible",
+    [
+        ((1.0 - 1e-12, 0.5, 1e-12, 0.5), True),  # e^-27.6 of the mass: a note
+        ((1.0 - 1e-6, 0.5, 1e-6, 0.5), False),  # e^-13.8: still a reason
+        ((1.0 - 1e-12, 0.5, 1e-12, 1e-6), False),  # as light, but a spike far denser
+    ],
+)
+def test_a_mode_of_negligible_mass_is_only_named(weights, negligible):
+    target, modes, laps = _mixture(*weights)
+    assert _other_modes_negligible(target, modes, 0, laps[0], max_dense_dim=10) is negligible

@@ -11,7 +11,8 @@ One call runs the whole path a careful user would compose by hand:
    starts then look for other modes (`tfp_sgmcmc.estimators.laplace.local_modes`);
    when the one of highest density holds more Laplace mass, ``log π(m) + ½ log det
    Σ``, than the first by more than ``MODE_SWITCH_NATS``, the chains start there
-   (the verdict still names every mode).
+   (the verdict names every mode; one with less than ``e^-NEGLIGIBLE_MODE_NATS`` of
+   the chains' mode's Laplace mass in a note only).
 2. **Curvature.** `tfp_sgmcmc.estimators.laplace.laplace_approximation`: the
    Hessian there (dense up to ``max_dense_dim`` coordinates, its Hutchinson
    diagonal above), giving the Laplace covariance ``Σ = L Lᵀ``.
@@ -170,6 +171,9 @@ EXTRA_MODE_STARTS = 3
 #: The chains move to another mode found when its Laplace mass exceeds their mode's by
 #: more than this many nats (a factor e).
 MODE_SWITCH_NATS = 1.0
+#: Other modes whose Laplace mass is below the chains' mode's by more than this many nats
+#: (a fraction e^-20, 2e-9) are named in a note, not a verdict reason.
+NEGLIGIBLE_MODE_NATS = 20.0
 #: Default budget of the final sampling (burn-in and draws): gradient evaluations per chain.
 DEFAULT_MAX_GRADIENT_EVALUATIONS = 200_000
 #: Draws per chain whose full-data scores the Stein check reads: this many tuning-metric
@@ -763,6 +767,33 @@ def _heavier_mode(
     return (k, lap_k, gain) if gain > MODE_SWITCH_NATS else None
 
 
+def _other_modes_negligible(
+    target: _Target,
+    modes: list[LocalMode],
+    own: int,
+    lap: LaplaceApproximation,
+    max_dense_dim: int,
+) -> bool:
+    """Whether every mode but the chains' (``own``) holds less Laplace mass than theirs
+    by more than `NEGLIGIBLE_MODE_NATS`. A mode whose density is not that far below
+    is not negligible whatever its width (no Hessian is spent on it); the others are
+    fitted, one Hessian each."""
+    if own < 0:
+        return False
+    top = modes[own].log_prob
+    if any(m.log_prob > top - NEGLIGIBLE_MODE_NATS for k, m in enumerate(modes) if k != own):
+        return False
+    mass = _log_laplace_mass(lap, top)
+    for k, m in enumerate(modes):
+        if k == own:
+            continue
+        lap_k = laplace_approximation(target.estimator, m.position, max_dense_dim=max_dense_dim)
+        other = _log_laplace_mass(lap_k, m.log_prob)
+        if not (np.isfinite(other) and other < mass - NEGLIGIBLE_MODE_NATS):
+            return False
+    return True
+
+
 @dataclasses.dataclass
 class _RunLength:
     """How the final sampling ended: its mixing numbers and which rule stopped it."""
@@ -1051,11 +1082,19 @@ def sample_posterior(
                              f"(log density {m.log_prob:.6g}){here}")
             msg = (f"several modes: Newton searches from over-dispersed starts found "
                    f"{len(modes)} distinct modes, at " + "; and at ".join(where))
-            say(msg)
-            notes.append(msg)
-            problems.append(("suspect", msg + (
-                ". The chains start near one mode and the draws may cover only it"
-                if own >= 0 else ". The chains start at none of them")))
+            if _other_modes_negligible(target, modes, own, lap, max_dense_dim):
+                # A mode whose mass is a fraction e^-20 of the chains' cannot move any
+                # expectation the draws estimate: worth knowing, not a reason to doubt them.
+                msg += (f"; the others hold less than e^-{NEGLIGIBLE_MODE_NATS:g} of the "
+                        "chains' mode's Laplace mass, which the draws can ignore")
+                say(msg)
+                notes.append(msg)
+            else:
+                say(msg)
+                notes.append(msg)
+                problems.append(("suspect", msg + (
+                    ". The chains start near one mode and the draws may cover only it"
+                    if own >= 0 else ". The chains start at none of them")))
         else:
             say(f"no other mode found ({timings['other_modes']:.1f} s)")
 
