@@ -46,7 +46,7 @@ def _state() -> list[tf.Tensor]:
 
 def _finite_differences(fn, parts: list[tf.Tensor], h: float = 1e-6) -> list[np.ndarray]:
     out = []
-    for i, p in enumerate(parts):
+    for i in range(len(parts)):
         up = [q + (h if j == i else 0.0) for j, q in enumerate(parts)]
         down = [q - (h if j == i else 0.0) for j, q in enumerate(parts)]
         out.append((np.asarray(fn(up)) - np.asarray(fn(down))) / (2 * h))

@@ -64,7 +64,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.library is not None:
         sys.path.insert(0, str(args.library.resolve()))
     import tfp_sgmcmc as sg
-
     from benchmarks.posteriordb import models
 
     t0 = time.perf_counter()
