@@ -213,7 +213,9 @@ class PosteriorSamples:
       verdict: ``"ok"``, ``"suspect"`` or ``"failed"``.
       reasons: one sentence per check that fired.
       diagnostics: the numbers behind the verdict (R̂, ESS, ...).
-      kernel: the SGLD kernel that produced the draws (on the whitened estimator).
+      kernel: the kernel that produced the final draws, on the whitened estimator:
+        MALA (``tfp.mcmc.MetropolisAdjustedLangevinAlgorithm``, TFP's step ``2ε``) when
+        every step used the full data and ``metropolis_adjust`` is on, else SGLD.
       step_size: the chosen ``ε`` (whitened units).
       batch_size: the chosen minibatch size.
       num_steps_between_results: the thinning.
