@@ -4,7 +4,7 @@ SGLD at step ``ε`` on a unit Gaussian has the stationary variance ``1 / (1 − 
 (its discretisation bias); MALA with SGLD's proposal and a Metropolis–Hastings test has
 the target itself. On a Gaussian posterior the Laplace whitening is exact, so the
 whitened draws must have unit variance: MALA's do, SGLD's at the same step (the power
-check) are 1.8 times too wide. ``docs/sample_posterior.md#exact-final-draws``.
+check) are 1.8 times too wide. ``docs/sample_posterior.md`` (step 7).
 """
 
 from __future__ import annotations

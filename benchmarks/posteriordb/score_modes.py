@@ -6,8 +6,9 @@ at three prior draws (unconstrained, float64) eagerly and inside ``tf.function``
 prints JSON: per posterior the largest relative difference of the scores,
 ``|g_graph − g_eager| / (|g_eager| + 1e-8)`` over every coordinate and draw, and the part
 where it is largest, and the posteriors where it exceeds ``1e-6`` (rounding stays below
-``1e-7``). The library is this checkout's, or the one at ``--library`` (put
-first on ``sys.path``); the models are always this checkout's.
+``1e-7``). The library is this checkout's, or the one at ``--library`` (run in a
+child process with that checkout first on its path); the models are always this
+checkout's.
 
 ```bash
 python -m benchmarks.posteriordb.score_modes --label <commit> \\
@@ -22,12 +23,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+HERE = Path(__file__).resolve().parents[2]
+
+#: The child that runs another checkout's library: that checkout first on ``sys.path``,
+#: and this checkout's ``benchmarks`` folder (bound by path, so that the other one's
+#: cannot shadow it).
+_CHILD = """
+import sys, types
+here, tree = sys.argv[1:3]
+sys.path.insert(0, tree)
+pkg = types.ModuleType("benchmarks")
+pkg.__path__ = [here + "/benchmarks"]
+sys.modules["benchmarks"] = pkg
+import tfp_sgmcmc
+assert tfp_sgmcmc.__file__.startswith(tree), (tfp_sgmcmc.__file__, tree)
+from benchmarks.posteriordb import score_modes
+score_modes.main(sys.argv[3:])
+"""
 
 
 def compare(name: str, sg: Any, models: Any) -> dict[str, Any]:
@@ -62,7 +84,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", help="also write the JSON document here")
     args = parser.parse_args(argv)
     if args.library is not None:
-        sys.path.insert(0, str(args.library.resolve()))
+        # Another checkout's library, in a process of its own.
+        rest = ["--label", args.label]
+        if args.posteriors:
+            rest += ["--posteriors", *args.posteriors]
+        if args.json:
+            rest += ["--json", str(Path(args.json).resolve())]
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = subprocess.run(
+                [sys.executable, "-c", _CHILD, str(HERE), str(args.library.resolve()), *rest],
+                cwd=tmp, env=env,
+            )
+        raise SystemExit(proc.returncode)
     import tfp_sgmcmc as sg
     from benchmarks.posteriordb import models
 
