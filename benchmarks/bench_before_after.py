@@ -31,6 +31,22 @@ from typing import Any
 HERE = Path(__file__).resolve().parents[1]
 
 
+#: The start of a child program that runs another checkout's library: that checkout
+#: (``sys.argv[2]``) first on ``sys.path``, and this checkout's ``benchmarks`` folder
+#: (under ``sys.argv[1]``; a namespace package, bound by path so that the other
+#: checkout's copy cannot shadow it). The rest of the program reads ``sys.argv[3:]``.
+CHILD_PREAMBLE = """
+import sys, types
+here, tree = sys.argv[1:3]
+sys.path.insert(0, tree)
+pkg = types.ModuleType("benchmarks")
+pkg.__path__ = [here + "/benchmarks"]
+sys.modules["benchmarks"] = pkg
+import tfp_sgmcmc
+assert tfp_sgmcmc.__file__.startswith(tree), (tfp_sgmcmc.__file__, tree)
+"""
+
+
 def run_once(tree: Path, posterior: str, seed: int) -> dict[str, Any]:
     """One ``bench_sample_posterior`` row, computed by the code in ``tree``."""
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,20 +27,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_before_after import HERE, add_checkout_arguments
+from benchmarks.bench_before_after import CHILD_PREAMBLE, HERE, add_checkout_arguments
 
-#: A child's program: this checkout's ``benchmarks`` folder (a namespace package, bound by
-#: path so that the other checkout's copy cannot shadow it), and the library of the
-#: checkout put first on ``sys.path``.
-_CHILD = """
-import json, sys, types
-here, tree, name, seed, out = sys.argv[1:]
-sys.path.insert(0, tree)
-pkg = types.ModuleType("benchmarks")
-pkg.__path__ = [here + "/benchmarks"]
-sys.modules["benchmarks"] = pkg
-import numpy as np, tfp_sgmcmc
-assert tfp_sgmcmc.__file__.startswith(tree), (tfp_sgmcmc.__file__, tree)
+#: A child's program: another checkout's library (`CHILD_PREAMBLE`), this checkout's
+#: harness.
+_CHILD = CHILD_PREAMBLE + """
+import json
+import numpy as np
+name, seed, out = sys.argv[3:]
 from benchmarks.posteriordb import bench_sample_posterior as b
 row = b.run_one(name, np.float64, int(seed), None)
 open(out, "w").write(json.dumps(row))

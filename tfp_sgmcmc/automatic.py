@@ -475,8 +475,8 @@ class _Runner:
                     track_divergence=not metropolis,
                     trace_fn=_acceptance if metropolis else None,
                 )
-                trace = out.trace if metropolis else tf.ones([_BLOCK, tf.shape(w0)[0]], w0.dtype)
-                return out.draws, out.state, out.kernel_results, out.num_steps, out.diverged, trace
+                return (out.draws, out.state, out.kernel_results, out.num_steps,
+                        out.diverged, out.trace)  # SGLD's trace: ()
 
             # Built lazily by tf.function: a kernel never run is never compiled.
             self._programs[metropolis] = (start, run)
@@ -542,12 +542,13 @@ class _Runner:
             )
             chain.steps += int(n)
             draws.append(np.asarray(out, np.float64)[:size])
-            accept.append(np.asarray(acc, np.float64)[:size])
+            if metropolis:
+                accept.append(np.asarray(acc, np.float64)[:size])
             diverged = diverged or bool(div)
             if not np.isfinite(draws[-1]).all():
                 break
         chain.state, chain.results = np.asarray(w), results
-        self.acceptance = np.concatenate(accept)
+        self.acceptance = np.concatenate(accept) if accept else np.zeros([0, 0])
         return np.concatenate(draws), diverged
 
 
@@ -743,25 +744,41 @@ def _log_laplace_mass(lap: LaplaceApproximation, log_prob: float) -> float:
     return float(log_prob + np.sum(np.log(np.abs(diag))))
 
 
+def _laplace_at(
+    target: _Target,
+    modes: list[LocalMode],
+    k: int,
+    max_dense_dim: int,
+    fits: dict[int, LaplaceApproximation],
+) -> LaplaceApproximation:
+    """Mode ``k``'s Laplace fit, from ``fits`` or computed once and kept there (a
+    Hessian each: an ODE's costs seconds)."""
+    if k not in fits:
+        fits[k] = laplace_approximation(target.estimator, modes[k].position,
+                                        max_dense_dim=max_dense_dim)
+    return fits[k]
+
+
 def _heavier_mode(
     target: _Target,
     modes: list[LocalMode],
     own: int,
     lap: LaplaceApproximation,
     max_dense_dim: int,
+    fits: dict[int, LaplaceApproximation] | None = None,
 ) -> tuple[int, LaplaceApproximation, float] | None:
     """The mode (its index, Laplace fit and gain in log mass) whose Laplace mass exceeds
     that of the chains' mode ``own`` by more than `MODE_SWITCH_NATS`, the largest such;
     ``None`` when the chains' mode holds the most. Only the mode of highest density is
     fitted (one Hessian): a mode can outweigh it only by being far wider, which the
-    searches' own widths rarely show at this cost."""
+    searches' own widths rarely show at this cost. ``fits``: the Laplace fits already
+    made, by mode index (the new one is added)."""
     if own < 0:
         return None
     k = max(range(len(modes)), key=lambda j: modes[j].log_prob)
     if k == own or modes[k].log_prob <= modes[own].log_prob + MODE_SWITCH_NATS:
         return None
-    lap_k = laplace_approximation(target.estimator, modes[k].position,
-                                  max_dense_dim=max_dense_dim)
+    lap_k = _laplace_at(target, modes, k, max_dense_dim, {} if fits is None else fits)
     if not np.all(np.isfinite(lap_k.scale)):
         return None
     gain = (_log_laplace_mass(lap_k, modes[k].log_prob)
@@ -775,11 +792,12 @@ def _other_modes_negligible(
     own: int,
     lap: LaplaceApproximation,
     max_dense_dim: int,
+    fits: dict[int, LaplaceApproximation] | None = None,
 ) -> bool:
     """Whether every mode but the chains' (``own``) holds less Laplace mass than theirs
     by more than `NEGLIGIBLE_MODE_NATS`. A mode whose density is not that far below
     is not negligible whatever its width (no Hessian is spent on it); the others are
-    fitted, one Hessian each."""
+    fitted, one Hessian each, unless ``fits`` (by mode index) has them."""
     if own < 0:
         return False
     top = modes[own].log_prob
@@ -789,7 +807,7 @@ def _other_modes_negligible(
     for k, m in enumerate(modes):
         if k == own:
             continue
-        lap_k = laplace_approximation(target.estimator, m.position, max_dense_dim=max_dense_dim)
+        lap_k = _laplace_at(target, modes, k, max_dense_dim, {} if fits is None else fits)
         other = _log_laplace_mass(lap_k, m.log_prob)
         if not (np.isfinite(other) and other < mass - NEGLIGIBLE_MODE_NATS):
             return False
@@ -1065,7 +1083,10 @@ def sample_posterior(
         modes, own = _other_modes(target, mode, lap, seed, say)
         timings["other_modes"] = time.perf_counter() - t0
         if len(modes) > 1:
-            heavier = _heavier_mode(target, modes, own, lap, max_dense_dim)
+            # The modes' Laplace fits, made once: a switch keeps the old mode's for
+            # the negligible-mass check below.
+            fits = {own: lap} if own >= 0 else {}
+            heavier = _heavier_mode(target, modes, own, lap, max_dense_dim, fits)
             if heavier is not None:
                 k, lap_k, gain = heavier
                 msg = (f"the chains start at the mode with the most Laplace mass instead "
@@ -1084,7 +1105,7 @@ def sample_posterior(
                              f"(log density {m.log_prob:.6g}){here}")
             msg = (f"several modes: Newton searches from over-dispersed starts found "
                    f"{len(modes)} distinct modes, at " + "; and at ".join(where))
-            if _other_modes_negligible(target, modes, own, lap, max_dense_dim):
+            if _other_modes_negligible(target, modes, own, lap, max_dense_dim, fits):
                 # A mode whose mass is a fraction e^-20 of the chains' cannot move any
                 # expectation the draws estimate: worth knowing, not a reason to doubt them.
                 msg += (f"; the others hold less than e^-{NEGLIGIBLE_MODE_NATS:g} of the "

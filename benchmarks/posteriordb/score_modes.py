@@ -33,20 +33,10 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parents[2]
+from benchmarks.bench_before_after import CHILD_PREAMBLE, HERE
 
-#: The child that runs another checkout's library: that checkout first on ``sys.path``,
-#: and this checkout's ``benchmarks`` folder (bound by path, so that the other one's
-#: cannot shadow it).
-_CHILD = """
-import sys, types
-here, tree = sys.argv[1:3]
-sys.path.insert(0, tree)
-pkg = types.ModuleType("benchmarks")
-pkg.__path__ = [here + "/benchmarks"]
-sys.modules["benchmarks"] = pkg
-import tfp_sgmcmc
-assert tfp_sgmcmc.__file__.startswith(tree), (tfp_sgmcmc.__file__, tree)
+#: The child that runs another checkout's library (`CHILD_PREAMBLE`).
+_CHILD = CHILD_PREAMBLE + """
 from benchmarks.posteriordb import score_modes
 score_modes.main(sys.argv[3:])
 """
