@@ -47,6 +47,43 @@ def test_accuracy_rule():
     assert not table.accuracy({**draws, "a": np.full(10, np.nan)}, right)["accurate"]
 
 
+def _summary(chains: np.ndarray) -> SimpleNamespace:
+    """A reference record of ``chains`` ([10, 1000] draws), as ``make_reference`` writes."""
+    sds = chains.std(axis=1, ddof=1)
+    return SimpleNamespace(
+        mean=chains.mean(), sd=chains.std(ddof=1), mcse=0.0,
+        quantiles=tuple(np.quantile(chains, (0.05, 0.25, 0.5, 0.75, 0.95))),
+        chain_sd_cv=sds.std(ddof=1) / sds.mean(),
+    )
+
+
+def test_heavy_tailed_parameters_are_judged_by_quantiles():
+    """A parameter whose sd rare tail draws set (Student-t, 2.2 degrees of freedom: finite
+    variance, infinite fourth moment) is judged by its median and ranges, and a light one
+    by its mean and sd; both rules have power."""
+    rng = np.random.default_rng(1)
+    heavy_ref = _summary(rng.standard_t(2.2, (10, 1000)))
+    light_ref = _summary(rng.normal(0.0, 1.0, (10, 1000)))
+    assert table.sd_error(heavy_ref, 4000) > table.SD_MEASURABLE
+    assert table.sd_error(light_ref, 4000) < 0.05
+    right = {"h": rng.standard_t(2.2, 4000), "l": rng.normal(0.0, 1.0, 4000)}
+    refs = {"h": heavy_ref, "l": light_ref}
+    out = table.accuracy(right, refs)
+    assert out["accurate"], out
+    assert set(out["quantile_judged"]) == {"h"} and out["max_abs_z_at"] == "l"
+    # Power: the heavy parameter 30% too narrow, or shifted by 0.4 robust sds, fails...
+    assert not table.accuracy({**right, "h": 0.7 * right["h"]}, refs)["accurate"]
+    assert not table.accuracy({**right, "h": right["h"] + 0.4}, refs)["accurate"]
+    # ... and so does the light one 30% too narrow.
+    assert not table.accuracy({**right, "l": 0.7 * right["l"]}, refs)["accurate"]
+    # The page marks the row and says which parameter was judged so, with its figures.
+    row = {"posterior": "p", "verdict": "ok", "seconds": 1.0, **out}
+    assert "| yes ‡ |" in table.markdown_table([row])
+    note = table.quantile_notes([row])
+    assert "`p`, `h`: sd ratio" in note and "`l`" not in note
+    assert table.quantile_notes([{**row, "quantile_judged": {}}]) == ""
+
+
 def test_counts_never_call_a_wrong_ok_row_right():
     rows = [
         {"posterior": "p1", "verdict": "ok", "accurate": True, "seconds": 5.0,

@@ -46,11 +46,19 @@ FLAT_SCALE_SCALE = 1000.0
 
 
 class Reference(NamedTuple):
-    """posteriordb's reference summary of one scalar parameter (10 chains x 1,000 draws)."""
+    """posteriordb's reference summary of one scalar parameter (10 chains x 1,000 draws).
+
+    ``quantiles`` are the 5%, 25%, 50%, 75% and 95% quantiles of all draws; ``chain_sd_cv``
+    is the coefficient of variation of the 10 chains' own sds (about ``1/√(2 · ESS)`` per
+    chain for a light-tailed parameter; far more where the sd is set by rare draws in a
+    heavy tail).
+    """
 
     mean: float
     sd: float
     mcse: float
+    quantiles: tuple[float, ...] = ()
+    chain_sd_cv: float = 0.0
 
 
 LikelihoodFn = Callable[[Mapping[str, tf.Tensor], tuple[tf.Tensor, tf.Tensor]], tfd.Distribution]
@@ -155,7 +163,13 @@ def read_reference(name: str) -> dict[str, Reference]:
     with open(HERE / name / "reference.json", encoding="utf-8") as f:
         doc = json.load(f)
     return {
-        k: Reference(float(v["mean"]), float(v["sd"]), float(v["mcse"]))
+        k: Reference(
+            float(v["mean"]),
+            float(v["sd"]),
+            float(v["mcse"]),
+            tuple(float(q) for q in v.get("quantiles", ())),
+            float(v.get("chain_sd_cv", 0.0)),
+        )
         for k, v in doc["parameters"].items()
     }
 

@@ -4,7 +4,10 @@ posteriordb's reference posteriors are 10 chains x 1,000 Stan NUTS draws
 (``reference_draws.json.zip``: a JSON list of 10 dicts, parameter name -> draws). They
 are too large to keep here, so each posterior folder keeps their summary instead: for every
 parameter (Stan's scalar names, ``beta[1]``, ``sigma``, ...) the mean, the sd and the Monte
-Carlo standard error of the mean, ``mcse = sd / sqrt(ess)``. The ESS is
+Carlo standard error of the mean, ``mcse = sd / sqrt(ess)``, the 5%, 25%, 50%, 75% and 95%
+``quantiles`` of all draws and ``chain_sd_cv``, the coefficient of variation of the chains'
+own sds (how well 1,000 draws pin the sd down: large where the sd is set by rare draws in a
+heavy tail). The ESS is
 ``tfp.mcmc.effective_sample_size`` over the 10 chains together (``cross_chain_dims=1``, the
 cross-chain estimate of Gelman et al.'s BDA3, truncated by Geyer's initial positive sequence,
 ``filter_beyond_positive_pairs=True``).
@@ -30,6 +33,7 @@ import importlib.util
 import json
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,8 +72,13 @@ def as_arrays(chain: dict[str, list[float]]) -> dict[str, np.ndarray]:
     return {k: np.asarray(v, np.float64) for k, v in chain.items()}
 
 
-def summarise(chains: list[dict[str, list[float]]]) -> dict[str, dict[str, float]]:
-    """``name -> {mean, sd, ess, mcse}`` of the draws of every parameter over all chains."""
+#: The quantile levels kept in ``reference.json``.
+QUANTILE_LEVELS = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+def summarise(chains: list[dict[str, list[float]]]) -> dict[str, dict[str, Any]]:
+    """``name -> {mean, sd, ess, mcse, quantiles, chain_sd_cv}`` of the draws of every
+    parameter over all chains."""
     import tensorflow_probability as tfp
 
     out = {}
@@ -81,11 +90,14 @@ def summarise(chains: list[dict[str, list[float]]]) -> dict[str, dict[str, float
             ).numpy()
         )
         sd = float(draws.std(ddof=1))
+        chain_sds = draws.std(axis=0, ddof=1)
         out[name] = {
             "mean": float(draws.mean()),
             "sd": sd,
             "ess": ess,
             "mcse": sd / np.sqrt(ess),
+            "quantiles": [float(q) for q in np.quantile(draws, QUANTILE_LEVELS)],
+            "chain_sd_cv": float(chain_sds.std(ddof=1) / chain_sds.mean()),
         }
     return out
 
