@@ -201,6 +201,33 @@ def test_million_rows_table_and_ratio_match_their_json():
     assert sentence in " ".join(text.split()), sentence
 
 
+def test_hier_logistic_table_and_ratio_match_their_json():
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    d = _json("benchmarks/results/sample_posterior_large_hier_1e5.json")
+    sp, nuts = d["sample_posterior"], d["nuts_windowed"]
+    rows = table_after(text, "| | wall s | worst mean error (NUTS sd)")
+    assert rows[0][1:4] == [
+        f"**{sp['seconds']:.1f}**",
+        f"{sp['max_mean_error']:.3f}",
+        f"{sp['sd_ratio_min']:.2f}–{sp['sd_ratio_max']:.2f}",
+    ]
+    assert f"`{sp['verdict']}`" in rows[0][0] and f"ε = {sp['step_size']}" in rows[0][0]
+    assert f"{sp['batch_size']:,}-row batches" in rows[0][0]
+    assert rows[1][1] == f"{nuts['seconds']:,.1f}"
+    assert f"{nuts['mean_leapfrogs']:.1f} leapfrogs" in rows[1][4]
+    assert f"({nuts['num_warmup']} + {nuts['num_results']})" in rows[1][0]
+    flat = " ".join(text.split())
+    assert f"**Wall-time ratio {d['wall_ratio_sample_posterior_over_nuts']:.3f}**" in flat
+    assert (f"worst split R̂ {nuts['max_split_rhat']:.3f}, smallest bulk ESS "
+            f"{nuts['min_ess']:,.0f}, {nuts['divergences']} divergences") in flat
+    phases = sp["timings"]
+    sentence = (
+        f"mode {phases['map']:.1f} s, curvature {phases['curvature']:.1f} s, other modes "
+        f"{phases['other_modes']:.1f} s, tuning {phases['tuning_sampling']:.1f} s of sampling"
+    )
+    assert sentence in flat, sentence
+
+
 # ---------------------------------------------------------------------------------------------
 # README
 
