@@ -55,6 +55,7 @@ import argparse
 import importlib.util
 import inspect
 import json
+import keyword
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -305,11 +306,18 @@ def run_dense(
     return common.sync(fn(tf.constant([seed, 0], tf.int32)))
 
 
+def _field(name: str) -> str:
+    """A part's name as a field of the pinned distribution's namedtuple: a Python keyword
+    (Stan's ``lambda``) gets a trailing underscore, as a namedtuple field cannot be one."""
+    return name + "_" if keyword.iskeyword(name) else name
+
+
 def posterior_model(m: Any) -> tfd.JointDistributionCoroutineAutoBatched:
     """``p(θ, y)`` as one joint distribution: the prior's parts, then ``y`` given them.
 
     Pin ``y`` to the observations (``windowed_adaptive_nuts(..., y=y)``) for the posterior.
-    A prior part that depends on earlier parts (a callable) is called with them.
+    A prior part that depends on earlier parts (a callable) is called with them. A part
+    named by a Python keyword is named `_field` in the distribution.
     """
     x, y = (tf.constant(a) for a in m.data)
     parts = m.prior.model
@@ -322,7 +330,7 @@ def posterior_model(m: Any) -> tfd.JointDistributionCoroutineAutoBatched:
                 # as `tfd.JointDistributionNamed` calls it.
                 args = inspect.signature(dist).parameters
                 dist = dist(**{a: params[a] for a in args})
-            params[name] = yield dist.copy(name=name)
+            params[name] = yield dist.copy(name=_field(name))
         yield m.likelihood_fn(params, (x, y)).copy(name="y")
 
     return tfd.JointDistributionCoroutineAutoBatched(generative)
@@ -331,7 +339,13 @@ def posterior_model(m: Any) -> tfd.JointDistributionCoroutineAutoBatched:
 def run_windowed(
     m: Any, num_results: int, num_chains: int, num_warmup: int, seed: int, jit: bool
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """``tfp.experimental.mcmc.windowed_adaptive_nuts`` on the pinned `posterior_model`."""
+    """``tfp.experimental.mcmc.windowed_adaptive_nuts`` on the pinned `posterior_model`.
+
+    Where XLA cannot compile the sampler (TFP's automatic batching of a model with a
+    ``tf.while_loop`` over a ``TensorArray``, as the hidden Markov models' forward
+    algorithm, has no XLA kernel), it runs as a plain ``tf.function``, as a user would
+    then; the trace's ``"xla"`` says which ran.
+    """
     model = posterior_model(m)
     y = tf.constant(m.data[1])
 
@@ -345,10 +359,19 @@ def run_windowed(
             y=y,
         )
 
-    fn = tf.function(sample, jit_compile=jit, autograph=False)
-    states, trace = common.sync(fn(tf.constant([seed, 0], tf.int32)))
+    try:
+        fn = tf.function(sample, jit_compile=jit, autograph=False)
+        states, trace = common.sync(fn(tf.constant([seed, 0], tf.int32)))
+    except tf.errors.InvalidArgumentError as e:
+        if not (jit and "XLA" in str(e)):
+            raise
+        jit = False
+        fn = tf.function(sample, jit_compile=False, autograph=False)
+        states, trace = common.sync(fn(tf.constant([seed, 0], tf.int32)))
     keep = ("diverging", "n_steps", "step_size")
-    return dict(states._asdict()), {k: trace[k] for k in keep}
+    names = {_field(n): n for n in m.prior.model}
+    draws = {names.get(k, k): v for k, v in states._asdict().items()}
+    return draws, {**{k: trace[k] for k in keep}, "xla": np.asarray(jit)}
 
 
 SAMPLERS: dict[str, Callable[..., tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]] = {

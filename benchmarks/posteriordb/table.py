@@ -253,6 +253,7 @@ def _nuts(model: Any, seed: int, row: dict[str, Any]) -> None:
             "max_rhat": summary["max_rhat"],
             "divergences": int(np.sum(trace["diverging"])),
             "mean_leapfrogs": float(np.mean(trace["n_steps"])),
+            "xla": bool(trace.get("xla", True)),
             **accuracy(model.flatten(draws), model.reference),
         }
     row["load_average_end"] = os.getloadavg()[0]
@@ -408,6 +409,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         nuts = r.get("nuts") or {}
         if nuts.get("status") == "done":
             mark = " †" if nuts.get("separate_process") else ""
+            mark += " (no XLA)" if nuts.get("xla") is False else ""
             nuts_cells = (f"{nuts['seconds']:.0f}{mark} | {nuts['max_abs_z']:.2f} | "
                           f"{_fmt_range(nuts['sd_ratio_min'], nuts['sd_ratio_max'])} | "
                           f"{'yes' if nuts['accurate'] else 'no'}")
