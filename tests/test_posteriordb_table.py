@@ -158,3 +158,13 @@ def test_markdown_rows_show_nuts_and_time_outs():
     )
     # A reason's "|" would split the cell; a NUTS time-out shows its limit.
     assert "suspect: a / b" in lines[3] and "> 900 (timed out)" in lines[3]
+    # NUTS run without XLA (which could not compile it) says so.
+    no_xla = {**rows[0], "nuts": {**rows[0]["nuts"], "separate_process": False, "xla": False}}
+    assert "| 40 (no XLA) | 0.03 |" in table.markdown_table([no_xla])
+
+
+def test_keyword_parts_get_a_field_name_and_back():
+    """Stan's ``lambda`` cannot be a namedtuple field of TFP's pinned distribution."""
+    check_nuts = load_file("_posteriordb_check_nuts", "benchmarks/posteriordb/check_nuts.py")
+    assert check_nuts._field("lambda") == "lambda_"  # noqa: SLF001
+    assert check_nuts._field("theta1") == "theta1"  # noqa: SLF001
