@@ -107,8 +107,8 @@ class HierLogistic:
     handed to the samplers are ``[g_i, x_i]`` (the group index as the first column).
 
     Its posterior has no closed form: the reference is the timed ``windowed_adaptive_nuts``
-    run itself (`nuts_reference`), kept only where its own split R-hat and ESS say it
-    converged.
+    run itself (`nuts_reference`), its own split R-hat, ESS and divergences recorded beside
+    it (``"reference_converged"``: R-hat at most 1.01, ESS at least 400, no divergence).
     """
 
     name = "hier-logistic"
@@ -146,7 +146,7 @@ class HierLogistic:
         return tfd.Bernoulli(logits=logits, dtype=features.dtype)
 
     def set_reference(self, reference: dict[str, Any]) -> None:
-        """``truth`` from a `make_reference` document."""
+        """``truth`` from a `nuts_reference` document."""
         self.truth = {
             k: (np.asarray(v["mean"]), np.asarray(v["sd"]))
             for k, v in reference["parameters"].items()
@@ -240,6 +240,11 @@ def main(argv: list[str] | None = None) -> None:
             "num_results": nuts_results,
             "mean_leapfrogs": float(np.mean(trace["n_steps"])),
             **{k: v for k, v in reference.items() if k != "parameters"},
+            "reference_converged": bool(
+                reference["max_split_rhat"] <= 1.01
+                and reference["min_ess"] >= 400
+                and reference["divergences"] == 0
+            ),
         }
     else:
         model = Regression(args.num_examples, args.dim, args.seed)
