@@ -197,6 +197,16 @@ def _library_laplace(post: Any, target: Any) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.constant(flat), tf.constant(np.linalg.cholesky(cov))
 
 
+def _nuts_record(seconds: float, warmup: int, results: int, trace: Any) -> dict[str, Any]:
+    """A NUTS run's wall time, draw counts and mean leapfrog steps an iteration."""
+    return {
+        "seconds": seconds,
+        "num_warmup": warmup,
+        "num_results": results,
+        "mean_leapfrogs": float(np.mean(trace["n_steps"])),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=("regression", "hier-logistic"), default="regression")
@@ -235,10 +245,7 @@ def main(argv: list[str] | None = None) -> None:
         reference = nuts_reference(draws, trace)
         model.set_reference(reference)
         out["nuts_windowed"] = {
-            "seconds": nuts_wall,
-            "num_warmup": nuts_warmup,
-            "num_results": nuts_results,
-            "mean_leapfrogs": float(np.mean(trace["n_steps"])),
+            **_nuts_record(nuts_wall, nuts_warmup, nuts_results, trace),
             **{k: v for k, v in reference.items() if k != "parameters"},
             "reference_converged": bool(
                 reference["max_split_rhat"] <= 1.01
@@ -272,10 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         draws, trace = check_nuts.run_dense(model, nuts_results, 4, nuts_warmup, args.seed, True)
         nuts_wall = time.perf_counter() - t0
         out["nuts_dense"] = {
-            "seconds": nuts_wall,
-            "num_warmup": nuts_warmup,
-            "num_results": nuts_results,
-            "mean_leapfrogs": float(np.mean(trace["n_steps"])),
+            **_nuts_record(nuts_wall, nuts_warmup, nuts_results, trace),
             **model.accuracy(draws),
         }
     out["wall_ratio_sample_posterior_over_nuts"] = sg_wall / nuts_wall

@@ -173,6 +173,17 @@ def test_posteriordb_tables_match_their_json():
 # docs/benchmarks.md: 10⁶ rows (benchmarks/results/sample_posterior_large_1e6.json)
 
 
+def _check_large_data_rows(text: str, rows: list, d: dict, nuts_key: str) -> None:
+    """The cells and the ratio both large-data tables share: the verdict and step size,
+    NUTS's leapfrogs and draw counts, and the bold wall-time ratio."""
+    sp, nuts = d["sample_posterior"], d[nuts_key]
+    assert f"`{sp['verdict']}`" in rows[0][0] and f"ε = {sp['step_size']}" in rows[0][0]
+    assert f"{nuts['mean_leapfrogs']:.1f} leapfrogs" in rows[1][4]
+    assert f"({nuts['num_warmup']} + {nuts['num_results']})" in rows[1][0]
+    ratio = d["wall_ratio_sample_posterior_over_nuts"]
+    assert f"**Wall-time ratio {ratio:.3f}**" in " ".join(text.split())
+
+
 def test_million_rows_table_and_ratio_match_their_json():
     text = BENCHMARKS_MD.read_text(encoding="utf-8")
     d = _json("benchmarks/results/sample_posterior_large_1e6.json")
@@ -183,16 +194,12 @@ def test_million_rows_table_and_ratio_match_their_json():
         _err(sp["max_mean_error"]),
         _ratio(sp["sd_ratio_min"], sp["sd_ratio_max"]),
     ]
-    assert f"`{sp['verdict']}`" in rows[0][0] and f"ε = {sp['step_size']}" in rows[0][0]
     assert rows[1][1:4] == [
         f"{nuts['seconds']:,.1f}",
         _err(nuts["max_mean_error"]),
         _ratio(nuts["sd_ratio_min"], nuts["sd_ratio_max"]),
     ]
-    assert f"{nuts['mean_leapfrogs']:.1f} leapfrogs" in rows[1][4]
-    assert f"({nuts['num_warmup']} + {nuts['num_results']})" in rows[1][0]
-    ratio = d["wall_ratio_sample_posterior_over_nuts"]
-    assert f"**Wall-time ratio {ratio:.3f}**" in text
+    _check_large_data_rows(text, rows, d, "nuts_dense")
     phases = sp["timings"]
     sentence = (
         f"mode {phases['map']:.1f} s, curvature {phases['curvature']:.1f} s, tuning "
@@ -211,13 +218,10 @@ def test_hier_logistic_table_and_ratio_match_their_json():
         f"{sp['max_mean_error']:.3f}",
         f"{sp['sd_ratio_min']:.2f}–{sp['sd_ratio_max']:.2f}",
     ]
-    assert f"`{sp['verdict']}`" in rows[0][0] and f"ε = {sp['step_size']}" in rows[0][0]
     assert f"{sp['batch_size']:,}-row batches" in rows[0][0]
     assert rows[1][1] == f"{nuts['seconds']:,.1f}"
-    assert f"{nuts['mean_leapfrogs']:.1f} leapfrogs" in rows[1][4]
-    assert f"({nuts['num_warmup']} + {nuts['num_results']})" in rows[1][0]
+    _check_large_data_rows(text, rows, d, "nuts_windowed")
     flat = " ".join(text.split())
-    assert f"**Wall-time ratio {d['wall_ratio_sample_posterior_over_nuts']:.3f}**" in flat
     assert (f"worst split R̂ {nuts['max_split_rhat']:.3f}, smallest bulk ESS "
             f"{nuts['min_ess']:,.0f}, {nuts['divergences']} divergences") in flat
     phases = sp["timings"]

@@ -359,15 +359,17 @@ def run_windowed(
             y=y,
         )
 
+    def run(xla: bool) -> Any:
+        fn = tf.function(sample, jit_compile=xla, autograph=False)
+        return common.sync(fn(tf.constant([seed, 0], tf.int32)))
+
     try:
-        fn = tf.function(sample, jit_compile=jit, autograph=False)
-        states, trace = common.sync(fn(tf.constant([seed, 0], tf.int32)))
+        states, trace = run(jit)
     except tf.errors.InvalidArgumentError as e:
         if not (jit and "XLA" in str(e)):
             raise
         jit = False
-        fn = tf.function(sample, jit_compile=False, autograph=False)
-        states, trace = common.sync(fn(tf.constant([seed, 0], tf.int32)))
+        states, trace = run(jit)
     keep = ("diverging", "n_steps", "step_size")
     names = {_field(n): n for n in m.prior.model}
     draws = {names.get(k, k): v for k, v in states._asdict().items()}
