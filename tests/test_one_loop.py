@@ -5,11 +5,11 @@ Step ``t`` of a chain takes ``stateless_fold_in(seed, t)`` in every entry point
 chunk size, the streamed driver ``sample`` interrupted and resumed, a tuner arm's first
 round, the final draws from a tuner's compiled program (``ArmRunner.sample``) and
 ``sg.sample_posterior``'s final chains (run in several calls; SGLD's, or MALA's at full
-batches) all return one chain.
-``BayesianModel`` is not among them yet: its ``fit`` runs a loop of its own over
-host-fed blocks of minibatches. The programs differ (burn-in split off or not, thinning, what
-they record), so XLA may fuse a step's arithmetic differently in each: the chains are
-compared to a rounding tolerance, and a changed seed (the power check) must miss it by far.
+batches) and ``BayesianModel.fit``'s sampler (the library's SGLD on host-fed blocks of
+minibatches, eager or XLA) all return one chain. The programs differ (burn-in split off
+or not, thinning, what they record), so XLA may fuse a step's arithmetic differently in
+each: the chains are compared to a rounding tolerance, and a changed seed (the power check)
+must miss it by far.
 """
 
 from __future__ import annotations
@@ -264,3 +264,47 @@ def test_a_divergence_between_kept_steps_is_tracked_or_stops_the_loop(mode):
     steps = 5 if mode == "stop" else 12
     assert int(out.num_steps) == steps and bool(out.diverged) == (mode != "none")
     np.testing.assert_array_equal(out.draws.numpy()[: steps // 4], [4.0, 8.0, 12.0][: steps // 4])
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_bayesian_model_samples_the_loops_chain(jit_compile):
+    """``BayesianModel.fit``'s draws are ``sample_chain``'s chain for its kernel (SGLD on
+    the preconditioned posterior), the start ``w = 0`` (the MAP) and its seed, fed the
+    batches ``fit`` fed: the first batch for the bootstrap, then one per step (unshuffled
+    here, so their order is known); another seed is another chain (the power check)."""
+    import keras
+
+    from tfp_sgmcmc.keras import BayesianModel
+
+    n, batch, epochs = 64, 16, 2
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(n, 4)).astype(np.float32)
+    y = (x[:, 0] - x[:, 1] > 0).astype(np.int64)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(5, activation="tanh"),
+                              keras.layers.Dense(2)])
+    steps = epochs * n // batch
+    bm = BayesianModel(model, num_draws=steps, seed=SEED, jit_compile=jit_compile)
+    bm.fit(x, y, batch_size=batch, epochs=1, sample_epochs=epochs, shuffle=False, verbose=0)
+    kept = bm._flat_draws  # the states after steps 2 … 8 (a burn-in of one step)
+    assert kept.shape[0] == steps - 1
+
+    order = [0] + [k % (n // batch) for k in range(steps)]  # the bootstrap's, then each step's
+    rows = np.stack([np.arange(k * batch, (k + 1) * batch) for k in order])
+    block = (tf.constant(x[rows]), tf.constant(y[rows]), tf.ones(rows.shape, tf.float32))
+    sampler = bm.sampler
+
+    def chain(seed):
+        @tf.function(jit_compile=True, autograph=False)
+        def run():
+            with sampler.data.feeding(block):
+                return sg.sample_chain(
+                    steps, tf.zeros([sampler.dimension]), kernel=sampler.kernel,
+                    seed=tf.constant(chain_seed(seed)),
+                )
+
+        return np.stack([sampler.weights(w) for w in run().numpy()[1:]])
+
+    np.testing.assert_allclose(chain(SEED), kept, rtol=1e-4, atol=1e-5)
+    other = chain(SEED + 1)
+    assert np.abs(other - kept).max() > 1e3 * 1e-5

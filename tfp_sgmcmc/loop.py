@@ -7,7 +7,9 @@ Every entry point that runs a kernel for many steps runs
 the tuner's arms ([`ArmRunner`][tfp_sgmcmc.tuning.runner.ArmRunner]) and the final draws
 of a tuning result, in the program that ran its best arm
 ([`TuningResult.sample`][tfp_sgmcmc.tuning.results.TuningResult.sample]), the chains of
-[`sample_posterior`][tfp_sgmcmc.automatic.sample_posterior], and Adam in
+[`sample_posterior`][tfp_sgmcmc.automatic.sample_posterior], the sampler of
+[`BayesianModel.fit`][tfp_sgmcmc.keras.BayesianModel] (on minibatches the host feeds,
+[`FedBatches`][tfp_sgmcmc.data.fed.FedBatches]), and Adam in
 [`find_map`][tfp_sgmcmc.estimators.find_map].
 It imports nothing of the library but ``tfp_sgmcmc.internal``, so every layer above it
 (estimators, kernels, driver, tuner) can import it: the layer order is in

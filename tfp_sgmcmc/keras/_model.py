@@ -18,7 +18,6 @@ import tensorflow as tf
 
 from tfp_sgmcmc.diagnostics.calibration import predictive_metrics
 from tfp_sgmcmc.driver.store import SAMPLES_FILE, SampleStore
-from tfp_sgmcmc.internal.random import standard_normal
 from tfp_sgmcmc.internal.util import check_int, check_positive
 from tfp_sgmcmc.keras._errors import (
     KerasDataError,
@@ -38,6 +37,7 @@ from tfp_sgmcmc.keras._inputs import (
     to_host,
 )
 from tfp_sgmcmc.keras._posterior import LIKELIHOODS, PROBABILITY_ACTIVATIONS, call_accepts_training
+from tfp_sgmcmc.keras._sampling import FedSGLD
 from tfp_sgmcmc.keras._saving import (
     MODEL_FILE,
     STORE_WRITER,
@@ -165,10 +165,12 @@ class BayesianModel:
     as in ``model.fit``, and are off while sampling and predicting (a one-line
     notice says so).
 
-    Compilation: one program per ``training`` mode runs every step of the MAP search,
-    the curvature pass and the sampler (a run-time flag selects the update), a block
-    of ``steps_per_execution`` steps per call, while a second thread stacks the next
-    block's batches. With
+    Compilation: one program per ``training`` mode runs every step of the MAP search and
+    the curvature pass (Adam), and one runs the sampler: the library's `SGLD` on the
+    whitened weights of a `WhitenedEstimator` (diagonal scale ``P^½``), in the library's
+    loop ``run_steps``, fed its minibatches by the host
+    (``tfp_sgmcmc.keras._sampling``). Each runs a block of ``steps_per_execution`` steps per
+    call, while a second thread stacks the next block's batches. With
     ``jit_compile=None`` the choice of XLA is made by a short measured probe (both
     variants timed on a training batch), except for convolutional models on a CPU,
     which run without XLA (XLA compiles them slowly and runs them slower there).
@@ -193,10 +195,11 @@ class BayesianModel:
         that name; the batch callbacks are then called once per block.
         Default value: ``None`` (as many as keep a block's batches under 32 MiB,
         at most 32).
-      seed: an int in ``[0, 2**31)`` for the shuffling and the sampler's noise. The
-        noise of step ``t`` is drawn from ``(seed, t)`` with counter-based normals that
-        are the same eagerly, in a graph and under XLA: the draws for a seed do not
-        depend on the XLA choice (up to floating-point rounding).
+      seed: an int in ``[0, 2**31)`` for the shuffling and the sampler's noise. Sampling
+        step ``t`` follows the library's seed rule, ``fold_in(chain_seed(seed), t)``
+        (docs/driver.md), with normals that are the same eagerly, in a graph and under
+        XLA: the draws for a seed do not depend on the XLA choice (up to floating-point
+        rounding).
         Default value: ``0``.
 
     Attributes (after ``fit``):
@@ -208,6 +211,10 @@ class BayesianModel:
         ``None``.
       step_size: the sampler's step size (dimensionless: in units of the
         preconditioner).
+      sampler: the sampler of the last ``fit``: ``sampler.kernel`` is its `SGLD` on
+        the whitened weights ``w = P^-½ (θ − θ_MAP)`` (``θ`` the flat weight vector),
+        ``sampler.data`` the source its minibatches were fed through, and
+        ``sampler.weights(w)`` maps a whitened state back to ``θ``.
       jit_compile: whether the steps ran under XLA.
       notes: the automatic choices, one sentence each.
       timings: seconds per phase (``probe``, ``map``, ``batchnorm``, ``curvature``,
@@ -310,6 +317,7 @@ class BayesianModel:
         self.num_kept = 0
         self.noise_scale_draws: np.ndarray | None = None
         self.step_size: float | None = None
+        self.sampler: FedSGLD | None = None
         self.jit_compile: bool | None = None
         self.notes: list[str] = []
         self.timings: dict[str, float] = {}
@@ -387,14 +395,15 @@ class BayesianModel:
     def _flatten(self, parts: Sequence[Any]) -> tf.Tensor:
         return tf.concat([tf.reshape(tf.cast(p, self._dtype), [-1]) for p in parts], 0)
 
-    def _log_post(self, theta, nt, x, y, mask, n, training: bool):
-        """``N · (weighted minibatch mean log-likelihood) + log p(θ)``, the mean, new
-        statistics.
+    def _row_log_lik(self, theta, nt, x, y, mask, training: bool):
+        """Each row's share ``r_i`` of the minibatch's mean log-likelihood (``[n]``, summing
+        to the mean) and the new statistics.
 
         ``mask`` holds each row's weight ``w_i >= 0`` (1 without sample weights) and
-        ``−1`` on padding rows: the mean is ``Σ_i w_i log p(y_i | x_i) / n`` over the
-        ``n`` real rows (zero-weight rows counted, as Keras's loss counts them), so
-        ``N`` times it estimates ``Σ_i w_i log p(y_i | x_i)`` without bias."""
+        ``−1`` on padding rows: ``r_i = w_i log p(y_i | x_i) / n_real`` over the
+        ``n_real`` real rows (zero-weight rows counted, as Keras's loss counts them; 0 on
+        padding rows), so ``N Σ_i r_i`` estimates ``Σ_i w_i log p(y_i | x_i)`` without
+        bias, whatever the padding of a partial batch."""
         kwargs = {"training": training} if self._call_kwargs_ok else {}
         parts = self._parts(theta)
         nw = self._num_model_weights
@@ -403,51 +412,43 @@ class BayesianModel:
         w = tf.cast(mask, ll.dtype)
         # where, not a product: a zero weight drops even an example of log-likelihood -inf.
         ll = tf.where(w > 0, ll * w, tf.zeros_like(ll))
-        mean_ll = tf.reduce_sum(ll) / tf.reduce_sum(tf.cast(w >= 0, ll.dtype))
-        prior = -0.5 * tf.reduce_sum(tf.square(theta[: self._model_size])) / self.prior_scale**2
-        return n * mean_ll + prior, mean_ll, new_nt
+        return ll / tf.reduce_sum(tf.cast(w >= 0, ll.dtype)), new_nt
 
-    def _step(self, theta, nt, m, v, precond, x, y, mask, seed, hp, training: bool):
-        """One step of the MAP search, the curvature pass or the sampler, on the flat
-        parameter vector ``θ``.
+    def _prior_log_prob(self, theta: tf.Tensor) -> tf.Tensor:
+        """``log p(θ)`` up to a constant: ``N(0, prior_scale² I)`` on the model's weights
+        (a flat prior on a learned ``log σ``)."""
+        return -0.5 * tf.reduce_sum(tf.square(theta[: self._model_size])) / self.prior_scale**2
 
-        ``hp = [lr, β₁, β₂, 1−β₁ᵗ, 1−β₂ᵗ, ε, langevin, N]``: Adam on ``−log π / N`` when
-        ``langevin`` is 0, preconditioned SGLD ``θ + ε P ĝ + √(2εP) ξ`` when it is 1
-        (``ĝ = N · mean minibatch score + ∇ log p``), ``ξ ~ N(0, I)`` drawn from
-        ``seed``.
+    def _log_post(self, theta, nt, x, y, mask, n, training: bool):
+        """``N · (weighted minibatch mean log-likelihood) + log p(θ)``, the mean, new
+        statistics (``_row_log_lik``)."""
+        rows, new_nt = self._row_log_lik(theta, nt, x, y, mask, training)
+        mean_ll = tf.reduce_sum(rows)
+        return n * mean_ll + self._prior_log_prob(theta), mean_ll, new_nt
+
+    def _step(self, theta, nt, m, v, x, y, mask, hp, training: bool):
+        """One step of the MAP search or the curvature pass on the flat parameter vector
+        ``θ``: Adam on ``−log π / N`` with ``hp = [lr, β₁, β₂, 1−β₁ᵗ, 1−β₂ᵗ, N]``. (The
+        sampler is the library's SGLD, `_sampler`.)
         """
-        lr, b1, b2, c1, c2, eps, langevin, n = tf.unstack(hp)
+        lr, b1, b2, c1, c2, n = tf.unstack(hp)
         with tf.GradientTape() as tape:
             tape.watch(theta)
             log_post, mean_ll, new_nt = self._log_post(theta, nt, x, y, mask, n, training)
-        g = tape.gradient(log_post, theta)
-
-        def adam() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-            gl = -g / n
-            mi = b1 * m + (1 - b1) * gl
-            vi = b2 * v + (1 - b2) * tf.square(gl)
-            return theta - lr * (mi / c1) / (tf.sqrt(vi / c2) + 1e-7), mi, vi
-
-        def sgld() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-            # The library's counter-based normals (as the SG-MCMC kernels draw theirs):
-            # the same for a seed eagerly, in a graph and under XLA, so the draws do not
-            # depend on whether XLA was chosen (TensorFlow's stateless normals differ
-            # between its kernels and XLA).
-            xi = standard_normal(tf.shape(theta), seed, theta.dtype)
-            return theta + eps * precond * g + tf.sqrt(2 * eps * precond) * xi, m, v
-
-        new_theta, new_m, new_v = tf.cond(langevin > 0.5, sgld, adam)
-        return new_theta, list(new_nt), new_m, new_v, -mean_ll
+        g = -tape.gradient(log_post, theta) / n
+        mi = b1 * m + (1 - b1) * g
+        vi = b2 * v + (1 - b2) * tf.square(g)
+        new_theta = theta - lr * (mi / c1) / (tf.sqrt(vi / c2) + 1e-7)
+        return new_theta, list(new_nt), mi, vi, -mean_ll
 
     def _program(self, training: bool, jit: bool) -> Any:
         """``count`` consecutive steps (see ``_step``) in one compiled call.
 
         The inputs of step ``i`` are row ``i`` of stacked arrays: the batch
-        ``xs[i], ys[i]`` with its row mask, the noise seed ``seeds[i]`` and the
-        hyperparameters ``hps[i]``; the stacks have a fixed number of rows ``K``
-        (one program for every block) and ``count ≤ K`` of them are run. Returns the
-        state after the last step and the ``K`` minibatch losses (zero past
-        ``count``). Running a block of steps per call, as Keras's
+        ``xs[i], ys[i]`` with its row mask and the hyperparameters ``hps[i]``; the
+        stacks have a fixed number of rows ``K`` (one program for every block) and
+        ``count ≤ K`` of them are run. Returns the state after the last step and the
+        ``K`` minibatch losses (zero past ``count``). Running a block of steps per call, as Keras's
         ``steps_per_execution`` does, leaves no host work or synchronisation between
         the steps of a block.
         """
@@ -456,23 +457,13 @@ class BayesianModel:
             return self._programs[key]
 
         @tf.function(jit_compile=jit, reduce_retracing=True, autograph=False)
-        def block(theta, nt, m, v, precond, xs, ys, masks, seeds, hps, count):
+        def block(theta, nt, m, v, xs, ys, masks, hps, count):
             losses = tf.zeros(tf.shape(masks)[:1], theta.dtype)
 
             def body(i, theta, nt, m, v, losses):
                 x = tf.nest.map_structure(lambda a: a[i], xs)
                 theta, nt, m, v, loss = self._step(
-                    theta,
-                    nt,
-                    m,
-                    v,
-                    precond,
-                    x,
-                    ys[i],
-                    masks[i],
-                    seeds[i],
-                    hps[i],
-                    training,
+                    theta, nt, m, v, x, ys[i], masks[i], hps[i], training
                 )
                 losses = tf.tensor_scatter_nd_update(losses, [[i]], [loss])
                 return i + 1, theta, nt, m, v, losses
@@ -510,13 +501,11 @@ class BayesianModel:
             "b2": 0.999,
             "c1": 1.0,
             "c2": 1.0,
-            "eps": 0.0,
-            "langevin": 0.0,
             "n": float(self._n),
         }
         hp.update(kw)
         return np.array(
-            [hp[k] for k in ("lr", "b1", "b2", "c1", "c2", "eps", "langevin", "n")], self._dtype
+            [hp[k] for k in ("lr", "b1", "b2", "c1", "c2", "n")], self._dtype
         )
 
     def _feed(
@@ -604,20 +593,11 @@ class BayesianModel:
                 ahead = pool.submit(next, gen, None)
                 yield item
 
-    def _run(
-        self,
-        program: Any,
-        state: tuple,
-        precond: Any,
-        block: tuple,
-        hps: np.ndarray,
-        seeds: np.ndarray,
-    ) -> tuple:
-        """One block of steps: ``(θ, statistics, m, v)`` after it and its losses (host)."""
+    def _run(self, program: Any, state: tuple, block: tuple, hps: np.ndarray) -> tuple:
+        """One block of Adam steps: ``(θ, statistics, m, v)`` after it and its losses
+        (host)."""
         _, count, xs, ys, masks = block
-        theta, nt, m, v, losses = program(
-            *state, precond, xs, ys, masks, seeds, hps, np.int32(count)
-        )
+        theta, nt, m, v, losses = program(*state, xs, ys, masks, hps, np.int32(count))
         return (theta, nt, m, v), np.asarray(losses)[:count].astype(np.float64)
 
     def _steps_per_call(self, source: Source, xb: Any, yb: Any) -> int:
@@ -635,12 +615,6 @@ class BayesianModel:
         """Per-step hyperparameter rows padded to ``K``."""
         rows = rows + [rows[-1]] * (self._k - len(rows))
         return np.stack(rows)
-
-    def _seeds(self, counter: list[int], count: int) -> np.ndarray:
-        """The next ``count`` steps' noise seeds ``(seed, step counter)``, padded to ``K``."""
-        c = (counter[0] + 1 + np.arange(self._k)) % 2**31
-        counter[0] += count
-        return np.stack([np.full(self._k, self.seed), c], 1).astype(np.int32)
 
     # -- set-up ----------------------------------------------------------------------- #
     def _setup(self, xb: Any, yb: Any, verbose: int) -> None:
@@ -795,20 +769,20 @@ class BayesianModel:
         )
         per_step = {}
         for jit in (False, True):
-            # Adam's and Langevin's updates, ε = lr = 0: the weights do not move.
+            # Adam's step with lr = 0 (the weights do not move) in the MAP search's mode
+            # and in inference mode, the sampler's (a forward and backward pass each).
             runs = [
                 (self._program(training, jit), self._hps([self._hp()])),
-                (self._program(False, jit), self._hps([self._hp(langevin=1.0)])),
+                (self._program(False, jit), self._hps([self._hp()])),
             ]
             try:
                 per_step[jit] = 0.0
                 for step, hps in runs:
                     st = (state["theta"], state["nt"], state["m"], state["v"])
-                    seeds = self._seeds([0], self._k)
-                    self._run(step, st, state["m"], block, hps, seeds)
+                    self._run(step, st, block, hps)
                     t0 = time.perf_counter()
                     for _ in range(2):
-                        self._run(step, st, state["m"], block, hps, seeds)
+                        self._run(step, st, block, hps)
                     per_step[jit] += (time.perf_counter() - t0) / (4 * block[1])
             except (tf.errors.OpError, ValueError, TypeError) as e:
                 per_step[jit] = math.inf
@@ -1085,7 +1059,6 @@ class BayesianModel:
         )
         self.model.stop_training = False
         cb.on_train_begin()
-        counter = [0]
 
         # 1. MAP: Adam, as model.fit.
         t0 = time.perf_counter()
@@ -1109,12 +1082,7 @@ class BayesianModel:
                 )
                 t += count
                 st, losses = self._run(
-                    step,
-                    (state["theta"], state["nt"], state["m"], state["v"]),
-                    zeros,
-                    block,
-                    hps,
-                    self._seeds(counter, count),
+                    step, (state["theta"], state["nt"], state["m"], state["v"]), block, hps
                 )
                 state["theta"], state["nt"], state["m"], state["v"] = st
                 if not np.isfinite(losses).all():  # say so now, not after every epoch
@@ -1151,7 +1119,7 @@ class BayesianModel:
         # Adam's second moment with lr = 0 and β₂ = k/(k+1) at step k is the running
         # mean of the squared minibatch gradients; θ does not move.
         t0 = time.perf_counter()
-        sample_step = self._program(False, self.jit_compile)
+        curvature_step = self._program(False, self.jit_compile)
         mode = state["theta"]
         v = zeros
         map_losses: list[float] = []
@@ -1164,8 +1132,7 @@ class BayesianModel:
                 probe_batches.append((x_j, ys[j], masks[j]))
             hps = self._hps([self._hp(b1=0.0, b2=k / (k + 1)) for k in range(k0, k0 + count)])
             carry = (mode, state["nt"], zeros, v)
-            seeds = self._seeds(counter, count)
-            (_, _, _, v), losses = self._run(sample_step, carry, zeros, block, hps, seeds)
+            (_, _, _, v), losses = self._run(curvature_step, carry, block, hps)
             map_losses += losses.tolist()
             if self._learn_noise:  # the labels' moments, for the noise's check
                 rows = np.asarray(ys, np.float64)[:count].reshape(count * bs, -1)
@@ -1182,7 +1149,6 @@ class BayesianModel:
         lam = self._stiffest(mode, state["nt"], precond, probe_batches)
         eps = min(eps_noise, 1.0 / lam) if lam > 0 else eps_noise
         self.timings["curvature"] = time.perf_counter() - t0
-        precond_t = tf.constant(precond, self._dtype)
         self.notes.append(
             f"diagonal preconditioner from the gradient second moments at the MAP "
             f"({len(map_losses)} batches); stiffest curvature in its units {lam:.3g}"
@@ -1194,15 +1160,30 @@ class BayesianModel:
         burn = int(_SAMPLE_BURN_IN * total)
         keep = set(np.unique(np.linspace(burn, total - 1, self.num_draws).round().astype(int)))
         stop_ignored = False
+        # The library's SGLD on the preconditioned posterior, in its loop (`FedSGLD`).
+        sampler = FedSGLD(
+            lambda th, x, y, mask: self._row_log_lik(th, state["nt"], x, y, mask, False)[0],
+            self._prior_log_prob,
+            np.asarray(mode),
+            np.sqrt(precond),
+            num_examples=self._n,
+            batch_size=bs,
+            steps_per_call=self._k,
+            seed=self.seed,
+            jit_compile=bool(self.jit_compile),
+        )
+        self.sampler = sampler
         for _attempt in range(4):
             self.step_size = eps
+            sampler.step_size.assign(eps)
             if verbose:
                 print(
                     f"BayesianModel: sampling with step size {eps:.3g} (MAP loss {map_loss:.4g})",
                     file=sys.stderr,
                     flush=True,
                 )
-            theta = mode
+            theta = np.asarray(mode)
+            w = results = None  # the chain starts at the MAP, bootstrapped on its first block
             draws: list[np.ndarray] = []  # in memory, or (with a store) the last few
             kept = 0
             kept_losses: list[float] = []  # the losses of the steps after the burn-in
@@ -1216,8 +1197,6 @@ class BayesianModel:
             failed = ""
             s = 0
             limit = 10 * (abs(map_loss) + 1)
-            hp_row = self._hp(eps=eps, langevin=1.0)
-            hps = self._hps([hp_row])
             for e in range(sample_epochs):
                 cb.on_epoch_begin(epoch0 + e)
                 logs = {}
@@ -1227,11 +1206,9 @@ class BayesianModel:
                 for block in self._blocks(source, prep, ends=ends):
                     k0, count = block[0], block[1]
                     cb.on_train_batch_begin(k0)
-                    carry = (theta, state["nt"], zeros, zeros)
-                    seeds = self._seeds(counter, count)
-                    (theta, _, _, _), losses = self._run(
-                        sample_step, carry, precond_t, block, hps, seeds
-                    )
+                    if results is None:
+                        w, results = sampler.start(block)
+                    w, results, losses = sampler(w, results, block, s)
                     bad = np.flatnonzero(~np.isfinite(losses) | (losses > limit))
                     if bad.size:
                         failed = f"loss {losses[bad[0]]:.3g} at sampling step {s + bad[0]}"
@@ -1240,7 +1217,8 @@ class BayesianModel:
                     s += count
                     if s - 1 in keep:
                         kept += 1
-                        draws.append(np.asarray(theta))
+                        theta = sampler.weights(w).astype(self._dtype)
+                        draws.append(theta)
                         if store is not None:
                             store.append([p[None] for p in self._parts(draws[-1])], {})
                             del draws[:-_VALIDATION_DRAWS]
@@ -1249,6 +1227,7 @@ class BayesianModel:
                     cb.on_train_batch_end(k0 + count - 1, logs)
                 if failed:
                     break
+                theta = sampler.weights(w).astype(self._dtype)
                 self._write_back(theta, state["nt"])
                 if val is not None and draws:
                     logs.update(self._validation_logs(val, draws))

@@ -64,6 +64,7 @@ from tfp_sgmcmc.tuning.executors import (
     make_job,
     resolve_executor,
 )
+from tfp_sgmcmc.tuning.halving import successive_halving
 from tfp_sgmcmc.tuning.metrics import metric_name, resolve_metric
 from tfp_sgmcmc.tuning.results import RoundRecord, TuningResult, warn_if_no_usable_arm
 
@@ -214,11 +215,11 @@ class MAMBA:
         self.close()
 
     def _run(self) -> TuningResult:
-        survivors = list(range(len(self.arms)))
         records: list[RoundRecord] = []
         last_samples: dict[int, list[np.ndarray]] = {}
         round_seconds: list[float] = []
-        for i in range(self.num_rounds):
+
+        def run_round(i: int, survivors: list[int]) -> dict[int, float]:
             r_i = self.per_arm_budgets[i]
             t_round = time.perf_counter()
             metrics: dict[int, float] = {}
@@ -244,14 +245,22 @@ class MAMBA:
             round_records.sort(key=lambda r: survivors.index(r.arm_index))
             records.extend(round_records)
             round_seconds.append(time.perf_counter() - t_round)
-            # Stable ascending sort (ties keep grid order); keep ⌊|S_i|/η⌋.
-            ranked = sorted(survivors, key=lambda j: (metrics[j], survivors.index(j)))
-            keep = max(1, len(survivors) // self.eta)
-            survivors = ranked[:keep] if i < self.num_rounds - 1 else ranked
-            kept = set(ranked[:keep])
-            for rec in round_records:
-                rec.survived = rec.arm_index in kept
-        best = survivors[0]
+            return metrics
+
+        # Successive halving (the library's one rule): keep the ⌊|S_i|/η⌋ best of each
+        # round, ties in grid order.
+        halving = successive_halving(
+            list(range(len(self.arms))), self.num_rounds, self.eta, run_round
+        )
+        for i, survivors in enumerate(halving.survivors):
+            kept = set(
+                halving.survivors[i + 1] if i + 1 < len(halving.survivors)
+                else halving.ranked[: max(1, len(survivors) // self.eta)]
+            )
+            for rec in records:
+                if rec.round == i:
+                    rec.survived = rec.arm_index in kept
+        best = halving.best
         return TuningResult(
             method=self.method,
             best_arm=dict(self.arms[best]),

@@ -1,0 +1,150 @@
+r"""The sampler of ``BayesianModel``: the library's SGLD in its loop, on fed minibatches.
+
+``BayesianModel.fit`` samples the flat weight vector ``θ`` with preconditioned SGLD
+
+$$
+\theta_{t+1} = \theta_t + \varepsilon P \hat g(\theta_t) + \sqrt{2 \varepsilon P}\,\xi_t,
+\qquad \xi_t \sim \mathcal N(0, I),
+$$
+
+``P`` a diagonal preconditioner and ``ĝ`` the minibatch score of the posterior. This is
+[`SGLD`][tfp_sgmcmc.SGLD] (Welling & Teh 2011) on the whitened coordinates
+``w = (θ − θ_MAP) / √P`` of a [`WhitenedEstimator`][tfp_sgmcmc.estimators.WhitenedEstimator]
+with the diagonal scale ``√P``: there ``w' = w + ε √P ĝ + √(2ε) ξ``, which is the update
+above. The minibatch score is a
+[`MinibatchEstimator`][tfp_sgmcmc.estimators.MinibatchEstimator]'s on a
+[`FedBatches`][tfp_sgmcmc.data.fed.FedBatches] source: ``fit`` stacks the batches of a
+block of steps on the host (sample and class weights as a row mask, a padded partial
+batch) and each compiled call feeds them to the steps, which run in the library's loop
+[`run_steps`][tfp_sgmcmc.loop.run_steps] under its seed rule: step ``t`` of the chain
+draws its noise from ``fold_in(chain_seed(seed), t)``, whatever the blocks. So the draws
+are ``sg.sample_chain``'s for ``kernel``, the start ``w = 0`` (the MAP) and ``seed``, fed
+the same batches (``tests/test_one_loop.py``).
+
+As every library kernel, a step reads its minibatch for the score at the state it
+moves to (the first score, at the MAP, reads the first batch in ``bootstrap``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc.data.fed import FedBatches
+from tfp_sgmcmc.estimators import MinibatchEstimator, WhitenedEstimator
+from tfp_sgmcmc.kernels import SGLD
+from tfp_sgmcmc.loop import chain_seed, run_steps
+
+__all__ = ["FedSGLD"]
+
+
+class FedSGLD:
+    """Preconditioned SGLD on fed minibatches, compiled once per block shape.
+
+    Args:
+      row_log_lik: ``(θ, x, y, mask) -> [n]``, each row's share of the minibatch's
+        mean log-likelihood (summing to the mean; 0 on padding rows).
+      log_prior: ``θ -> log p(θ)``.
+      centre: ``θ_MAP``, the flat ``[d]`` weight vector the chain starts at.
+      scale: ``√P``, the ``[d]`` positive diagonal scale.
+      num_examples: ``N``.
+      batch_size: the rows of every fed batch.
+      steps_per_call: ``K``, the most steps (and fed batches) of one call.
+      seed: the chain's seed, an int in ``[0, 2**31)``.
+      jit_compile: compile the calls with XLA.
+    """
+
+    def __init__(
+        self,
+        row_log_lik: Callable[..., tf.Tensor],
+        log_prior: Callable[[tf.Tensor], tf.Tensor],
+        centre: np.ndarray,
+        scale: np.ndarray,
+        *,
+        num_examples: int,
+        batch_size: int,
+        steps_per_call: int,
+        seed: int,
+        jit_compile: bool,
+    ) -> None:
+        centre = np.asarray(centre)
+        dtype = tf.as_dtype(centre.dtype)
+        self.data = FedBatches(num_examples, batch_size, dtype)
+
+        # The estimator's minibatch sum is scaled by N/n: rows scaled by n make it
+        # N times the masked mean, as the MAP search's objective.
+        @tf.autograph.experimental.do_not_convert
+        def log_likelihood(parts: list[tf.Tensor], batch: Any) -> tf.Tensor:
+            x, y, mask = batch
+            return row_log_lik(parts[0], x, y, mask) * float(batch_size)
+
+        @tf.autograph.experimental.do_not_convert
+        def prior(parts: list[tf.Tensor]) -> tf.Tensor:
+            return log_prior(parts[0])
+
+        inner = MinibatchEstimator(log_likelihood, self.data, batch_size, log_prior_fn=prior)
+        # The chain is judged by its minibatch losses (`fit`), not by a χ² radius.
+        self.estimator = WhitenedEstimator(
+            inner, [tf.constant(centre)], np.asarray(scale, np.float64),
+            flag_runaway_steps=False,
+        )
+        #: ε, a variable: a restart at a smaller step reuses the compiled programs.
+        self.step_size = tf.Variable(1.0, dtype=dtype, trainable=False, name="sgld_step_size")
+        self.kernel = SGLD(self.estimator, step_size=self.step_size)
+        self.seed = chain_seed(seed)
+        self.dimension = int(centre.size)
+        self._centre = centre.astype(np.float64)
+        self._scale = np.asarray(scale, np.float64)
+        log_det = float(np.sum(np.log(self._scale)))
+        n = float(num_examples)
+
+        def loss(w: tf.Tensor, results: Any) -> tf.Tensor:
+            # The step's minibatch loss −mean log-likelihood, from the estimate at the state
+            # it moved to: log π̂_w = N · mean + log p(θ) + log det √P.
+            theta = self.estimator.unwhiten(w)[0]
+            lp = results.target_log_prob - log_det - log_prior(theta)
+            return -lp / n
+
+        kernel = self.kernel
+
+        @tf.function(jit_compile=jit_compile, autograph=False)
+        def start(w, xs, ys, masks):
+            with self.data.feeding((xs, ys, masks)):
+                return kernel.bootstrap_results(w)
+
+        @tf.function(jit_compile=jit_compile, autograph=False)
+        def run(w, results, xs, ys, masks, first_step, count):
+            with self.data.feeding((xs, ys, masks)):
+                out = run_steps(
+                    kernel, w, results, count, tf.constant(self.seed),
+                    first_step=first_step, num_slots=steps_per_call, trace_fn=loss,
+                )
+            return out.state, out.kernel_results, out.trace
+
+        self._start, self._run = start, run
+
+    def start(self, block: tuple) -> tuple[tf.Tensor, Any]:
+        """The chain's start ``w = 0`` (the MAP) and its kernel results, whose score reads
+        the first batch of ``block`` ``(k0, count, xs, ys, masks)``."""
+        w = tf.zeros([self.dimension], self.step_size.dtype)
+        _, _, xs, ys, masks = block
+        return w, self._start(w, xs, ys, masks)
+
+    def __call__(
+        self, w: tf.Tensor, results: Any, block: tuple, first_step: int
+    ) -> tuple[tf.Tensor, Any, np.ndarray]:
+        """Steps ``first_step …`` of the chain on the batches of ``block``: the state and
+        results after them and each step's minibatch loss (host)."""
+        _, count, xs, ys, masks = block
+        w, results, losses = self._run(
+            w, results, xs, ys, masks, tf.constant(first_step, tf.int32),
+            tf.constant(count, tf.int32),
+        )
+        return w, results, np.asarray(losses, np.float64)[:count]
+
+    def weights(self, w: tf.Tensor) -> np.ndarray:
+        """``θ = θ_MAP + √P w``, the flat weight vector of the whitened state ``w``."""
+        return self._centre + self._scale * np.asarray(w, np.float64)
