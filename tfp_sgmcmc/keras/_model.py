@@ -1115,6 +1115,28 @@ class BayesianModel:
         self.timings["batchnorm"] = time.perf_counter() - t0
         self._non_trainable = state["nt"]
 
+        # The sampler (the library's SGLD on the preconditioned posterior, in its loop,
+        # `FedSGLD`) is built at the MAP now and compiled on a second thread while the
+        # curvature pass runs; its preconditioner is set once measured (a variable).
+        nt_fixed = state["nt"]
+        sampler = FedSGLD(
+            lambda th, x, y, mask: self._row_log_lik(th, nt_fixed, x, y, mask, False)[0],
+            self._prior_log_prob,
+            np.asarray(state["theta"]),
+            np.ones(int(state["theta"].shape[0])),
+            num_examples=self._n,
+            batch_size=bs,
+            steps_per_call=self._k,
+            seed=self.seed,
+            jit_compile=bool(self.jit_compile),
+        )
+        xb, yb = source.first()
+        first = tf.nest.map_structure(
+            tf.convert_to_tensor, self._stack([(xb, yb, None)], bs, False, source)
+        )
+        compiling = ThreadPoolExecutor(1)
+        compiled = compiling.submit(sampler.compile, (0, 0, *first))
+
         # 3. Curvature and gradient noise at the MAP: the preconditioner and the step.
         # Adam's second moment with lr = 0 and β₂ = k/(k+1) at step k is the running
         # mean of the squared minibatch gradients; θ does not move.
@@ -1160,18 +1182,11 @@ class BayesianModel:
         burn = int(_SAMPLE_BURN_IN * total)
         keep = set(np.unique(np.linspace(burn, total - 1, self.num_draws).round().astype(int)))
         stop_ignored = False
-        # The library's SGLD on the preconditioned posterior, in its loop (`FedSGLD`).
-        sampler = FedSGLD(
-            lambda th, x, y, mask: self._row_log_lik(th, state["nt"], x, y, mask, False)[0],
-            self._prior_log_prob,
-            np.asarray(mode),
-            np.sqrt(precond),
-            num_examples=self._n,
-            batch_size=bs,
-            steps_per_call=self._k,
-            seed=self.seed,
-            jit_compile=bool(self.jit_compile),
-        )
+        try:
+            compiled.result()
+        finally:
+            compiling.shutdown()
+        sampler.set_scale(np.sqrt(precond))
         self.sampler = sampler
         for _attempt in range(4):
             self.step_size = eps

@@ -49,7 +49,8 @@ class FedSGLD:
         mean log-likelihood (summing to the mean; 0 on padding rows).
       log_prior: ``θ -> log p(θ)``.
       centre: ``θ_MAP``, the flat ``[d]`` weight vector the chain starts at.
-      scale: ``√P``, the ``[d]`` positive diagonal scale.
+      scale: ``√P``, the ``[d]`` positive diagonal scale (changed in place by
+        `set_scale`, without a new program).
       num_examples: ``N``.
       batch_size: the rows of every fed batch.
       steps_per_call: ``K``, the most steps (and fed batches) of one call.
@@ -98,7 +99,10 @@ class FedSGLD:
         self.dimension = int(centre.size)
         self._centre = centre.astype(np.float64)
         self._scale = np.asarray(scale, np.float64)
-        log_det = float(np.sum(np.log(self._scale)))
+        self._log_det = tf.Variable(
+            float(np.sum(np.log(self._scale))), dtype=dtype, trainable=False, name="log_det"
+        )
+        log_det = self._log_det
         n = float(num_examples)
 
         def loss(w: tf.Tensor, results: Any) -> tf.Tensor:
@@ -110,7 +114,8 @@ class FedSGLD:
 
         kernel = self.kernel
 
-        @tf.function(jit_compile=jit_compile, autograph=False)
+        # One evaluation: a graph, not worth an XLA compilation.
+        @tf.function(autograph=False)
         def start(w, xs, ys, masks):
             with self.data.feeding((xs, ys, masks)):
                 return kernel.bootstrap_results(w)
@@ -125,6 +130,17 @@ class FedSGLD:
             return out.state, out.kernel_results, out.trace
 
         self._start, self._run = start, run
+
+    def set_scale(self, scale: np.ndarray) -> None:
+        """Replace ``√P`` in place (the compiled programs see it at their next call)."""
+        self.estimator.set_scale(np.asarray(scale, np.float64))
+        self._scale = np.asarray(scale, np.float64)
+        self._log_det.assign(float(np.sum(np.log(self._scale))))
+
+    def compile(self, block: tuple) -> None:
+        """Compile the programs for ``block``'s shapes by a call that runs no step."""
+        w, results = self.start(block)
+        self(w, results, (0, 0, *block[2:]), 0)
 
     def start(self, block: tuple) -> tuple[tf.Tensor, Any]:
         """The chain's start ``w = 0`` (the MAP) and its kernel results, whose score reads
