@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.schedules import as_schedule
+from tfp_sgmcmc.kernels.arguments import as_schedule
 
 STEPS = np.arange(0, 40)
 

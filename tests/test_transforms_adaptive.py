@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfp_sgmcmc.transforms import (
+from tfp_sgmcmc.transforms.drifts import (
     AdadeltaBias,
     AdaMaxBias,
     AdamBias,

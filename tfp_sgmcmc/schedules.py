@@ -3,7 +3,8 @@
 Every schedule keeps its parameters as tensors and is evaluated inside the
 compiled chain, so giving new values (as ``tf.Tensor`` arguments of a
 ``tf.function``) never retraces. A kernel accepts either a schedule or a plain
-scalar (promoted to [`ConstantStepSize`][tfp_sgmcmc.schedules.ConstantStepSize]).
+scalar (promoted to [`ConstantStepSize`][tfp_sgmcmc.schedules.ConstantStepSize] by
+[`as_schedule`][tfp_sgmcmc.kernels.arguments.as_schedule]).
 
 * [`ConstantStepSize`][tfp_sgmcmc.schedules.ConstantStepSize]: ``ε_t = ε``.
 * [`PolynomialDecay`][tfp_sgmcmc.schedules.PolynomialDecay]: ``ε_t = a (b + t)^(−γ)`` (Welling &
@@ -45,7 +46,6 @@ from tfp_sgmcmc.internal.util import (
     check_in_interval,
     check_int,
     check_positive,
-    static_number,
     static_value,
 )
 
@@ -56,9 +56,6 @@ __all__ = [
     "CyclicalStepSize",
     "SAStepSize",
     "GeometricAnnealing",
-    "check_sa_schedule",
-    "ScalarOrSchedule",
-    "as_schedule",
 ]
 
 
@@ -284,60 +281,3 @@ class GeometricAnnealing(StepSizeSchedule):
         tau0, c = self._cast("tau0", dtype), self._cast("c", dtype)
         log_tau = tf.math.log(tau0) + t * tf.math.log(c)
         return tf.exp(-log_tau)
-
-
-def check_sa_schedule(schedule: Any, name: str = "sa_step_size") -> StepSizeSchedule:
-    """Validate a stochastic-approximation step ``ω_k`` that must decay to 0.
-
-    Accepted: [`SAStepSize`][tfp_sgmcmc.schedules.SAStepSize] (decaying by construction) and
-    [`PolynomialDecay`][tfp_sgmcmc.schedules.PolynomialDecay] with ``γ ∈ (0,
-    1]`` (the same family). Constants
-    (including SGLD-EM's ``ω ≡ 1``) and other schedules are rejected, because
-    the SA convergence theory (Deng et al. 2019, supplement Assumption 1)
-    needs ``ω_k → 0`` and ``Σ ω_k = ∞``.
-
-    Raises:
-      ValueError: naming ``name``, for anything that is not known to decay.
-    """
-    if isinstance(schedule, SAStepSize):
-        return schedule
-    if isinstance(schedule, PolynomialDecay):
-        g = static_value(schedule.parameters["gamma"])
-        if g is not None and 0 < float(g) <= 1:
-            return schedule
-        raise ValueError(
-            f"`{name}` must decay with exponent in (0, 1] (ω_k → 0, Σ ω_k = ∞), got {schedule!r}."
-        )
-    raise ValueError(
-        f"`{name}` must be a decaying SA schedule (SAStepSize or PolynomialDecay with γ ∈ (0, 1]) "
-        f"when a stochastic-approximation schedule is required, got {schedule!r}."
-    )
-
-
-ScalarOrSchedule = float | tf.Tensor | tf.Variable | StepSizeSchedule
-
-
-def as_schedule(
-    step_size: ScalarOrSchedule, name: str = "step_size", allow_zero: bool = False
-) -> StepSizeSchedule:
-    """Promote a scalar to [`ConstantStepSize`][tfp_sgmcmc.schedules.ConstantStepSize]; validate
-    statically known values.
-
-    Any per-step scalar (step size, temperature, SA step ω) uses this: the
-    schedule is evaluated at the step counter inside the compiled chain.
-    ``allow_zero`` admits 0 (temperature 0 = optimiser).
-    """
-    if isinstance(step_size, StepSizeSchedule):
-        return step_size
-    if callable(step_size):
-        raise ValueError(
-            f"`{name}` must be a scalar or a StepSizeSchedule, got a plain callable; "
-            "subclass StepSizeSchedule so its parameters are recorded."
-        )
-    v = static_number(step_size, name)
-    if v is not None and v.ndim != 0:
-        raise ValueError(f"`{name}` must be a scalar, got shape {v.shape}.")
-    try:
-        return ConstantStepSize(step_size, allow_zero=allow_zero)
-    except (ValueError, TypeError) as e:
-        raise type(e)(str(e).replace("`step_size`", f"`{name}`")) from None

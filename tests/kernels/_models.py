@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
+from tfp_sgmcmc.kernels.stochastic_approximation import deng_sghmc
 
 __all__ = [
     "KernelSpec",
@@ -231,7 +232,7 @@ KERNEL_SPECS: list[KernelSpec] = [
     KernelSpec("sgld-sa", "ssgl", _sa(lambda est, eps, **kw: sg.SGLD(est, eps, **kw)),
                copy_change=("sa_step_size", 0.25), xla_loop=True, flat_chain=False),
     KernelSpec("sghmc-sa", "ssgl",
-               _sa(lambda est, eps, **kw: _K.deng_sghmc(est, eps, **kw)),
+               _sa(lambda est, eps, **kw: deng_sghmc(est, eps, **kw)),
                copy_change=("sa_step_size", 1.0), flat_chain=False,
                # Deng's form requires β̂ = ½Vη ≤ 1 − μ = 0.1, so η < 0.2 (ηλ_max ≫ 4).
                huge_step=0.19),

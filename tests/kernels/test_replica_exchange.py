@@ -8,6 +8,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+from tfp_sgmcmc.kernels import replica_exchange
 
 from ._models import LinearGaussianModel, normals_like
 
@@ -117,14 +118,16 @@ def test_estimate_energy_variance_matches_the_closed_form(rng):
         - model.log_likelihood(tf.constant(b), (model.x, model.y))
     ).numpy()[0]
     want = 0.5 * 40**2 / 5 * d.var()
-    got = sg.kernels.estimate_energy_variance(
+    got = replica_exchange.estimate_energy_variance(
         est, tf.constant(a), tf.constant(b), num_batches=400, seed=(3, 4)
     ).numpy()
     assert got.shape == (1,)
     # Relative SE of a variance from 400 draws of a near-Gaussian sum: √(2/399) ≈ 7%.
     assert abs(got[0] / want - 1) < Z * 0.075, (got, want)
     with pytest.raises(ValueError, match="num_batches"):
-        sg.kernels.estimate_energy_variance(est, tf.constant(a), tf.constant(b), num_batches=1)
+        replica_exchange.estimate_energy_variance(
+            est, tf.constant(a), tf.constant(b), num_batches=1
+        )
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ See ``docs/driver.md``. [`sample`][tfp_sgmcmc.driver.sample] runs any ``tfp.mcmc
 draws kept in memory (studies, examples);
 [`sample_chain`][tfp_sgmcmc.driver.flat.sample_chain] is ``tfp.mcmc.sample_chain`` as one flat
 loop (the same chain, faster under XLA);
-[`ModelSpec`][tfp_sgmcmc.driver.ModelSpec] and
-[`load_model`][tfp_sgmcmc.driver.load_model] define the model-file protocol of the ``tfp-sgmcmc``
-CLI. The chunk steps themselves (plan, seeds, compiled programs) are in
+[`ModelSpec`][tfp_sgmcmc.driver.model.ModelSpec] and
+[`load_model`][tfp_sgmcmc.driver.model.load_model] define the model-file protocol of the
+``tfp-sgmcmc`` CLI. The chunk steps themselves (plan, seeds, compiled programs) are in
 [`tfp_sgmcmc.driver.chunks`][tfp_sgmcmc.driver.chunks].
 
 A run directory has one writer at a time (``run.lock``), checksummed draws and

@@ -2,11 +2,12 @@
 
 Names (``docs/conventions.md``, "Names"): one name per sampler, its acronym:
 ``SGLD``, ``PSGLD``, ``SGHMC``, ``SGNHT``, ``MSGLD``, ``ASGLD``, ``CSGLD``, ``RESGLD``, ...
-Results types are named after the kernel that defines them:
-[`SGLDKernelResults`][tfp_sgmcmc.kernels.SGLDKernelResults] (SGLD, pSGLD and every
-adaptive-drift SGLD), [`SGHMCKernelResults`][tfp_sgmcmc.kernels.SGHMCKernelResults],
-[`SGNHTKernelResults`][tfp_sgmcmc.kernels.SGNHTKernelResults],
-[`StochasticApproximationKernelResults`][tfp_sgmcmc.kernels.StochasticApproximationKernelResults].
+Results types are named after the kernel that defines them and live in its module, as
+``tfp.mcmc`` keeps its results types out of its namespace:
+[`SGLDKernelResults`][tfp_sgmcmc.kernels.langevin.SGLDKernelResults] (SGLD, pSGLD and every
+adaptive-drift SGLD), [`SGHMCKernelResults`][tfp_sgmcmc.kernels.hamiltonian.SGHMCKernelResults],
+[`SGNHTKernelResults`][tfp_sgmcmc.kernels.thermostat.SGNHTKernelResults],
+[`StochasticApproximationKernelResults`][tfp_sgmcmc.kernels.stochastic_approximation.StochasticApproximationKernelResults].
 
 ``StochasticApproximation`` wraps any SG kernel (SGLD-SA, SGHMC-SA). Control-variate
 variants (SGLD-CV, ...) are the same kernels given a
@@ -16,71 +17,33 @@ variants (SGLD-CV, ...) are the same kernels given a
 from tfp_sgmcmc.kernels import adaptive
 from tfp_sgmcmc.kernels.adaptive import *  # noqa: F403 (its __all__, added below)
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
-from tfp_sgmcmc.kernels.contour import CSGLD, CSGLDKernelResults, importance_weights
-from tfp_sgmcmc.kernels.hamiltonian import (
-    SGHMC,
-    SGHMCKernelResults,
-)
-from tfp_sgmcmc.kernels.langevin import (
-    PSGLD,
-    SGLD,
-    SGLDKernelResults,
-)
-from tfp_sgmcmc.kernels.replica_exchange import (
-    RESGLD,
-    RESGLDKernelResults,
-    estimate_energy_variance,
-)
-from tfp_sgmcmc.kernels.splitting import (
-    BADODAB,
-    BAOAB,
-    BADODABKernelResults,
-    BAOABKernelResults,
-)
-from tfp_sgmcmc.kernels.stochastic_approximation import (
-    StochasticApproximation,
-    StochasticApproximationKernelResults,
-    deng_sghmc,
-)
-from tfp_sgmcmc.kernels.tfp_wrappers import (
-    SGMCMCResultsMixin,
-    TransformedTransitionKernel,
-    UncalibratedKernelError,
-)
-from tfp_sgmcmc.kernels.thermostat import (
-    SGNHT,
-    SGNHTKernelResults,
-)
+from tfp_sgmcmc.kernels.contour import CSGLD, importance_weights
+from tfp_sgmcmc.kernels.hamiltonian import SGHMC
+from tfp_sgmcmc.kernels.langevin import PSGLD, SGLD
+from tfp_sgmcmc.kernels.replica_exchange import RESGLD
+from tfp_sgmcmc.kernels.splitting import BADODAB, BAOAB
+from tfp_sgmcmc.kernels.stochastic_approximation import StochasticApproximation
+from tfp_sgmcmc.kernels.tfp_wrappers import TransformedTransitionKernel, UncalibratedKernelError
+from tfp_sgmcmc.kernels.thermostat import SGNHT
 
-# A new sampler adds its import above and its name here: ``tfp_sgmcmc``
-# exports every class named here but the results types, the base class, the mixin and
-# the error, and ``tfp-sgmcmc`` reads the list from this source without importing it,
-# so it stays a literal list.
+# A new sampler adds its import above and its name here (its results type stays in its
+# module): ``tfp_sgmcmc`` exports every class named here but the base class and the
+# error, and ``tfp-sgmcmc`` reads the list from this source without importing it, so it
+# stays a literal list.
 __all__ = [
     "SGMCMCKernel",
     "SGLD",
     "PSGLD",
     "SGHMC",
     "SGNHT",
-    "SGLDKernelResults",
-    "SGHMCKernelResults",
-    "SGNHTKernelResults",
     "StochasticApproximation",
-    "StochasticApproximationKernelResults",
-    "deng_sghmc",
     "TransformedTransitionKernel",
-    "SGMCMCResultsMixin",
     "UncalibratedKernelError",
     "BAOAB",
     "BADODAB",
-    "BAOABKernelResults",
-    "BADODABKernelResults",
     "CSGLD",
-    "CSGLDKernelResults",
     "importance_weights",
     "RESGLD",
-    "RESGLDKernelResults",
-    "estimate_energy_variance",
 ]
-# The adaptive-drift family is exported as its module lists it (eight names).
+# The adaptive-drift family is exported as its module lists it (six names).
 __all__ += adaptive.__all__

@@ -36,11 +36,11 @@ from typing import Any
 from tfp_sgmcmc.estimators.base import GradientEstimator
 from tfp_sgmcmc.internal.util import check_positive
 from tfp_sgmcmc.kernels.langevin import SGLD
-from tfp_sgmcmc.transforms import (
+from tfp_sgmcmc.transforms import DriftTransform
+from tfp_sgmcmc.transforms.drifts import (
     AdadeltaBias,
     AdaMaxBias,
     AdamBias,
-    DriftTransform,
     MomentumBias,
     PreconditionedBias,
 )
@@ -196,7 +196,7 @@ class AdaMaxSGLD(_AdaptiveSGLD):
     \end{aligned}
     $$
 
-    See [`AdaMaxBias`][tfp_sgmcmc.transforms.AdaMaxBias] (lagged, no bias
+    See [`AdaMaxBias`][tfp_sgmcmc.transforms.drifts.AdaMaxBias] (lagged, no bias
     correction, ``β1 < β2``).
 
     Besides the shared arguments
@@ -243,7 +243,7 @@ class AdadeltaSGLD(_AdaptiveSGLD):
     \end{aligned}
     $$
 
-    See [`AdadeltaBias`][tfp_sgmcmc.transforms.AdadeltaBias] for the accumulators
+    See [`AdadeltaBias`][tfp_sgmcmc.transforms.drifts.AdadeltaBias] for the accumulators
     (all lagged).
 
     Besides the shared arguments

@@ -50,7 +50,8 @@ from tfp_sgmcmc.internal.util import (
     restructure,
     stateless_seed,
 )
-from tfp_sgmcmc.schedules import StepSizeSchedule, as_schedule
+from tfp_sgmcmc.kernels.arguments import as_schedule
+from tfp_sgmcmc.schedules import StepSizeSchedule
 
 __all__ = ["ParameterizedKernel", "SGMCMCKernel", "BOOTSTRAP_SEED", "registered_kernels"]
 

@@ -31,9 +31,9 @@ from tfp_sgmcmc.internal.util import (
     check_int,
     check_positive,
 )
+from tfp_sgmcmc.kernels.arguments import as_schedule
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
-from tfp_sgmcmc.schedules import as_schedule
 
 __all__ = ["CSGLD", "CSGLDKernelResults", "importance_weights"]
 

@@ -11,7 +11,8 @@ from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.integrators import langevin_step
 from tfp_sgmcmc.kernels.base import SGMCMCKernel
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin, sgmcmc_results_fields
-from tfp_sgmcmc.transforms import DriftTransform, RMSPreconditioner
+from tfp_sgmcmc.transforms import DriftTransform
+from tfp_sgmcmc.transforms.drifts import RMSPreconditioner
 
 __all__ = [
     "SGLDKernelResults",

@@ -78,12 +78,13 @@ from tfp_sgmcmc.internal.util import (
     check_positive,
     static_value,
 )
+from tfp_sgmcmc.kernels.arguments import as_schedule, check_sa_schedule
 from tfp_sgmcmc.kernels.base import ParameterizedKernel, SGMCMCKernel
 from tfp_sgmcmc.kernels.hamiltonian import SGHMC
 from tfp_sgmcmc.kernels.tfp_wrappers import SGMCMCResultsMixin
 from tfp_sgmcmc.priors.estimator import SSGLEstimator
 from tfp_sgmcmc.priors.ssgl import SSGLLatents
-from tfp_sgmcmc.schedules import StepSizeSchedule, as_schedule, check_sa_schedule
+from tfp_sgmcmc.schedules import StepSizeSchedule
 
 __all__ = [
     "StochasticApproximation",

@@ -1,41 +1,33 @@
-r"""Drift and preconditioner transforms for the Langevin kernel (optax style).
+r"""The concrete drift transforms of the adaptive SGLD samplers (docs/algorithms.md).
 
-A transform turns the stochastic score ``g_t = ∇ log π̃(θ_t)`` into the drift
-``d_t`` and an optional diagonal preconditioner ``G_t`` used by
-[`langevin_step`][tfp_sgmcmc.integrators.langevin_step]:
-
-$$
-\theta_{t+1} = \theta_t + \varepsilon G_t \odot d_t + \sqrt{2 \varepsilon T G_t} \odot \xi
-$$
-
-Its state (moment accumulators) lives in the kernel results, so kernels stay
-pure. Plain SGLD uses no transform (``d = g``, ``G = 1``).
-
-A transform is an object with ``init(grads) -> state`` and
-``update(grads, state) -> TransformResult``; ``grads`` is a list of parts.
-``parameters`` records the constructor arguments (so a kernel's ``copy()``
-and MAMBA's arms can rebuild it).
+Each is a [`DriftTransform`][tfp_sgmcmc.transforms.DriftTransform] (the update rule of
+[`tfp_sgmcmc.transforms`][tfp_sgmcmc.transforms]): pSGLD's RMSprop diagonal
+([`RMSPreconditioner`][tfp_sgmcmc.transforms.drifts.RMSPreconditioner]), the adaptive
+biases ``d = g + a·A`` of MSGLD, ASGLD, AdaMax-SGLD and Adadelta-SGLD
+([`AdaptiveBias`][tfp_sgmcmc.transforms.drifts.AdaptiveBias] and its subclasses), and
+pSGLD's preconditioner over any of them
+([`PreconditionedBias`][tfp_sgmcmc.transforms.drifts.PreconditionedBias]). The samplers
+build theirs; these classes compose new ones, e.g.
+``SGLD(est, ε, transform=PreconditionedBias(AdaMaxBias(a=2.), decay=0.9))``.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.internal.util import (
     RecordedArgument,
-    RecordedParameters,
     check_in_interval,
     check_positive,
     static_value,
 )
+from tfp_sgmcmc.transforms import DriftTransform, TransformResult
 
 __all__ = [
-    "TransformResult",
-    "DriftTransform",
     "RMSPreconditioner",
     "AdaptiveBias",
     "MomentumBias",
@@ -44,40 +36,6 @@ __all__ = [
     "AdadeltaBias",
     "PreconditionedBias",
 ]
-
-
-class TransformResult(NamedTuple):
-    """What a transform gives the Langevin step.
-
-    Attributes:
-      drift: list of tensors ``d_t`` (one per state part).
-      preconditioner: list of tensors ``G_t``, or ``None`` for ``G = 1``.
-      state: the transform's next state.
-    """
-
-    drift: list[tf.Tensor]
-    preconditioner: list[tf.Tensor] | None
-    state: Any
-
-
-class DriftTransform(RecordedParameters, abc.ABC):
-    """Base class of drift / preconditioner transforms.
-
-    A subclass records its constructor arguments with ``self._record(...)``, which
-    makes them its ``parameters``.
-    """
-
-    @abc.abstractmethod
-    def init(self, grads: list[tf.Tensor]) -> Any:
-        """Initial state, given the score at the initial state (for shapes)."""
-
-    @abc.abstractmethod
-    def update(self, grads: list[tf.Tensor], state: Any) -> TransformResult:
-        """Drift and preconditioner for the score ``grads`` at the current state."""
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.parameters.items())
-        return f"{type(self).__name__}({args})"
 
 
 class RMSPreconditioner(DriftTransform):
@@ -260,7 +218,7 @@ class AdamBias(AdaptiveBias):
     \end{aligned}
     $$
 
-    Same lag as [`MomentumBias`][tfp_sgmcmc.transforms.MomentumBias] (``m_t``, ``V_t`` hold
+    Same lag as [`MomentumBias`][tfp_sgmcmc.transforms.drifts.MomentumBias] (``m_t``, ``V_t`` hold
     ``g_{<t}``) and
     no bias correction, so at ``t = 0`` the bias is ``0 / λ = 0`` and, for
     ``t ≥ 1``, ``|m_t ⊘ √V_t| ≤ C = √((1−β1)² / ((1−β2)(1 − β1²/β2)))``
@@ -472,13 +430,13 @@ class PreconditionedBias(DriftTransform):
     \end{aligned}
     $$
 
-    with ``A_t`` from ``bias`` (lagged, e.g. [`MomentumBias`][tfp_sgmcmc.transforms.MomentumBias]).
-    The
-    preconditioner keeps pSGLD's convention (updated with ``g_t`` before
-    use) so that ``a = 0`` is pSGLD exactly. State: ``(bias_state, V)``.
+    with ``A_t`` from ``bias`` (lagged, e.g.
+    [`MomentumBias`][tfp_sgmcmc.transforms.drifts.MomentumBias]). The preconditioner keeps
+    pSGLD's convention (updated with ``g_t`` before use) so that ``a = 0`` is pSGLD exactly.
+    State: ``(bias_state, V)``.
 
     Args:
-      bias: an [`AdaptiveBias`][tfp_sgmcmc.transforms.AdaptiveBias].
+      bias: an [`AdaptiveBias`][tfp_sgmcmc.transforms.drifts.AdaptiveBias].
       decay: ``α`` in [0, 1). Default value: ``0.99``.
       epsilon: ``λ > 0`` of the preconditioner. Default value: ``1e-5``.
 
