@@ -268,10 +268,13 @@ def test_a_divergence_between_kept_steps_is_tracked_or_stops_the_loop(mode):
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
 def test_bayesian_model_samples_the_loops_chain(jit_compile):
-    """``BayesianModel.fit``'s draws are ``sample_chain``'s chain for its kernel (SGLD on
-    the preconditioned posterior), the start ``w = 0`` (the MAP) and its seed, fed the
-    batches ``fit`` fed: the first batch for the bootstrap, then one per step (unshuffled
-    here, so their order is known); another seed is another chain (the power check)."""
+    """``BayesianModel.fit``'s MAP search is ``sample_chain``'s chain for its Adam kernel
+    (``AdamAscent``) from the model's weights, fed the epoch's batches; its draws are
+    ``sample_chain``'s chain for its sampler's kernel (SGLD on the preconditioned
+    posterior), the start ``w = 0`` (the MAP) and its seed, fed the batches ``fit`` fed:
+    the first batch for the bootstrap, then one per step (unshuffled here, so their order
+    is known). Another seed is another chain, and another batch order another MAP (the
+    power checks)."""
     import keras
 
     from tfp_sgmcmc.keras import BayesianModel
@@ -284,8 +287,24 @@ def test_bayesian_model_samples_the_loops_chain(jit_compile):
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(5, activation="tanh"),
                               keras.layers.Dense(2)])
     steps = epochs * n // batch
+    theta0 = np.concatenate([np.reshape(w, [-1]) for w in model.get_weights()])
     bm = BayesianModel(model, num_draws=steps, seed=SEED, jit_compile=jit_compile)
     bm.fit(x, y, batch_size=batch, epochs=1, sample_epochs=epochs, shuffle=False, verbose=0)
+
+    # The MAP search (one epoch: four steps) is the library's Adam kernel in its loop.
+    adam = bm._programs[(False, jit_compile)]
+    adam.learning_rate.assign(bm.learning_rate)  # the curvature pass left it at 0
+    rows = np.stack([np.arange(k * batch, (k + 1) * batch) for k in range(n // batch)])
+    fed = (tf.constant(x[rows]), tf.constant(y[rows]), tf.ones(rows.shape, tf.float32))
+
+    @tf.function(jit_compile=True, autograph=False)
+    def map_search():
+        with adam.data.feeding(fed):
+            return sg.sample_chain(n // batch, [tf.constant(theta0)], kernel=adam.kernel,
+                                   seed=tf.constant(chain_seed(SEED)))[0][-1]
+
+    np.testing.assert_allclose(map_search().numpy(), bm.sampler.weights(0.0), rtol=1e-4,
+                               atol=1e-5)
     kept = bm._flat_draws  # the states after steps 2 … 8 (a burn-in of one step)
     assert kept.shape[0] == steps - 1
 

@@ -46,7 +46,7 @@ from tfp_sgmcmc.internal.util import (
 )
 from tfp_sgmcmc.loop import run_steps
 
-__all__ = ["find_map", "MapResult", "MAX_PROGRAMS"]
+__all__ = ["find_map", "MapResult", "MAX_PROGRAMS", "AdamAscent", "AdamAscentResults"]
 
 #: How many compiled programs (estimator, state structure, method) ``find_map`` keeps.
 MAX_PROGRAMS = 8
@@ -68,17 +68,51 @@ def _cached(key: tuple, estimator: Any, build: Callable[[], Any]) -> Any:
     return program
 
 
-class _AdamResults(NamedTuple):
+class AdamAscentResults(NamedTuple):
+    """The results of [`AdamAscent`][tfp_sgmcmc.estimators.map.AdamAscent]: Adam's step count
+    and moments, and the estimator's state."""
+
     adam: AdamState
     est_state: Any
 
 
-class _AdamAscent(tfp.mcmc.TransitionKernel):
-    """Adam up the minibatch score of ``estimator``, as a transition kernel (state:
-    the list of parts), so it runs in the library's loop."""
+class AdamAscent(tfp.mcmc.TransitionKernel):
+    r"""Adam up the minibatch score of ``estimator``, as a transition kernel, so that it
+    runs in the library's loop ([`run_steps`][tfp_sgmcmc.loop.run_steps]) under its seed
+    rule. Step ``t`` estimates ``g_t = ∇ log π̂(θ_t)`` on the minibatch its seed (or the
+    estimator's source) gives, then (Kingma & Ba 2015, bias-corrected, for ascent)
 
-    def __init__(self, estimator: GradientEstimator, like: Any, learning_rate: Any) -> None:
-        self._parameters = dict(estimator=estimator, like=like, learning_rate=learning_rate)
+    $$
+    m_t = \beta_1 m_{t-1} + (1 - \beta_1) g_t,\quad
+    v_t = \beta_2 v_{t-1} + (1 - \beta_2) g_t^2,\quad
+    \theta_{t+1} = \theta_t + \eta\,\frac{m_t / (1 - \beta_1^t)}
+        {\sqrt{v_t / (1 - \beta_2^t)} + \epsilon}.
+    $$
+
+    The MAP search of [`find_map`][tfp_sgmcmc.estimators.find_map] (``method="adam"``) and
+    of ``tfp_sgmcmc.keras.BayesianModel.fit``.
+
+    Args:
+      estimator: a gradient estimator.
+      like: the state's structure (a tensor or a list of parts); the kernel's state is
+        the list of parts.
+      learning_rate: ``η``, a scalar tensor or ``tf.Variable`` (a variable changed
+        between calls changes the step without a new program).
+      epsilon: ``ϵ``. Adam is invariant to the scale of ``g`` but for ``ϵ``: ascent on
+        ``log π`` with ``ϵ N`` is descent on the mean loss ``−log π / N`` with ``ϵ``, as
+        Keras's optimizers take it. Default value: ``1e-8``.
+    """
+
+    def __init__(
+        self,
+        estimator: GradientEstimator,
+        like: Any,
+        learning_rate: Any,
+        epsilon: float = 1e-8,
+    ) -> None:
+        self._parameters = dict(
+            estimator=estimator, like=like, learning_rate=learning_rate, epsilon=epsilon
+        )
 
     @property
     def parameters(self) -> dict:
@@ -88,27 +122,29 @@ class _AdamAscent(tfp.mcmc.TransitionKernel):
     def is_calibrated(self) -> bool:
         return False
 
-    def bootstrap_results(self, init_state: list) -> _AdamResults:
+    def bootstrap_results(self, init_state: list) -> AdamAscentResults:
         p = self._parameters
-        return _AdamResults(
+        return AdamAscentResults(
             adam_init(init_state), p["estimator"].bootstrap(restructure(init_state, p["like"]))
         )
 
     def one_step(
-        self, current_state: list, previous_kernel_results: _AdamResults, seed: Any = None
-    ) -> tuple[list, _AdamResults]:
+        self, current_state: list, previous_kernel_results: AdamAscentResults, seed: Any = None
+    ) -> tuple[list, AdamAscentResults]:
         p = self._parameters
         est, est_state = p["estimator"](
             restructure(current_state, p["like"]), previous_kernel_results.est_state, seed
         )
         # Ascent on log π with the minibatch score.
+        lr = tf.convert_to_tensor(p["learning_rate"], current_state[0].dtype)
         x, adam = adam_ascent_step(
             current_state,
             est.grads_target_log_prob,
             previous_kernel_results.adam,
-            p["learning_rate"],
+            lr,
+            epsilon=p["epsilon"],
         )
-        return x, _AdamResults(adam, est_state)
+        return x, AdamAscentResults(adam, est_state)
 
 
 class MapResult(NamedTuple):
@@ -226,7 +262,7 @@ def find_map(
             autograph=needs_autograph(estimator),
         )
         def run(x0: list, seed: tf.Tensor, lr: tf.Tensor, num_steps: tf.Tensor) -> list:
-            kernel = _AdamAscent(estimator, initial_state, lr)
+            kernel = AdamAscent(estimator, initial_state, lr)
             out = run_steps(kernel, x0, kernel.bootstrap_results(x0), num_steps, seed, record=False)
             return out.state
 

@@ -37,7 +37,7 @@ from tfp_sgmcmc.keras._inputs import (
     to_host,
 )
 from tfp_sgmcmc.keras._posterior import LIKELIHOODS, PROBABILITY_ACTIVATIONS, call_accepts_training
-from tfp_sgmcmc.keras._sampling import FedSGLD
+from tfp_sgmcmc.keras._sampling import FedAdam, FedSGLD
 from tfp_sgmcmc.keras._saving import (
     MODEL_FILE,
     STORE_WRITER,
@@ -165,11 +165,11 @@ class BayesianModel:
     as in ``model.fit``, and are off while sampling and predicting (a one-line
     notice says so).
 
-    Compilation: one program per ``training`` mode runs every step of the MAP search and
-    the curvature pass (Adam), and one runs the sampler: the library's `SGLD` on the
-    whitened weights of a `WhitenedEstimator` (diagonal scale ``P^½``), in the library's
-    loop ``run_steps``, fed its minibatches by the host
-    (``tfp_sgmcmc.keras._sampling``). Each runs a block of ``steps_per_execution`` steps per
+    Compilation: every phase runs the library's loop ``run_steps`` over a library kernel,
+    fed its minibatches by the host: one program per ``training`` mode runs the MAP search
+    and the curvature pass (the library's Adam, ``AdamAscent``), and one the sampler (the
+    library's `SGLD` on the whitened weights of a `WhitenedEstimator`, diagonal scale
+    ``P^½``). Each runs a block of ``steps_per_execution`` steps per
     call, while a second thread stacks the next block's batches. With
     ``jit_compile=None`` the choice of XLA is made by a short measured probe (both
     variants timed on a training batch), except for convolutional models on a CPU,
@@ -309,7 +309,7 @@ class BayesianModel:
         self._dtype = np.dtype(tf.as_dtype(model.trainable_variables[0].dtype).as_numpy_dtype)
         self._num_model_weights = len(model.trainable_variables)
         self._learn_noise = likelihood == "gaussian" and noise_scale is None
-        self._programs: dict[tuple[bool, bool], Any] = {}
+        self._programs: dict[tuple[bool, bool], FedAdam] = {}
         self._forward_fn: Any = None
         self.from_logits: bool | None = None
         self.draws: list[np.ndarray] | None = None
@@ -426,58 +426,6 @@ class BayesianModel:
         mean_ll = tf.reduce_sum(rows)
         return n * mean_ll + self._prior_log_prob(theta), mean_ll, new_nt
 
-    def _step(self, theta, nt, m, v, x, y, mask, hp, training: bool):
-        """One step of the MAP search or the curvature pass on the flat parameter vector
-        ``θ``: Adam on ``−log π / N`` with ``hp = [lr, β₁, β₂, 1−β₁ᵗ, 1−β₂ᵗ, N]``. (The
-        sampler is the library's SGLD, `_sampler`.)
-        """
-        lr, b1, b2, c1, c2, n = tf.unstack(hp)
-        with tf.GradientTape() as tape:
-            tape.watch(theta)
-            log_post, mean_ll, new_nt = self._log_post(theta, nt, x, y, mask, n, training)
-        g = -tape.gradient(log_post, theta) / n
-        mi = b1 * m + (1 - b1) * g
-        vi = b2 * v + (1 - b2) * tf.square(g)
-        new_theta = theta - lr * (mi / c1) / (tf.sqrt(vi / c2) + 1e-7)
-        return new_theta, list(new_nt), mi, vi, -mean_ll
-
-    def _program(self, training: bool, jit: bool) -> Any:
-        """``count`` consecutive steps (see ``_step``) in one compiled call.
-
-        The inputs of step ``i`` are row ``i`` of stacked arrays: the batch
-        ``xs[i], ys[i]`` with its row mask and the hyperparameters ``hps[i]``; the
-        stacks have a fixed number of rows ``K`` (one program for every block) and
-        ``count ≤ K`` of them are run. Returns the state after the last step and the
-        ``K`` minibatch losses (zero past ``count``). Running a block of steps per call, as Keras's
-        ``steps_per_execution`` does, leaves no host work or synchronisation between
-        the steps of a block.
-        """
-        key = (training, jit)
-        if key in self._programs:
-            return self._programs[key]
-
-        @tf.function(jit_compile=jit, reduce_retracing=True, autograph=False)
-        def block(theta, nt, m, v, xs, ys, masks, hps, count):
-            losses = tf.zeros(tf.shape(masks)[:1], theta.dtype)
-
-            def body(i, theta, nt, m, v, losses):
-                x = tf.nest.map_structure(lambda a: a[i], xs)
-                theta, nt, m, v, loss = self._step(
-                    theta, nt, m, v, x, ys[i], masks[i], hps[i], training
-                )
-                losses = tf.tensor_scatter_nd_update(losses, [[i]], [loss])
-                return i + 1, theta, nt, m, v, losses
-
-            out = tf.while_loop(
-                lambda i, *_: i < count,
-                body,
-                (tf.constant(0, tf.int32), theta, list(nt), m, v, losses),
-            )
-            return out[1], list(out[2]), out[3], out[4], out[5]
-
-        self._programs[key] = _Concrete(block)
-        return self._programs[key]
-
     def _hvp_program(self) -> Any:
         """``θ, u -> −∇² log π̂(θ) u`` on one minibatch (inference mode)."""
 
@@ -493,20 +441,6 @@ class BayesianModel:
             return -outer.gradient(gu, theta)
 
         return _Concrete(hvp)
-
-    def _hp(self, **kw: float) -> np.ndarray:
-        hp = {
-            "lr": 0.0,
-            "b1": 0.9,
-            "b2": 0.999,
-            "c1": 1.0,
-            "c2": 1.0,
-            "n": float(self._n),
-        }
-        hp.update(kw)
-        return np.array(
-            [hp[k] for k in ("lr", "b1", "b2", "c1", "c2", "n")], self._dtype
-        )
 
     def _feed(
         self, xb: Any, yb: Any, batch_size: int, prepared: bool = False, wb: Any = None
@@ -593,13 +527,6 @@ class BayesianModel:
                 ahead = pool.submit(next, gen, None)
                 yield item
 
-    def _run(self, program: Any, state: tuple, block: tuple, hps: np.ndarray) -> tuple:
-        """One block of Adam steps: ``(θ, statistics, m, v)`` after it and its losses
-        (host)."""
-        _, count, xs, ys, masks = block
-        theta, nt, m, v, losses = program(*state, xs, ys, masks, hps, np.int32(count))
-        return (theta, nt, m, v), np.asarray(losses)[:count].astype(np.float64)
-
     def _steps_per_call(self, source: Source, xb: Any, yb: Any) -> int:
         """``K``: ``steps_per_execution`` if given, else as many steps as keep a block's
         stacked batches under ``_BLOCK_BYTES`` (at most ``_MAX_STEPS_PER_CALL``), and
@@ -610,11 +537,6 @@ class BayesianModel:
         per_step = max(1, per_step) * source.batch_size / max(1, num_rows(xb))
         k = int(min(_MAX_STEPS_PER_CALL, max(1, _BLOCK_BYTES // per_step)))
         return min(k, source.steps)
-
-    def _hps(self, rows: list[np.ndarray]) -> np.ndarray:
-        """Per-step hyperparameter rows padded to ``K``."""
-        rows = rows + [rows[-1]] * (self._k - len(rows))
-        return np.stack(rows)
 
     # -- set-up ----------------------------------------------------------------------- #
     def _setup(self, xb: Any, yb: Any, verbose: int) -> None:
@@ -747,6 +669,24 @@ class BayesianModel:
             )
         return [message + " (ignore this if it is a log-density above 0)"]
 
+    def _adam(self, training: bool, jit: bool, model_state: list) -> FedAdam:
+        """The MAP search's (and curvature pass's) Adam for a ``training`` mode and XLA
+        choice, built once per ``fit`` (the probe's are reused)."""
+        key = (training, jit)
+        if key not in self._programs:
+            self._programs[key] = FedAdam(
+                lambda th, st, x, y, mask: self._row_log_lik(th, st, x, y, mask, training),
+                self._prior_log_prob,
+                model_state,
+                num_examples=self._n,
+                batch_size=self._batch_size,
+                steps_per_call=self._k,
+                seed=self.seed,
+                jit_compile=jit,
+                dtype=self._dtype,
+            )
+        return self._programs[key]
+
     def _choose_jit(self, source: Source, training: bool, state: dict) -> None:
         """XLA or not: forced, a rule for convolutions on a CPU, or a measured probe."""
         if self._jit_arg is not None:
@@ -769,21 +709,19 @@ class BayesianModel:
         )
         per_step = {}
         for jit in (False, True):
-            # Adam's step with lr = 0 (the weights do not move) in the MAP search's mode
+            # Adam at learning rate 0 (the weights do not move) in the MAP search's mode
             # and in inference mode, the sampler's (a forward and backward pass each).
-            runs = [
-                (self._program(training, jit), self._hps([self._hp()])),
-                (self._program(False, jit), self._hps([self._hp()])),
-            ]
             try:
                 per_step[jit] = 0.0
-                for step, hps in runs:
-                    st = (state["theta"], state["nt"], state["m"], state["v"])
-                    self._run(step, st, block, hps)
+                modes = tuple(dict.fromkeys((training, False)))
+                for mode in modes:
+                    adam = self._adam(mode, jit, state["nt"])
+                    results = adam.start(state["theta"], state["nt"])
+                    adam(state["theta"], results, block, 0)
                     t0 = time.perf_counter()
                     for _ in range(2):
-                        self._run(step, st, block, hps)
-                    per_step[jit] += (time.perf_counter() - t0) / (4 * block[1])
+                        adam(state["theta"], results, block, 0)
+                    per_step[jit] += (time.perf_counter() - t0) / (2 * block[1] * len(modes))
             except (tf.errors.OpError, ValueError, TypeError) as e:
                 per_step[jit] = math.inf
                 self.notes.append(f"jit_compile={jit} failed in the probe ({type(e).__name__})")
@@ -979,13 +917,12 @@ class BayesianModel:
         self._sizes = [int(np.prod(sh)) for sh in self._shapes]
         self._model_size = int(sum(self._sizes[: self._num_model_weights]))
         theta = self._flatten(parts)
-        zeros = tf.zeros_like(theta)
         self._k = self._steps_per_call(source, xb, yb)
+        self._batch_size = source.batch_size
+        self._programs = {}  # this fit's Adam programs (they hold its data's size)
         state = {
             "theta": theta,
             "nt": [tf.convert_to_tensor(v.value) for v in self.model.non_trainable_variables],
-            "m": zeros,
-            "v": zeros,
         }
         train_mode = bool(self._batchnorm or self._noise_layers) and self._call_kwargs_ok
         t0 = time.perf_counter()
@@ -1048,7 +985,6 @@ class BayesianModel:
         pass and the sampling, with the callbacks (``lr_holder`` is the optimizer whose
         learning rate they may set). Returns the ``History``."""
         bs = source.batch_size
-        zeros = tf.zeros_like(state["theta"])
         cb = keras.callbacks.CallbackList(
             list(callbacks or []) + [history],
             add_progbar=verbose != 0,
@@ -1060,9 +996,10 @@ class BayesianModel:
         self.model.stop_training = False
         cb.on_train_begin()
 
-        # 1. MAP: Adam, as model.fit.
+        # 1. MAP: Adam, as model.fit: the library's `AdamAscent` in its loop (`FedAdam`).
         t0 = time.perf_counter()
-        step = self._program(train_mode, self.jit_compile)
+        adam = self._adam(train_mode, self.jit_compile, state["nt"])
+        results = adam.start(state["theta"], state["nt"])
         t = 0
         epoch0 = initial_epoch  # the first sampling epoch's number
         for epoch in range(initial_epoch, epochs):
@@ -1073,18 +1010,10 @@ class BayesianModel:
             for block in self._blocks(source, prep):
                 k0, count = block[0], block[1]
                 cb.on_train_batch_begin(k0)
-                lr = _learning_rate(lr_holder)
-                hps = self._hps(
-                    [
-                        self._hp(lr=lr, c1=1 - 0.9**u, c2=1 - 0.999**u)
-                        for u in range(t + 1, t + count + 1)
-                    ]
-                )
+                adam.learning_rate.assign(_learning_rate(lr_holder))
+                state["theta"], results, losses = adam(state["theta"], results, block, t)
                 t += count
-                st, losses = self._run(
-                    step, (state["theta"], state["nt"], state["m"], state["v"]), block, hps
-                )
-                state["theta"], state["nt"], state["m"], state["v"] = st
+                state["nt"] = adam.model_state(results)
                 if not np.isfinite(losses).all():  # say so now, not after every epoch
                     raise RuntimeError(
                         f"the MAP search diverged in epoch {epoch + 1} (a non-finite loss at "
@@ -1138,12 +1067,13 @@ class BayesianModel:
         compiled = compiling.submit(sampler.compile, (0, 0, *first))
 
         # 3. Curvature and gradient noise at the MAP: the preconditioner and the step.
-        # Adam's second moment with lr = 0 and β₂ = k/(k+1) at step k is the running
-        # mean of the squared minibatch gradients; θ does not move.
+        # Adam at learning rate 0 in inference mode: θ does not move, and its bias-corrected
+        # second moment is a mean of the squared minibatch scores (`FedAdam`).
         t0 = time.perf_counter()
-        curvature_step = self._program(False, self.jit_compile)
+        curvature = self._adam(False, self.jit_compile, state["nt"])
+        curvature.learning_rate.assign(0.0)
         mode = state["theta"]
-        v = zeros
+        moments = curvature.start(mode, state["nt"])
         map_losses: list[float] = []
         label_moments: list = []  # [rows, Σ y, Σ y²] per block, per output coordinate
         probe_batches = []
@@ -1152,16 +1082,14 @@ class BayesianModel:
             for j in range(min(count, _POWER_ITERATIONS - len(probe_batches))):
                 x_j = tf.nest.map_structure(lambda a, j=j: a[j], xs)
                 probe_batches.append((x_j, ys[j], masks[j]))
-            hps = self._hps([self._hp(b1=0.0, b2=k / (k + 1)) for k in range(k0, k0 + count)])
-            carry = (mode, state["nt"], zeros, v)
-            (_, _, _, v), losses = self._run(curvature_step, carry, block, hps)
+            _, moments, losses = curvature(mode, moments, block, k0)
             map_losses += losses.tolist()
             if self._learn_noise:  # the labels' moments, for the noise's check
                 rows = np.asarray(ys, np.float64)[:count].reshape(count * bs, -1)
                 rows = rows[np.asarray(masks)[:count].reshape(-1) > 0]
                 label_moments += [rows.shape[0], rows.sum(0), np.square(rows).sum(0)]
         map_loss = float(np.mean(map_losses))
-        v = np.asarray(v, np.float64)
+        v = curvature.second_moment(moments) / self._n**2  # of the mean's score, ∇ log π̂ / N
         precision = self._n * bs * v  # the empirical Fisher information (per coordinate)
         precision[: self._model_size] += 1.0 / self.prior_scale**2
         precond = 1.0 / np.maximum(precision, 1e-12)
