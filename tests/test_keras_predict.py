@@ -18,7 +18,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.special import ndtr
 
-import tfp_sgmcmc.keras._model as keras_model_module
+import tfp_sgmcmc.keras._prediction as keras_model_module
 from tfp_sgmcmc.keras import BayesianModel
 
 
@@ -107,7 +107,7 @@ def test_run_dir_streams_the_draws_and_predict_reads_them_back(regression, tmp_p
         np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(np.exp(stored[2]), in_memory.noise_scale_draws, rtol=1e-6)
     # Read back two draws at a time: the same predictions and scores.
-    monkeypatch.setattr(keras_model_module, "_READ_BYTES", 2 * 4 * 4)
+    monkeypatch.setattr(keras_model_module, "READ_BYTES", 2 * 4 * 4)
     chunks = [c.shape[0] for c in bayes._draw_chunks()]
     assert chunks == [2, 2, 2, 2, 2, 1]
     got = bayes.predict(x[:5], interval=0.9, return_draws=True)

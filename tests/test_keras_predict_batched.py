@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import pytest
 
-import tfp_sgmcmc.keras._model as keras_model_module
+import tfp_sgmcmc.keras._prediction as keras_model_module
 from tfp_sgmcmc.keras import BayesianModel
 
 
@@ -75,10 +75,10 @@ def test_batched_draws_give_keras_predictions_in_one_call(fitted, monkeypatch):
     assert bayes.num_kept == 9 and len(calls) == 1
 
     # Few draws per call (the last group padded): the same predictions.
-    monkeypatch.setattr(keras_model_module, "_PREDICT_BYTES", 1)
+    monkeypatch.setattr(keras_model_module, "PREDICT_BYTES", 1)
     _, draws_one = bayes.predict(x[:50], return_draws=True, batch_size=20)
     np.testing.assert_allclose(draws_one, want, rtol=1e-5, atol=1e-7)
-    monkeypatch.setattr(keras_model_module, "_PREDICT_BYTES", 4000)
+    monkeypatch.setattr(keras_model_module, "PREDICT_BYTES", 4000)
     assert bayes._draws_per_call(50, 9) == 4  # groups of 4, 4 and 1 (padded to 4)
     _, draws_some = bayes.predict(x[:50], return_draws=True)
     np.testing.assert_allclose(draws_some, want, rtol=1e-5, atol=1e-7)
@@ -121,7 +121,7 @@ def test_num_draws_reads_the_thinned_draws_from_a_run_dir(fitted, tmp_path, monk
     disk.fit(x, y, batch_size=10, epochs=0, sample_epochs=1, verbose=0, run_dir=tmp_path)
     memory = BayesianModel(bayes.model, num_draws=9, learning_rate=0.02, jit_compile=False)
     memory.fit(x, y, batch_size=10, epochs=0, sample_epochs=1, verbose=0)
-    monkeypatch.setattr(keras_model_module, "_READ_BYTES", 1)  # one draw per read
+    monkeypatch.setattr(keras_model_module, "READ_BYTES", 1)  # one draw per read
     for k in (2, 5, None):
         np.testing.assert_allclose(
             disk.predict(x[:10], num_draws=k), memory.predict(x[:10], num_draws=k), rtol=1e-6

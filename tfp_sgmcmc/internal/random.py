@@ -107,8 +107,8 @@ def random_bits(num_words: Any, seed: Any) -> tf.Tensor:
         # The same words, computed at full length: word i is y0 of the pair (i, h + i)
         # for i < h and y1 of (i − h, i) after. Twice the cipher's work, but XLA on CPU
         # vectorises it, where the concatenation of two halves of odd length defeats its
-        # vectoriser: 79,510 normals (the 784-100-10 network's weights) took 7 times
-        # longer that way (docs/benchmarks.md#mnist-bnn).
+        # vectoriser: 79,510 normals (the 784-100-10 network's weights) took 8 times
+        # longer that way (docs/keras.md, "The noise generator under XLA").
         i = tf.range(num_words, dtype=tf.int32)
         first = i < half
         c0 = tf.bitcast(tf.where(first, i, i - half), tf.uint32)

@@ -16,6 +16,7 @@ from tfp_sgmcmc.estimators import MinibatchEstimator
 from tfp_sgmcmc.internal.util import check_int, check_positive
 from tfp_sgmcmc.keras._errors import refuse_keras_loss
 from tfp_sgmcmc.keras._inputs import as_inputs, cast_floating, class_ids, num_rows
+from tfp_sgmcmc.keras._likelihoods import gaussian_log_prior, per_example_log_likelihood
 
 __all__ = [
     "KerasPosterior",
@@ -283,30 +284,14 @@ class KerasPosterior:
         return tf.reshape(out, tf.concat([lead, tf.shape(out)[1:]], 0))
 
     def per_example_log_likelihood(self, y: tf.Tensor, outputs: tf.Tensor) -> tf.Tensor:
-        lik = self.likelihood
-        if callable(lik):
-            return lik(y, outputs)
-        if lik == "categorical":
-            if self.from_logits:
-                logp = tf.nn.log_softmax(outputs, axis=-1)
-            else:
-                logp = tf.math.log(tf.maximum(outputs, np.finfo(outputs.dtype.as_numpy_dtype).tiny))
-            idx = tf.cast(tf.reshape(y, [-1]), tf.int32)
-            return tf.gather(logp, idx, axis=-1, batch_dims=1)
-        if lik == "bernoulli":
-            yy = tf.cast(tf.reshape(y, [-1]), outputs.dtype)
-            if not self.from_logits:
-                tiny = np.finfo(outputs.dtype.as_numpy_dtype).tiny
-                p1 = tf.reshape(outputs, [-1])
-                return yy * tf.math.log(tf.maximum(p1, tiny)) + (1 - yy) * tf.math.log(
-                    tf.maximum(1 - p1, tiny)
-                )
-            logit = tf.reshape(outputs, [-1])
-            return yy * logit - tf.nn.softplus(logit)
-        mu = tf.reshape(outputs, [-1])
-        yy = tf.cast(tf.reshape(y, [-1]), outputs.dtype)
-        s = tf.constant(self.noise_scale, outputs.dtype)
-        return -0.5 * tf.square((yy - mu) / s) - tf.math.log(s) - 0.5 * np.log(2 * np.pi)
+        """``log p(y_i | f_W(x_i))``, ``[n]``: the bridges' one likelihood
+        (``tfp_sgmcmc.keras._likelihoods``)."""
+        log_noise = None
+        if self.likelihood == "gaussian":
+            log_noise = tf.math.log(tf.constant(self.noise_scale, outputs.dtype))
+        return per_example_log_likelihood(
+            self.likelihood, y, outputs, from_logits=self.from_logits, log_noise=log_noise
+        )
 
     def log_likelihood_fn(self, state: Any, batch: Any) -> tf.Tensor:
         """Per-example ``log p(y_i | f_W(x_i))``, ``[..., n]`` (the estimator's protocol)."""
@@ -325,12 +310,8 @@ class KerasPosterior:
         if callable(self.prior_scale):
             return self.prior_scale(weights)
         extra = self._extra_dims(weights)
-        s2 = tf.constant(float(self.prior_scale) ** 2, weights[0].dtype)
-        total = 0.0
-        for w, r in zip(weights, self._weight_ranks):
-            axes = list(range(extra, extra + r))
-            total = total + tf.reduce_sum(tf.square(w), axis=axes) if axes else total + tf.square(w)
-        return -0.5 * total / s2
+        axes = [range(extra, extra + r) for r in self._weight_ranks]
+        return gaussian_log_prior(weights, self.prior_scale, axes)
 
     def estimator(self, batch_size: int | None = None) -> MinibatchEstimator:
         """A [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator] of this posterior."""
