@@ -1577,3 +1577,102 @@ def test_a_planted_verdict_seeds_cell_is_found():
     assert verdict_seeds_problems(planted) == [
         "seed 2, column 1: page 'ok', JSON 'failed'"
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/benchmarks.md: BayesianModel.fit before and after (bench_keras_fit_before_after_*.json)
+
+KERAS_BEFORE_AFTER_HEADER = "| model | before → after |"
+KERAS_BEFORE_AFTER_JSON = {
+    "784-100-10 MLP": "benchmarks/results/bench_keras_fit_before_after_mlp.json",
+}
+
+
+def keras_before_after_problems(text: str) -> list[str]:
+    """Every cell of the ``BayesianModel.fit`` before/after table its JSON does not print."""
+    rows = table_after(text, KERAS_BEFORE_AFTER_HEADER)
+    problems = []
+    if sorted(row[0] for row in rows) != sorted(KERAS_BEFORE_AFTER_JSON):
+        problems.append(f"rows {[row[0] for row in rows]}")
+    runs = {}
+    for label, path in KERAS_BEFORE_AFTER_JSON.items():
+        doc = _json(path)
+        (model, result), = doc["models"].items()
+        runs[label] = (doc["arguments"], result)
+
+    def want(run: tuple) -> list[str]:
+        args, result = run
+        b, a = (result["medians"][args[k]] for k in ("before_label", "after_label"))
+        ratio = result["ratios_after_over_before"]
+
+        def pair(key: str, decimals: int) -> str:
+            return f"{half_up(b[key], decimals)} → {half_up(a[key], decimals)}"
+
+        return [
+            f"{args['before_label']} → {args['after_label']}",
+            pair("time_to_first_posterior", 1),
+            half_up(ratio["time_to_first_posterior"], 2),
+            pair("sampling_steps_per_second", 0),
+            half_up(ratio["sampling_steps_per_second"], 2),
+            pair("cpu_ms_per_sampling_step", 2),
+            pair("accuracy", 3),
+            pair("nll", 3),
+            pair("ece", 3),
+        ]
+
+    return problems + _cell_problems(rows, runs, want, lambda key: key)
+
+
+def test_keras_before_after_table_matches_its_json():
+    assert not keras_before_after_problems(BENCHMARKS_MD.read_text(encoding="utf-8"))
+
+
+def test_a_planted_keras_before_after_figure_is_found():
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    row = next(r for r in text.splitlines() if r.startswith("| 784-100-10 MLP |"))
+    cells = row.split("|")
+    cells[4] = " 9.99 "  # the ratio of the times
+    planted = text.replace(row, "|".join(cells), 1)
+    assert keras_before_after_problems(planted) == [
+        f"784-100-10 MLP, column 3: page '9.99', JSON {row.split('|')[4].strip()!r}"
+    ]
+
+
+ONE_CORE_HEADER = "| posterior | before → after (s, median of 2) |"
+
+
+def one_core_problems(text: str) -> list[str]:
+    """Every cell of the posteriordb before/after table (``bench_before_after_one_core.json``)
+    that its JSON does not print."""
+    doc = _json("benchmarks/results/bench_before_after_one_core.json")
+    runs = {r["posterior"]: r for r in doc["results"]}
+    rows = table_after(text, ONE_CORE_HEADER)
+    problems = []
+    if sorted(row[0] for row in rows) != sorted(runs):
+        problems.append(f"rows {[row[0] for row in rows]} against {sorted(runs)}")
+
+    def want(r: dict) -> list[str]:
+        b, a = r["before"], r["after"]
+        statuses = b["verdict"] + a["verdict"]
+        return [
+            f"{half_up(b['median_seconds'], 1)} → {half_up(a['median_seconds'], 1)}",
+            half_up(r["ratio_after_over_before"], 2),
+            f"{half_up(max(b['max_mean_error']), 3)} / {half_up(max(a['max_mean_error']), 3)}",
+            f"{statuses[0]} × {len(statuses)}" if len(set(statuses)) == 1 else "mixed",
+        ]
+
+    return problems + _cell_problems(rows, runs, want, lambda key: key)
+
+
+def test_one_core_table_matches_its_json():
+    assert not one_core_problems(BENCHMARKS_MD.read_text(encoding="utf-8"))
+
+
+def test_a_planted_one_core_figure_is_found():
+    text = BENCHMARKS_MD.read_text(encoding="utf-8")
+    row = next(r for r in text.splitlines() if r.startswith("| arK-arK |"))
+    cells = row.split("|")
+    cells[3] = " 9.99 "
+    assert one_core_problems(text.replace(row, "|".join(cells), 1)) == [
+        f"arK-arK, column 2: page '9.99', JSON {row.split('|')[3].strip()!r}"
+    ]
