@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfp_sgmcmc.kernels.arguments import check_sa_schedule
 from tfp_sgmcmc.priors import SpikeAndSlabGroupLasso
 from tfp_sgmcmc.priors.ssgl import SSGLLatents
 from tfp_sgmcmc.schedules import (
@@ -20,7 +21,6 @@ from tfp_sgmcmc.schedules import (
     GeometricAnnealing,
     PolynomialDecay,
     SAStepSize,
-    check_sa_schedule,
 )
 
 F64 = tf.float64
