@@ -23,7 +23,10 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-__all__ = ["AdamState", "adam_init", "adam_ascent_step"]
+__all__ = ["AdamState", "BETA2", "adam_init", "adam_ascent_step"]
+
+#: The second moment's decay ``β2`` (the paper's default; readers of ``v_t`` correct by it).
+BETA2 = 0.999
 
 
 class AdamState(NamedTuple):
@@ -49,7 +52,7 @@ def adam_ascent_step(
     state: AdamState,
     learning_rate: tf.Tensor,
     beta1: float = 0.9,
-    beta2: float = 0.999,
+    beta2: float = BETA2,
     epsilon: float = 1e-8,
 ) -> tuple[list, AdamState]:
     """One bias-corrected Adam step **up** the gradient; returns new params and state."""

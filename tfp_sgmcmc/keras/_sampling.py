@@ -46,6 +46,7 @@ from tfp_sgmcmc.estimators import (
     WhitenedEstimator,
 )
 from tfp_sgmcmc.estimators.map import AdamAscent
+from tfp_sgmcmc.internal.adam import BETA2
 from tfp_sgmcmc.internal.util import as_parts
 from tfp_sgmcmc.kernels import SGLD
 from tfp_sgmcmc.loop import chain_seed, run_steps
@@ -320,4 +321,4 @@ class FedAdam:
         """Adam's bias-corrected second moment ``v_t / (1 − β₂^t)`` of the scores."""
         t = int(results.adam.step)
         v = np.asarray(results.adam.v[0], np.float64)
-        return v / (1.0 - 0.999**t) if t else v
+        return v / (1.0 - BETA2**t) if t else v
