@@ -111,14 +111,15 @@ def _softmax_model(final):
     ],
     ids=["dense_softmax", "softmax_layer", "activation_layer"],
 )
-def test_final_softmax_is_refused_unless_from_logits_false(setup, final):
-    """A softmax output read as logits gave accuracy 0.96 with ECE 0.75, silently."""
+def test_final_softmax_is_refused_unless_from_logits_says(setup, final):
+    """A softmax output read as logits gave accuracy 0.96 with ECE 0.75, silently: left
+    unsaid it is refused; said (``from_logits``), the reading stands, as in
+    ``BayesianModel``."""
     x, y, _, ref = setup
     model = _softmax_model(final)
     with pytest.raises(ValueError, match="applies softmax.*from_logits=False"):
         KerasPosterior(model, (x, y))
-    with pytest.raises(ValueError, match="applies softmax"):
-        KerasPosterior(model, (x, y), from_logits=True)
+    as_logits = KerasPosterior(model, (x, y), from_logits=True, prior_scale=2.0)
     post = KerasPosterior(model, (x, y), from_logits=False, prior_scale=2.0)
     # Same weights without the softmax, read as logits: the same log-density.
     logits_model = keras.Sequential(
@@ -133,6 +134,15 @@ def test_final_softmax_is_refused_unless_from_logits_false(setup, final):
         .target_log_prob
     )
     np.testing.assert_allclose(lp.numpy(), lp_ref.numpy(), rtol=1e-5)
+    # Told to, the probabilities are read as logits: log_softmax of the softmax.
+    probs = model(x).numpy().astype(np.float64)
+    shifted = probs - np.log(np.exp(probs).sum(1, keepdims=True))
+    lp_logits = as_logits.estimator(60).full_log_prob_and_gradient(post.init_state())
+    expected = shifted[np.arange(len(y)), y].sum() - sum(
+        float(np.sum(np.square(w))) for w in model.get_weights()
+    ) / (2 * 2.0**2)
+    np.testing.assert_allclose(lp_logits.target_log_prob.numpy(), expected, rtol=1e-4)
+    assert abs(lp_logits.target_log_prob.numpy() - lp.numpy()) > 1.0
     samples = [w[None] for w in post.init_state()]
     m = posterior_predictive_metrics(post, samples, x, y)
     m_ref = posterior_predictive_metrics(
@@ -296,7 +306,6 @@ def test_data_follow_the_weights_dtype():
         (dict(noise_scale=0.0), "noise_scale"),
         (dict(noise_scale=-1.0), "noise_scale"),
         (dict(noise_scale=float("nan")), "noise_scale"),
-        (dict(noise_scale=None), "noise_scale"),
         (dict(prior_scale=None), "prior_scale"),
         (dict(prior_scale="abc"), "prior_scale"),
         (dict(prior_scale=np.array([1.0, 2.0])), "prior_scale"),
@@ -309,6 +318,71 @@ def test_bad_scales_and_num_examples_are_refused(setup, kwargs, name):
     y = np.zeros(60, np.float32)
     with pytest.raises(ValueError, match=f"`{name}`"):
         KerasPosterior(model, (x, y), likelihood="gaussian", **kwargs)
+
+
+def test_a_learned_noise_is_the_last_part_with_a_flat_prior(setup):
+    """``noise_scale=None``: the state ends with ``log σ``; the density is
+    ``Σ log N(y; f, σ²)`` plus the weights' prior only (power: σ = 1 differs)."""
+    x, _, _, _ = setup
+    keras.utils.set_random_seed(2)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    y = (x @ np.array([1.0, -2.0, 0.5]) + 0.3).astype(np.float32)
+    post = KerasPosterior(model, (x, y), likelihood="gaussian", noise_scale=None)
+    state = post.init_state()
+    assert post.num_parameters == 5 and float(state[-1]) == 0.0
+    state[-1] = tf.constant(np.log(0.7), tf.float32)
+    lp = post.estimator(60).full_log_prob_and_gradient(state).target_log_prob
+    w, b = [np.asarray(v, np.float64) for v in model.get_weights()]
+    r = y - (x @ w + b)[:, 0]
+    ll = np.sum(-0.5 * (r / 0.7) ** 2 - np.log(0.7) - 0.5 * np.log(2 * np.pi))
+    expected = ll - 0.5 * (np.sum(w**2) + np.sum(b**2))
+    np.testing.assert_allclose(lp.numpy(), expected, rtol=1e-5)
+    fixed = KerasPosterior(model, (x, y), likelihood="gaussian", noise_scale=1.0)
+    lp1 = fixed.estimator(60).full_log_prob_and_gradient(fixed.init_state()).target_log_prob
+    assert abs(lp1.numpy() - lp.numpy()) > 1.0
+    with pytest.raises(ValueError, match="`noise_scale=None`.*gaussian"):
+        KerasPosterior(model, (x, y.astype(np.int32) % 2), likelihood="bernoulli",
+                       noise_scale=None)
+
+
+def test_fed_masked_batches_give_the_weighted_mean_over_real_rows(setup):
+    """On a ``FedBatches`` source a batch is ``(x, y, mask)``: the estimator's density is
+    ``N Σ_i w_i log p(y_i|x_i) / n_real + log p(W)``, padding rows (mask −1) dropped and
+    zero-weight rows counted (power: the unmasked sum differs); BatchNormalization's
+    statistics move only in training mode."""
+    from tfp_sgmcmc.data.fed import FedBatches
+
+    x, y, model, ref = setup
+    n, big_n = 8, 600
+    mask = np.array([1.0, 2.0, 0.0, 0.5, 1.0, 1.0, -1.0, -1.0], np.float32)
+    post = KerasPosterior(model, FedBatches(big_n, n, tf.float32), prior_scale=2.0)
+    est = post.estimator(n)
+    state = post.init_state()
+    block = (x[None, :n], y[None, :n], mask[None])
+    with post.data.feeding(tuple(tf.constant(b) for b in block)):
+        lp = est(state, est.bootstrap(state), tf.constant([0, 1]))[0]
+    z = model(x[:n]).numpy().astype(np.float64)
+    logp = (z - np.log(np.exp(z).sum(-1, keepdims=True)))[np.arange(n), y[:n]]
+    real = mask >= 0
+    mean = np.sum(np.where(mask > 0, mask * logp, 0.0)) / real.sum()
+    prior = -0.5 * sum(np.sum(np.square(w)) for w in model.get_weights()) / 4.0
+    np.testing.assert_allclose(lp.target_log_prob.numpy(), big_n * mean + prior, rtol=1e-5)
+    unmasked = big_n * logp.mean() + prior
+    assert abs(unmasked - lp.target_log_prob.numpy()) > 1.0
+    # Training mode moves BatchNormalization's statistics; inference mode does not.
+    bn = keras.Sequential([keras.Input((3,)), keras.layers.BatchNormalization(),
+                           keras.layers.Dense(4)])
+    bn_post = KerasPosterior(bn, FedBatches(big_n, n, tf.float32))
+    batch = (tf.constant(x[:n]), tf.constant(y[:n]), tf.constant(mask))
+    _, moved = bn_post.row_log_likelihood(bn_post.init_state(), batch, training=True)
+    _, kept = bn_post.row_log_likelihood(bn_post.init_state(), batch)
+    before = [np.asarray(v) for v in bn_post.model_state]
+    assert not np.allclose(np.asarray(moved[0]), before[0])
+    np.testing.assert_array_equal(np.asarray(kept[0]), before[0])
+    bn_post.set_model_state(moved)
+    np.testing.assert_array_equal(np.asarray(bn_post.model_state[0]), np.asarray(moved[0]))
+    with pytest.raises(ValueError, match="`values`"):
+        bn_post.set_model_state(moved[:1])
 
 
 def test_scheme_and_num_examples_with_a_data_source(setup):

@@ -15,6 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.data.fed import FedBatches
 from tfp_sgmcmc.driver.store import SampleStore
 from tfp_sgmcmc.internal.util import check_int, check_positive
 from tfp_sgmcmc.keras._errors import (
@@ -34,8 +35,13 @@ from tfp_sgmcmc.keras._inputs import (
     take,
     to_host,
 )
-from tfp_sgmcmc.keras._likelihoods import gaussian_log_prior, per_example_log_likelihood
-from tfp_sgmcmc.keras._posterior import LIKELIHOODS, PROBABILITY_ACTIVATIONS, call_accepts_training
+from tfp_sgmcmc.keras._likelihoods import per_example_log_likelihood
+from tfp_sgmcmc.keras._posterior import (
+    LIKELIHOODS,
+    PROBABILITY_ACTIVATIONS,
+    KerasPosterior,
+    call_accepts_training,
+)
 from tfp_sgmcmc.keras._prediction import (
     VALIDATION_DRAWS,
     BayesianPrediction,
@@ -180,6 +186,13 @@ class BayesianModel(BayesianPrediction):
         the whitened weights ``w = P^-½ (θ − θ_MAP)`` (``θ`` the flat weight vector),
         ``sampler.data`` the source its minibatches were fed through, and
         ``sampler.weights(w)`` maps a whitened state back to ``θ``.
+      posterior: the [`KerasPosterior`][tfp_sgmcmc.keras.KerasPosterior] the last
+        ``fit`` sampled (the Keras bridge): the model, likelihood and prior on the
+        masked batches ``fit`` feeds (sample and class weights, padded partial
+        batches), its model state the BatchNormalization statistics fixed at the MAP,
+        a learned noise's ``log σ`` its last part. The MAP search and curvature pass
+        evaluate the same ``row_log_likelihood`` (in training mode where
+        ``model.fit`` would).
       jit_compile: whether the steps ran under XLA.
       notes: the automatic choices, one sentence each.
       timings: seconds per phase (``probe``, ``map``, ``batchnorm``, ``curvature``,
@@ -283,6 +296,8 @@ class BayesianModel(BayesianPrediction):
         self.noise_scale_draws: np.ndarray | None = None
         self.step_size: float | None = None
         self.sampler: FedSGLD | None = None
+        #: The posterior ``fit`` samples, the Keras bridge (built by ``fit``).
+        self.posterior: KerasPosterior | None = None
         self.jit_compile: bool | None = None
         self.notes: list[str] = []
         self.timings: dict[str, float] = {}
@@ -336,28 +351,15 @@ class BayesianModel(BayesianPrediction):
         return tf.concat([tf.reshape(tf.cast(p, self._dtype), [-1]) for p in parts], 0)
 
     def _row_log_lik(self, theta, nt, x, y, mask, training: bool):
-        """Each row's share ``r_i`` of the minibatch's mean log-likelihood (``[n]``, summing
-        to the mean) and the new statistics.
-
-        ``mask`` holds each row's weight ``w_i >= 0`` (1 without sample weights) and
-        ``−1`` on padding rows: ``r_i = w_i log p(y_i | x_i) / n_real`` over the
-        ``n_real`` real rows (zero-weight rows counted, as Keras's loss counts them; 0 on
-        padding rows), so ``N Σ_i r_i`` estimates ``Σ_i w_i log p(y_i | x_i)`` without
-        bias, whatever the padding of a partial batch."""
-        kwargs = {"training": training} if self._call_kwargs_ok else {}
-        parts = self._parts(theta)
-        nw = self._num_model_weights
-        out, new_nt = self.model.stateless_call(parts[:nw], nt, x, **kwargs)
-        ll = self._log_lik(y, self._cast_outputs(out), parts[nw:])
-        w = tf.cast(mask, ll.dtype)
-        # where, not a product: a zero weight drops even an example of log-likelihood -inf.
-        ll = tf.where(w > 0, ll * w, tf.zeros_like(ll))
-        return ll / tf.reduce_sum(tf.cast(w >= 0, ll.dtype)), new_nt
+        """Each row's share of the masked minibatch's mean log-likelihood and the new
+        statistics: the bridge's ``KerasPosterior.row_log_likelihood`` at the flat
+        ``theta``."""
+        return self.posterior.row_log_likelihood(self._parts(theta), (x, y, mask), nt, training)
 
     def _prior_log_prob(self, theta: tf.Tensor) -> tf.Tensor:
-        """``log p(θ)`` up to a constant: ``N(0, prior_scale² I)`` on the model's weights
-        (a flat prior on a learned ``log σ``)."""
-        return gaussian_log_prior([theta[: self._model_size]], self.prior_scale, [[0]])
+        """``log p(θ)`` up to a constant: the bridge's ``N(0, prior_scale² I)`` on the
+        model's weights (a flat prior on a learned ``log σ``)."""
+        return self.posterior.log_prior_fn(self._parts(theta))
 
     def _log_post(self, theta, nt, x, y, mask, n, training: bool):
         """``N · (weighted minibatch mean log-likelihood) + log p(θ)``, the mean, new
@@ -859,6 +861,16 @@ class BayesianModel(BayesianPrediction):
         theta = self._flatten(parts)
         self._k = self._steps_per_call(source, xb, yb)
         self._batch_size = source.batch_size
+        # The one Keras bridge: the model, likelihood and prior as a posterior on the
+        # batches `fit` feeds (masked rows; the learned log σ its last part).
+        self.posterior = KerasPosterior(
+            self.model,
+            FedBatches(self._n, self._batch_size, self._dtype),
+            self.likelihood,
+            prior_scale=self.prior_scale,
+            noise_scale=self.noise_scale if self.likelihood == "gaussian" else 1.0,
+            from_logits=self.from_logits,
+        )
         self._programs = {}  # this fit's Adam programs (they hold its data's size)
         state = {
             "theta": theta,
@@ -987,14 +999,11 @@ class BayesianModel(BayesianPrediction):
         # The sampler (the library's SGLD on the preconditioned posterior, in its loop,
         # `FedSGLD`) is built at the MAP now and compiled on a second thread while the
         # curvature pass runs; its preconditioner is set once measured (a variable).
-        nt_fixed = state["nt"]
+        self.posterior.set_model_state(state["nt"])
         sampler = FedSGLD(
-            lambda th, x, y, mask: self._row_log_lik(th, nt_fixed, x, y, mask, False)[0],
-            self._prior_log_prob,
-            np.asarray(state["theta"]),
+            self.posterior,
+            self._parts(np.asarray(state["theta"])),
             np.ones(int(state["theta"].shape[0])),
-            num_examples=self._n,
-            batch_size=bs,
             steps_per_call=self._k,
             seed=self.seed,
             jit_compile=bool(self.jit_compile),

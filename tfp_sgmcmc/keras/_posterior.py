@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.data import DatasetData, InMemoryData
+from tfp_sgmcmc.data.fed import FedBatches
 from tfp_sgmcmc.estimators import MinibatchEstimator
 from tfp_sgmcmc.internal.util import check_int, check_positive
 from tfp_sgmcmc.keras._errors import refuse_keras_loss
@@ -61,8 +62,9 @@ class KerasPosterior:
       output as the logit of ``p(y = 1)``. A model whose last layer already
       applies ``softmax``/``sigmoid`` (``Dense(K, activation="softmax")``,
       ``keras.layers.Softmax()``, ``Activation("sigmoid")``) is refused unless
-      ``from_logits=False`` says so: then the outputs are read as probabilities
-      (``log p`` is taken of them, clipped at the float's ``tiny``). Remove the
+      ``from_logits`` says how to read it: ``False`` reads the outputs as
+      probabilities (``log p`` is taken of them, clipped at the float's ``tiny``),
+      ``True`` as logits (as ``BayesianModel`` does when told). Remove the
       activation for the numerically better path.
     * **Labels are integer class ids**, ``y`` of shape ``[N]`` (or ``[N, 1]``)
       in ``0..K-1`` for ``"categorical"`` and in ``{0, 1}`` for
@@ -83,19 +85,22 @@ class KerasPosterior:
     Args:
       model: a built Keras 3 model (TF backend).
       data: ``(x, y)`` arrays (``x`` a list/tuple/dict of arrays for a model with
-        several inputs), an [`InMemoryData`][tfp_sgmcmc.data.InMemoryData], or a
-        batched ``tf.data.Dataset`` of ``(x, y)``.
+        several inputs), an [`InMemoryData`][tfp_sgmcmc.data.InMemoryData], a
+        batched ``tf.data.Dataset`` of ``(x, y)``, or a
+        [`FedBatches`][tfp_sgmcmc.data.fed.FedBatches] of ``(x, y, mask)``.
       likelihood: ``"categorical"``, ``"bernoulli"``, ``"gaussian"`` or a
         callable ``(y, outputs) -> [n]``. Default value: ``"categorical"``.
       from_logits: whether the model outputs logits (``True``) or
         probabilities (``False``), for ``"categorical"``/``"bernoulli"``.
         Default value: ``None`` (logits, and a final softmax/sigmoid layer is
-        an error).
+        an error: say how to read its outputs).
       prior_scale: standard deviation of the isotropic Gaussian prior (a
         positive finite scalar), or a callable ``list_of_weights -> log p``.
         Default value: ``1.``.
-      noise_scale: observation noise of the ``"gaussian"`` likelihood (a
-        positive finite scalar). Default value: ``1.``.
+      noise_scale: observation noise ``σ`` of the ``"gaussian"`` likelihood (a
+        positive finite scalar), or ``None`` to learn it: the state then ends with a
+        scalar ``log σ`` (flat prior; `init_state` starts it at 0). Default value:
+        ``1.``.
       num_examples: ``N``, required for a ``tf.data`` dataset; with arrays or a
         data source it may only repeat their number of rows.
         Default value: ``None``.
@@ -119,9 +124,10 @@ class KerasPosterior:
         ``prior_scale`` or ``noise_scale`` that is not a positive finite
         scalar, a dataset without ``num_examples``, a ``num_examples`` or
         ``scheme`` that the data cannot take, several model outputs with a
-        built-in likelihood, a final softmax/sigmoid without
-        ``from_logits=False`` (or with ``from_logits=True``), labels that are
-        not class ids.
+        built-in likelihood, a final softmax/sigmoid without a ``from_logits``
+        saying how to read it, labels that are
+        not class ids, a ``noise_scale=None`` with another likelihood than
+        ``"gaussian"``.
     """
 
     def __init__(
@@ -154,28 +160,37 @@ class KerasPosterior:
         refuse_keras_loss(likelihood)
         if not callable(prior_scale):
             check_positive(prior_scale, "prior_scale", scalar=True)
-        check_positive(noise_scale, "noise_scale", scalar=True)
+        if noise_scale is not None:
+            check_positive(noise_scale, "noise_scale", scalar=True)
+        elif likelihood != "gaussian":
+            raise ValueError(
+                "`noise_scale=None` (a learned noise) applies to likelihood='gaussian' only."
+            )
         if num_examples is not None:
             num_examples = check_int(num_examples, "num_examples", minimum=1)
         classification = likelihood in ("categorical", "bernoulli")
         activation = output_activation(model) if classification else None
-        if activation in PROBABILITY_ACTIVATIONS and from_logits is not False:
+        if from_logits is not None and not isinstance(from_logits, bool):
+            raise ValueError(f"`from_logits` must be True, False or None, got {from_logits!r}.")
+        # Said explicitly, a reading stands (a sigmoid per class read as logits is a
+        # model); left unsaid, a probability layer read as logits would be silently wrong.
+        if activation in PROBABILITY_ACTIVATIONS and from_logits is None:
             raise ValueError(
                 f"`model`'s last layer applies {activation}, but likelihood={likelihood!r} "
                 "expects logits: remove the activation (e.g. Dense(K) instead of "
                 f"Dense(K, activation={activation!r})) or pass from_logits=False to read the "
                 "outputs as probabilities."
             )
-        if from_logits is not None and not isinstance(from_logits, bool):
-            raise ValueError(f"`from_logits` must be True, False or None, got {from_logits!r}.")
         self.from_logits = from_logits is not False
         self.model = model
         self.likelihood = likelihood
         self.prior_scale = prior_scale
-        self.noise_scale = float(noise_scale)
+        self.noise_scale = None if noise_scale is None else float(noise_scale)
+        #: Whether the state ends with a learned ``log σ`` (``noise_scale=None``).
+        self.learn_noise_scale = noise_scale is None
         # Keras passes ``training`` through ``stateless_call`` to ``call`` as is, so a
         # ``call`` without that argument (valid in Keras) must not receive it.
-        self._call_kwargs = {"training": False} if call_accepts_training(model) else {}
+        self._accepts_training = call_accepts_training(model)
         # Data follow the weights' dtype so that the state and the data agree.
         dtype = np.dtype(tf.as_dtype(model.trainable_variables[0].dtype).as_numpy_dtype)
         self._float_dtype = dtype
@@ -197,7 +212,7 @@ class KerasPosterior:
                 full_dataset = cast_floating(full_dataset, dtype)
             self.data = DatasetData(data, num_examples, full_dataset=full_dataset)
             self._check_outputs(model, None, likelihood)
-        elif isinstance(data, (InMemoryData, DatasetData)):
+        elif isinstance(data, (InMemoryData, DatasetData, FedBatches)):
             if num_examples is not None and num_examples != data.num_examples:
                 raise ValueError(
                     f"`num_examples` = {num_examples} differs from the data's "
@@ -237,6 +252,7 @@ class KerasPosterior:
             self.data = InMemoryData((x, y), scheme="epoch" if scheme is None else scheme)
         self._non_trainable = [tf.convert_to_tensor(v.value) for v in model.non_trainable_variables]
         self._weight_ranks = [len(v.shape) for v in model.trainable_variables]
+        self._num_weights = len(self._weight_ranks)
 
     @staticmethod
     def _check_outputs(model: Any, x: Any, likelihood: Any) -> int | None:
@@ -256,20 +272,62 @@ class KerasPosterior:
 
     # -- state -------------------------------------------------------------- #
     def init_state(self) -> list[tf.Tensor]:
-        """The model's current trainable weights (a list of tensors)."""
-        return [tf.convert_to_tensor(v.value) for v in self.model.trainable_variables]
+        """The model's current trainable weights (a list of tensors), then ``log σ = 0``
+        for a learned noise."""
+        state = [tf.convert_to_tensor(v.value) for v in self.model.trainable_variables]
+        if self.learn_noise_scale:
+            state.append(tf.zeros([], state[0].dtype))
+        return state
 
     @property
     def num_parameters(self) -> int:
-        return int(sum(np.prod(v.shape) for v in self.model.trainable_variables))
+        weights = int(sum(np.prod(v.shape) for v in self.model.trainable_variables))
+        return weights + int(self.learn_noise_scale)
+
+    @property
+    def model_state(self) -> list[tf.Tensor]:
+        """The model's non-trainable values (BatchNormalization statistics, ...) the
+        log-likelihood runs the model with: their values when the posterior was built,
+        or the last `set_model_state`."""
+        return list(self._non_trainable)
+
+    def set_model_state(self, values: list[Any]) -> None:
+        """Run the model with these non-trainable ``values`` from now on (programs traced
+        later see them; e.g. BatchNormalization statistics fixed after a MAP search)."""
+        values = [tf.convert_to_tensor(v) for v in values]
+        if [tuple(v.shape) for v in values] != [tuple(t.shape) for t in self._non_trainable]:
+            raise ValueError(
+                "`values` must have the shapes of the model's non-trainable variables, "
+                f"{[tuple(t.shape) for t in self._non_trainable]}."
+            )
+        self._non_trainable = values
 
     # -- model pieces ---------------------------------------------------------- #
-    def outputs(self, weights: list[tf.Tensor], x: tf.Tensor) -> tf.Tensor:
-        """``f_W(x)`` for one set of weights via ``stateless_call``."""
-        out, _ = self.model.stateless_call(
-            list(weights), self._non_trainable, x, **self._call_kwargs
+    def forward(
+        self,
+        weights: list[tf.Tensor],
+        x: Any,
+        model_state: list[tf.Tensor] | None = None,
+        training: bool = False,
+    ) -> tuple[Any, list[tf.Tensor]]:
+        """``f_W(x)`` for one set of weights via ``stateless_call``, and the model's new
+        non-trainable state (BatchNormalization's statistics move in ``training`` mode).
+        Floating outputs are cast to the weights' dtype: a mixed-precision model
+        computes in float16, its likelihood and gradients in float32."""
+        state = self._non_trainable if model_state is None else list(model_state)
+        kwargs = {"training": training} if self._accepts_training else {}
+        out, new_state = self.model.stateless_call(
+            list(weights)[: self._num_weights], state, x, **kwargs
         )
-        return out
+        dtype = self._float_dtype
+        out = tf.nest.map_structure(
+            lambda t: tf.cast(t, dtype) if t.dtype.is_floating else t, out
+        )
+        return out, list(new_state)
+
+    def outputs(self, weights: list[tf.Tensor], x: tf.Tensor) -> tf.Tensor:
+        """``f_W(x)`` for one set of weights (inference mode, the `model_state`)."""
+        return self.forward(weights, x)[0]
 
     def _extra_dims(self, weights: list[tf.Tensor]) -> int:
         return (weights[0].shape.rank or 0) - self._weight_ranks[0]
@@ -283,30 +341,81 @@ class KerasPosterior:
         out = tf.map_fn(lambda ws: fn(list(ws)), flat, fn_output_signature=weights[0].dtype)
         return tf.reshape(out, tf.concat([lead, tf.shape(out)[1:]], 0))
 
-    def per_example_log_likelihood(self, y: tf.Tensor, outputs: tf.Tensor) -> tf.Tensor:
+    def per_example_log_likelihood(
+        self, y: tf.Tensor, outputs: tf.Tensor, log_noise: Any = None
+    ) -> tf.Tensor:
         """``log p(y_i | f_W(x_i))``, ``[n]``: the bridges' one likelihood
-        (``tfp_sgmcmc.keras._likelihoods``)."""
-        log_noise = None
-        if self.likelihood == "gaussian":
+        (``tfp_sgmcmc.keras._likelihoods``); ``log_noise`` is a learned ``log σ``."""
+        if self.likelihood == "gaussian" and log_noise is None:
             log_noise = tf.math.log(tf.constant(self.noise_scale, outputs.dtype))
         return per_example_log_likelihood(
             self.likelihood, y, outputs, from_logits=self.from_logits, log_noise=log_noise
         )
 
+    def row_log_likelihood(
+        self,
+        state: Any,
+        batch: tuple[Any, Any, Any],
+        model_state: list[tf.Tensor] | None = None,
+        training: bool = False,
+    ) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        r"""Each row's share ``r_i`` of a masked batch's mean log-likelihood, ``[n]``, and
+        the model's new non-trainable state.
+
+        ``batch = (x, y, mask)``, ``mask`` each row's weight ``w_i ≥ 0`` and ``−1`` on
+        padding rows:
+
+        $$
+        r_i = \frac{w_i \log p(y_i \mid x_i)}{n_\text{real}} \ (w_i > 0), \qquad
+        r_i = 0 \text{ otherwise},
+        $$
+
+        ``n_real`` counting the rows with ``w_i ≥ 0`` (zero-weight rows included, as
+        Keras's loss counts them), so ``N Σ_i r_i`` estimates
+        ``Σ_i w_i log p(y_i | x_i)`` without bias, whatever the padding. A zero weight
+        drops even a row of log-likelihood ``−∞``. One set of weights (no chain
+        dimensions).
+
+        Args:
+          state: the weights (then ``log σ``, if learned).
+          batch: ``(x, y, mask)``.
+          model_state: the non-trainable values to run the model with. Default value:
+            ``None`` (`model_state`).
+          training: run the model in training mode (Dropout on, BatchNormalization on
+            the batch's statistics, which it updates). Default value: ``False``.
+        """
+        x, y, mask = batch
+        parts = list(state)
+        out, new_state = self.forward(parts, x, model_state, training)
+        log_noise = parts[self._num_weights] if self.learn_noise_scale else None
+        ll = self.per_example_log_likelihood(y, out, log_noise)
+        w = tf.cast(mask, ll.dtype)
+        # where, not a product: a zero weight drops even an example of log-likelihood -inf.
+        ll = tf.where(w > 0, ll * w, tf.zeros_like(ll))
+        return ll / tf.reduce_sum(tf.cast(w >= 0, ll.dtype)), new_state
+
     def log_likelihood_fn(self, state: Any, batch: Any) -> tf.Tensor:
-        """Per-example ``log p(y_i | f_W(x_i))``, ``[..., n]`` (the estimator's protocol)."""
-        x, y = batch
+        """Per-example ``log p(y_i | f_W(x_i))``, ``[..., n]`` (the estimator's protocol);
+        on a masked ``(x, y, mask)`` batch, ``n r_i`` (`row_log_likelihood`)."""
         weights = list(state)
+        if isinstance(self.data, FedBatches):
+            n = tf.cast(tf.shape(batch[2])[0], weights[0].dtype)
+            return self._map_chains(
+                lambda ws: self.row_log_likelihood(ws, batch)[0] * n, weights
+            )
+        x, y = batch
         x = tf.nest.map_structure(lambda t: tf.cast(t, weights[0].dtype), x)
 
         def one(ws: list) -> tf.Tensor:
-            return self.per_example_log_likelihood(y, self.outputs(ws, x))
+            log_noise = ws[self._num_weights] if self.learn_noise_scale else None
+            return self.per_example_log_likelihood(y, self.outputs(ws, x), log_noise)
 
         return self._map_chains(one, weights)
 
     def log_prior_fn(self, state: Any) -> tf.Tensor:
-        """``log N(W; 0, σ² I)`` up to a constant (or the user's prior)."""
-        weights = list(state)
+        """``log N(W; 0, σ² I)`` up to a constant (or the user's prior) on the weights; a
+        learned ``log σ`` has a flat prior."""
+        weights = list(state)[: self._num_weights]
         if callable(self.prior_scale):
             return self.prior_scale(weights)
         extra = self._extra_dims(weights)
@@ -324,8 +433,9 @@ class KerasPosterior:
         )
 
     def load_weights(self, state: Any) -> None:
-        """Write a state (list of weights) into the Keras model's variables."""
-        for v, w in zip(self.model.trainable_variables, list(state)):
+        """Write a state (list of weights; a learned ``log σ`` is not a weight) into the
+        Keras model's variables."""
+        for v, w in zip(self.model.trainable_variables, list(state)[: self._num_weights]):
             v.assign(np.asarray(w))
 
 

@@ -12,12 +12,14 @@ $$
 \qquad \xi_t \sim \mathcal N(0, I),
 $$
 
-``P`` a diagonal preconditioner and ``ĝ`` the minibatch score of the posterior. This is
+``P`` a diagonal preconditioner and ``ĝ`` the minibatch score of the posterior, a
+[`KerasPosterior`][tfp_sgmcmc.keras.KerasPosterior] (the Keras bridge's likelihood and
+prior, on masked batches). This is
 [`SGLD`][tfp_sgmcmc.SGLD] (Welling & Teh 2011) on the whitened coordinates
 ``w = (θ − θ_MAP) / √P`` of a [`WhitenedEstimator`][tfp_sgmcmc.estimators.WhitenedEstimator]
 with the diagonal scale ``√P``: there ``w' = w + ε √P ĝ + √(2ε) ξ``, which is the update
-above. The minibatch score is a
-[`MinibatchEstimator`][tfp_sgmcmc.estimators.MinibatchEstimator]'s on a
+above. The minibatch score is the posterior's
+[`MinibatchEstimator`][tfp_sgmcmc.estimators.MinibatchEstimator] on a
 [`FedBatches`][tfp_sgmcmc.data.fed.FedBatches] source: ``fit`` stacks the batches of a
 block of steps on the host (sample and class weights as a row mask, a padded partial
 batch) and each compiled call feeds them to the steps, which run in the library's loop
@@ -39,15 +41,11 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.data.fed import FedBatches
-from tfp_sgmcmc.estimators import (
-    GradientEstimate,
-    GradientEstimator,
-    MinibatchEstimator,
-    WhitenedEstimator,
-)
+from tfp_sgmcmc.estimators import GradientEstimate, GradientEstimator, WhitenedEstimator
 from tfp_sgmcmc.estimators.map import AdamAscent
 from tfp_sgmcmc.internal.adam import BETA2
 from tfp_sgmcmc.internal.util import as_parts
+from tfp_sgmcmc.keras._posterior import KerasPosterior
 from tfp_sgmcmc.kernels import SGLD
 from tfp_sgmcmc.loop import chain_seed, run_steps
 
@@ -55,17 +53,20 @@ __all__ = ["FedSGLD", "FedAdam", "FedModelEstimator"]
 
 
 class FedSGLD:
-    """Preconditioned SGLD on fed minibatches, compiled once per block shape.
+    """Preconditioned SGLD on a Keras posterior's fed minibatches, compiled once per
+    block shape.
+
+    The target is ``posterior``'s (its estimator, its ``log p(θ)``), the state the
+    whitened flat vector ``w`` with ``θ = θ_MAP + √P w``.
 
     Args:
-      row_log_lik: ``(θ, x, y, mask) -> [n]``, each row's share of the minibatch's
-        mean log-likelihood (summing to the mean; 0 on padding rows).
-      log_prior: ``θ -> log p(θ)``.
-      centre: ``θ_MAP``, the flat ``[d]`` weight vector the chain starts at.
-      scale: ``√P``, the ``[d]`` positive diagonal scale (changed in place by
-        `set_scale`, without a new program).
-      num_examples: ``N``.
-      batch_size: the rows of every fed batch.
+      posterior: a [`KerasPosterior`][tfp_sgmcmc.keras.KerasPosterior] on a
+        [`FedBatches`][tfp_sgmcmc.data.fed.FedBatches] source, its model state the one
+        to sample with.
+      centre: ``θ_MAP``, the list of parts of the posterior's state the chain starts
+        at.
+      scale: ``√P``, the ``[d]`` positive diagonal scale of the flattened parts
+        (changed in place by `set_scale`, without a new program).
       steps_per_call: ``K``, the most steps (and fed batches) of one call.
       seed: the chain's seed, an int in ``[0, 2**31)``.
       jit_compile: compile the calls with XLA.
@@ -73,56 +74,44 @@ class FedSGLD:
 
     def __init__(
         self,
-        row_log_lik: Callable[..., tf.Tensor],
-        log_prior: Callable[[tf.Tensor], tf.Tensor],
-        centre: np.ndarray,
+        posterior: KerasPosterior,
+        centre: list[np.ndarray],
         scale: np.ndarray,
         *,
-        num_examples: int,
-        batch_size: int,
         steps_per_call: int,
         seed: int,
         jit_compile: bool,
     ) -> None:
-        centre = np.asarray(centre)
-        dtype = tf.as_dtype(centre.dtype)
-        self.data = FedBatches(num_examples, batch_size, dtype)
-
-        # The estimator's minibatch sum is scaled by N/n: rows scaled by n make it
-        # N times the masked mean, as the MAP search's objective.
-        @tf.autograph.experimental.do_not_convert
-        def log_likelihood(parts: list[tf.Tensor], batch: Any) -> tf.Tensor:
-            x, y, mask = batch
-            return row_log_lik(parts[0], x, y, mask) * float(batch_size)
-
-        @tf.autograph.experimental.do_not_convert
-        def prior(parts: list[tf.Tensor]) -> tf.Tensor:
-            return log_prior(parts[0])
-
-        inner = MinibatchEstimator(log_likelihood, self.data, batch_size, log_prior_fn=prior)
+        if not isinstance(posterior.data, FedBatches):
+            raise ValueError("`posterior` must read a FedBatches source.")
+        centre = [np.asarray(c) for c in centre]
+        dtype = tf.as_dtype(centre[0].dtype)
+        self.data = posterior.data
+        self.posterior = posterior
+        inner = posterior.estimator(self.data.batch_size)
         # The chain is judged by its minibatch losses (`fit`), not by a χ² radius.
         self.estimator = WhitenedEstimator(
-            inner, [tf.constant(centre)], np.asarray(scale, np.float64),
+            inner, [tf.constant(c) for c in centre], np.asarray(scale, np.float64),
             flag_runaway_steps=False,
         )
         #: ε, a variable: a restart at a smaller step reuses the compiled programs.
         self.step_size = tf.Variable(1.0, dtype=dtype, trainable=False, name="sgld_step_size")
         self.kernel = SGLD(self.estimator, step_size=self.step_size)
         self.seed = chain_seed(seed)
-        self.dimension = int(centre.size)
-        self._centre = centre.astype(np.float64)
+        self._centre = np.concatenate([c.reshape(-1) for c in centre]).astype(np.float64)
+        self.dimension = int(self._centre.size)
         self._scale = np.asarray(scale, np.float64)
         self._log_det = tf.Variable(
             float(np.sum(np.log(self._scale))), dtype=dtype, trainable=False, name="log_det"
         )
         log_det = self._log_det
-        n = float(num_examples)
+        n = float(self.data.num_examples)
 
         def loss(w: tf.Tensor, results: Any) -> tf.Tensor:
             # The step's minibatch loss −mean log-likelihood, from the estimate at the state
             # it moved to: log π̂_w = N · mean + log p(θ) + log det √P.
-            theta = self.estimator.unwhiten(w)[0]
-            lp = results.target_log_prob - log_det - log_prior(theta)
+            theta = self.estimator.unwhiten(w)
+            lp = results.target_log_prob - log_det - posterior.log_prior_fn(theta)
             return -lp / n
 
         kernel = self.kernel
