@@ -387,11 +387,13 @@ def test_a_noise_scale_that_has_not_converged_is_warned():
     assert any("has not converged" in n for n in drifting.notes)
     # Power: from the MAP, and sampled long enough to cross the noise's posterior (two
     # epochs, 16 steps, are not: their draws spread 0.2x its sd, and that is warned too),
-    # the draws describe it, silently.
+    # the draws describe it, silently. (Seeds 0-4 spread 0.71-1.06x its sd here, above
+    # the check's 0.5; 20 epochs at learning rate 0.05 stop Adam short of the mode at
+    # some seeds, which the MAP check rightly flags.)
     converged = BayesianModel(
-        line(), "gaussian", num_draws=20, learning_rate=0.05, jit_compile=False
+        line(), "gaussian", num_draws=20, learning_rate=0.02, jit_compile=False
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        converged.fit(x, y, epochs=20, sample_epochs=20, verbose=0)
+        converged.fit(x, y, epochs=60, sample_epochs=40, verbose=0)
     assert abs(np.mean(converged.noise_scale_draws) - 0.1) < 0.02

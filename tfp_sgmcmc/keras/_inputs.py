@@ -10,7 +10,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.data.permutation import feistel_permutation
+from tfp_sgmcmc.internal.random import split_seed
 from tfp_sgmcmc.keras._errors import KerasDataError
+from tfp_sgmcmc.loop import chain_seed, step_seed
 
 __all__ = [
     "Source",
@@ -291,7 +294,9 @@ def split_validation(
 class Source:
     """``(x, y)`` batches fed from the host, as Keras's ``fit`` feeds its compiled step.
 
-    Arrays are shuffled and cut into batches each epoch; a ``tf.data`` dataset is
+    Arrays are shuffled and cut into batches each epoch (the ``e``-th permutation is the
+    data package's ``feistel_permutation`` keyed by ``fold_in(s, e)``, ``s`` a salted
+    split of ``chain_seed(seed)``: the library's seed rule); a ``tf.data`` dataset is
     iterated as written (its own shuffling, batching and labels, and per-example
     weights when it yields ``(x, y, sample_weight)``). ``epoch`` yields
     ``(x, y, weights)`` with ``weights`` ``None`` when there are none. Every batch is
@@ -312,7 +317,10 @@ class Source:
         name: str = "x",
         sample_weight: Any = None,
     ) -> None:
-        self._rng = np.random.default_rng(seed)
+        # The library's seed rule for the order too: epoch e's permutation is keyed by
+        # fold_in(s, e), s a split of the chain's seed salted apart from the noise's.
+        self._shuffle_seed = split_seed(chain_seed(seed), 1, salt="keras_shuffle")[0]
+        self._permutations = 0
         self.shuffle = shuffle
         self.dataset = None
         self.notes: list[str] = []
@@ -416,8 +424,14 @@ class Source:
         return take(self.x, idx), self.y[idx]
 
     def _permutation(self) -> np.ndarray:
+        """The next permutation of the rows (``feistel_permutation`` keyed by the
+        seed rule), or their order without ``shuffle``."""
         n = num_rows(self.x)
-        return self._rng.permutation(n) if self.shuffle else np.arange(n)
+        if not self.shuffle:
+            return np.arange(n)
+        key = step_seed(self._shuffle_seed, self._permutations)
+        self._permutations += 1
+        return feistel_permutation(tf.range(n, dtype=tf.int64), n, key).numpy()
 
     def epoch(self, max_steps: int | None = None, indices: bool = False) -> Any:
         """Yields ``(x, y, weights)`` host batches (unpadded; ``weights`` ``None`` when

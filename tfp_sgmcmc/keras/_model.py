@@ -166,7 +166,9 @@ class BayesianModel(BayesianPrediction):
         that name; the batch callbacks are then called once per block.
         Default value: ``None`` (as many as keep a block's batches under 32 MiB,
         at most 32).
-      seed: an int in ``[0, 2**31)`` for the shuffling and the sampler's noise. Sampling
+      seed: an int in ``[0, 2**31)`` for the shuffling (the data package's
+        ``feistel_permutation``, epoch ``e`` keyed by ``fold_in`` of a salted split of
+        ``chain_seed(seed)`` and ``e``) and the sampler's noise. Sampling
         step ``t`` follows the library's seed rule, ``fold_in(chain_seed(seed), t)``
         (docs/driver.md), with normals that are the same eagerly, in a graph and under
         XLA: the draws for a seed do not depend on the XLA choice (up to floating-point
