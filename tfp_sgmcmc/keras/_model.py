@@ -371,9 +371,13 @@ class BayesianModel(BayesianPrediction):
         return n * mean_ll + self._prior_log_prob(theta), mean_ll, new_nt
 
     def _hvp_program(self) -> Any:
-        """``θ, u -> −∇² log π̂(θ) u`` on one minibatch (inference mode)."""
+        """``θ, u -> −∇² log π̂(θ) u`` on one minibatch (inference mode).
 
-        @tf.function(jit_compile=bool(self.jit_compile), reduce_retracing=True, autograph=False)
+        A graph, never XLA: the power iteration calls it ``_POWER_ITERATIONS`` times, and
+        XLA's compilation of a second derivative costs more than those calls save
+        (``docs/benchmarks.md#keras-fit-before-after``)."""
+
+        @tf.function(reduce_retracing=True, autograph=False)
         def hvp(theta, nt, x, y, mask, u, n):
             with tf.GradientTape() as outer:
                 outer.watch(theta)
