@@ -1585,6 +1585,7 @@ def test_a_planted_verdict_seeds_cell_is_found():
 KERAS_BEFORE_AFTER_HEADER = "| model | time to first posterior (s), before → after |"
 KERAS_BEFORE_AFTER_JSON = {
     "784-100-10 MLP": "benchmarks/results/bench_keras_fit_before_after_mlp.json",
+    "keras.io convnet": "benchmarks/results/bench_keras_fit_before_after_convnet.json",
 }
 
 
