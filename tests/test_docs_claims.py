@@ -1638,7 +1638,7 @@ def test_a_planted_keras_before_after_figure_is_found():
     ]
 
 
-ONE_CORE_HEADER = "| posterior | before → after (s, median of 2) |"
+ONE_CORE_HEADER = "| posterior | before → after (s, median of 3) |"
 
 
 def one_core_problems(text: str) -> list[str]:
