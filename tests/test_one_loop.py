@@ -5,12 +5,12 @@ Step ``t`` of a chain takes ``stateless_fold_in(seed, t)`` in every entry point
 chunk size, the streamed driver ``sample`` interrupted and resumed, a tuner arm's first
 round, the final draws from a tuner's compiled program (``ArmRunner.sample``) and
 ``sg.sample_posterior``'s final chains (run in several calls; SGLD's, or MALA's at full
-batches) and ``BayesianModel.fit``'s sampler (the library's SGLD on its ``KerasPosterior``, fed blocks
-of minibatches by the host, in a graph or under XLA: ``fit`` always compiles its steps, as
-``model.fit`` does, so it has no eager mode) all return one chain. The programs differ (burn-in split off
-or not, thinning, what they record), so XLA may fuse a step's arithmetic differently in
-each: the chains are compared to a rounding tolerance, and a changed seed (the power check)
-must miss it by far.
+batches) and ``BayesianModel.fit``'s sampler (the library's SGLD on its
+``KerasPosterior``, fed blocks of minibatches by the host, in a graph or under XLA: ``fit``
+always compiles its steps, as ``model.fit`` does, so it has no eager mode) all return one
+chain. The programs differ (burn-in split off or not, thinning, what they record), so XLA
+may fuse a step's arithmetic differently in each: the chains are compared to a rounding
+tolerance, and a changed seed (the power check) must miss it by far.
 """
 
 from __future__ import annotations
