@@ -1429,14 +1429,29 @@ def _cell_problems(
     return problems
 
 
-def before_after_problems(text: str) -> list[str]:
-    """Every cell of the before/after table that its JSON does not print."""
-    doc = _json("benchmarks/results/bench_before_after_sample_posterior.json")
-    runs = {r["posterior"]: r for r in doc["results"]}
+def _posterior_table_problems(text: str, path: str, header: str, want: Any) -> list[str]:
+    """Every cell of a ``bench_before_after`` table (one row per posterior, under
+    ``header``) that its JSON at ``path`` does not print, ``want(result)`` giving a row's
+    cells after the posterior's name."""
+    runs = {r["posterior"]: r for r in _json(path)["results"]}
+    rows = table_after(text, header)
     problems = []
-    rows = table_after(text, BEFORE_AFTER_HEADER)
     if sorted(row[0] for row in rows) != sorted(runs):
         problems.append(f"rows {[row[0] for row in rows]} against {sorted(runs)}")
+    return problems + _cell_problems(rows, runs, want, lambda key: key)
+
+
+def _errors_and_verdicts(b: dict, a: dict) -> list[str]:
+    """A before/after row's last two cells: the worst mean errors and the verdicts."""
+    statuses = b["verdict"] + a["verdict"]
+    return [
+        f"{half_up(max(b['max_mean_error']), 3)} / {half_up(max(a['max_mean_error']), 3)}",
+        f"{statuses[0]} × {len(statuses)}" if len(set(statuses)) == 1 else "mixed",
+    ]
+
+
+def before_after_problems(text: str) -> list[str]:
+    """Every cell of the before/after table that its JSON does not print."""
 
     def want(r: dict) -> list[str]:
         b, a = r["before"], r["after"]
@@ -1444,18 +1459,19 @@ def before_after_problems(text: str) -> list[str]:
             key: f"{half_up(b['phases'][key], 1)} → {half_up(a['phases'][key], 1)}"
             for key in ("seconds_tuning_sampling", "seconds_map")
         }
-        statuses = b["verdict"] + a["verdict"]
         return [
             half_up(b["median_seconds"], 1),
             half_up(a["median_seconds"], 1),
             half_up(r["ratio_after_over_before"], 2),
             phase["seconds_tuning_sampling"],
             phase["seconds_map"],
-            f"{half_up(max(b['max_mean_error']), 3)} / {half_up(max(a['max_mean_error']), 3)}",
-            f"{statuses[0]} × {len(statuses)}" if len(set(statuses)) == 1 else "mixed",
+            *_errors_and_verdicts(b, a),
         ]
 
-    return problems + _cell_problems(rows, runs, want, lambda key: key)
+    return _posterior_table_problems(
+        text, "benchmarks/results/bench_before_after_sample_posterior.json",
+        BEFORE_AFTER_HEADER, want,
+    )
 
 
 def test_before_after_table_matches_its_json():
@@ -1644,24 +1660,18 @@ ONE_CORE_HEADER = "| posterior | before → after (s, median of 3) |"
 def one_core_problems(text: str) -> list[str]:
     """Every cell of the posteriordb before/after table (``bench_before_after_one_core.json``)
     that its JSON does not print."""
-    doc = _json("benchmarks/results/bench_before_after_one_core.json")
-    runs = {r["posterior"]: r for r in doc["results"]}
-    rows = table_after(text, ONE_CORE_HEADER)
-    problems = []
-    if sorted(row[0] for row in rows) != sorted(runs):
-        problems.append(f"rows {[row[0] for row in rows]} against {sorted(runs)}")
 
     def want(r: dict) -> list[str]:
         b, a = r["before"], r["after"]
-        statuses = b["verdict"] + a["verdict"]
         return [
             f"{half_up(b['median_seconds'], 1)} → {half_up(a['median_seconds'], 1)}",
             half_up(r["ratio_after_over_before"], 2),
-            f"{half_up(max(b['max_mean_error']), 3)} / {half_up(max(a['max_mean_error']), 3)}",
-            f"{statuses[0]} × {len(statuses)}" if len(set(statuses)) == 1 else "mixed",
+            *_errors_and_verdicts(b, a),
         ]
 
-    return problems + _cell_problems(rows, runs, want, lambda key: key)
+    return _posterior_table_problems(
+        text, "benchmarks/results/bench_before_after_one_core.json", ONE_CORE_HEADER, want
+    )
 
 
 def test_one_core_table_matches_its_json():
@@ -1676,3 +1686,5 @@ def test_a_planted_one_core_figure_is_found():
     assert one_core_problems(text.replace(row, "|".join(cells), 1)) == [
         f"arK-arK, column 2: page '9.99', JSON {row.split('|')[3].strip()!r}"
     ]
+
+

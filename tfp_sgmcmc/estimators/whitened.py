@@ -151,6 +151,12 @@ class WhitenedEstimator(ChangeOfVariablesEstimator):
         return self._scale64.copy()
 
     @property
+    def log_det_scale(self) -> tf.Variable:
+        """``log |det L|``, the density's shift ``log π_w(w) − log π_z(m + L w)``: a
+        variable, so a compiled program reads the value `set_scale` last gave."""
+        return self._log_det_var
+
+    @property
     def covariance(self) -> np.ndarray:
         """``Σ = L Lᵀ`` as a float64 ``[d, d]`` matrix."""
         s = self._scale64

@@ -98,13 +98,8 @@ class FedSGLD:
         self.step_size = tf.Variable(1.0, dtype=dtype, trainable=False, name="sgld_step_size")
         self.kernel = SGLD(self.estimator, step_size=self.step_size)
         self.seed = chain_seed(seed)
-        self._centre = np.concatenate([c.reshape(-1) for c in centre]).astype(np.float64)
-        self.dimension = int(self._centre.size)
-        self._scale = np.asarray(scale, np.float64)
-        self._log_det = tf.Variable(
-            float(np.sum(np.log(self._scale))), dtype=dtype, trainable=False, name="log_det"
-        )
-        log_det = self._log_det
+        self.dimension = self.estimator.dimension
+        log_det = self.estimator.log_det_scale
         n = float(self.data.num_examples)
 
         def loss(w: tf.Tensor, results: Any) -> tf.Tensor:
@@ -136,8 +131,6 @@ class FedSGLD:
     def set_scale(self, scale: np.ndarray) -> None:
         """Replace ``√P`` in place (the compiled programs see it at their next call)."""
         self.estimator.set_scale(np.asarray(scale, np.float64))
-        self._scale = np.asarray(scale, np.float64)
-        self._log_det.assign(float(np.sum(np.log(self._scale))))
 
     def compile(self, block: tuple) -> None:
         """Compile the programs for ``block``'s shapes by a call that runs no step."""
@@ -165,7 +158,7 @@ class FedSGLD:
 
     def weights(self, w: tf.Tensor) -> np.ndarray:
         """``θ = θ_MAP + √P w``, the flat weight vector of the whitened state ``w``."""
-        return self._centre + self._scale * np.asarray(w, np.float64)
+        return self.estimator.centre + self.estimator.scale * np.asarray(w, np.float64)
 
 
 class FedModelEstimator(GradientEstimator):
