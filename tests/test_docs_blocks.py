@@ -67,7 +67,7 @@ SLOW_PAGES: dict[str, str] = {
     "docs/entry_points.md": "tests/test_sample_posterior.py, tests/test_bayesian_model.py, "
     "tests/tuning/test_mamba.py",
     "docs/keras.md": "tests/test_bayesian_model.py, tests/test_keras_arguments.py, "
-    "tests/tuning/test_keras.py",
+    "tests/tuning/test_keras.py, tests/test_bayesian_model_tune.py",
     "docs/tuning.md": "tests/tuning/",
     "docs/driver.md": "tests/test_driver.py, tests/test_flat_chain.py, tests/test_one_loop.py",
     "docs/scale_out.md": "tests/estimators/test_distributed.py, tests/tuning/test_executors.py",

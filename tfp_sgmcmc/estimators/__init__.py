@@ -4,6 +4,7 @@ Wrappers (control variates, structured / dropout energies) wrap a base estimator
 kernels never know which estimator they are given.
 """
 
+from tfp_sgmcmc.estimators.anchored_subset import AnchoredSubsetEstimator
 from tfp_sgmcmc.estimators.base import GradientEstimate, GradientEstimator
 from tfp_sgmcmc.estimators.control_variates import ControlVariateEstimator
 from tfp_sgmcmc.estimators.distributed import DistributedMinibatchEstimator
@@ -29,6 +30,7 @@ __all__ = [
     "MinibatchEstimator",
     "NoisyGradientEstimator",
     "ControlVariateEstimator",
+    "AnchoredSubsetEstimator",
     "SVRGEstimator",
     "DistributedMinibatchEstimator",
     "find_map",

@@ -36,6 +36,7 @@ from tfp_sgmcmc.keras._errors import KerasDataError, KerasLikelihoodError, Keras
 from tfp_sgmcmc.keras._model import BayesianModel
 from tfp_sgmcmc.keras._posterior import KerasPosterior, output_activation
 from tfp_sgmcmc.keras._predictive import posterior_predictive_metrics, predictive_probabilities
+from tfp_sgmcmc.keras._tuning import Tuning
 
 __all__ = [
     "BayesianModel",
@@ -43,6 +44,7 @@ __all__ = [
     "KerasLikelihoodError",
     "KerasSaveError",
     "KerasPosterior",
+    "Tuning",
     "output_activation",
     "predictive_probabilities",
     "posterior_predictive_metrics",

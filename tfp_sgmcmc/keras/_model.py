@@ -61,6 +61,7 @@ from tfp_sgmcmc.keras._saving import (
     write_manifest,
     write_statistics,
 )
+from tfp_sgmcmc.keras._tuning import Tuning, steps_per_epoch, tune_posterior
 
 __all__ = ["BayesianModel"]
 
@@ -72,6 +73,10 @@ _CURVATURE_BATCHES = 100
 #: Batches the BatchNormalization statistics pass averages over at most.
 _BN_BATCHES = 200
 _SAMPLE_BURN_IN = 0.2
+#: What ``fit`` samples with unless it tunes.
+_RULE_SAMPLER = (
+    "preconditioned SGLD (diagonal preconditioner from the gradient second moments at the MAP)"
+)
 #: Steps per compiled call at most, and the bytes of stacked batches one call may take.
 _MAX_STEPS_PER_CALL = 32
 _BLOCK_BYTES = 32 * 2**20
@@ -298,6 +303,11 @@ class BayesianModel(BayesianPrediction):
         self.noise_scale_draws: np.ndarray | None = None
         self.step_size: float | None = None
         self.sampler: FedSGLD | None = None
+        #: The sampler ``fit`` ran, in words (the rule's SGLD, or MAMBA's choice).
+        self.sampler_name: str | None = None
+        #: MAMBA's [`TuningResult`][tfp_sgmcmc.tuning.TuningResult] of a ``fit(...,
+        #: tune=...)``, else ``None``.
+        self.tuning_result: Any = None
         #: The posterior ``fit`` samples, the Keras bridge (built by ``fit``).
         self.posterior: KerasPosterior | None = None
         self.jit_compile: bool | None = None
@@ -699,6 +709,7 @@ class BayesianModel(BayesianPrediction):
         class_weight: dict[int, float] | None = None,
         validation_split: float | None = None,
         initial_epoch: int = 0,
+        tune: bool | Tuning | None = None,
     ) -> Any:
         """Find the MAP, set the sampler from the posterior at it, and sample.
 
@@ -766,6 +777,15 @@ class BayesianModel(BayesianPrediction):
             the last MAP epoch. Sampling always starts afresh from the MAP; at most
             ``epochs`` (``epochs`` itself: sample around the model's current
             weights). Default value: ``0``.
+          tune: choose the sampler, its step size and batch size with MAMBA after
+            the MAP search, instead of preconditioned SGLD at the rule's step: ``True``
+            (the default [`Tuning`][tfp_sgmcmc.keras.Tuning]: SGLD, SGHMC and SGNHT,
+            budget 4 epochs of gradients) or a ``Tuning`` (the control-variate forms
+            too, other steps, batch sizes and budgets). Array inputs only. The winner
+            samples ``sample_epochs`` epochs of per-example gradient evaluations;
+            ``tuning_result`` holds MAMBA's
+            [`TuningResult`][tfp_sgmcmc.tuning.TuningResult] (docs/keras.md, "Tuning the
+            sampler with MAMBA"). Default value: ``None`` (no tuning).
 
         Returns:
           The ``keras.callbacks.History`` of the run (``loss`` is the mean negative
@@ -789,7 +809,16 @@ class BayesianModel(BayesianPrediction):
             the end of the MAP search).
         """
         t_start = time.perf_counter()
+        if tune is True:
+            tune = Tuning()
+        elif tune is False:
+            tune = None
+        if tune is not None and not isinstance(tune, Tuning):
+            raise ValueError(
+                f"`tune` must be True, False, None or a sg.keras.Tuning, got {tune!r}."
+            )
         store = draw_store(run_dir)
+        self.tuning_result = None
         epochs = check_int(epochs, "epochs", 0)
         sample_epochs = (
             max(2, epochs)
@@ -834,6 +863,11 @@ class BayesianModel(BayesianPrediction):
             sample_weight=sample_weight,
         )
         self.notes += source.notes
+        if tune is not None and source.dataset is not None:
+            raise ValueError(
+                "`tune` needs array inputs (its arms draw minibatches of several sizes "
+                "from the training rows): pass x and y as arrays, or fit without `tune`."
+            )
         self._n = source.num_examples
         xb, yb = source.first()
         self._setup(xb, yb, verbose)
@@ -914,6 +948,7 @@ class BayesianModel(BayesianPrediction):
                 train_mode=train_mode,
                 verbose=verbose,
                 t_start=t_start,
+                tune=tune,
             )
         finally:
             if had_optimizer:
@@ -938,6 +973,7 @@ class BayesianModel(BayesianPrediction):
         train_mode: bool,
         verbose: int,
         t_start: float,
+        tune: Tuning | None = None,
     ) -> Any:
         """``fit`` after the set-up: the MAP search, the BatchNorm pass, the curvature
         pass and the sampling, with the callbacks (``lr_holder`` is the optimizer whose
@@ -1002,10 +1038,11 @@ class BayesianModel(BayesianPrediction):
         self.timings["batchnorm"] = time.perf_counter() - t0
         self._non_trainable = state["nt"]
 
+        self.posterior.set_model_state(state["nt"])
         # The sampler (the library's SGLD on the preconditioned posterior, in its loop,
         # `FedSGLD`) is built at the MAP now and compiled on a second thread while the
-        # curvature pass runs; its preconditioner is set once measured (a variable).
-        self.posterior.set_model_state(state["nt"])
+        # curvature pass runs; its preconditioner is set once measured (a variable). With
+        # `tune` it is the fall-back, compiled only if MAMBA's choice fails.
         sampler = FedSGLD(
             self.posterior,
             self._parts(np.asarray(state["theta"])),
@@ -1019,7 +1056,7 @@ class BayesianModel(BayesianPrediction):
             tf.convert_to_tensor, self._stack([(xb, yb, None)], bs, False, source)
         )
         compiling = ThreadPoolExecutor(1)
-        compiled = compiling.submit(sampler.compile, (0, 0, *first))
+        compiled = None if tune is not None else compiling.submit(sampler.compile, (0, 0, *first))
 
         # 3. Curvature and gradient noise at the MAP: the preconditioner and the step.
         # Adam at learning rate 0 in inference mode: θ does not move, and its bias-corrected
@@ -1059,115 +1096,133 @@ class BayesianModel(BayesianPrediction):
             f"({len(map_losses)} batches); stiffest curvature in its units {lam:.3g}"
         )
 
-        # 4. Sampling, restarted from the MAP at a smaller step if it diverges.
-        t0 = time.perf_counter()
-        total = sample_epochs * source.steps
-        burn = int(_SAMPLE_BURN_IN * total)
-        keep = set(np.unique(np.linspace(burn, total - 1, self.num_draws).round().astype(int)))
-        stop_ignored = False
-        try:
-            compiled.result()
-        finally:
+        tuned = None
+        if tune is not None:
+            # 4'. MAMBA chooses the sampler, step and batch size; the winner samples.
+            t0 = time.perf_counter()
+            tuned = self._sample_tuned(
+                tune, source, state, mode, precond, eps, cb, epoch0, sample_epochs, store, val,
+                verbose, 10 * (abs(map_loss) + 1),
+            )
+            if tuned is None:  # the choice blew up: the rule's sampler, compiled now
+                compiled = compiling.submit(sampler.compile, (0, 0, *first))
+        if tuned is not None:
+            draws, kept, s, kept_losses, theta = tuned
             compiling.shutdown()
-        sampler.set_scale(np.sqrt(precond))
-        self.sampler = sampler
-        for _attempt in range(4):
-            self.step_size = eps
-            sampler.step_size.assign(eps)
-            if verbose:
-                print(
-                    f"BayesianModel: sampling with step size {eps:.3g} (MAP loss {map_loss:.4g})",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            theta = np.asarray(mode)
-            w = results = None  # the chain starts at the MAP, bootstrapped on its first block
-            draws: list[np.ndarray] = []  # in memory, or (with a store) the last few
-            kept = 0
-            kept_losses: list[float] = []  # the losses of the steps after the burn-in
-            if store is not None:
-                store.create(
-                    [(sh, self._dtype.name) for sh in self._shapes],
-                    {},
-                    chunk_draws=16,
-                    attrs={"writer": STORE_WRITER},
-                )
-            failed = ""
-            s = 0
-            limit = 10 * (abs(map_loss) + 1)
-            for e in range(sample_epochs):
-                cb.on_epoch_begin(epoch0 + e)
-                logs = {}
-                total_loss, done = 0.0, 0
-                # A block ends at each kept step, whose state is then the block's output.
-                ends = {k for k in range(source.steps) if s + k in keep}
-                for block in self._blocks(source, prep, ends=ends):
-                    k0, count = block[0], block[1]
-                    cb.on_train_batch_begin(k0)
-                    if results is None:
-                        w, results = sampler.start(block)
-                    w, results, losses = sampler(w, results, block, s)
-                    bad = np.flatnonzero(~np.isfinite(losses) | (losses > limit))
-                    if bad.size:
-                        failed = f"loss {losses[bad[0]]:.3g} at sampling step {s + bad[0]}"
-                        break
-                    kept_losses += losses[max(0, burn - s) :].tolist()
-                    s += count
-                    if s - 1 in keep:
-                        kept += 1
-                        theta = sampler.weights(w).astype(self._dtype)
-                        draws.append(theta)
-                        if store is not None:
-                            store.append([p[None] for p in self._parts(draws[-1])], {})
-                            del draws[:-VALIDATION_DRAWS]
-                    total_loss, done = total_loss + losses.sum(), done + count
-                    logs = {"loss": total_loss / done}
-                    cb.on_train_batch_end(k0 + count - 1, logs)
-                if failed:
-                    break
-                theta = sampler.weights(w).astype(self._dtype)
-                self._write_back(theta, state["nt"])
-                if val is not None and draws:
-                    logs.update(self._validation_logs(val, draws))
-                cb.on_epoch_end(epoch0 + e, logs)
-                if self.model.stop_training:
-                    # A stop request (EarlyStopping) ends the MAP search only: cutting the
-                    # sampling short would leave a few draws of a barely moved chain.
-                    self.model.stop_training = False
-                    if not stop_ignored:
-                        stop_ignored = True
-                        message = (
-                            f"a callback asked to stop in sampling epoch {e + 1}; sampling "
-                            f"runs its {sample_epochs} epochs to the end (stop requests end "
-                            "the MAP search only): pass a smaller `sample_epochs` to sample "
-                            "less"
-                        )
-                        self.notes.append(message)
-                        warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=3)
-            if not failed:
-                break
-            self.notes.append(
-                f"step size {eps:.3g} diverged ({failed}); restarted at {eps / 4:.3g}"
-            )
-            eps /= 4
         else:
-            raise RuntimeError(
-                f"the sampler diverged at every step size tried (last: {failed}); lower "
-                "`learning_rate` or `prior_scale`, or check the likelihood."
+            # 4. Sampling, restarted from the MAP at a smaller step if it diverges.
+            t0 = time.perf_counter()
+            total = sample_epochs * source.steps
+            burn = int(_SAMPLE_BURN_IN * total)
+            keep = set(np.unique(np.linspace(burn, total - 1, self.num_draws).round().astype(int)))
+            stop_ignored = False
+            try:
+                compiled.result()
+            finally:
+                compiling.shutdown()
+            sampler.set_scale(np.sqrt(precond))
+            self.sampler = sampler
+            self.sampler_name = _RULE_SAMPLER
+            for _attempt in range(4):
+                self.step_size = eps
+                sampler.step_size.assign(eps)
+                if verbose:
+                    print(
+                        f"BayesianModel: sampling with step size {eps:.3g} "
+                        f"(MAP loss {map_loss:.4g})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                theta = np.asarray(mode)
+                w = results = None  # the chain starts at the MAP, bootstrapped on its first block
+                draws: list[np.ndarray] = []  # in memory, or (with a store) the last few
+                kept = 0
+                kept_losses: list[float] = []  # the losses of the steps after the burn-in
+                if store is not None:
+                    store.create(
+                        [(sh, self._dtype.name) for sh in self._shapes],
+                        {},
+                        chunk_draws=16,
+                        attrs={"writer": STORE_WRITER},
+                    )
+                failed = ""
+                s = 0
+                limit = 10 * (abs(map_loss) + 1)
+                for e in range(sample_epochs):
+                    cb.on_epoch_begin(epoch0 + e)
+                    logs = {}
+                    total_loss, done = 0.0, 0
+                    # A block ends at each kept step, whose state is then the block's output.
+                    ends = {k for k in range(source.steps) if s + k in keep}
+                    for block in self._blocks(source, prep, ends=ends):
+                        k0, count = block[0], block[1]
+                        cb.on_train_batch_begin(k0)
+                        if results is None:
+                            w, results = sampler.start(block)
+                        w, results, losses = sampler(w, results, block, s)
+                        bad = np.flatnonzero(~np.isfinite(losses) | (losses > limit))
+                        if bad.size:
+                            failed = f"loss {losses[bad[0]]:.3g} at sampling step {s + bad[0]}"
+                            break
+                        kept_losses += losses[max(0, burn - s) :].tolist()
+                        s += count
+                        if s - 1 in keep:
+                            kept += 1
+                            theta = sampler.weights(w).astype(self._dtype)
+                            draws.append(theta)
+                            if store is not None:
+                                store.append([p[None] for p in self._parts(draws[-1])], {})
+                                del draws[:-VALIDATION_DRAWS]
+                        total_loss, done = total_loss + losses.sum(), done + count
+                        logs = {"loss": total_loss / done}
+                        cb.on_train_batch_end(k0 + count - 1, logs)
+                    if failed:
+                        break
+                    theta = sampler.weights(w).astype(self._dtype)
+                    self._write_back(theta, state["nt"])
+                    if val is not None and draws:
+                        logs.update(self._validation_logs(val, draws))
+                    cb.on_epoch_end(epoch0 + e, logs)
+                    if self.model.stop_training:
+                        # A stop request (EarlyStopping) ends the MAP search only: cutting the
+                        # sampling short would leave a few draws of a barely moved chain.
+                        self.model.stop_training = False
+                        if not stop_ignored:
+                            stop_ignored = True
+                            message = (
+                                f"a callback asked to stop in sampling epoch {e + 1}; sampling "
+                                f"runs its {sample_epochs} epochs to the end (stop requests end "
+                                "the MAP search only): pass a smaller `sample_epochs` to sample "
+                                "less"
+                            )
+                            self.notes.append(message)
+                            warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=3)
+                if not failed:
+                    break
+                self.notes.append(
+                    f"step size {eps:.3g} diverged ({failed}); restarted at {eps / 4:.3g}"
+                )
+                eps /= 4
+            else:
+                raise RuntimeError(
+                    f"the sampler diverged at every step size tried (last: {failed}); lower "
+                    "`learning_rate` or `prior_scale`, or check the likelihood."
+                )
+            if not kept:
+                draws, kept = [np.asarray(theta)], 1
+                if store is not None:
+                    store.append([p[None] for p in self._parts(draws[-1])], {})
+                self.notes.append(
+                    "sampling stopped before the first kept draw: the last state kept"
+                )
+            self.timings["sampling"] = time.perf_counter() - t0
+            self.notes.append(
+                f"preconditioned SGLD, step size {self.step_size:.3g} (the smaller of "
+                f"{eps_noise:.3g}, a {_TARGET_INFLATION:.0%} variance inflation at the 90th "
+                f"percentile of the gradient noise, and 1/{lam:.3g}), {s} steps, {kept} "
+                f"draws after a burn-in of {burn} steps"
+                + (f", written to {store.path}" if store is not None else "")
             )
-        if not kept:
-            draws, kept = [np.asarray(theta)], 1
-            if store is not None:
-                store.append([p[None] for p in self._parts(draws[-1])], {})
-            self.notes.append("sampling stopped before the first kept draw: the last state kept")
-        self.timings["sampling"] = time.perf_counter() - t0
-        self.notes.append(
-            f"preconditioned SGLD, step size {self.step_size:.3g} (the smaller of "
-            f"{eps_noise:.3g}, a {_TARGET_INFLATION:.0%} variance inflation at the 90th "
-            f"percentile of the gradient noise, and 1/{lam:.3g}), {s} steps, {kept} "
-            f"draws after a burn-in of {burn} steps"
-            + (f", written to {store.path}" if store is not None else "")
-        )
         self.num_kept = kept
         if store is None:
             flat = np.stack(draws)
@@ -1206,6 +1261,209 @@ class BayesianModel(BayesianPrediction):
         if store is not None:
             self._keep_run_dir()
         return history
+
+    def _sample_tuned(
+        self,
+        tune: Tuning,
+        source: Source,
+        state: dict,
+        mode: Any,
+        precond: np.ndarray,
+        eps: float,
+        cb: Any,
+        epoch0: int,
+        sample_epochs: int,
+        store: SampleStore | None,
+        val: tuple[Any, Any] | None,
+        verbose: int,
+        limit: float,
+    ) -> tuple[list[np.ndarray], int, int, list[float], np.ndarray] | None:
+        """MAMBA on the whitened posterior at the MAP, then the winner's
+        ``sample_epochs`` epochs of gradients (``tfp_sgmcmc.keras._tuning``).
+
+        Returns ``(draws, kept, steps, kept_losses, last θ)`` as the fed sampler's loop
+        does. An epoch is ``N`` per-example gradient evaluations of the winner; the
+        first ``_SAMPLE_BURN_IN`` of the steps are burn-in, then up to ``num_draws``
+        draws at a regular thinning. Each epoch is one call of the winner's compiled
+        program from the chain's last position (its momentum or thermostat start
+        afresh there, as they do at each of MAMBA's rounds).
+
+        ``None`` (with a warning) when the winner's chain blows up, as the rule's sampler
+        is judged: a non-finite state or a minibatch loss above ``limit``; ``fit`` then
+        samples with the rule's preconditioned SGLD from the MAP instead.
+        """
+        t0 = time.perf_counter()
+        n_all = self._n
+        # The training rows with their sample and class weights, the arms' minibatches.
+        w = source.w if source.w is not None else np.ones(n_all)
+        rows = KerasPosterior(
+            self.model,
+            (source.x, source.y),
+            self.likelihood,
+            prior_scale=self.prior_scale,
+            noise_scale=self.noise_scale if self.likelihood == "gaussian" else 1.0,
+            from_logits=self.from_logits,
+            sample_weight=w,
+        )
+        rows.set_model_state(state["nt"])
+        # The KSD's scores: a fixed random subset, its weights scaled by N/n.
+        n_score = min(n_all, tune.score_rows)
+        rng = np.random.default_rng([self.seed, 7])
+        idx = np.sort(rng.choice(n_all, n_score, replace=False))
+        scoring = KerasPosterior(
+            self.model,
+            (take(source.x, idx), source.y[idx]),
+            self.likelihood,
+            prior_scale=self.prior_scale,
+            noise_scale=self.noise_scale if self.likelihood == "gaussian" else 1.0,
+            from_logits=self.from_logits,
+            sample_weight=w[idx] * (n_all / n_score),
+        )
+        scoring.set_model_state(state["nt"])
+        if verbose:
+            print(f"BayesianModel: tuning, {tune.describe()}", file=sys.stderr, flush=True)
+        result, kernels = tune_posterior(
+            tune,
+            rows,
+            scoring,
+            self._parts(np.asarray(mode)),
+            np.sqrt(precond),
+            eps,
+            self._batch_size,
+            seed=self.seed,
+            jit_compile=tune.jit_compile,
+            progress=verbose == 1,
+        )
+        self.tuning_result = result
+        self.timings["tuning"] = time.perf_counter() - t0
+        arm = dict(result.best_arm)
+        self.sampler_name = (
+            f"{arm['sampler'].upper()} chosen by MAMBA (step size {arm['step_size']:.3g} "
+            f"in the preconditioned coordinates, batch {arm['batch_size']})"
+        )
+        self.step_size = float(arm["step_size"])
+        self.sampler = None
+        start = result.final_states[result.best_index]
+        if start is None or not np.isfinite(result.best_metric):
+            message = (
+                "MAMBA found no arm with a finite KSD (every arm diverged or drew no sample; "
+                f"its table says why): sampled with {_RULE_SAMPLER} instead; tune with smaller "
+                "`step_factors` or a larger budget"
+            )
+            self.notes.append(message)
+            warnings.warn(f"BayesianModel: {message}.", RuntimeWarning, stacklevel=4)
+            return None
+        self.notes.append(
+            f"{tune.describe()}: {len(result.arms)} arms in {result.num_rounds} rounds, "
+            f"{self.timings['tuning']:.1f} s ({result.total_compile_seconds:.1f} s compiling, "
+            f"{result.total_metric_seconds:.1f} s scoring); chose {self.sampler_name}, "
+            f"KSD {result.best_metric:.4g}, {result.pick_confidence()}"
+        )
+        if verbose:
+            print(f"BayesianModel: sampling with {self.sampler_name}", file=sys.stderr, flush=True)
+
+        t0 = time.perf_counter()
+        spe = steps_per_epoch(result, n_all)
+        total = sample_epochs * spe
+        burn = int(_SAMPLE_BURN_IN * total)
+        thin = max(1, (total - burn) // self.num_draws)
+        # Kept: the state after step burn + thin·k (k = 1 …), at most num_draws of them.
+        keep = [burn + thin * (k + 1) for k in range(self.num_draws)]
+        keep = [t for t in keep if t <= total]
+        log_det = float(np.sum(np.log(kernels.scale)))
+        w_state = np.asarray(start[0])
+        draws: list[np.ndarray] = []
+        kept_losses: list[float] = []
+        kept = reached = 0
+        theta = kernels.weights(w_state)
+        if store is not None:
+            store.create(
+                [(sh, self._dtype.name) for sh in self._shapes],
+                {},
+                chunk_draws=16,
+                attrs={"writer": STORE_WRITER},
+            )
+        stop_ignored = False
+        for e in range(sample_epochs):
+            cb.on_epoch_begin(epoch0 + e)
+            cb.on_train_batch_begin(0)
+            end = (e + 1) * spe
+            here = [t for t in keep if reached < t <= end]
+            logs = {}
+            if here or end > reached:
+                # One call of the winner's program: up to the epoch's last kept step, or
+                # (none kept) to the epoch's end; the next call continues from there.
+                count = len(here)
+                n_res = max(1, count)
+                last = here[-1] if here else end
+                n_burn = (here[0] if here else end) - reached - 1
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # NaN draws: said below
+                    ws, lp = result.sample(
+                        n_res,
+                        seed=[self.seed, e],
+                        num_burnin_steps=n_burn,
+                        thin=thin if count > 1 else 1,
+                        initial_state=w_state,
+                        return_log_prob=True,
+                    )
+                ws, lp = np.asarray(ws), np.asarray(lp, np.float64)
+                losses = None
+                if np.isfinite(ws).all() and np.isfinite(lp).all():
+                    thetas = kernels.weights(ws)
+                    prior = np.array(
+                        [
+                            float(self.posterior.log_prior_fn(
+                                self._parts(tf.constant(t, self._dtype))
+                            ))
+                            for t in thetas
+                        ]
+                    )
+                    losses = -(lp - log_det - prior) / n_all
+                if losses is None or not (losses <= limit).all():
+                    what = "a non-finite state" if losses is None else f"loss {losses.max():.3g}"
+                    message = (
+                        f"MAMBA's choice, {self.sampler_name}, blew up in sampling epoch "
+                        f"{e + 1} ({what}): sampled with {_RULE_SAMPLER} from the MAP instead"
+                    )
+                    self.notes.append(message)
+                    warnings.warn(f"BayesianModel: {message}.", RuntimeWarning, stacklevel=4)
+                    self.timings["sampling_tuned"] = time.perf_counter() - t0
+                    return None
+                reached = last
+                w_state = ws[-1]
+                theta = thetas[-1].astype(self._dtype)
+                for t, loss in zip(thetas[:count], losses[:count]):
+                    draws.append(t.astype(self._dtype))
+                    kept_losses.append(float(loss))
+                    if store is not None:
+                        store.append([p[None] for p in self._parts(draws[-1])], {})
+                        del draws[:-VALIDATION_DRAWS]
+                kept += count
+                logs = {"loss": float(np.mean(losses))}
+            cb.on_train_batch_end(spe - 1, logs)
+            self._write_back(theta, state["nt"])
+            if val is not None and draws:
+                logs.update(self._validation_logs(val, draws))
+            cb.on_epoch_end(epoch0 + e, logs)
+            if self.model.stop_training:
+                self.model.stop_training = False
+                if not stop_ignored:
+                    stop_ignored = True
+                    message = (
+                        f"a callback asked to stop in sampling epoch {e + 1}; sampling "
+                        f"runs its {sample_epochs} epochs to the end (stop requests end "
+                        "the MAP search only): pass a smaller `sample_epochs` to sample less"
+                    )
+                    self.notes.append(message)
+                    warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
+        self.timings["sampling"] = time.perf_counter() - t0
+        self.notes.append(
+            f"{self.sampler_name}: {reached} steps ({spe} an epoch), {kept} draws every "
+            f"{thin} steps after a burn-in of {burn} steps"
+            + (f", written to {store.path}" if store is not None else "")
+        )
+        return draws, kept, reached, kept_losses, theta
 
     def _check_noise_mixing(self, log_sigma: np.ndarray) -> bool:
         """Warn when the draws of a learned Gaussian noise show that the chain has not
@@ -1411,6 +1669,7 @@ class BayesianModel(BayesianPrediction):
                     "from_logits": self.from_logits,
                     "jit_compile": self.jit_compile,
                     "step_size": self.step_size,
+                    "sampler": self.sampler_name,
                     "num_kept": self.num_kept,
                     "num_examples": self._n,
                     "num_outputs": self._num_outputs,
@@ -1472,6 +1731,7 @@ class BayesianModel(BayesianPrediction):
             bayes.from_logits = fit["from_logits"]
             bayes.jit_compile = fit["jit_compile"]
             bayes.step_size = fit["step_size"]
+            bayes.sampler_name = fit.get("sampler")
             bayes.num_kept = int(fit["num_kept"])
             bayes._n = fit["num_examples"]
             bayes._num_outputs = fit["num_outputs"]
@@ -1563,11 +1823,8 @@ class BayesianModel(BayesianPrediction):
         else:
             where = f"in {self.run_dir}" if self.run_dir is not None else "in memory"
             lines.append(f"  draws: {self.num_kept} kept of {self.num_draws} asked, {where}")
-        sampler = (
-            "preconditioned SGLD (diagonal preconditioner from the gradient second "
-            "moments at the MAP)"
-        )
-        if self.step_size is not None:
+        sampler = self.sampler_name or _RULE_SAMPLER
+        if self.step_size is not None and self.sampler_name in (None, _RULE_SAMPLER):
             sampler += (
                 f", step size {self.step_size:.3g}, XLA {'on' if self.jit_compile else 'off'}"
             )

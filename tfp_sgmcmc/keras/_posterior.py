@@ -16,7 +16,13 @@ from tfp_sgmcmc.data.fed import FedBatches
 from tfp_sgmcmc.estimators import MinibatchEstimator
 from tfp_sgmcmc.internal.util import check_int, check_positive
 from tfp_sgmcmc.keras._errors import refuse_keras_loss
-from tfp_sgmcmc.keras._inputs import as_inputs, cast_floating, class_ids, num_rows
+from tfp_sgmcmc.keras._inputs import (
+    as_inputs,
+    cast_floating,
+    check_sample_weight,
+    class_ids,
+    num_rows,
+)
 from tfp_sgmcmc.keras._likelihoods import gaussian_log_prior, per_example_log_likelihood
 
 __all__ = [
@@ -118,6 +124,12 @@ class KerasPosterior:
         once, e.g. ``drop_remainder`` dropping none; a repeating one has no
         full pass, and full-data scores raise a ``ValueError`` naming
         ``full_dataset``).
+      sample_weight: with ``(x, y)`` arrays, per-example weights ``w_i >= 0``
+        ``[N]``: the log-likelihood is ``Σ_i w_i log p(y_i | f_W(x_i))`` (a weight
+        counts its example ``w_i`` times, as ``model.fit``'s ``sample_weight``; 0
+        drops it, even an example of log-likelihood ``−∞``). The minibatches are
+        then ``(x, y, w)`` rows, read as `row_log_likelihood`'s masked batches.
+        Default value: ``None`` (all 1).
 
     Raises:
       ValueError: a model that is not built, an unknown likelihood, a
@@ -127,7 +139,8 @@ class KerasPosterior:
         built-in likelihood, a final softmax/sigmoid without a ``from_logits``
         saying how to read it, labels that are
         not class ids, a ``noise_scale=None`` with another likelihood than
-        ``"gaussian"``.
+        ``"gaussian"``, a ``sample_weight`` with data other than arrays or
+        weights that are not ``N`` finite numbers ``>= 0``.
     """
 
     def __init__(
@@ -141,6 +154,7 @@ class KerasPosterior:
         scheme: str | None = None,
         from_logits: bool | None = None,
         full_dataset: tf.data.Dataset | None = None,
+        sample_weight: Any = None,
     ) -> None:
         if not isinstance(model, keras.Model):
             raise ValueError(f"`model` must be a Keras 3 model, got {type(model).__name__}.")
@@ -157,6 +171,13 @@ class KerasPosterior:
             )
         if isinstance(likelihood, str) and likelihood not in LIKELIHOODS:
             raise ValueError(f"`likelihood` must be one of {LIKELIHOODS} or a callable.")
+        if sample_weight is not None and not (isinstance(data, (tuple, list)) and len(data) == 2):
+            raise ValueError(
+                "`sample_weight` applies to data given as (x, y) arrays, got "
+                f"{type(data).__name__}: weigh the rows in the data source instead."
+            )
+        #: Whether the batches are masked ``(x, y, mask)`` rows (fed, or weighted arrays).
+        self.masked = isinstance(data, FedBatches) or sample_weight is not None
         refuse_keras_loss(likelihood)
         if not callable(prior_scale):
             check_positive(prior_scale, "prior_scale", scalar=True)
@@ -249,7 +270,11 @@ class KerasPosterior:
                 y = class_ids(y, 2 if likelihood == "bernoulli" else num_outputs)
             elif np.issubdtype(y.dtype, np.floating):
                 y = y.astype(dtype)
-            self.data = InMemoryData((x, y), scheme="epoch" if scheme is None else scheme)
+            rows = (x, y)
+            if sample_weight is not None:
+                w = check_sample_weight(sample_weight, n).astype(dtype)
+                rows = (x, y, w)
+            self.data = InMemoryData(rows, scheme="epoch" if scheme is None else scheme)
         self._non_trainable = [tf.convert_to_tensor(v.value) for v in model.non_trainable_variables]
         self._weight_ranks = [len(v.shape) for v in model.trainable_variables]
         self._num_weights = len(self._weight_ranks)
@@ -398,7 +423,7 @@ class KerasPosterior:
         """Per-example ``log p(y_i | f_W(x_i))``, ``[..., n]`` (the estimator's protocol);
         on a masked ``(x, y, mask)`` batch, ``n r_i`` (`row_log_likelihood`)."""
         weights = list(state)
-        if isinstance(self.data, FedBatches):
+        if self.masked:
             n = tf.cast(tf.shape(batch[2])[0], weights[0].dtype)
             return self._map_chains(
                 lambda ws: self.row_log_likelihood(ws, batch)[0] * n, weights

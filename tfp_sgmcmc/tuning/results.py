@@ -225,6 +225,7 @@ class TuningResult:
         thin: int = 1,
         num_chains: int | None = None,
         initial_state: Any = None,
+        return_log_prob: bool = False,
     ) -> Any:
         """Draws ``num_results`` states with the best arm's kernel, in the tuner's program.
 
@@ -259,10 +260,14 @@ class TuningResult:
           initial_state: the start, in place of the best arm's last state(s) (one
             part or a list of parts, with the chain dimension ``num_chains`` gives).
             Default value: ``None``.
+          return_log_prob: also return each draw's ``target_log_prob`` (the kernel's
+            minibatch estimate of ``log π`` there), ``[num_results]`` (``[num_results,
+            num_chains]``). Default value: ``False``.
 
         Returns:
           The draws, ``[num_results, ...]`` (``[num_results, num_chains, ...]`` with
-          chains): an array for a one-part state, else a list of arrays.
+          chains): an array for a one-part state, else a list of arrays; with
+          ``return_log_prob``, the pair ``(draws, log_prob)``.
 
         Raises:
           ValueError: ``num_results < 1``, ``num_burnin_steps < 0``, ``thin < 1``,
@@ -303,7 +308,8 @@ class TuningResult:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        return out.draws[0] if self.single_part else out.draws
+        draws = out.draws[0] if self.single_part else out.draws
+        return (draws, out.target_log_prob) if return_log_prob else draws
 
     def _sampling_runner(self) -> tuple[Any, int]:
         """``(runner, arm index)`` that runs the best arm's program (see `sample`)."""
