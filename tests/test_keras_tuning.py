@@ -1,8 +1,9 @@
 """MAMBA on a Keras posterior: the same data as arrays and as a shuffled, batched
 ``tf.data`` pipeline pick the same arm.
 
-``BayesianModel.fit`` does not tune (its step size is set from measurements at the
-MAP), so the tuner here is MAMBA on a [`KerasPosterior`]. With a dataset, the arms'
+``BayesianModel.fit(tune=...)`` tunes array inputs only
+(``tests/test_bayesian_model_tune.py``), so the tuner here is MAMBA on a
+[`KerasPosterior`]. With a dataset, the arms'
 full-data Stein scores stream the data: ``KerasPosterior`` reads ``full_dataset`` (or,
 for a finite pipeline, the pipeline's own pass over the rows) once per scoring pass.
 """

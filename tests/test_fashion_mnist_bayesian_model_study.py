@@ -1,0 +1,83 @@
+"""The Fashion-MNIST ``BayesianModel`` study: its verdict on the goal, and its quick run.
+
+The page's verdict is computed from the results alone (``render``): a synthetic table
+where the tuned ``BayesianModel`` wins must read "met", one where it loses "not met"
+(power). The quick run (slow tier) fits every method on a subset and reports finite
+metrics far above chance.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+SCRIPT = os.path.join(ROOT, "examples", "fashion_mnist_bayesian_model_study.py")
+DATA = "/usr/share/datasets/fashion-mnist"
+
+study = pytest.importorskip("fashion_mnist_bayesian_model_study")
+
+
+def _row(method: str, kind: str, acc: float, nll: float, ece: float, h: float) -> dict:
+    row = {"method": method, "kind": kind, "accuracy": acc, "nll": nll, "ece": ece,
+           "entropy_digits": h, "entropy_noise": h, "wall_s": 10.0, "epochs": "3"}
+    if kind in ("sgmcmc", "rule"):
+        row.update({"timings": {"map": 1.0, "tuning": 5.0, "sampling": 2.0},
+                    "sampler": "SGLD chosen by MAMBA", "arms": 9, "compile_s": 3.0,
+                    "metric_s": 1.0, "tuning_sampling_s": 1.0})
+    return row
+
+
+def _results(tuned: dict) -> dict:
+    rows = [
+        tuned,
+        _row("BayesianModel, MAMBA (paper's unit KSD)", "sgmcmc", 0.80, 0.60, 0.05, 1.0),
+        _row("Keras fit", "keras", 0.85, 0.45, 0.03, 0.5),
+        _row("MC dropout", "keras", 0.84, 0.44, 0.02, 0.6),
+        _row("deep ensemble (5 members)", "keras", 0.86, 0.40, 0.015, 0.7),
+    ]
+    cfg = {"command": "python examples/fashion_mnist_bayesian_model_study.py", "quick": False,
+           "commit": "abc", "versions": {"python": "3.11"}, "machine": "test",
+           "num_train": 100, "num_test": 10, "wall_s": 60.0, "load_average": 1.0}
+    return {"config": cfg, "networks": {"mlp": {"seconds": 10.0, "rows": rows}}}
+
+
+def test_the_verdict_reads_met_only_when_the_goal_is_met():
+    winner = _row("BayesianModel, MAMBA (curvature KSD)", "sgmcmc", 0.857, 0.35, 0.01, 1.2)
+    page = study.render(_results(winner))
+    assert "**NLL: met.**" in page and "**ECE: met.**" in page
+    assert "**Accuracy within 0.5 points of the best: met.**" in page
+    assert "(digits) above `fit`'s: met" in page
+    loser = copy.deepcopy(winner)
+    loser.update(nll=0.41, ece=0.02, accuracy=0.80, entropy_digits=0.4, entropy_noise=0.4)
+    page = study.render(_results(loser))
+    assert "**NLL: not met.**" in page and "**ECE: not met.**" in page
+    assert "**Accuracy within 0.5 points of the best: not met.**" in page
+    assert "(noise) above `fit`'s: not met" in page
+    assert "deep ensemble (5 members), 0.4" in page  # the rival is named with its figure
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir(DATA), reason=f"Fashion-MNIST not found in {DATA}")
+def test_quick_run_reports_every_method(tmp_path):
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "--quick", "--networks", "mlp", "--out", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    path = tmp_path / "studies" / "fashion_mnist_bayesian_model_quick.json"
+    rows = json.loads(path.read_text())["networks"]["mlp"]["rows"]
+    assert len(rows) == 6
+    for r in rows:
+        assert all(math.isfinite(r[k]) for k in ("accuracy", "nll", "ece")), r
+        assert r["accuracy"] > 0.5, r
+    page = (tmp_path / "studies" / "fashion_mnist_bayesian_model_quick.md").read_text()
+    assert "**NLL:" in page and "What the metric changed" in page
