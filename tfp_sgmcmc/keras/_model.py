@@ -1331,7 +1331,7 @@ class BayesianModel(BayesianPrediction):
             eps,
             self._batch_size,
             seed=self.seed,
-            jit_compile=tune.jit_compile,
+            jit_compile=bool(self.jit_compile if tune.jit_compile is None else tune.jit_compile),
             progress=verbose == 1,
         )
         self.tuning_result = result

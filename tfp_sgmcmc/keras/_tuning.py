@@ -49,7 +49,7 @@ from tfp_sgmcmc.internal.util import check_int
 from tfp_sgmcmc.keras._posterior import KerasPosterior
 from tfp_sgmcmc.kernels import SGHMC, SGLD, SGNHT
 from tfp_sgmcmc.tuning import MAMBA, ArmSampling, KSDMetric, TuningResult, grid
-from tfp_sgmcmc.tuning.budget import Budget, gradient_evaluations, seconds
+from tfp_sgmcmc.tuning.budget import Budget, gradient_evaluations, per_arm_budgets, seconds
 from tfp_sgmcmc.tuning.runner import gradient_cost_per_step
 
 __all__ = ["Tuning", "SAMPLER_NAMES", "tune_posterior"]
@@ -96,9 +96,9 @@ class Tuning:
         MAP's curvature metric) or ``"unit"`` (the MAMBA paper's, the weights' own
         coordinates: ``KSDMetric(preconditioner=1/√P)`` on the whitened samples), kept
         to compare with the paper. Default value: ``"curvature"``.
-      jit_compile: XLA-compile the arms' programs. A program per sampler and batch
-        size compiles in about twice the time without XLA, which short tuning runs
-        do not win back. Default value: ``False``.
+      jit_compile: XLA-compile the arms' programs (the winner samples in its program).
+        Default value: ``None`` (as ``fit``'s own programs: its measured choice, or
+        ``BayesianModel``'s ``jit_compile``).
 
     Raises:
       ValueError: an unknown sampler, no samplers, a non-positive step factor, a
@@ -116,7 +116,7 @@ class Tuning:
     score_rows: int = 2048
     max_samples: int = 8
     metric: str = "curvature"
-    jit_compile: bool = False
+    jit_compile: bool | None = None
 
     def __post_init__(self) -> None:
         names = self.samplers
@@ -156,8 +156,8 @@ class Tuning:
         object.__setattr__(self, "max_samples", check_int(self.max_samples, "max_samples", 2))
         if self.metric not in ("curvature", "unit"):
             raise ValueError(f"`metric` must be 'curvature' or 'unit', got {self.metric!r}.")
-        if not isinstance(self.jit_compile, (bool, np.bool_)):
-            raise ValueError(f"`jit_compile` must be a bool, got {self.jit_compile!r}.")
+        if self.jit_compile is not None and not isinstance(self.jit_compile, (bool, np.bool_)):
+            raise ValueError(f"`jit_compile` must be a bool or None, got {self.jit_compile!r}.")
 
     def budget(self, num_examples: int) -> Budget:
         """MAMBA's budget: ``epochs · N`` per-example gradient evaluations, or seconds."""
@@ -306,18 +306,35 @@ def tune_posterior(
     metric.__name__ = "KSD" if tuning.metric == "curvature" else "KSD (unit metric)"
     dim = int(kernels.centre.shape[0])
     dtype = np.dtype(tf.as_dtype(posterior.model.trainable_variables[0].dtype).as_numpy_dtype)
+    budget = tuning.budget(n_all)
+    thin = arm_thinning(arms, kernels, budget, tuning.eta)
     tuner = MAMBA(
         arms,
         tf.zeros([dim], dtype),
         kernels,
-        budget=tuning.budget(n_all),
+        budget=budget,
         metric=metric,
         eta=tuning.eta,
         seed=seed,
         progress=progress,
-        sampling=ArmSampling(thin=1, jit_compile=jit_compile, max_steps_per_call=1000),
+        sampling=ArmSampling(
+            thin=thin, jit_compile=jit_compile, max_steps_per_call=max(2 * thin, 200)
+        ),
     )
     return tuner.run(), kernels
+
+
+def arm_thinning(arms: list[dict[str, Any]], kernels: TunedSampler, budget: Budget,
+                 eta: int) -> int:
+    """The thinning of the arms' samples: every arm keeps at least two samples in the
+    first round (the costliest arm's steps / 2), so that a round of a large model keeps
+    tens of states per arm rather than every step's ``d`` weights. A wall-clock budget
+    has no steps known in advance: 1."""
+    if budget.unit != "gradient_evaluations":
+        return 1
+    r0 = per_arm_budgets(len(arms), eta, budget)[0]
+    steps = [int(r0 // gradient_cost_per_step(kernels(**arm))) for arm in arms]
+    return max(1, min(steps) // 2)
 
 
 def steps_per_epoch(result: TuningResult, num_examples: int) -> int:
