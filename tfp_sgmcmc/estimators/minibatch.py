@@ -757,22 +757,33 @@ class MinibatchEstimator(GradientEstimator):
         return GradientEstimate(value, grads), new_state
 
     def full_log_prob_and_gradient(self, state: Any) -> GradientEstimate:
-        """Exact ``log π(θ)`` and score, summing the likelihood over all chunks."""
+        """Exact ``log π(θ)`` and score, summing the likelihood over all chunks.
 
-        def full(s: Any) -> tf.Tensor:
-            total = None
-            for chunk in self._data.full_batches(self._chunk):
+        Each chunk's value and gradient are taken on their own and summed (the score of
+        a sum is the sum of the scores), so the memory is one chunk's activations, not
+        the data set's: one tape over every chunk would keep all of them until the
+        gradient, which for a convolutional network on 60,000 images is tens of GB.
+        """
+        value = grads = None
+        for chunk in self._data.full_batches(self._chunk):
+
+            def chunk_ll(s: Any, chunk: Any = chunk) -> tf.Tensor:
                 ll = self._call_log_likelihood(s, chunk)
                 _check_per_example(ll, tf.nest.flatten(chunk)[0].shape[0])
-                ll = tf.reduce_sum(ll, axis=-1)
-                total = ll if total is None else total + ll
-            if self._log_prior_fn is not None:
-                lp = self._call_log_prior(s)
-                self._check_prior_shape(lp, total.shape, s)
-                total = total + lp
-            return total
+                return tf.reduce_sum(ll, axis=-1)
 
-        value, grads = value_and_gradient_parts(full, state)
+            v, g = value_and_gradient_parts(chunk_ll, state)
+            value = v if value is None else value + v
+            grads = g if grads is None else [a + b for a, b in zip(grads, g)]
+        if self._log_prior_fn is not None:
+
+            def prior(s: Any) -> tf.Tensor:
+                lp = self._call_log_prior(s)
+                self._check_prior_shape(lp, value.shape, s)
+                return lp
+
+            v, g = value_and_gradient_parts(prior, state)
+            value, grads = value + v, [a + b for a, b in zip(grads, g)]
         return GradientEstimate(value, grads)
 
     def __repr__(self) -> str:

@@ -447,14 +447,29 @@ class KerasPosterior:
         axes = [range(extra, extra + r) for r in self._weight_ranks]
         return gaussian_log_prior(weights, self.prior_scale, axes)
 
-    def estimator(self, batch_size: int | None = None) -> MinibatchEstimator:
-        """A [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator] of this posterior."""
+    def estimator(
+        self, batch_size: int | None = None, full_data_chunk_size: int = 4096
+    ) -> MinibatchEstimator:
+        """A [`MinibatchEstimator`][tfp_sgmcmc.MinibatchEstimator] of this posterior.
+
+        Args:
+          batch_size: rows per minibatch. Default value: ``None`` (the data source's
+            own, required for in-memory data).
+          full_data_chunk_size: rows per chunk of a full-data pass (control-variate
+            anchors, Stein scores): a chunk's activations are what a pass holds, so a
+            convolutional network on 60,000 images needs chunks, not one batch of all
+            rows. Default value: ``4096``.
+        """
         if batch_size is None:
             batch_size = getattr(self.data, "batch_size", None)
             if batch_size is None:
                 raise ValueError("`batch_size` is required with in-memory data.")
         return MinibatchEstimator(
-            self.log_likelihood_fn, self.data, int(batch_size), log_prior_fn=self.log_prior_fn
+            self.log_likelihood_fn,
+            self.data,
+            int(batch_size),
+            log_prior_fn=self.log_prior_fn,
+            full_data_chunk_size=check_int(full_data_chunk_size, "full_data_chunk_size", 1),
         )
 
     def load_weights(self, state: Any) -> None:
