@@ -35,10 +35,11 @@ def _row(method: str, kind: str, acc: float, nll: float, ece: float, h: float) -
     return row
 
 
-def _results(tuned: dict) -> dict:
+def _results(tuned: dict, unit_entropy: float = 1.0) -> dict:
     rows = [
         tuned,
-        _row("BayesianModel, MAMBA (paper's unit KSD)", "sgmcmc", 0.80, 0.60, 0.05, 1.0),
+        _row("BayesianModel, MAMBA (paper's unit KSD)", "sgmcmc", 0.80, 0.60, 0.05,
+             unit_entropy),
         _row("Keras fit", "keras", 0.85, 0.45, 0.03, 0.5),
         _row("MC dropout", "keras", 0.84, 0.44, 0.02, 0.6),
         _row("deep ensemble (5 members)", "keras", 0.86, 0.40, 0.015, 0.7),
@@ -57,11 +58,11 @@ def test_the_verdict_reads_met_only_when_the_goal_is_met():
     assert "(digits) above `fit`'s: met" in page
     loser = copy.deepcopy(winner)
     loser.update(nll=0.41, ece=0.02, accuracy=0.80, entropy_digits=0.4, entropy_noise=0.4)
-    page = study.render(_results(loser))
+    page = study.render(_results(loser, unit_entropy=0.3))
     assert "**NLL: not met.**" in page and "**ECE: not met.**" in page
     assert "**Accuracy within 0.5 points of the best: not met.**" in page
     assert "(noise) above `fit`'s: not met" in page
-    assert "deep ensemble (5 members), 0.4" in page  # the rival is named with its figure
+    assert "deep ensemble (5 members), 0.4000" in page  # the rival is named with its figure
 
 
 @pytest.mark.slow
@@ -73,11 +74,11 @@ def test_quick_run_reports_every_method(tmp_path):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    path = tmp_path / "studies" / "fashion_mnist_bayesian_model_quick.json"
+    path = tmp_path / "studies" / f"{study.STUDY_NAME}_quick.json"
     rows = json.loads(path.read_text())["networks"]["mlp"]["rows"]
     assert len(rows) == 6
     for r in rows:
         assert all(math.isfinite(r[k]) for k in ("accuracy", "nll", "ece")), r
         assert r["accuracy"] > 0.5, r
-    page = (tmp_path / "studies" / "fashion_mnist_bayesian_model_quick.md").read_text()
+    page = (tmp_path / "studies" / f"{study.STUDY_NAME}_quick.md").read_text()
     assert "**NLL:" in page and "What the metric changed" in page
