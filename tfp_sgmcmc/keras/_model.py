@@ -1179,24 +1179,10 @@ class BayesianModel(BayesianPrediction):
                     if failed:
                         break
                     theta = sampler.weights(w).astype(self._dtype)
-                    self._write_back(theta, state["nt"])
-                    if val is not None and draws:
-                        logs.update(self._validation_logs(val, draws))
-                    cb.on_epoch_end(epoch0 + e, logs)
-                    if self.model.stop_training:
-                        # A stop request (EarlyStopping) ends the MAP search only: cutting the
-                        # sampling short would leave a few draws of a barely moved chain.
-                        self.model.stop_training = False
-                        if not stop_ignored:
-                            stop_ignored = True
-                            message = (
-                                f"a callback asked to stop in sampling epoch {e + 1}; sampling "
-                                f"runs its {sample_epochs} epochs to the end (stop requests end "
-                                "the MAP search only): pass a smaller `sample_epochs` to sample "
-                                "less"
-                            )
-                            self.notes.append(message)
-                            warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=3)
+                    stop_ignored = self._end_sampling_epoch(
+                        theta, state, val, draws, cb, epoch0 + e, logs, e, sample_epochs,
+                        stop_ignored,
+                    )
                 if not failed:
                     break
                 self.notes.append(
@@ -1261,6 +1247,43 @@ class BayesianModel(BayesianPrediction):
         if store is not None:
             self._keep_run_dir()
         return history
+
+    def _end_sampling_epoch(
+        self,
+        theta: np.ndarray,
+        state: dict,
+        val: tuple[Any, Any] | None,
+        draws: list[np.ndarray],
+        cb: Any,
+        epoch: int,
+        logs: dict,
+        e: int,
+        sample_epochs: int,
+        stop_ignored: bool,
+        stacklevel: int = 4,
+    ) -> bool:
+        """A sampling epoch's end, for both samplers: the model's variables hold ``theta``,
+        validation scores the draws so far, the callbacks' ``on_epoch_end``; a stop request
+        is ignored, with one note and warning. Returns whether one was ignored so far."""
+        self._write_back(theta, state["nt"])
+        if val is not None and draws:
+            logs.update(self._validation_logs(val, draws))
+        cb.on_epoch_end(epoch, logs)
+        if self.model.stop_training:
+            # A stop request (EarlyStopping) ends the MAP search only: cutting the sampling
+            # short would leave a few draws of a barely moved chain.
+            self.model.stop_training = False
+            if not stop_ignored:
+                message = (
+                    f"a callback asked to stop in sampling epoch {e + 1}; sampling runs its "
+                    f"{sample_epochs} epochs to the end (stop requests end the MAP search "
+                    "only): pass a smaller `sample_epochs` to sample less"
+                )
+                self.notes.append(message)
+                # (The user's `fit` call: this method, its caller's frames, then `fit`.)
+                warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=stacklevel)
+                return True
+        return stop_ignored
 
     def _sample_tuned(
         self,
@@ -1442,21 +1465,10 @@ class BayesianModel(BayesianPrediction):
                 kept += count
                 logs = {"loss": float(np.mean(losses))}
             cb.on_train_batch_end(spe - 1, logs)
-            self._write_back(theta, state["nt"])
-            if val is not None and draws:
-                logs.update(self._validation_logs(val, draws))
-            cb.on_epoch_end(epoch0 + e, logs)
-            if self.model.stop_training:
-                self.model.stop_training = False
-                if not stop_ignored:
-                    stop_ignored = True
-                    message = (
-                        f"a callback asked to stop in sampling epoch {e + 1}; sampling "
-                        f"runs its {sample_epochs} epochs to the end (stop requests end "
-                        "the MAP search only): pass a smaller `sample_epochs` to sample less"
-                    )
-                    self.notes.append(message)
-                    warnings.warn(f"BayesianModel: {message}.", UserWarning, stacklevel=4)
+            stop_ignored = self._end_sampling_epoch(
+                theta, state, val, draws, cb, epoch0 + e, logs, e, sample_epochs, stop_ignored,
+                stacklevel=5,
+            )
         self.timings["sampling"] = time.perf_counter() - t0
         self.notes.append(
             f"{self.sampler_name}: {reached} steps ({spe} an epoch), {kept} draws every "
