@@ -43,6 +43,14 @@ def _exact_posterior(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return mean, np.sqrt(np.diag(cov))
 
 
+def _linear_bayes(num_draws: int) -> BayesianModel:
+    """The linear-Gaussian model with the posterior ``_exact_posterior`` gives."""
+    return BayesianModel(
+        _linear(), likelihood="gaussian", noise_scale=NOISE, prior_scale=PRIOR,
+        num_draws=num_draws, seed=3, learning_rate=0.05,
+    )
+
+
 def _mlp(seed: int = 0) -> keras.Model:
     keras.utils.set_random_seed(seed)
     return keras.Sequential(
@@ -109,10 +117,7 @@ def test_anchored_subset_score_is_exact_at_the_centre_and_close_near_it():
 def test_tuned_fit_samples_the_exact_posterior_and_skips_frozen_and_diverged_arms():
     x, y = _regression()
     mean, sd = _exact_posterior(x, y)
-    bayes = BayesianModel(
-        _linear(), likelihood="gaussian", noise_scale=NOISE, prior_scale=PRIOR,
-        num_draws=200, seed=3, learning_rate=0.05,
-    )
+    bayes = _linear_bayes(num_draws=200)
     # 1e-4·ε₀ freezes the chain; 1e3·ε₀ diverges: neither may win.
     tune = Tuning(samplers=("sgld", "sghmc", "sgnht-cv"), step_factors=(1e3, 1.0, 1e-4),
                   epochs=30.0, score_rows=200)
@@ -189,10 +194,7 @@ def test_the_unit_metric_on_whitened_samples_is_the_papers_ksd_in_the_weights():
 def test_a_tuning_without_a_usable_arm_falls_back_to_the_rules_sampler():
     x, y = _regression()
     mean, sd = _exact_posterior(x, y)
-    bayes = BayesianModel(
-        _linear(), likelihood="gaussian", noise_scale=NOISE, prior_scale=PRIOR,
-        num_draws=100, seed=3, learning_rate=0.05,
-    )
+    bayes = _linear_bayes(num_draws=100)
     # Steps of 100 and 300 times the stable step diverge at once.
     tune = Tuning(samplers=("sgld",), step_factors=(100.0, 300.0), eta=2, epochs=10.0)
     with pytest.warns(RuntimeWarning, match="no arm with a finite KSD"):

@@ -54,8 +54,11 @@ class AnchoredSubsetEstimator(WrappingEstimator):
         weights ``N/n``), with the posterior's prior: its full-data ``log π_S`` is
         ``log p(θ) + (N/n) Σ_{i∈S} log p(x_i | θ)``.
       full: the posterior's estimator on all ``N`` rows, whose full-data score at the
-        centre anchors the estimate (one full pass, here).
+        centre anchors the estimate (one full pass, here, unless ``anchor`` is given).
       centering_value: ``θ̂``, a state without chain dimensions.
+      anchor: ``full.full_log_prob_and_gradient(centering_value)`` computed already
+        (a control-variate estimator at the same centre needs it too). Default value:
+        ``None`` (computed here).
 
     Raises:
       ValueError: ``subset`` is not a ``MinibatchEstimator``, ``full`` not an
@@ -63,7 +66,11 @@ class AnchoredSubsetEstimator(WrappingEstimator):
     """
 
     def __init__(
-        self, subset: MinibatchEstimator, full: GradientEstimator, centering_value: Any
+        self,
+        subset: MinibatchEstimator,
+        full: GradientEstimator,
+        centering_value: Any,
+        anchor: GradientEstimate | None = None,
     ) -> None:
         super().__init__(subset, MinibatchEstimator)
         if not isinstance(full, GradientEstimator):
@@ -72,7 +79,8 @@ class AnchoredSubsetEstimator(WrappingEstimator):
         for i, p in enumerate(parts):
             check_finite_tensor(p, f"centering_value[{i}]")
         centre = restructure(parts, centering_value)
-        anchor = full.full_log_prob_and_gradient(centre)
+        if anchor is None:
+            anchor = full.full_log_prob_and_gradient(centre)
         at_centre = subset.full_log_prob_and_gradient(centre)
         if tf.executing_eagerly() and not bool(
             tf.math.is_finite(anchor.target_log_prob - at_centre.target_log_prob)

@@ -762,7 +762,7 @@ class MinibatchEstimator(GradientEstimator):
         Each chunk's value and gradient are taken on their own and summed (the score of
         a sum is the sum of the scores), so the memory is one chunk's activations, not
         the data set's: one tape over every chunk would keep all of them until the
-        gradient, which for a convolutional network on 60,000 images is tens of GB.
+        gradient, which grows with the number of rows.
         """
         value = grads = None
         for chunk in self._data.full_batches(self._chunk):

@@ -1317,32 +1317,28 @@ class BayesianModel(BayesianPrediction):
         """
         t0 = time.perf_counter()
         n_all = self._n
+        def on_rows(x: Any, y: Any, weights: np.ndarray) -> KerasPosterior:
+            """This model's posterior on weighted array rows, its statistics fixed."""
+            post = KerasPosterior(
+                self.model,
+                (x, y),
+                self.likelihood,
+                prior_scale=self.prior_scale,
+                noise_scale=self.noise_scale if self.likelihood == "gaussian" else 1.0,
+                from_logits=self.from_logits,
+                sample_weight=weights,
+            )
+            post.set_model_state(state["nt"])
+            return post
+
         # The training rows with their sample and class weights, the arms' minibatches.
         w = source.w if source.w is not None else np.ones(n_all)
-        rows = KerasPosterior(
-            self.model,
-            (source.x, source.y),
-            self.likelihood,
-            prior_scale=self.prior_scale,
-            noise_scale=self.noise_scale if self.likelihood == "gaussian" else 1.0,
-            from_logits=self.from_logits,
-            sample_weight=w,
-        )
-        rows.set_model_state(state["nt"])
+        rows = on_rows(source.x, source.y, w)
         # The KSD's scores: a fixed random subset, its weights scaled by N/n.
         n_score = min(n_all, tune.score_rows)
         rng = np.random.default_rng([self.seed, 7])
         idx = np.sort(rng.choice(n_all, n_score, replace=False))
-        scoring = KerasPosterior(
-            self.model,
-            (take(source.x, idx), source.y[idx]),
-            self.likelihood,
-            prior_scale=self.prior_scale,
-            noise_scale=self.noise_scale if self.likelihood == "gaussian" else 1.0,
-            from_logits=self.from_logits,
-            sample_weight=w[idx] * (n_all / n_score),
-        )
-        scoring.set_model_state(state["nt"])
+        scoring = on_rows(take(source.x, idx), source.y[idx], w[idx] * (n_all / n_score))
         if verbose:
             print(f"BayesianModel: tuning, {tune.describe()}", file=sys.stderr, flush=True)
         result, kernels = tune_posterior(

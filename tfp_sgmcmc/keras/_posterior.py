@@ -457,8 +457,7 @@ class KerasPosterior:
             own, required for in-memory data).
           full_data_chunk_size: rows per chunk of a full-data pass (control-variate
             anchors, Stein scores): a chunk's activations are what a pass holds, so a
-            convolutional network on 60,000 images needs chunks, not one batch of all
-            rows. Default value: ``4096``.
+            large data set needs chunks, not one batch of all rows. Default value: ``4096``.
         """
         if batch_size is None:
             batch_size = getattr(self.data, "batch_size", None)

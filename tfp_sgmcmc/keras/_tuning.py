@@ -216,23 +216,25 @@ class TunedSampler:
         scale = np.asarray(scale, np.float64)
         self.num_leapfrog_steps = num_leapfrog_steps
         full = posterior.estimator(max(batch_sizes))
+        # One full pass: the exact score at the MAP anchors the KSD's subset scores and
+        # the control-variate estimators alike.
+        anchor = full.full_log_prob_and_gradient(centre_t)
         self._estimators: dict[tuple[bool, int], WhitenedEstimator] = {}
-        anchor = None
-        if control_variates:
-            g = full.full_log_prob_and_gradient(centre_t)
-            anchor = (g.grads_target_log_prob, g.target_log_prob)
         for n in batch_sizes:
             base = posterior.estimator(n)
             self._estimators[(False, n)] = self._whiten(base, centre_t, scale)
-            if anchor is not None:
+            if control_variates:
                 cv = ControlVariateEstimator(
-                    base, centre_t, centering_gradient=anchor[0], centering_log_prob=anchor[1]
+                    base,
+                    centre_t,
+                    centering_gradient=anchor.grads_target_log_prob,
+                    centering_log_prob=anchor.target_log_prob,
                 )
                 self._estimators[(True, n)] = self._whiten(cv, centre_t, scale)
         #: The KSD's scores: the subset's, anchored at the MAP's exact score, whitened.
         self.scorer = self._whiten(
             AnchoredSubsetEstimator(
-                scoring.estimator(scoring.data.num_examples), full, centre_t
+                scoring.estimator(scoring.data.num_examples), full, centre_t, anchor=anchor
             ),
             centre_t,
             scale,
