@@ -98,16 +98,21 @@ def test_tf_data_pipeline_in_graph_mode(setup):
 # The contract: logits, integer labels, any samples (no silent wrong answers)
 # --------------------------------------------------------------------------- #
 def _softmax_model(final):
+    """``final`` is a function building the last layers: built after the seed, their
+    initial weights do not depend on what ran before in the process (layers made at
+    collection time drew their initializers' seeds then)."""
     keras.utils.set_random_seed(1)
-    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(5, activation="tanh"), *final])
+    return keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(5, activation="tanh"), *final()]
+    )
 
 
 @pytest.mark.parametrize(
     "final",
     [
-        [keras.layers.Dense(4, activation="softmax")],
-        [keras.layers.Dense(4), keras.layers.Softmax()],
-        [keras.layers.Dense(4), keras.layers.Activation("softmax")],
+        lambda: [keras.layers.Dense(4, activation="softmax")],
+        lambda: [keras.layers.Dense(4), keras.layers.Softmax()],
+        lambda: [keras.layers.Dense(4), keras.layers.Activation("softmax")],
     ],
     ids=["dense_softmax", "softmax_layer", "activation_layer"],
 )
@@ -155,7 +160,7 @@ def test_final_softmax_is_refused_unless_from_logits_says(setup, final):
 def test_final_sigmoid_with_bernoulli_is_refused(setup):
     x, _, _, _ = setup
     y = (x[:, 0] > 0).astype(np.int32)
-    model = _softmax_model([keras.layers.Dense(1, activation="sigmoid")])
+    model = _softmax_model(lambda: [keras.layers.Dense(1, activation="sigmoid")])
     with pytest.raises(ValueError, match="applies sigmoid"):
         KerasPosterior(model, (x, y), likelihood="bernoulli")
     post = KerasPosterior(model, (x, y), likelihood="bernoulli", from_logits=False)
