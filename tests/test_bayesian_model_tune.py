@@ -129,6 +129,8 @@ def test_tuned_fit_samples_the_exact_posterior_and_skips_frozen_and_diverged_arm
     assert arm["step_size"] == pytest.approx(bayes.step_size)
     factor = arm["step_size"] / min(a["step_size"] for a in result.arms) / 1e4
     assert factor == pytest.approx(1.0, rel=1e-6), arm  # the middle step, ε₀
+    assert result.grid_edges() == {}  # inside the grid: no note says otherwise
+    assert not any("grid's end" in note for note in bayes.notes)
     assert arm["sampler"].upper() in bayes.sampler_name
     assert "tuning" in bayes.timings
     draws = np.concatenate([d.reshape(len(d), -1) for d in bayes.draws], axis=1)

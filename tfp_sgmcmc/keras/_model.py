@@ -1378,6 +1378,9 @@ class BayesianModel(BayesianPrediction):
             f"{result.total_metric_seconds:.1f} s scoring); chose {self.sampler_name}, "
             f"KSD {result.best_metric:.4g}, {result.pick_confidence()}"
         )
+        edge = result.grid_edge_message()
+        if edge:  # e.g. the smallest step factor won: a smaller one may score better still
+            self.notes.append(f"MAMBA: {edge} (`Tuning(step_factors=...)`)")
         if verbose:
             print(f"BayesianModel: sampling with {self.sampler_name}", file=sys.stderr, flush=True)
 

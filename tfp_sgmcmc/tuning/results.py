@@ -179,6 +179,49 @@ class TuningResult:
         verdict = "distinguishable" if z >= 2 else "NOT distinguishable"
         return line + f"; gap {gap:.3g} = {z:.1f} SE ({verdict} at 2 SE)"
 
+    def grid_edges(self) -> dict[str, str]:
+        """The numeric hyperparameters whose chosen value is an end of the values tried.
+
+        For each numeric key ``k`` of ``best_arm``, the axis through the pick is the
+        arms that agree with it on every other key (for a product grid: the other
+        hyperparameters held at the pick's values). When that axis tried at least
+        three values of ``k`` and the pick has the smallest (largest) of them, the
+        reward may still improve beyond the grid in that direction: widen the grid
+        there before trusting the value. ``{}`` when no pick sits at an end.
+
+        Returns:
+          ``{key: "smallest" | "largest"}``.
+        """
+        edges: dict[str, str] = {}
+        best = self.best_arm
+        for key, value in best.items():
+            if not _is_number(value):
+                continue
+            axis = {
+                float(arm[key])
+                for arm in self.arms
+                if arm.keys() == best.keys()
+                and all(arm[o] == best[o] for o in best if o != key)
+            }
+            if len(axis) < 3:
+                continue
+            if float(value) == min(axis):
+                edges[key] = "smallest"
+            elif float(value) == max(axis):
+                edges[key] = "largest"
+        return edges
+
+    def grid_edge_message(self) -> str:
+        """``grid_edges`` in words (``""`` when the pick is inside the grid)."""
+        edges = self.grid_edges()
+        if not edges:
+            return ""
+        parts = [f"{key} is the {end} tried" for key, end in edges.items()]
+        return (
+            "the pick is at the grid's end (" + "; ".join(parts) + "): the reward may "
+            "improve beyond it, so widen the grid in that direction before trusting the value"
+        )
+
     #: Sampling seconds summed over arms and rounds.
     total_sampling_seconds = _RecordTotal("sampling_seconds", float)
     #: Tracing + compilation seconds summed over arms and rounds.
@@ -378,6 +421,9 @@ class TuningResult:
             f"{self.total_compile_seconds:.2f} s ({self.num_programs} program(s)), metric "
             f"{self.total_metric_seconds:.2f} s, {self.total_steps} steps",
         ]
+        edge = self.grid_edge_message()
+        if edge:
+            lines.append("  " + edge)
         if self.gradient_noise is not None:
             lines.append("  " + self.gradient_noise.message())
         return "\n".join(lines)
@@ -452,6 +498,13 @@ def _pm(value: float, se: float) -> str:
     if not math.isfinite(value):
         return "inf"
     return f"{value:.4g} ± {se:.2g}" if math.isfinite(se) else f"{value:.4g}"
+
+
+def _is_number(value: Any) -> bool:
+    """A real number, not a bool (an on/off switch has no 'beyond')."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
 
 
 def _sort_metric(m: float) -> float:
