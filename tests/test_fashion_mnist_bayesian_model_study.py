@@ -65,6 +65,23 @@ def test_the_verdict_reads_met_only_when_the_goal_is_met():
     assert "deep ensemble (5 members), 0.4000" in page  # the rival is named with its figure
 
 
+def test_a_reference_row_is_shown_but_left_out_of_the_verdict_and_map_lines_read_it():
+    winner = _row("BayesianModel, MAMBA (curvature KSD)", "sgmcmc", 0.857, 0.35, 0.01, 1.2)
+    winner["map_epochs"] = [{"accuracy": a, "nll": 0.5, "ece": 0.02}
+                            for a in (0.70, 0.80, 0.845, 0.85)]
+    results = _results(winner)
+    # Better than the winner on everything, but not a baseline: the verdict is unchanged.
+    results["networks"]["mlp"]["rows"].append(
+        _row("Keras fit with the prior as an L2 penalty", "reference", 0.99, 0.1, 0.001, 2.0))
+    page = study.render(results)
+    assert "| Keras fit with the prior as an L2 penalty | 0.9900 |" in page
+    assert "**NLL: met.**" in page and "**ECE: met.**" in page
+    assert "**Accuracy within 0.5 points of the best: met.**" in page
+    # The MAP's trace: within a point of its final 85% from epoch 3 on; sampling's gain.
+    assert "was 85.00% after its 4 epochs, and within a point of that from epoch 3 on" in page
+    assert "MAMBA (curvature KSD) 0.5000 → 0.3500" in page
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir(DATA), reason=f"Fashion-MNIST not found in {DATA}")
 def test_quick_run_reports_every_method(tmp_path):
@@ -76,7 +93,7 @@ def test_quick_run_reports_every_method(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     path = tmp_path / "studies" / f"{study.STUDY_NAME}_quick.json"
     rows = json.loads(path.read_text())["networks"]["mlp"]["rows"]
-    assert len(rows) == 6
+    assert len(rows) == 7  # three BayesianModel rows, four Keras ones (one a reference)
     for r in rows:
         assert all(math.isfinite(r[k]) for k in ("accuracy", "nll", "ece")), r
         assert r["accuracy"] > 0.5, r
