@@ -190,9 +190,11 @@ def softmax_predict(model: keras.Model, masks: int = 0) -> Any:
     return predict
 
 
-def bayesian_rows(network: str, data: Any, ood: dict, quick: bool) -> list[dict[str, Any]]:
-    """The three BayesianModel rows: tuned (curvature KSD), tuned (unit KSD), untuned."""
-    epochs, sample_epochs = EPOCHS[network][1 if quick else 0]
+def bayesian_rows(network: str, data: Any, ood: dict, quick: bool,
+                  budget: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+    """The three BayesianModel rows: tuned (curvature KSD), tuned (unit KSD), untuned;
+    ``budget`` (MAP epochs, sampling epochs) replaces the network's ``EPOCHS``."""
+    epochs, sample_epochs = budget or EPOCHS[network][1 if quick else 0]
     rows = []
     for label, tune in (
         ("BayesianModel, MAMBA (curvature KSD)", Tuning()),
@@ -228,6 +230,10 @@ def bayesian_rows(network: str, data: Any, ood: dict, quick: bool) -> list[dict[
                           for k, v in result.best_arm.items()}
             row["arms"] = len(result.arms)
             row["compile_s"] = float(result.total_compile_seconds)
+            row["compiles"] = [  # each program's warm-up: (sampler, batch size, seconds)
+                [rec.arm["sampler"], int(rec.arm["batch_size"]), float(rec.compile_seconds)]
+                for rec in result.records if rec.compile_seconds > 0
+            ]
             row["metric_s"] = float(result.total_metric_seconds)
             row["tuning_sampling_s"] = float(result.total_sampling_seconds)
         rows.append(row)
@@ -289,7 +295,17 @@ def main() -> None:
     ap.add_argument("--data", default=DEFAULT_DATA, help="folder of the Fashion-MNIST files")
     ap.add_argument("--networks", default=",".join(NETWORKS), help="comma-separated subset")
     ap.add_argument("--from-json", metavar="FILE", help="rewrite the page from saved results")
+    ap.add_argument("--epochs", metavar="MAP,SAMPLE", help="BayesianModel's MAP and sampling "
+                    "epochs for every network run (default: each network's own)")
     args = ap.parse_args()
+    budget = None
+    if args.epochs:
+        try:
+            budget = tuple(int(v) for v in args.epochs.split(","))
+        except ValueError:
+            budget = ()
+        if len(budget) != 2 or budget[0] < 0 or budget[1] < 1:
+            ap.error(f"--epochs takes MAP,SAMPLE epochs (e.g. 20,4), got {args.epochs!r}")
     outs = _cli.outputs(args)
     if args.from_json:
         with open(args.from_json, encoding="utf-8") as f:
@@ -317,7 +333,7 @@ def main() -> None:
     }
     json_path = outs.study(f"{STUDY_NAME}.json")
     for network in networks:
-        rows = bayesian_rows(network, data, ood, args.quick)
+        rows = bayesian_rows(network, data, ood, args.quick, budget)
         seconds = rows[0]["wall_s"]  # the tuned BayesianModel's whole time
         rows += baseline_rows(network, data, ood, seconds)
         results["networks"][network] = {"seconds": seconds, "rows": rows}
