@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
@@ -36,6 +37,9 @@ def test_grid_edges_follow_the_axis_through_the_pick():
     ]
     assert _result(ragged, 0).grid_edges() == {"step_size": "smallest"}
     assert _result(ragged, 3).grid_edges() == {}  # one value on its axis
+    # Array-valued hyperparameters (a preconditioner per arm) compare elementwise.
+    arrays = [{"scale": np.array([1.0, 2.0]), "step_size": v} for v in (0.1, 0.2, 0.3)]
+    assert _result(arrays, 2).grid_edges() == {"step_size": "largest"}
 
 
 def test_mamba_on_a_grid_of_too_small_steps_says_so(rng):

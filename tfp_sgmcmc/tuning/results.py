@@ -191,6 +191,8 @@ class TuningResult:
 
         Returns:
           ``{key: "smallest" | "largest"}``.
+
+        See docs/tuning.md, "The result".
         """
         edges: dict[str, str] = {}
         best = self.best_arm
@@ -201,7 +203,7 @@ class TuningResult:
                 float(arm[key])
                 for arm in self.arms
                 if arm.keys() == best.keys()
-                and all(arm[o] == best[o] for o in best if o != key)
+                and all(_same(arm[o], best[o]) for o in best if o != key)
             }
             if len(axis) < 3:
                 continue
@@ -505,6 +507,14 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
         value, (bool, np.bool_)
     )
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal hyperparameter values (arrays elementwise; what cannot compare, by identity)."""
+    try:
+        return bool(np.all(np.asarray(a == b)))
+    except (TypeError, ValueError):
+        return a is b
 
 
 def _sort_metric(m: float) -> float:
