@@ -1180,7 +1180,7 @@ class BayesianModel(BayesianPrediction):
                         break
                     theta = sampler.weights(w).astype(self._dtype)
                     stop_ignored = self._end_sampling_epoch(
-                        theta, state, val, draws, cb, epoch0 + e, logs, e, sample_epochs,
+                        theta, state, val, draws, cb, epoch0, e, logs, sample_epochs,
                         stop_ignored,
                     )
                 if not failed:
@@ -1255,20 +1255,21 @@ class BayesianModel(BayesianPrediction):
         val: tuple[Any, Any] | None,
         draws: list[np.ndarray],
         cb: Any,
-        epoch: int,
-        logs: dict,
+        epoch0: int,
         e: int,
+        logs: dict,
         sample_epochs: int,
         stop_ignored: bool,
         stacklevel: int = 4,
     ) -> bool:
-        """A sampling epoch's end, for both samplers: the model's variables hold ``theta``,
-        validation scores the draws so far, the callbacks' ``on_epoch_end``; a stop request
-        is ignored, with one note and warning. Returns whether one was ignored so far."""
+        """The end of sampling epoch ``e`` (Keras epoch ``epoch0 + e``), for both samplers:
+        the model's variables hold ``theta``, validation scores the draws so far, the
+        callbacks' ``on_epoch_end``; a stop request is ignored, with one note and warning.
+        Returns whether one was ignored so far."""
         self._write_back(theta, state["nt"])
         if val is not None and draws:
             logs.update(self._validation_logs(val, draws))
-        cb.on_epoch_end(epoch, logs)
+        cb.on_epoch_end(epoch0 + e, logs)
         if self.model.stop_training:
             # A stop request (EarlyStopping) ends the MAP search only: cutting the sampling
             # short would leave a few draws of a barely moved chain.
@@ -1317,6 +1318,7 @@ class BayesianModel(BayesianPrediction):
         """
         t0 = time.perf_counter()
         n_all = self._n
+
         def on_rows(x: Any, y: Any, weights: np.ndarray) -> KerasPosterior:
             """This model's posterior on weighted array rows, its statistics fixed."""
             post = KerasPosterior(
@@ -1465,7 +1467,7 @@ class BayesianModel(BayesianPrediction):
                 logs = {"loss": float(np.mean(losses))}
             cb.on_train_batch_end(spe - 1, logs)
             stop_ignored = self._end_sampling_epoch(
-                theta, state, val, draws, cb, epoch0 + e, logs, e, sample_epochs, stop_ignored,
+                theta, state, val, draws, cb, epoch0, e, logs, sample_epochs, stop_ignored,
                 stacklevel=5,
             )
         self.timings["sampling"] = time.perf_counter() - t0

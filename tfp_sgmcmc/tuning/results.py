@@ -203,6 +203,7 @@ class TuningResult:
                 float(arm[key])
                 for arm in self.arms
                 if arm.keys() == best.keys()
+                and _is_number(arm[key])
                 and all(_same(arm[o], best[o]) for o in best if o != key)
             }
             if len(axis) < 3:
