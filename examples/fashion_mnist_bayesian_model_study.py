@@ -31,6 +31,7 @@ Writes ``studies/fashion_mnist_bayesian_model.md`` and ``.json`` under ``--out``
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -190,6 +191,13 @@ def softmax_predict(model: keras.Model, masks: int = 0) -> Any:
     return predict
 
 
+def fresh_session() -> None:
+    """Each row starts from an empty Keras session and a collected heap, so no row
+    pays for (or tracing slows down under) what an earlier row left behind."""
+    keras.backend.clear_session()
+    gc.collect()
+
+
 def bayesian_rows(network: str, data: Any, ood: dict, quick: bool,
                   budget: tuple[int, int] | None = None) -> list[dict[str, Any]]:
     """The three BayesianModel rows: tuned (curvature KSD), tuned (unit KSD), untuned;
@@ -201,6 +209,7 @@ def bayesian_rows(network: str, data: Any, ood: dict, quick: bool,
         ("BayesianModel, MAMBA (paper's unit KSD)", Tuning(metric="unit")),
         ("BayesianModel, no tuning (rule's SGLD)", None),
     ):
+        fresh_session()
         bayes = BayesianModel(build(network), likelihood="categorical", num_draws=NUM_DRAWS,
                               learning_rate=LEARNING_RATE[network], seed=0)
         map_scores = MapScores(data, epochs)
@@ -235,6 +244,7 @@ def bayesian_rows(network: str, data: Any, ood: dict, quick: bool,
                 for rec in result.records if rec.compile_seconds > 0
             ]
             row["metric_s"] = float(result.total_metric_seconds)
+            row["grid_edges"] = result.grid_edges()  # {hyperparameter: "smallest"|"largest"}
             row["tuning_sampling_s"] = float(result.total_sampling_seconds)
         rows.append(row)
         _print(network, row)
@@ -243,6 +253,7 @@ def bayesian_rows(network: str, data: Any, ood: dict, quick: bool,
 
 def baseline_rows(network: str, data: Any, ood: dict, seconds: float) -> list[dict[str, Any]]:
     """Keras fit, MC dropout and the deep ensemble, each given ``seconds``."""
+    fresh_session()
     rows = []
     model, wall, epochs = keras_fit(network, data, seconds, 0.0, seed=1)
     rows.append({"method": "Keras fit", "kind": "keras", "wall_s": wall,
@@ -463,12 +474,21 @@ def _details(r: dict[str, Any]) -> str:
         if r.get("map_epochs"):
             last = r["map_epochs"][-1]
             parts.append(f"the MAP alone: accuracy {last['accuracy']:.4f}, NLL {last['nll']:.4f}")
-        if any("grid's end" in n for n in r.get("notes", [])):
-            parts.append("the pick is at the step grid's end")
+        parts.extend(_grid_edge_text(r))
         if r.get("warnings"):
             parts.append(_warned(r["warnings"]))
         return "; ".join(parts)
     return f"epochs {r['epochs']}"
+
+
+def _grid_edge_text(r: dict[str, Any]) -> list[str]:
+    """The row's ``TuningResult.grid_edges()`` in words; a JSON written before the study
+    stored them has only ``fit``'s note to go by."""
+    if "grid_edges" in r:
+        return [f"the pick is the {end} {key.replace('_', ' ')} tried (the grid's end)"
+                for key, end in r["grid_edges"].items()]
+    return (["the pick is at the step grid's end"]
+            if any("grid's end" in n for n in r.get("notes", [])) else [])
 
 
 def render(results: dict[str, Any]) -> str:

@@ -82,6 +82,18 @@ def test_a_reference_row_is_shown_but_left_out_of_the_verdict_and_map_lines_read
     assert "MAMBA (curvature KSD) 0.5000 → 0.3500" in page
 
 
+def test_the_page_names_a_pick_at_the_grids_end_from_the_stored_grid_edges():
+    winner = _row("BayesianModel, MAMBA (curvature KSD)", "sgmcmc", 0.857, 0.35, 0.01, 1.2)
+    winner["grid_edges"] = {"step_size": "smallest"}
+    page = study.render(_results(winner))
+    assert "the pick is the smallest step size tried (the grid's end)" in page
+    winner["grid_edges"] = {}  # a pick inside the grid: nothing said, whatever the notes
+    winner["notes"] = ["MAMBA: the pick is at the grid's end"]
+    assert "grid's end" not in study.render(_results(winner))
+    del winner["grid_edges"]  # a JSON from before the field: the note is read
+    assert "the pick is at the step grid's end" in study.render(_results(winner))
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir(DATA), reason=f"Fashion-MNIST not found in {DATA}")
 def test_quick_run_reports_every_method(tmp_path):
@@ -97,5 +109,7 @@ def test_quick_run_reports_every_method(tmp_path):
     for r in rows:
         assert all(math.isfinite(r[k]) for k in ("accuracy", "nll", "ece")), r
         assert r["accuracy"] > 0.5, r
+        if r["kind"] == "sgmcmc":
+            assert isinstance(r["grid_edges"], dict), r
     page = (tmp_path / "studies" / f"{study.STUDY_NAME}_quick.md").read_text()
     assert "**NLL:" in page and "What the metric changed" in page
