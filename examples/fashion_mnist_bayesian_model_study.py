@@ -381,7 +381,9 @@ def verdict(rows: list[dict[str, Any]]) -> list[str]:
         )
     best = max(sg_rows, key=lambda r: r["accuracy"])
     top = max(sg_rows + baselines, key=lambda r: r["accuracy"])
-    gap = top["accuracy"] - best["accuracy"]
+    # Accuracies are counts over the test set: 0.9089 − 0.9039 is 0.0050000000000000044
+    # in floats, and 50 of 10,000 images is within 0.5 points.
+    gap = round(top["accuracy"] - best["accuracy"], 9)
     lines.append(
         f"**Accuracy within {100 * ACCURACY_MARGIN:.1f} points of the best: "
         f"{'met' if gap <= ACCURACY_MARGIN else 'not met'}.** Best SG-MCMC, "

@@ -65,6 +65,16 @@ def test_the_verdict_reads_met_only_when_the_goal_is_met():
     assert "deep ensemble (5 members), 0.4000" in page  # the rival is named with its figure
 
 
+def test_accuracy_exactly_half_a_point_below_the_best_is_within_it():
+    # 50 of 10,000 test images: 0.9089 - 0.9039 exceeds 0.005 in floats.
+    winner = _row("BayesianModel, MAMBA (curvature KSD)", "sgmcmc", 0.9039, 0.35, 0.01, 1.2)
+    results = _results(winner)
+    results["networks"]["mlp"]["rows"][4]["accuracy"] = 0.9089
+    assert "**Accuracy within 0.5 points of the best: met.**" in study.render(results)
+    winner["accuracy"] = 0.9038  # 51 images: not within (power)
+    assert "**Accuracy within 0.5 points of the best: not met.**" in study.render(results)
+
+
 def test_a_reference_row_is_shown_but_left_out_of_the_verdict_and_map_lines_read_it():
     winner = _row("BayesianModel, MAMBA (curvature KSD)", "sgmcmc", 0.857, 0.35, 0.01, 1.2)
     winner["map_epochs"] = [{"accuracy": a, "nll": 0.5, "ece": 0.02}
