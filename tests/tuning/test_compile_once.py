@@ -85,6 +85,37 @@ def test_in_memory_arm_program_compiles_once(scheme):
     assert _distinct_programs(program, calls) == 1
 
 
+def test_the_first_compile_collects_the_garbage_left_before_it():
+    # Cyclic garbage from earlier models slows tracing (runner._compile): the runner's
+    # first compile collects it, once.
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    est = sg.MinibatchEstimator(log_likelihood, _data("epoch"), BATCH, log_prior)
+    runner = ArmRunner(lambda step_size: sg.SGLD(est, step_size), [{"step_size": 1e-3}],
+                       tf.zeros([D]), thin=2, seed=5, max_steps_per_call=20)
+    gc.disable()
+    try:
+        cycle = Node()
+        cycle.self = cycle
+        ref = weakref.ref(cycle)
+        del cycle
+        assert ref() is not None  # only a collection frees a cycle
+        assert runner.run(0, 3, tu.steps(1)).compile_seconds > 0
+        assert ref() is None
+        again = Node()
+        again.self = again
+        ref = weakref.ref(again)
+        del again
+        runner.run(0, 3, tu.steps(1))  # compiled already: no collection
+        assert ref() is not None
+    finally:
+        gc.enable()
+
+
 def _tf_data_estimator() -> sg.MinibatchEstimator:
     x, y = (np.asarray(t) for t in _data("epoch").arrays)
     ds = (

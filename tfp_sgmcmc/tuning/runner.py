@@ -42,6 +42,7 @@ step-by-step order; docs/tuning.md, "Tuning on tf.data").
 
 from __future__ import annotations
 
+import gc
 import time
 import weakref
 from collections.abc import Callable
@@ -361,6 +362,7 @@ class ArmRunner:
         max_steps_per_call = check_int(max_steps_per_call, "max_steps_per_call", 2 * thin)
         self.make_kernel = make_kernel
         self.arms = [dict(a) for a in arms]
+        self._collected = False  # see _compile
         self.thin = thin
         self.jit_compile = jit_compile
         #: How programs reading tf.data are fed: ``True`` XLA chunks (``jit_compile``),
@@ -470,6 +472,12 @@ class ArmRunner:
         if prog.compiled:
             return 0.0
         t0 = time.perf_counter()
+        if not self._collected:
+            # Garbage left by earlier models in the process (their traced functions
+            # among it) slows tracing several-fold; one collection first removes it
+            # (measured: docs/keras.md, "Tuning late in a long session").
+            gc.collect()
+            self._collected = True
         if self._stream_jit is not None:
             # tf.data sources: XLA chunks fed from prefetched blocks (before any
             # graph that reads the source is traced).
