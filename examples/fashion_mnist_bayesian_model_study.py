@@ -31,7 +31,6 @@ Writes ``studies/fashion_mnist_bayesian_model.md`` and ``.json`` under ``--out``
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import time
@@ -193,9 +192,9 @@ def softmax_predict(model: keras.Model, masks: int = 0) -> Any:
 
 def fresh_session() -> None:
     """Each row starts from an empty Keras session and a collected heap, so no row
-    pays for (or tracing slows down under) what an earlier row left behind."""
+    pays for (or tracing slows down under) what an earlier row left behind
+    (``clear_session`` runs ``gc.collect()`` itself)."""
     keras.backend.clear_session()
-    gc.collect()
 
 
 def bayesian_rows(network: str, data: Any, ood: dict, quick: bool,

@@ -20,6 +20,9 @@ must serve every later one.
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -88,9 +91,6 @@ def test_in_memory_arm_program_compiles_once(scheme):
 def test_the_first_compile_collects_the_garbage_left_before_it():
     # Cyclic garbage from earlier models slows tracing (runner._compile): the runner's
     # first compile collects it, once.
-    import gc
-    import weakref
-
     class Node:
         pass
 
